@@ -1,0 +1,17 @@
+"""allocator: plan draft-then-verify inference.
+
+Search jointly over the draft length ``k``, the number of drafters ``m`` and which
+drafters to pool, and return the Pareto front of throughput against cost.
+
+Public API::
+
+    from allocator import load_problem, Problem, solve, evaluate
+"""
+
+from .api import evaluate, load, solve
+from .exceptions import InputError
+from .problem import Problem
+from .spec import ProblemSpec, load_problem
+
+__all__ = ["InputError", "Problem", "ProblemSpec", "evaluate", "load", "load_problem", "solve"]
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Analyses built on the model: the paper's worked examples recomputed."""

@@ -1,0 +1,57 @@
+"""Rich tables for people; JSON and CSV are in :mod:`allocator.outputs`."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from ..result import SolveResult
+
+
+def front_table(result: SolveResult) -> Table:
+    title = (
+        f"{result.problem}: {len(result.front)} point(s) on the front of throughput against "
+        f"{result.cost_metric}\nstrategy {result.strategy}, "
+        f"{'exact' if result.exact else 'heuristic (not proven complete)'}, "
+        f"{result.evaluated:,} configurations in {result.seconds:.3g} s"
+    )
+    t = Table(title=title, title_justify="left")
+    for col, just in (
+        ("#", "right"),
+        ("drafters", "left"),
+        ("m", "right"),
+        ("k", "right"),
+        ("throughput", "right"),
+        ("cost", "right"),
+        ("E[accepted]", "right"),
+        ("pooled α", "right"),
+        ("round time", "right"),
+    ):
+        t.add_column(col, justify=just)
+    for i, p in enumerate(result.points(), 1):
+        t.add_row(
+            str(i),
+            ", ".join(p["drafters"]),
+            str(p["m"]),
+            str(p["k"]),
+            f"{p['throughput']:.6f}",
+            f"{p['cost']:.6g}",
+            f"{p['expected_accepted']:.6f}",
+            f"{p['pooled_acceptance']:.6f}",
+            f"{p['round_time']:.6g}",
+        )
+    return t
+
+
+def point_table(point: dict) -> Table:
+    t = Table(
+        show_header=False,
+        title=", ".join(point["drafters"]) + f" at k={point['k']}",
+        title_justify="left",
+    )
+    t.add_column("metric")
+    t.add_column("value", justify="right")
+    for key, v in point.items():
+        if key in ("drafters", "cost"):
+            continue
+        t.add_row(key, f"{v:.9g}" if isinstance(v, float) else str(v))
+    return t

@@ -1,0 +1,12 @@
+"""The draft-then-verify model (DESIGN §1–§2), vectorised over a leading batch axis."""
+
+from .acceptance import expected_accepted, position_matrix
+from .evaluate import METRICS, evaluate_configs, evaluate_subsets
+
+__all__ = [
+    "METRICS",
+    "evaluate_configs",
+    "evaluate_subsets",
+    "expected_accepted",
+    "position_matrix",
+]

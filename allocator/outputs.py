@@ -1,0 +1,105 @@
+"""Machine output at the edge: the JSON documents of DESIGN §4 and atomic file writes.
+
+Nothing is written half-way: every file goes to a temporary name in the same folder
+and is renamed into place once complete.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from .exceptions import InputError
+from .result import SolveResult
+
+
+class PointOut(BaseModel):
+    """One configuration and its metrics (a front point, or ``evaluate``'s answer)."""
+
+    drafters: list[str]
+    m: int
+    k: int
+    throughput: float
+    cost: float
+    expected_accepted: float
+    pooled_acceptance: float
+    round_time: float
+    draft_cost_per_round: float
+    draft_cost_per_token: float
+    hosting_cost: float
+
+
+class SolveOut(BaseModel):
+    """``solve --json``: one object, ``front`` sorted by cost ascending."""
+
+    problem: str
+    strategy: str
+    exact: bool
+    cost_metric: str
+    evaluated: int
+    seconds: float
+    front: list[PointOut]
+    notes: list[str] = []
+
+
+def solve_document(result: SolveResult) -> dict:
+    return SolveOut(
+        problem=result.problem,
+        strategy=result.strategy,
+        exact=result.exact,
+        cost_metric=result.cost_metric,
+        evaluated=result.evaluated,
+        seconds=round(result.seconds, 6),
+        front=[PointOut(**p) for p in result.points()],
+        notes=result.notes,
+    ).model_dump()
+
+
+def point_document(point: dict) -> dict:
+    return PointOut(**point).model_dump()
+
+
+def to_json(doc) -> str:
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+CSV_COLUMNS = list(PointOut.model_fields)
+
+
+def front_csv(points: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    w.writeheader()
+    for p in points:
+        w.writerow({**p, "drafters": "+".join(p["drafters"])})
+    return buf.getvalue()
+
+
+def check_writable(path: str | Path, option: str) -> None:
+    """Fail early (before any work) when ``path`` cannot be written."""
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise InputError(option, f"folder does not exist: {parent}")
+    if Path(path).is_dir():
+        raise InputError(option, f"is a directory: {path}")
+
+
+def write_atomic(path: str | Path, text: str | bytes, option: str = "output") -> None:
+    """Write ``text`` to ``path`` whole or not at all."""
+    check_writable(path, option)
+    p = Path(path)
+    mode = "wb" if isinstance(text, bytes) else "w"
+    fd, tmp = tempfile.mkstemp(dir=p.resolve().parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
+            f.write(text)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

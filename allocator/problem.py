@@ -1,0 +1,164 @@
+"""A problem as plain numpy arrays: what the solvers work on.
+
+:class:`Problem` is built once from a validated :class:`~allocator.spec.ProblemSpec`
+(:meth:`Problem.from_spec`) and never changes. Solvers, the model and reports read
+its arrays; none of them touch pydantic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from .exceptions import InputError, NotSupportedYet
+from .model.acceptance import position_matrix
+from .model.errors import ErrorModel, IndependentErrors, build_error_model
+from .spec import COST_METRICS, ProblemSpec, load_problem
+
+
+@dataclass(frozen=True, eq=False)
+class Problem:
+    """Drafters, verifier, search space and budget of one planning problem.
+
+    Attributes
+    ----------
+    names : drafter names, length ``N``.
+    acceptance : ``(N, J)`` per-position acceptance in (0, 1]; column ``J-1`` repeats.
+    unit_cost : ``(N,)`` draft cost per unit, verifier-units.
+    hosting_cost : ``(N,)`` cost of hosting each drafter (any unit: memory, GPUs, $/h).
+    pass_cost, token_cost : verification pass cost and its per-verified-token part.
+    convention : ``"paper"`` or ``"bonus"``; drafting: ``"sequential"`` or ``"parallel"``.
+    k_min, k_max, m_min, m_max : search ranges (inclusive).
+    required, excluded : ``(N,)`` bool masks from ``search.require`` / ``search.exclude``.
+    budget : caps by metric name; cost_metric : the front's cost axis.
+    errors : the error model giving P(all members fail).
+    """
+
+    name: str
+    names: tuple[str, ...]
+    acceptance: np.ndarray
+    unit_cost: np.ndarray
+    hosting_cost: np.ndarray
+    pass_cost: float = 1.0
+    token_cost: float = 0.0
+    convention: str = "paper"
+    drafting: str = "sequential"
+    pooling: str = "any-correct"
+    k_min: int = 1
+    k_max: int = 64
+    m_min: int = 1
+    m_max: int | None = None
+    required: np.ndarray | None = None
+    excluded: np.ndarray | None = None
+    budget: dict[str, float] = field(default_factory=dict)
+    cost_metric: str = "draft_cost_per_round"
+    errors: ErrorModel = field(default_factory=IndependentErrors)
+    spec: ProblemSpec | None = None
+    base_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        set_ = object.__setattr__
+        set_(self, "acceptance", np.atleast_2d(np.asarray(self.acceptance, dtype=float)))
+        set_(self, "unit_cost", np.asarray(self.unit_cost, dtype=float).reshape(n))
+        set_(self, "hosting_cost", np.asarray(self.hosting_cost, dtype=float).reshape(n))
+        if self.m_max is None or self.m_max > n:
+            set_(self, "m_max", n)
+        for mask in ("required", "excluded"):
+            v = getattr(self, mask)
+            set_(self, mask, np.zeros(n, bool) if v is None else np.asarray(v, dtype=bool))
+        if self.acceptance.shape[0] != n:
+            raise ValueError("acceptance must have one row per drafter")
+        if self.cost_metric not in COST_METRICS:
+            raise ValueError(f"unknown cost metric {self.cost_metric!r}")
+
+    # ------------------------------------------------------------------ build
+    @classmethod
+    def from_spec(cls, spec: ProblemSpec, base_dir: str | Path | None = None) -> Problem:
+        """Build the numeric problem; refuse what this version cannot evaluate."""
+        if spec.verifier.pass_cost_curve is not None:
+            raise NotSupportedYet("verifier.pass_cost_curve", "a measured pass-cost curve")
+        if spec.pooling != "any-correct":
+            raise NotSupportedYet("pooling", f"{spec.pooling!r} pooling")
+        if spec.ensembles:
+            raise NotSupportedYet("ensembles", "measured ensemble acceptance")
+        if spec.workloads:
+            raise NotSupportedYet("workloads", "a workload mixture")
+        names = spec.names
+        n = len(names)
+        acc = position_matrix([d.acceptance for d in spec.drafters])
+        base = Path(base_dir) if base_dir is not None else None
+        errors = build_error_model(spec.errors, names, acc, base)
+        required = np.isin(names, spec.search.require)
+        excluded = np.isin(names, spec.search.exclude)
+        m_max = n if spec.search.m.max is None else min(spec.search.m.max, n)
+        if spec.search.m.min > n:
+            raise InputError("search.m.min", f"{spec.search.m.min} exceeds the {n} drafters given")
+        n_req, n_allowed = int(required.sum()), int(n - excluded.sum())
+        if n_req > m_max:
+            raise InputError(
+                "search.require", f"requires {n_req} drafters but search.m.max is {m_max}"
+            )
+        if n_allowed < spec.search.m.min:
+            raise InputError(
+                "search.exclude",
+                f"leaves {n_allowed} drafters, fewer than search.m.min = {spec.search.m.min}",
+            )
+        return cls(
+            name=spec.name,
+            names=names,
+            acceptance=acc,
+            unit_cost=[d.unit_cost for d in spec.drafters],
+            hosting_cost=[d.hosting_cost for d in spec.drafters],
+            pass_cost=spec.verifier.pass_cost,
+            token_cost=spec.verifier.token_cost,
+            convention=spec.convention,
+            drafting=spec.drafting,
+            pooling=spec.pooling,
+            k_min=spec.search.k.min,
+            k_max=spec.search.k.max,
+            m_min=spec.search.m.min,
+            m_max=m_max,
+            required=required,
+            excluded=excluded,
+            budget=spec.budget.caps(),
+            cost_metric=spec.cost_metric,
+            errors=errors,
+            spec=spec,
+            base_dir=base,
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Problem:
+        """Read, validate and build a problem file (YAML or JSON)."""
+        return cls.from_spec(load_problem(path), base_dir=Path(path).resolve().parent)
+
+    def replace(self, **changes) -> Problem:
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        return replace(self, **changes)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    @property
+    def k_values(self) -> np.ndarray:
+        """Draft lengths searched: ``(K,)`` int."""
+        return np.arange(self.k_min, self.k_max + 1)
+
+    def mask(self, drafters: list[str] | tuple[str, ...], field: str = "drafters") -> np.ndarray:
+        """Membership row ``(N,)`` for drafter names; unknown names are an ``InputError``."""
+        index = {n: i for i, n in enumerate(self.names)}
+        out = np.zeros(self.n, bool)
+        if not drafters:
+            raise InputError(field, "name at least one drafter")
+        for d in drafters:
+            if d not in index:
+                raise InputError(field, f"unknown drafter {d!r} (known: {', '.join(self.names)})")
+            if out[index[d]]:
+                raise InputError(field, f"drafter {d!r} named twice")
+            out[index[d]] = True
+        return out

@@ -1,0 +1,70 @@
+"""The search space of subsets: sizes allowed by ``search.m``, ``require`` and ``exclude``.
+
+Subsets are produced as bool membership matrices ``(B, N)`` in chunks, so memory
+stays bounded whatever the size of the space. Order: by size, then lexicographic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..exceptions import InputError
+
+#: Refuse exhaustive enumeration of more subsets than this.
+MAX_SUBSETS = 50_000_000
+
+
+def combinations(n: int, r: int) -> np.ndarray:
+    """All ``r``-subsets of ``range(n)`` as sorted index rows, lexicographic: ``(C(n, r), r)``."""
+    if r == 0:
+        return np.zeros((1, 0), np.int64)
+    if r > n:
+        return np.zeros((0, r), np.int64)
+    combos = np.arange(n - r + 1, dtype=np.int64)[:, None]
+    for level in range(1, r):
+        last = combos[:, -1]
+        counts = (n - r + level) - last  # next value ranges over last+1 .. n-r+level
+        starts = np.repeat(last + 1, counts)
+        offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        combos = np.column_stack([np.repeat(combos, counts, axis=0), starts + offsets])
+    return combos
+
+
+def subset_sizes(problem) -> range:
+    """Sizes ``s`` of the free part (drafters neither required nor excluded)."""
+    n_req = int(problem.required.sum())
+    n_free = int((~problem.required & ~problem.excluded).sum())
+    lo = max(0, problem.m_min - n_req, 1 - n_req)
+    hi = min(n_free, problem.m_max - n_req)
+    return range(lo, hi + 1)
+
+
+def count_subsets(problem) -> int:
+    """Number of subsets in the search space."""
+    n_free = int((~problem.required & ~problem.excluded).sum())
+    return sum(math.comb(n_free, s) for s in subset_sizes(problem))
+
+
+def iter_subsets(problem, chunk_rows: int) -> Iterator[np.ndarray]:
+    """Membership chunks ``(B <= chunk_rows, N)`` covering the search space once."""
+    total = count_subsets(problem)
+    if total == 0:
+        raise InputError("search", "the search space holds no subset of drafters")
+    if total > MAX_SUBSETS:
+        raise InputError(
+            "search.m.max",
+            f"{total:,} subsets are too many to enumerate exactly; lower search.m.max "
+            "or choose another strategy",
+        )
+    free = np.flatnonzero(~problem.required & ~problem.excluded)
+    for s in subset_sizes(problem):
+        combos = free[combinations(len(free), s)]
+        for lo in range(0, combos.shape[0], chunk_rows):
+            part = combos[lo : lo + chunk_rows]
+            members = np.zeros((part.shape[0], problem.n), bool)
+            members[:, problem.required] = True
+            np.put_along_axis(members, part, True, axis=1)
+            yield members

@@ -1,0 +1,262 @@
+"""The problem file (DESIGN §3): frozen pydantic models, read from YAML or JSON.
+
+This module is the edge of the package: it validates what a user wrote and turns
+pydantic's errors into one :class:`~allocator.exceptions.InputError` naming the
+field. Everything inside the package works on :class:`allocator.problem.Problem`,
+plain numpy arrays built from a :class:`ProblemSpec`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from .exceptions import InputError
+
+CostMetric = Literal["draft_cost_per_round", "draft_cost_per_token", "hosting_cost", "drafters"]
+COST_METRICS: tuple[str, ...] = (
+    "draft_cost_per_round",
+    "draft_cost_per_token",
+    "hosting_cost",
+    "drafters",
+)
+
+Probability = Annotated[float, Field(gt=0.0, le=1.0)]
+Acceptance = Probability | Annotated[list[Probability], Field(min_length=1)]
+NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PassCostCurve(_Frozen):
+    """Measured cost of one verification pass against the number of verified tokens."""
+
+    tokens: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=2)]
+    cost: Annotated[list[NonNegative], Field(min_length=2)]
+
+    @model_validator(mode="after")
+    def _shape(self) -> PassCostCurve:
+        if len(self.tokens) != len(self.cost):
+            raise ValueError("tokens and cost must have the same length")
+        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:], strict=False)):
+            raise ValueError("tokens must be strictly increasing")
+        return self
+
+
+class Verifier(_Frozen):
+    """Cost of verification, in units of the verifier's per-unit cost."""
+
+    pass_cost: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] = 1.0
+    token_cost: NonNegative = 0.0
+    pass_cost_curve: PassCostCurve | None = None
+
+
+class Drafter(_Frozen):
+    name: Annotated[str, Field(min_length=1)]
+    acceptance: Acceptance
+    unit_cost: NonNegative
+    hosting_cost: NonNegative = 0.0
+    model: str | None = None
+
+
+class ErrorsSpec(_Frozen):
+    model: Literal["independent", "exchangeable", "factor", "gaussian", "empirical"] = "independent"
+    correlation: float | None = None
+    error_correlation: float | None = None
+    loadings: dict[str, float] | None = None
+    matrix: list[list[float]] | None = None
+    outcomes: str | None = None
+
+
+class EnsembleSpec(_Frozen):
+    members: Annotated[list[str], Field(min_length=1)]
+    acceptance: Acceptance
+
+
+class WorkloadSpec(_Frozen):
+    name: Annotated[str, Field(min_length=1)]
+    weight: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+    acceptance: dict[str, Acceptance] = {}
+
+
+class KRange(_Frozen):
+    min: Annotated[int, Field(ge=1)] = 1
+    max: Annotated[int, Field(ge=1)] = 64
+
+    @model_validator(mode="after")
+    def _order(self) -> KRange:
+        if self.max < self.min:
+            raise ValueError(f"max ({self.max}) is below min ({self.min})")
+        return self
+
+
+class MRange(_Frozen):
+    min: Annotated[int, Field(ge=1)] = 1
+    max: Annotated[int, Field(ge=1)] | None = None  # None: the number of drafters
+
+    @model_validator(mode="after")
+    def _order(self) -> MRange:
+        if self.max is not None and self.max < self.min:
+            raise ValueError(f"max ({self.max}) is below min ({self.min})")
+        return self
+
+
+class SearchSpec(_Frozen):
+    k: KRange = KRange()
+    m: MRange = MRange()
+    require: list[str] = []
+    exclude: list[str] = []
+
+
+class Budget(_Frozen):
+    """Caps on cost metrics; a configuration is feasible when every given cap holds."""
+
+    draft_cost_per_round: NonNegative | None = None
+    draft_cost_per_token: NonNegative | None = None
+    hosting_cost: NonNegative | None = None
+    drafters: Annotated[int, Field(ge=1)] | None = None
+
+    def caps(self) -> dict[str, float]:
+        """The caps that are set, by metric name."""
+        return {k: float(v) for k, v in self.model_dump().items() if v is not None}
+
+
+class ProblemSpec(_Frozen):
+    """A whole problem file. Field names and defaults follow DESIGN §3."""
+
+    name: Annotated[str, Field(min_length=1)]
+    convention: Literal["paper", "bonus"] = "paper"
+    verifier: Verifier = Verifier()
+    drafters: Annotated[list[Drafter], Field(min_length=1)]
+    errors: ErrorsSpec = ErrorsSpec()
+    pooling: Literal["any-correct", "longest-chain"] = "any-correct"
+    drafting: Literal["sequential", "parallel"] = "sequential"
+    ensembles: list[EnsembleSpec] = []
+    workloads: list[WorkloadSpec] = []
+    search: SearchSpec = SearchSpec()
+    budget: Budget = Budget()
+    cost_metric: CostMetric = "draft_cost_per_round"
+
+    @field_validator("drafters")
+    @classmethod
+    def _unique_names(cls, drafters: list[Drafter]) -> list[Drafter]:
+        seen: set[str] = set()
+        for d in drafters:
+            if d.name in seen:
+                raise ValueError(f"duplicate drafter name {d.name!r}")
+            seen.add(d.name)
+        return drafters
+
+    @model_validator(mode="after")
+    def _known_names(self) -> ProblemSpec:
+        names = {d.name for d in self.drafters}
+        for field in ("require", "exclude"):
+            for i, n in enumerate(getattr(self.search, field)):
+                if n not in names:
+                    raise _FieldError(f"search.{field}.{i}", f"unknown drafter {n!r}")
+        clash = set(self.search.require) & set(self.search.exclude)
+        if clash:
+            raise _FieldError("search.exclude", f"{sorted(clash)} also in search.require")
+        for i, e in enumerate(self.ensembles):
+            for n in e.members:
+                if n not in names:
+                    raise _FieldError(f"ensembles.{i}.members", f"unknown drafter {n!r}")
+        for i, w in enumerate(self.workloads):
+            for n in w.acceptance:
+                if n not in names:
+                    raise _FieldError(f"workloads.{i}.acceptance", f"unknown drafter {n!r}")
+        return self
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.drafters)
+
+
+class _FieldError(ValueError):
+    """Raised inside validators to report a field other than the one validated."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _loc_to_field(loc: tuple) -> str:
+    parts = [
+        str(p) for p in loc if not (isinstance(p, str) and p.startswith(("function-", "list[")))
+    ]
+    # pydantic puts the union branch name ("float", "list[...]") into loc; drop it
+    parts = [p for p in parts if p not in {"float", "int", "str"}]
+    return ".".join(parts) or "problem"
+
+
+def validation_error_to_input_error(err: ValidationError) -> InputError:
+    """The first error of a pydantic ``ValidationError`` as one ``InputError``."""
+    first = err.errors(include_url=False)[0]
+    ctx = first.get("ctx") or {}
+    inner = ctx.get("error")
+    if isinstance(inner, _FieldError):
+        return InputError(inner.field, inner.message)
+    msg = first["msg"]
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    field = _loc_to_field(first["loc"])
+    if first["type"] == "extra_forbidden":
+        msg = "unknown field (check its spelling against `allocator schema`)"
+    return InputError(field, msg[0].lower() + msg[1:] if msg else "invalid")
+
+
+def parse_problem(data: object, *, source: str = "problem") -> ProblemSpec:
+    """Validate already-parsed data (a dict) as a problem."""
+    if not isinstance(data, dict):
+        raise InputError(source, "a problem file must hold a mapping at its top level")
+    try:
+        return ProblemSpec.model_validate(data)
+    except ValidationError as err:
+        raise validation_error_to_input_error(err) from None
+
+
+def read_problem_data(path: str | Path) -> dict:
+    """Read a YAML or JSON file (safe loader) into a dict, with clear errors."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("problem", f"file not found: {p}")
+    if p.is_dir():
+        raise InputError("problem", f"is a directory, not a problem file: {p}")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError("problem", f"cannot read {p}: {exc}") from None
+    try:
+        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        kind = "JSON" if p.suffix.lower() == ".json" else "YAML"
+        raise InputError("problem", f"{p} is not valid {kind}{line}") from None
+    if data is None:
+        raise InputError("problem", f"{p} is empty")
+    return data
+
+
+def load_problem(path: str | Path) -> ProblemSpec:
+    """Read and validate a problem file (YAML or JSON)."""
+    return parse_problem(read_problem_data(path), source="problem")
+
+
+def problem_json_schema() -> dict:
+    """The JSON Schema of the problem-file format."""
+    return ProblemSpec.model_json_schema()
