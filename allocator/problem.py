@@ -19,6 +19,19 @@ from .spec import COST_METRICS, ProblemSpec, load_problem
 
 
 @dataclass(frozen=True, eq=False)
+class Workload:
+    """One class of traffic: its share of generated units and its own acceptance.
+
+    ``acceptance`` is ``(N, J)``: the problem's acceptance with this workload's
+    per-drafter overrides applied.
+    """
+
+    name: str
+    weight: float
+    acceptance: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
 class Problem:
     """Drafters, verifier, search space and budget of one planning problem.
 
@@ -34,6 +47,7 @@ class Problem:
     required, excluded : ``(N,)`` bool masks from ``search.require`` / ``search.exclude``.
     budget : caps by metric name; cost_metric : the front's cost axis.
     errors : the error model giving P(all members fail).
+    workloads : traffic mixture (weights normalised to sum to 1); empty for one class.
     """
 
     name: str
@@ -55,6 +69,7 @@ class Problem:
     budget: dict[str, float] = field(default_factory=dict)
     cost_metric: str = "draft_cost_per_round"
     errors: ErrorModel = field(default_factory=IndependentErrors)
+    workloads: tuple[Workload, ...] = ()
     spec: ProblemSpec | None = None
     base_dir: Path | None = None
 
@@ -84,11 +99,21 @@ class Problem:
             raise NotSupportedYet("pooling", f"{spec.pooling!r} pooling")
         if spec.ensembles:
             raise NotSupportedYet("ensembles", "measured ensemble acceptance")
-        if spec.workloads:
-            raise NotSupportedYet("workloads", "a workload mixture")
         names = spec.names
         n = len(names)
         acc = position_matrix([d.acceptance for d in spec.drafters])
+        total = sum(w.weight for w in spec.workloads)
+        workloads = tuple(
+            Workload(
+                w.name,
+                w.weight / total,
+                position_matrix(
+                    [w.acceptance.get(d.name, d.acceptance) for d in spec.drafters],
+                    width=acc.shape[1],
+                ),
+            )
+            for w in spec.workloads
+        )
         base = Path(base_dir) if base_dir is not None else None
         errors = build_error_model(spec.errors, names, acc, base)
         required = np.isin(names, spec.search.require)
@@ -126,6 +151,7 @@ class Problem:
             budget=spec.budget.caps(),
             cost_metric=spec.cost_metric,
             errors=errors,
+            workloads=workloads,
             spec=spec,
             base_dir=base,
         )
@@ -140,6 +166,11 @@ class Problem:
         return replace(self, **changes)
 
     # ------------------------------------------------------------------ views
+    def workload_view(self, index: int) -> Problem:
+        """The single-class problem of workload ``index``: its acceptance, no mixture."""
+        w = self.workloads[index]
+        return replace(self, name=f"{self.name}/{w.name}", acceptance=w.acceptance, workloads=())
+
     @property
     def n(self) -> int:
         return len(self.names)

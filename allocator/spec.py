@@ -64,12 +64,28 @@ class Verifier(_Frozen):
     pass_cost_curve: PassCostCurve | None = None
 
 
+Interval = Annotated[
+    list[Annotated[float, Field(ge=0.0, le=1.0)]], Field(min_length=2, max_length=2)
+]
+
+
 class Drafter(_Frozen):
+    """One draft model.
+
+    ``acceptance``: per-unit acceptance, a scalar or a list by position (last repeats).
+    ``unit_cost``: draft cost per unit, in units of the verifier's per-unit cost.
+    ``hosting_cost``: what hosting it costs (memory, GPUs, $/h: any consistent unit).
+    ``model``: the serving system's model name or path (for export).
+    ``acceptance_interval``: a 95% interval for the acceptance (estimated statistics),
+    ``[lo, hi]`` or one ``[lo, hi]`` per position.
+    """
+
     name: Annotated[str, Field(min_length=1)]
     acceptance: Acceptance
     unit_cost: NonNegative
     hosting_cost: NonNegative = 0.0
     model: str | None = None
+    acceptance_interval: Interval | list[Interval] | None = None
 
 
 class ErrorsSpec(_Frozen):

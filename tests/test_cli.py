@@ -117,6 +117,13 @@ BAD = [
     ("search: {k: {max: 8}}", "serch: {k: {max: 8}}", "serch"),
     ("search: {k: {max: 8}}", "errors: {model: gaussian}", "errors.model"),
     ("search: {k: {max: 8}}", "pooling: longest-chain", "pooling"),
+    ("search: {k: {max: 8}}", "ensembles: [{members: [a, b], acceptance: 0.7}]", "ensembles"),
+    ("search: {k: {max: 8}}", "workloads: [{name: chat, weight: 1}]", "workloads"),
+    (
+        "search: {k: {max: 8}}",
+        "verifier: {pass_cost_curve: {tokens: [1, 8], cost: [1, 1.5]}}",
+        "verifier.pass_cost_curve",
+    ),
 ]
 
 

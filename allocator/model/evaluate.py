@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..exceptions import NotSupportedYet
 from .acceptance import expected_accepted, mean_acceptance
 from .timing import draft_time, verify_time
 
@@ -27,6 +28,8 @@ METRICS: tuple[str, ...] = (
 
 def pooled_acceptance(problem, members: np.ndarray) -> np.ndarray:
     """Pooled per-position acceptance ``a_S(j)`` of each subset: ``(B, J)``."""
+    if problem.workloads:
+        raise NotSupportedYet("workloads", "evaluating a workload mixture")
     q = 1.0 - problem.acceptance
     return 1.0 - problem.errors.fail_prob(members, q)
 
