@@ -32,6 +32,13 @@ def solve(
     csv_path: str = typer.Option(
         None, "--csv", help="Write the front as CSV to PATH.", metavar="PATH"
     ),
+    plot_path: str = typer.Option(
+        None,
+        "--plot",
+        help="Draw the front (each single drafter's own front faintly behind) to PATH "
+        "(.png or .svg).",
+        metavar="PATH",
+    ),
 ) -> None:
     """Search drafters, k and m; print the front of throughput against the cost metric.
 
@@ -39,11 +46,19 @@ def solve(
     throughput and cost within the problem's budget.
     """
     precheck_outputs(json=json_path, csv=csv_path)
+    if plot_path:
+        from ..plots import check_plot_path
+
+        check_plot_path(plot_path, "--plot")
     prob = api.load(problem)
     result = api.solve(prob, strategy=strategy)
     doc = solve_document(result)
     if csv_path:
         write_atomic(csv_path, front_csv(doc["front"]), "--csv")
+    if plot_path:
+        from ..plots import plot_front, single_drafter_fronts
+
+        plot_front(result, plot_path, singles=single_drafter_fronts(prob))
     if json_path == "-":
         emit_json(doc, "-")
         return

@@ -1,0 +1,311 @@
+"""Pictures of results: the front, the gain against error correlation, and the
+distribution of accepted units.
+
+Every function takes plain data (a :class:`~allocator.result.SolveResult` or numpy
+arrays) and an output path, draws on a private :class:`matplotlib.figure.Figure`
+with the Agg canvas (no pyplot, no global backend change, nothing happens on
+``import allocator``), writes PNG or SVG by the path's extension (atomically: a
+file is written whole or not at all) and returns the data it plotted, read back
+from the drawn artists, so that callers and tests can check the picture.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .exceptions import InputError
+from .outputs import check_writable, write_atomic
+
+#: Output formats by file extension.
+FORMATS = {".png": "png", ".svg": "svg"}
+
+THROUGHPUT_LABEL = "throughput S = E_k / T  (accepted units per verifier-unit of time)"
+
+#: Axis names (with units) of the cost metrics of DESIGN §1.
+COST_LABELS = {
+    "draft_cost_per_round": "draft cost per round, k·Σρ  (verifier-units of time)",
+    "draft_cost_per_token": "draft cost per accepted unit, k·Σρ / E_k  (verifier-units of time)",
+    "hosting_cost": "hosting cost, Σh  (the problem's hosting unit: GPUs, GiB, $/h, …)",
+    "drafters": "drafters pooled, m  (count)",
+}
+
+#: Candidate label directions, in order of preference. On a front that rises with
+#: cost, up-left and down-right keep a label off the curve.
+_DIRECTIONS = tuple(
+    (np.cos(t), np.sin(t))
+    for t in np.deg2rad(
+        [135, -45, 90, 0, -90, 180, 45, -135, 112, 158, -22, -68, 68, 22, -112, 202]
+    )
+)
+#: Candidate distances from the point, typographic points.
+_RADII = (6, 12, 20, 30, 42, 56, 72, 90, 110, 135, 165, 200)
+
+
+def check_plot_path(path: str | Path, option: str = "--plot") -> str:
+    """The matplotlib format of ``path`` (by extension); an ``InputError`` otherwise."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(option, f"unknown image format {suffix or '(none)'!r}: use .png or .svg")
+    check_writable(path, option)
+    return FORMATS[suffix]
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: str | Path, option: str) -> None:
+    fmt = check_plot_path(path, option)
+    from matplotlib import rc_context
+
+    buf = io.BytesIO()
+    meta = {"Software": None} if fmt == "png" else {"Date": None}
+    # SVG text stays text (searchable, selectable); hashsalt makes SVG ids reproducible
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "allocator"}):
+        fig.savefig(buf, format=fmt, dpi=100, metadata=meta)
+    write_atomic(path, buf.getvalue(), option)
+
+
+# ---------------------------------------------------------------- label placement
+@dataclass(frozen=True)
+class PlacedLabel:
+    """One label: its text, the point it names (data), its offset (typographic points)
+    and its box on the canvas ``(x0, y0, x1, y1)`` in pixels."""
+
+    text: str
+    x: float
+    y: float
+    offset: tuple[float, float]
+    box: tuple[float, float, float, float]
+    leader: bool
+
+
+def boxes_overlap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Whether box ``a`` ``(4,)`` overlaps each of the boxes ``b`` ``(B, 4)``
+    (``x0, y0, x1, y1``); touching edges do not count."""
+    b = np.atleast_2d(b)
+    return (a[0] < b[:, 2]) & (b[:, 0] < a[2]) & (a[1] < b[:, 3]) & (b[:, 1] < a[3])
+
+
+def _overlap_area(a: np.ndarray, b: np.ndarray) -> float:
+    if b.size == 0:
+        return 0.0
+    w = np.clip(np.minimum(a[2], b[:, 2]) - np.maximum(a[0], b[:, 0]), 0, None)
+    h = np.clip(np.minimum(a[3], b[:, 3]) - np.maximum(a[1], b[:, 1]), 0, None)
+    return float((w * h).sum())
+
+
+def _polyline_boxes(pts: np.ndarray, half: float, step: float = 4.0) -> np.ndarray:
+    """Small boxes ``(B, 4)`` covering the polyline through ``pts`` ``(P, 2)`` pixels."""
+    if len(pts) < 2:
+        return np.zeros((0, 4))
+    seg = np.diff(pts, axis=0)
+    n = np.maximum(1, np.ceil(np.hypot(seg[:, 0], seg[:, 1]) / step)).astype(int)
+    t = np.concatenate([np.arange(c) / c for c in n])
+    start = np.repeat(pts[:-1], n, axis=0)
+    along = start + np.repeat(seg, n, axis=0) * t[:, None]
+    return np.column_stack([along - half, along + half])
+
+
+def place_labels(
+    ax, x, y, texts, *, fontsize: float = 7.5, pad: float = 1.5, avoid_line: bool = True
+) -> list[PlacedLabel]:
+    """Label the points ``(x[i], y[i])`` (data coordinates) so that no two labels
+    overlap, no label covers a point (or, with ``avoid_line``, the polyline through
+    the points) and every label stays inside the axes.
+
+    Greedy: each label in turn tries the directions of ``_DIRECTIONS`` at growing
+    distances ``_RADII`` and takes the first spot free of every obstacle and every
+    label already placed (boxes measured by the renderer, padded by ``pad`` pixels);
+    labels set further out get a thin leader line. If no spot is free the
+    least-overlapping one is used (the returned boxes let a caller check). The axes
+    limits must be final before this is called.
+    """
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    pts = ax.transData.transform(np.column_stack([np.asarray(x, float), np.asarray(y, float)]))
+    marker = 3.5 * fig.dpi / 72.0
+    obstacles = np.column_stack([pts - marker, pts + marker])
+    if avoid_line:
+        obstacles = np.concatenate([obstacles, _polyline_boxes(pts, 1.0)])
+    frame = ax.get_window_extent(renderer)
+    placed: list[PlacedLabel] = []
+    for i, text in enumerate(texts):
+        best = None  # (penalty, offset, ha, va, box, radius)
+        probe = ax.text(0, 0, text, fontsize=fontsize)
+        for r in _RADII:
+            for dx, dy in _DIRECTIONS:
+                off = (r * dx, r * dy)
+                ha = "right" if dx < -0.3 else "left" if dx > 0.3 else "center"
+                va = "top" if dy < -0.3 else "bottom" if dy > 0.3 else "center"
+                probe.set(ha=ha, va=va, transform=_offset(ax, off), x=x[i], y=y[i])
+                bb = probe.get_window_extent(renderer)
+                box = np.array([bb.x0 - pad, bb.y0 - pad, bb.x1 + pad, bb.y1 + pad])
+                inside = (
+                    box[0] >= frame.x0
+                    and box[2] <= frame.x1
+                    and box[1] >= frame.y0
+                    and box[3] <= frame.y1
+                )
+                penalty = _overlap_area(box, obstacles) + (0.0 if inside else 1e9)
+                if best is None or penalty < best[0]:
+                    best = (penalty, off, ha, va, box, r)
+                if penalty == 0.0:
+                    break
+            if best[0] == 0.0:
+                break
+        probe.remove()
+        _, off, ha, va, box, r = best
+        leader = r > _RADII[2]
+        ax.annotate(
+            text,
+            (x[i], y[i]),
+            xytext=off,
+            textcoords="offset points",
+            fontsize=fontsize,
+            ha=ha,
+            va=va,
+            arrowprops=(
+                {"arrowstyle": "-", "lw": 0.5, "color": "0.5", "shrinkA": 1, "shrinkB": 3}
+                if leader
+                else None
+            ),
+            zorder=4,
+        )
+        obstacles = np.concatenate([obstacles, box[None, :]])
+        placed.append(PlacedLabel(text, float(x[i]), float(y[i]), off, tuple(box), leader))
+    return placed
+
+
+def _offset(ax, off: tuple[float, float]):
+    """Data coordinates shifted by ``off`` typographic points."""
+    from matplotlib.transforms import offset_copy
+
+    return offset_copy(ax.transData, fig=ax.figure, x=off[0], y=off[1], units="points")
+
+
+# ---------------------------------------------------------------- the front
+def point_label(drafters: list[str] | tuple[str, ...], k: int) -> str:
+    """``a+b, k=5``: the drafters of a configuration and its draft length."""
+    return f"{'+'.join(drafters)}, k={k}"
+
+
+def single_drafter_fronts(problem) -> dict:
+    """Each drafter's own front: ``problem`` restricted to that drafter alone.
+
+    Solved with the public API (``m = 1``, every other drafter excluded, the same
+    budget, cost metric and ``k`` range). Drafters excluded by the problem, or
+    whose every configuration breaks the budget, are left out. Returns
+    ``{name: SolveResult}``.
+    """
+    from .api import solve
+
+    out = {}
+    for i, name in enumerate(problem.names):
+        if problem.excluded[i]:
+            continue
+        alone = np.zeros(problem.n, bool)
+        alone[i] = True
+        sub = problem.replace(
+            name=f"{problem.name}/{name}", required=alone, excluded=~alone, m_min=1, m_max=1
+        )
+        try:
+            out[name] = solve(sub, strategy="exact")
+        except InputError:
+            continue
+    return out
+
+
+def plot_front(
+    result,
+    path: str | Path,
+    *,
+    singles: dict | None = None,
+    title: str | None = None,
+    option: str = "--plot",
+) -> dict:
+    """Draw the front of ``result`` (a :class:`~allocator.result.SolveResult`):
+    throughput against its cost metric, each point labelled with its drafters and
+    ``k``; the fronts in ``singles`` (``{name: SolveResult}``, e.g. from
+    :func:`single_drafter_fronts`) drawn faintly behind.
+
+    Returns the plotted data, read back from the figure: ``cost`` and ``throughput``
+    ``(P,)`` of the front line, ``labels`` (P texts), ``label_boxes`` ``(P, 4)``
+    pixels, ``singles`` ``{name: (cost (Q,), throughput (Q,))}``, ``xlabel``,
+    ``ylabel``, ``format``.
+    """
+    check_plot_path(path, option)
+    points = result.points()
+    n = len(points)
+    fig = _figure(11.0, max(6.0, 3.0 + 0.2 * n))
+    fig.subplots_adjust(left=0.09, right=0.78, bottom=0.1, top=0.92)
+    ax = fig.add_subplot()
+    singles = singles or {}
+    cmap = _colors(len(singles))
+    drawn_singles = {}
+    for (name, res), color in zip(singles.items(), cmap, strict=True):
+        (line,) = ax.plot(
+            res.front.cost,
+            res.front.throughput,
+            "o-",
+            color=color,
+            alpha=0.35,
+            lw=1.2,
+            ms=3,
+            drawstyle="default",
+            label=f"{name} alone",
+            zorder=1,
+        )
+        drawn_singles[name] = tuple(np.asarray(a, float) for a in line.get_data())
+    cost = np.array([p["cost"] for p in points], float)
+    thr = np.array([p["throughput"] for p in points], float)
+    (front_line,) = ax.plot(
+        cost, thr, "o-", color="black", lw=1.6, ms=4.5, label="front (this problem)", zorder=3
+    )
+    metric = result.cost_metric
+    ax.set_xlabel(COST_LABELS.get(metric, metric))
+    ax.set_ylabel(THROUGHPUT_LABEL)
+    kind = "complete front" if result.exact else "heuristic front, not proven complete"
+    ax.set_title(
+        title or f"{result.problem}: {n} point(s), strategy {result.strategy} ({kind})",
+        loc="left",
+        fontsize=11,
+    )
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.margins(x=0.18, y=0.14)
+    ax.autoscale_view()
+    ax.set_xlim(ax.get_xlim())
+    ax.set_ylim(ax.get_ylim())
+    labels = [point_label(p["drafters"], p["k"]) for p in points]
+    placed = place_labels(ax, cost, thr, labels)
+    fmt = check_plot_path(path, option)
+    _save(fig, path, option)
+    xs, ys = front_line.get_data()
+    return {
+        "cost": np.asarray(xs, float),
+        "throughput": np.asarray(ys, float),
+        "labels": [p.text for p in placed],
+        "label_boxes": np.array([p.box for p in placed]).reshape(-1, 4),
+        "leaders": [p.leader for p in placed],
+        "singles": drawn_singles,
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }
+
+
+def _colors(n: int):
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
