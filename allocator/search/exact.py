@@ -1,8 +1,15 @@
-"""Exhaustive search: every subset of the space at every ``k``, vectorised by chunks."""
+"""Exhaustive search, made fast by dropping dominated subsets before looping over ``k``.
+
+Every subset of the space is screened (:mod:`.dominance`); the survivors are
+evaluated at every ``k`` by the model and filtered to the front. When pruning is not
+provably valid for a problem (see :func:`.dominance.pruning_blocker`) every subset is
+evaluated. Either way the front is complete: ``exact: true``.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -10,7 +17,8 @@ from ..model.evaluate import METRICS, evaluate_subsets
 from ..pareto import front_order
 from ..result import Front, SolveResult
 from .base import Strategy, feasible_mask, infeasible_error
-from .space import iter_subsets
+from .dominance import group_columns, pruning_blocker, screen
+from .space import count_subsets, iter_subsets
 
 
 class ExactStrategy(Strategy):
@@ -20,28 +28,77 @@ class ExactStrategy(Strategy):
     ----------
     max_cells : int
         Upper bound on ``subsets x k`` values evaluated per chunk (memory bound).
+    prune : bool
+        Screen out dominated subsets first (only where that is provably valid).
+    progress : callable ``(done, total, front_size)`` or None
+        Called as subsets are screened and evaluated (``front_size`` may be None).
     """
 
     name = "exact"
 
-    def __init__(self, max_cells: int = 1 << 21):
+    def __init__(
+        self,
+        max_cells: int = 1 << 21,
+        prune: bool = True,
+        progress: Callable[[int, int, int | None], None] | None = None,
+    ):
         self.max_cells = max_cells
+        self.prune = prune
+        self.progress = progress
 
     def solve(self, problem) -> SolveResult:
         t0 = time.perf_counter()
-        ks = problem.k_values
-        rows = max(1, self.max_cells // len(ks))
-        lowest = dict.fromkeys(problem.budget, np.inf)
-        parts: list[Front] = []
-        evaluated = 0
-        for members in iter_subsets(problem, rows):
-            met = evaluate_subsets(problem, members)
-            evaluated += met["throughput"].size
-            for name in problem.budget:
-                lowest[name] = min(lowest[name], float(met[name].min()))
-            b, j = np.nonzero(feasible_mask(met, problem.budget))
-            if b.size == 0:
-                continue
+        rows = max(1, self.max_cells // len(problem.k_values))
+        total = count_subsets(problem)
+        notes = []
+        blocker = pruning_blocker(problem) if self.prune else "pruning switched off"
+        if blocker is None:
+            tick = None if self.progress is None else (lambda d, t: self.progress(d, t, None))
+            survivors, screened = screen(problem, rows, tick)
+            dims = ", ".join(["pooled acceptance", "sum rho"] + group_columns(problem))
+            notes.append(
+                f"screened {screened:,} subsets; {len(survivors):,} not dominated in ({dims})"
+            )
+            chunks = (survivors[i : i + rows] for i in range(0, len(survivors), rows))
+        else:
+            notes.append(f"no dominance pruning ({blocker}): every subset evaluated")
+            chunks = iter_subsets(problem, rows)
+        front, evaluated = evaluate_front(problem, chunks, self.progress, total)
+        if blocker is None:
+            notes[-1] += f"; the model evaluated {evaluated:,} configurations"
+            evaluated = total * len(problem.k_values)  # the rest are proven dominated
+        return SolveResult(
+            problem=problem.name,
+            names=problem.names,
+            strategy=self.name,
+            exact=True,
+            front=front,
+            evaluated=evaluated,
+            seconds=time.perf_counter() - t0,
+            notes=notes,
+        )
+
+
+def evaluate_front(
+    problem, chunks: Iterable[np.ndarray], progress=None, total: int | None = None
+) -> tuple[Front, int]:
+    """The front of the subsets in ``chunks`` (membership ``(B, N)`` each) at every ``k``.
+
+    Returns the front and the number of configurations evaluated. Raises the budget's
+    :func:`infeasible_error` when no configuration is within budget.
+    """
+    ks = problem.k_values
+    lowest = dict.fromkeys(problem.budget, np.inf)
+    parts: list[Front] = []
+    evaluated = done = 0
+    for members in chunks:
+        met = evaluate_subsets(problem, members)
+        evaluated += met["throughput"].size
+        done += members.shape[0]
+        for name in problem.budget:
+            lowest[name] = min(lowest[name], float(met[name].min()))
+        b, j = np.nonzero(feasible_mask(met, problem.budget))
+        if b.size:
             cost = met[problem.cost_metric][b, j]
             keep = front_order(cost, met["throughput"][b, j], met["drafters"][b, j], ks[j])
             b, j = b[keep], j[keep]
@@ -53,19 +110,13 @@ class ExactStrategy(Strategy):
                     problem.cost_metric,
                 )
             )
-        if not parts:
-            raise infeasible_error(problem.budget, lowest)
-        front = concat_fronts(parts, problem.cost_metric)
-        keep = front_order(front.cost, front.throughput, front.metrics["drafters"], front.k)
-        return SolveResult(
-            problem=problem.name,
-            names=problem.names,
-            strategy=self.name,
-            exact=True,
-            front=front.take(keep),
-            evaluated=evaluated,
-            seconds=time.perf_counter() - t0,
-        )
+        if progress is not None:
+            progress(done, total, sum(len(p) for p in parts))
+    if not parts:
+        raise infeasible_error(problem.budget, lowest)
+    front = concat_fronts(parts, problem.cost_metric)
+    keep = front_order(front.cost, front.throughput, front.metrics["drafters"], front.k)
+    return front.take(keep), evaluated
 
 
 def concat_fronts(parts: list[Front], cost_metric: str) -> Front:
