@@ -1,0 +1,380 @@
+"""``allocator plan``: which drafters to host, and which configuration each workload runs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import typer
+from pydantic import BaseModel
+from rich.table import Table
+
+from ..exceptions import InputError
+from ..planning import MAX_CANDIDATES, Plan, PlanSweep, make_plan, parse_caps, sweep_hosting
+from ..spec import COST_METRICS
+from . import app
+from .common import (
+    JsonOption,
+    ProblemArg,
+    emit_json,
+    err,
+    handles_input_errors,
+    load_problem_file,
+    out,
+    precheck_outputs,
+)
+
+# ----------------------------------------------------------------- JSON documents
+
+
+class WorkloadOut(BaseModel):
+    """One workload's configuration and its metrics on its own traffic."""
+
+    name: str
+    weight: float
+    drafters: list[str]
+    m: int
+    k: int
+    throughput: float
+    single_throughput: float | None
+    expected_accepted: float
+    pooled_acceptance: float
+    round_time: float
+    draft_cost_per_round: float
+    draft_cost_per_token: float
+    hosting_cost: float
+
+
+class SingleOut(BaseModel):
+    """The best single configuration for all traffic under the same budget."""
+
+    drafters: list[str]
+    m: int
+    k: int
+    throughput: float
+    hosting_cost: float
+
+
+class CandidatesOut(BaseModel):
+    enumerated: dict[str, int]
+    pruned: dict[str, int]
+    kept: dict[str, int]
+    cut: bool
+
+
+class PlanOut(BaseModel):
+    """``plan --json``: one object."""
+
+    problem: str
+    status: str
+    exact: bool
+    gap: float | None
+    budget: dict[str, float]
+    throughput: float
+    hosted: list[str]
+    hosting_cost: float
+    single: SingleOut | None
+    routing_gain: float | None
+    workloads: list[WorkloadOut]
+    candidates: CandidatesOut
+    seconds: float
+    notes: list[str] = []
+
+
+class SweepPointOut(BaseModel):
+    hosting_cost: float
+    throughput: float
+    hosted: list[str]
+    single_throughput: float | None
+    status: str
+    exact: bool
+    gap: float | None
+    workloads: list[WorkloadOut]
+
+
+class SweepStepOut(BaseModel):
+    cap: float
+    hosting_cost: float | None
+    throughput: float | None
+
+
+class SweepOut(BaseModel):
+    """``plan --sweep --json``: the front of throughput against hosting cost."""
+
+    problem: str
+    metric: str
+    auto: bool
+    exact: bool
+    front: list[SweepPointOut]
+    steps: list[SweepStepOut]
+    seconds: float
+    notes: list[str] = []
+
+
+def _names(names, mask) -> list[str]:
+    return [n for n, on in zip(names, mask, strict=True) if on]
+
+
+def _gap(plan: Plan) -> float | None:
+    return None if math.isnan(plan.gap) else plan.gap
+
+
+def _workloads(plan: Plan, single: int | None) -> list[WorkloadOut]:
+    per = None if single is None else plan.single_front.per_workload[single]
+    return [
+        WorkloadOut(
+            name=name,
+            weight=float(plan.weights[w]),
+            drafters=_names(plan.names, plan.members[w]),
+            m=int(plan.members[w].sum()),
+            k=int(plan.k[w]),
+            single_throughput=None if per is None else float(per[w]),
+            **{
+                m: float(plan.metrics[m][w])
+                for m in (
+                    "throughput",
+                    "expected_accepted",
+                    "pooled_acceptance",
+                    "round_time",
+                    "draft_cost_per_round",
+                    "draft_cost_per_token",
+                    "hosting_cost",
+                )
+            },
+        )
+        for w, name in enumerate(plan.workloads)
+    ]
+
+
+def plan_document(plan: Plan) -> dict:
+    s = plan.single_front
+    single = (
+        None
+        if plan.single is None
+        else SingleOut(
+            drafters=_names(plan.names, s.members[plan.single]),
+            m=int(s.members[plan.single].sum()),
+            k=int(s.k[plan.single]),
+            throughput=float(s.throughput[plan.single]),
+            hosting_cost=float(s.hosting_cost[plan.single]),
+        )
+    )
+    c = plan.candidates
+    return PlanOut(
+        problem=plan.problem,
+        status=plan.status,
+        exact=plan.exact,
+        gap=_gap(plan),
+        budget=plan.budget,
+        throughput=plan.throughput,
+        hosted=_names(plan.names, plan.hosted),
+        hosting_cost=plan.hosting_cost,
+        single=single,
+        routing_gain=None if single is None else plan.throughput / single.throughput - 1.0,
+        workloads=_workloads(plan, plan.single),
+        candidates=CandidatesOut(
+            **{
+                key: dict(zip(plan.workloads, map(int, getattr(c, key)), strict=True))
+                for key in ("enumerated", "pruned", "kept")
+            },
+            cut=c.cut,
+        ),
+        seconds=round(plan.seconds, 6),
+        notes=plan.notes,
+    ).model_dump()
+
+
+def sweep_document(sweep: PlanSweep) -> dict:
+    front = []
+    for p in sweep.front:
+        single = p.single_front.best_within(p.hosting_cost)
+        front.append(
+            SweepPointOut(
+                hosting_cost=p.hosting_cost,
+                throughput=p.throughput,
+                hosted=_names(p.names, p.hosted),
+                single_throughput=None
+                if single is None
+                else float(p.single_front.throughput[single]),
+                status=p.status,
+                exact=p.exact,
+                gap=_gap(p),
+                workloads=_workloads(p, single),
+            )
+        )
+    steps = [
+        SweepStepOut(
+            cap=cap,
+            hosting_cost=None if p is None else p.hosting_cost,
+            throughput=None if p is None else p.throughput,
+        )
+        for cap, p in sweep.steps
+    ]
+    return SweepOut(
+        problem=sweep.problem,
+        metric="hosting_cost",
+        auto=sweep.auto,
+        exact=sweep.exact,
+        front=front,
+        steps=steps,
+        seconds=round(sweep.seconds, 6),
+        notes=sweep.notes,
+    ).model_dump()
+
+
+# ----------------------------------------------------------------- option parsing
+
+
+def parse_budget(items: list[str] | None) -> dict[str, float]:
+    """``METRIC=VALUE`` items into caps."""
+    caps: dict[str, float] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in COST_METRICS:
+            raise InputError(
+                "--budget", f"expected METRIC=VALUE with METRIC one of {', '.join(COST_METRICS)}"
+            )
+        try:
+            cap = float(value)
+        except ValueError:
+            raise InputError("--budget", f"{name}: {value!r} is not a number") from None
+        if not math.isfinite(cap) or cap < 0 or (name == "drafters" and cap < 1):
+            raise InputError("--budget", f"{name}: {value!r} must be a finite number >= 0")
+        caps[name] = cap
+    return caps
+
+
+def parse_sweep(text: str):
+    """``hosting_cost=LO:HI:STEPS`` into caps, or ``hosting_cost`` alone into ``None``."""
+    name, sep, rng = text.partition("=")
+    if name.strip() != "hosting_cost":
+        raise InputError("--sweep", "only hosting_cost can be swept: hosting_cost=LO:HI:STEPS")
+    if not sep:
+        return None
+    parts = rng.split(":")
+    try:
+        lo, hi, steps = float(parts[0]), float(parts[1]), int(parts[2])
+        if len(parts) != 3:
+            raise ValueError
+    except (ValueError, IndexError):
+        raise InputError("--sweep", f"expected hosting_cost=LO:HI:STEPS, got {text!r}") from None
+    return parse_caps(lo, hi, steps)
+
+
+# ----------------------------------------------------------------- tables
+
+
+def _fmt(x: float | None, spec: str = ".6f") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def plan_table(doc: dict) -> Table:
+    gain = doc["routing_gain"]
+    single = doc["single"]
+    title = (
+        f"{doc['problem']}: host {', '.join(doc['hosted'])} (hosting cost "
+        f"{doc['hosting_cost']:g}); overall throughput {doc['throughput']:.6f}\n"
+        + (
+            f"one configuration for all traffic ({', '.join(single['drafters'])}, "
+            f"k={single['k']}): {single['throughput']:.6f}, routing gains {gain:+.2%}\n"
+            if single
+            else "no single configuration meets every cap\n"
+        )
+        + f"{doc['status']}, {'exact' if doc['exact'] else 'not proven optimal'}, "
+        f"gap {_fmt(doc['gap'], '.3g')}, {doc['seconds']:.3g} s"
+    )
+    t = Table(title=title, title_justify="left")
+    for col in ("workload", "weight", "drafters", "k", "throughput", "single config"):
+        t.add_column(col, justify="left" if col in ("workload", "drafters") else "right")
+    for w in doc["workloads"]:
+        t.add_row(
+            w["name"],
+            f"{w['weight']:.3g}",
+            ", ".join(w["drafters"]),
+            str(w["k"]),
+            f"{w['throughput']:.6f}",
+            _fmt(w["single_throughput"]),
+        )
+    return t
+
+
+def sweep_table(doc: dict) -> Table:
+    title = (
+        f"{doc['problem']}: throughput against hosting cost, {len(doc['front'])} point(s)"
+        f" ({'every distinct hosting cost' if doc['auto'] else str(len(doc['steps'])) + ' caps'}, "
+        f"{'exact' if doc['exact'] else 'not proven optimal'}, {doc['seconds']:.3g} s)"
+    )
+    t = Table(title=title, title_justify="left")
+    for col in ("hosting cost", "throughput", "single config", "hosted", "per workload"):
+        t.add_column(col, justify="right" if col != "hosted" and col != "per workload" else "left")
+    for p in doc["front"]:
+        t.add_row(
+            f"{p['hosting_cost']:g}",
+            f"{p['throughput']:.6f}",
+            _fmt(p["single_throughput"]),
+            ", ".join(p["hosted"]),
+            "; ".join(f"{w['name']}: {'+'.join(w['drafters'])} k={w['k']}" for w in p["workloads"]),
+        )
+    return t
+
+
+# ----------------------------------------------------------------- command
+
+BudgetOption = typer.Option(
+    None,
+    "--budget",
+    help="METRIC=VALUE, replacing the problem's cap on METRIC (repeatable), e.g. hosting_cost=8.",
+    metavar="METRIC=VALUE",
+)
+
+
+@app.command()
+@handles_input_errors
+def plan(
+    problem: Path = ProblemArg,
+    json_path: str = JsonOption,
+    budget: list[str] = BudgetOption,
+    sweep: str = typer.Option(
+        None,
+        "--sweep",
+        help="hosting_cost=LO:HI:STEPS: the front of plans over STEPS hosting caps; "
+        "hosting_cost alone: over every distinct achievable hosting cost.",
+        metavar="hosting_cost[=LO:HI:STEPS]",
+    ),
+    max_candidates: int = typer.Option(
+        MAX_CANDIDATES,
+        "--max-candidates",
+        min=1,
+        help="Candidate configurations kept per workload after pruning; fewer than the "
+        "pruned count makes the plan unproven (exact: false).",
+    ),
+    time_limit: float = typer.Option(
+        None, "--time-limit", min=0.0, help="Seconds the MILP solver may take per plan."
+    ),
+) -> None:
+    """Choose which drafters to host within the budget, and the subset and k each
+    workload runs, maximising overall throughput (exact, by MILP).
+
+    Each workload's throughput is shown beside the one it would get from the best single
+    configuration for all traffic, so the value of routing is visible.
+    """
+    precheck_outputs(json=json_path)
+    caps = parse_budget(budget)
+    levels = parse_sweep(sweep) if sweep is not None else False
+    prob = load_problem_file(problem)
+    if levels is False:
+        result = make_plan(prob, caps, max_candidates=max_candidates, time_limit=time_limit)
+        doc, table = plan_document(result), plan_table
+    else:
+        result = sweep_hosting(
+            prob, levels, caps, max_candidates=max_candidates, time_limit=time_limit
+        )
+        doc, table = sweep_document(result), sweep_table
+    if json_path == "-":
+        emit_json(doc, "-")
+        return
+    emit_json(doc, json_path)
+    for note in doc["notes"]:
+        err.print(note)
+    out.print(table(doc))

@@ -1,0 +1,284 @@
+"""Candidate configurations for a plan: per workload, each subset at its best ``k``.
+
+One pass over the search space evaluates every workload on every subset (chunked, so
+memory stays bounded) and keeps, per workload and subset, the ``k`` of highest
+throughput among those meeting the per-configuration caps (``draft_cost_per_round``,
+``draft_cost_per_token``, ``drafters``) and the hosting cap. The same pass records the
+best *single* configuration for all traffic (the weighted harmonic mean of the
+workloads' throughputs), as a front against hosting cost.
+
+A candidate ``c`` of workload ``w`` is then dropped when some candidate ``c'`` of the same
+workload has ``members(c') ⊆ members(c)`` and ``S_w(c') >= S_w(c)``: whenever ``c`` can run
+(its drafters are hosted) so can ``c'``, so dropping ``c`` never changes an optimum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..exceptions import InputError
+from ..model.evaluate import evaluate_subsets
+from ..pareto import front_order
+from ..search.base import BUDGET_RTOL, feasible_mask, infeasible_error
+from ..search.space import iter_subsets
+
+#: Metrics a budget caps per configuration; ``hosting_cost`` caps the hosted set instead.
+CONFIG_CAPS = ("draft_cost_per_round", "draft_cost_per_token", "drafters")
+
+
+def within(value: np.ndarray, cap: float) -> np.ndarray:
+    """``value <= cap`` with the package's relative budget slack."""
+    return np.asarray(value) <= cap + BUDGET_RTOL * max(1.0, abs(cap))
+
+
+@dataclass
+class Traffic:
+    """The workloads of a problem as single-class problems.
+
+    names : ``(W,)`` workload names; weights : ``(W,)`` shares of generated units, sum 1;
+    views : one single-class :class:`~allocator.problem.Problem` per workload.
+    A problem without workloads is one workload (its own name) of weight 1.
+    """
+
+    names: tuple[str, ...]
+    weights: np.ndarray
+    views: tuple
+
+    @classmethod
+    def of(cls, problem) -> Traffic:
+        if not problem.workloads:
+            return cls((problem.name,), np.ones(1), (problem,))
+        return cls(
+            tuple(w.name for w in problem.workloads),
+            np.array([w.weight for w in problem.workloads]),
+            tuple(problem.workload_view(i) for i in range(len(problem.workloads))),
+        )
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+@dataclass
+class Candidates:
+    """Candidate configurations of every workload, concatenated.
+
+    workload : ``(C,)`` int, the workload each candidate serves.
+    members : ``(C, N)`` bool; k : ``(C,)`` int.
+    throughput : ``(C,)`` the candidate's throughput on its own workload
+    (accepted units per verifier-unit of time).
+    enumerated, pruned, kept : ``(W,)`` int, per workload: subsets with a feasible
+    ``k``, left after subset-dominance pruning, kept after the candidate cap.
+    cut : true when some workload lost candidates to the cap (the plan is then not
+    proven optimal).
+    """
+
+    workload: np.ndarray
+    members: np.ndarray
+    k: np.ndarray
+    throughput: np.ndarray
+    enumerated: np.ndarray
+    pruned: np.ndarray
+    kept: np.ndarray
+    cut: bool
+
+
+@dataclass
+class SingleFront:
+    """Best single configurations for all traffic, as a front against hosting cost.
+
+    members : ``(P, N)`` bool; k : ``(P,)``; hosting_cost : ``(P,)`` ascending;
+    throughput : ``(P,)`` mixture throughput ``1 / Σ_w p_w / S_w``, strictly increasing;
+    per_workload : ``(P, W)`` each workload's throughput ``S_w`` under that configuration.
+    """
+
+    members: np.ndarray
+    k: np.ndarray
+    hosting_cost: np.ndarray
+    throughput: np.ndarray
+    per_workload: np.ndarray
+
+    def best_within(self, cap: float) -> int | None:
+        """Index of the best configuration whose hosting cost meets ``cap`` (None: none)."""
+        ok = np.flatnonzero(within(self.hosting_cost, cap))
+        return int(ok[-1]) if ok.size else None
+
+
+def enumerate_configurations(
+    problem, traffic: Traffic, hosting_cap: float, max_cells: int = 1 << 21
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, SingleFront]:
+    """Evaluate the whole search space once for every workload.
+
+    Returns ``members (B, N)``, ``best_k (B, W)``, ``best_s (B, W)`` (``-inf`` where no
+    ``k`` meets the caps) and the :class:`SingleFront`. Raises :class:`InputError` when a
+    workload has no configuration within the per-configuration caps or the hosting cap.
+    """
+    caps = {m: c for m, c in problem.budget.items() if m in CONFIG_CAPS}
+    ks = problem.k_values
+    n_w = len(traffic)
+    rows = max(1, max_cells // (len(ks) * n_w))
+    lowest = [dict.fromkeys(caps, np.inf) for _ in range(n_w)]
+    cheapest = np.full(n_w, np.inf)  # lowest hosting cost of a capped-feasible subset
+    all_members, all_k, all_s, singles = [], [], [], []
+    for members in iter_subsets(problem, rows):
+        host = members.astype(float) @ problem.hosting_cost
+        host_ok = within(host, hosting_cap)
+        time_per_unit = np.zeros((members.shape[0], len(ks)))
+        every_ok = np.ones_like(time_per_unit, bool)
+        thr = np.empty((n_w, members.shape[0], len(ks)))
+        best_k = np.empty((members.shape[0], n_w), np.int64)
+        best_s = np.empty((members.shape[0], n_w))
+        for w, view in enumerate(traffic.views):  # workloads are few; subsets are vectorised
+            met = evaluate_subsets(view, members)
+            for name in caps:
+                lowest[w][name] = min(lowest[w][name], float(met[name].min()))
+            ok = feasible_mask(met, caps)
+            any_ok = ok.any(axis=1)
+            if any_ok.any():
+                cheapest[w] = min(cheapest[w], float(host[any_ok].min()))
+            s = np.where(ok & host_ok[:, None], met["throughput"], -np.inf)
+            j = np.argmax(s, axis=1)
+            best_k[:, w] = ks[j]
+            best_s[:, w] = s[np.arange(s.shape[0]), j]
+            thr[w] = met["throughput"]
+            time_per_unit += traffic.weights[w] / met["throughput"]
+            every_ok &= ok
+        mix = np.where(every_ok & host_ok[:, None], 1.0 / time_per_unit, -np.inf)
+        j = np.argmax(mix, axis=1)
+        rows_ok = np.flatnonzero(np.isfinite(mix[np.arange(mix.shape[0]), j]))
+        if rows_ok.size:
+            jj = j[rows_ok]
+            keep = front_order(host[rows_ok], mix[rows_ok, jj], members[rows_ok].sum(1), ks[jj])
+            r, jk = rows_ok[keep], jj[keep]
+            singles.append((members[r], ks[jk], host[r], mix[r, jk], thr[:, r, jk].T))
+        all_members.append(members)
+        all_k.append(best_k)
+        all_s.append(best_s)
+    members = np.concatenate(all_members)
+    best_k, best_s = np.concatenate(all_k), np.concatenate(all_s)
+    for w in range(n_w):
+        if np.isfinite(cheapest[w]) and np.isfinite(best_s[:, w]).any():
+            continue
+        where = f"workload {traffic.names[w]!r}: " if problem.workloads else ""
+        if not np.isfinite(cheapest[w]):
+            e = infeasible_error(caps, lowest[w])
+            raise InputError(e.field, where + e.message)
+        raise InputError(
+            "budget.hosting_cost",
+            f"{where}no configuration meets hosting_cost <= {hosting_cap:g} (the cheapest "
+            f"that meets the other caps costs {cheapest[w]:.6g})",
+        )
+    return members, best_k, best_s, _single_front(singles, problem.n, n_w)
+
+
+def _single_front(parts: list, n: int, n_w: int) -> SingleFront:
+    if not parts:
+        return SingleFront(
+            np.zeros((0, n), bool), np.zeros(0, np.int64), *np.zeros((2, 0)), np.zeros((0, n_w))
+        )
+    members, k, host, thr, per = (np.concatenate(x) for x in zip(*parts, strict=True))
+    keep = front_order(host, thr, members.sum(1), k)
+    return SingleFront(members[keep], k[keep], host[keep], thr[keep], per[keep])
+
+
+def dominated_by_subset(members: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """Where a configuration is beaten or tied by one using a proper subset of its drafters.
+
+    members : ``(B, N)`` bool, distinct rows forming the search space (every size between
+    its smallest and largest, so a chain of one-drafter removals between two members of
+    the space stays inside it); s : ``(B, W)`` throughput per workload, ``-inf`` where
+    unusable. Returns ``(B, W)`` bool: ``True`` where some proper subset ``c'`` in the
+    space has ``s[c'] >= s[c]`` (always true where ``s`` is ``-inf``).
+
+    With at most 62 drafters this is a dynamic programme over subset sizes on bitmask
+    keys: ``M(c) = max(s[c], max_i M(c - {i}))`` is the best throughput of any subset of
+    ``c``, ``O(B·m)``. Beyond 62 drafters it falls back to :func:`_dominated_pairwise`.
+    """
+    b, n = members.shape
+    if n > 62:
+        return np.column_stack(
+            [_dominated_pairwise(members, s[:, w]) for w in range(s.shape[1])]
+        ).reshape(b, s.shape[1])
+    keys = members.astype(np.int64) @ (np.int64(1) << np.arange(n, dtype=np.int64))
+    size = members.sum(axis=1)
+    out = np.ones(s.shape, bool)
+    prev_keys = prev_best = None
+    for m in np.unique(size):
+        rows = np.flatnonzero(size == m)
+        order = np.argsort(keys[rows])
+        rows = rows[order]
+        best_child = np.full((rows.size, s.shape[1]), -np.inf)
+        if prev_keys is not None:
+            cols = np.nonzero(members[rows])[1].reshape(rows.size, m)
+            child = keys[rows][:, None] - (np.int64(1) << cols.astype(np.int64))
+            pos = np.minimum(np.searchsorted(prev_keys, child), prev_keys.size - 1)
+            found = prev_keys[pos] == child  # (R, m)
+            vals = np.where(found[:, :, None], prev_best[pos], -np.inf)  # (R, m, W)
+            best_child = vals.max(axis=1)
+        own = s[rows]
+        out[rows] = ~(own > best_child)
+        prev_keys, prev_best = keys[rows], np.maximum(own, best_child)
+    return out
+
+
+def _dominated_pairwise(members: np.ndarray, s: np.ndarray, chunk: int = 1024) -> np.ndarray:
+    """:func:`dominated_by_subset` for one workload by pairwise subset tests, any ``N``.
+
+    Configurations are visited by throughput descending (smaller sets first among ties);
+    one is dominated when an earlier one is a subset of it. Comparing against earlier
+    survivors suffices: domination is transitive. ``s``: ``(B,)``; returns ``(B,)``.
+    """
+    out = np.ones(s.shape, bool)
+    usable = np.flatnonzero(np.isfinite(s))
+    order = usable[np.lexsort((members[usable].sum(1), -s[usable]))]
+    survivors = np.zeros((0, members.shape[1]), np.float32)
+    for lo in range(0, order.size, chunk):
+        idx = order[lo : lo + chunk]
+        outside = (~members[idx]).astype(np.float32)  # (c, N)
+        block = members[idx].astype(np.float32)
+        hit = (
+            (outside @ survivors.T == 0).any(axis=1) if survivors.size else np.zeros(idx.size, bool)
+        )
+        inner = np.tril(outside @ block.T == 0, k=-1).any(axis=1)  # an earlier one is a subset
+        dom = hit | inner
+        out[idx] = dom
+        survivors = np.concatenate([survivors, block[~dom]])
+    return out
+
+
+def build_candidates(
+    problem,
+    traffic: Traffic,
+    hosting_cap: float = np.inf,
+    max_candidates: int = 2000,
+    max_cells: int = 1 << 21,
+) -> tuple[Candidates, SingleFront]:
+    """Every workload's candidates (pruned, then cut to ``max_candidates`` each).
+
+    When a workload has more than ``max_candidates`` after pruning, those on its front
+    of throughput against hosting cost are kept first, then the fastest others.
+    """
+    members, best_k, best_s, single = enumerate_configurations(
+        problem, traffic, hosting_cap, max_cells
+    )
+    dominated = dominated_by_subset(members, best_s)
+    host = members.astype(float) @ problem.hosting_cost
+    parts = []
+    counts = np.zeros((3, len(traffic)), np.int64)
+    cut = False
+    for w in range(len(traffic)):
+        rows = np.flatnonzero(~dominated[:, w])
+        counts[0, w] = int(np.isfinite(best_s[:, w]).sum())
+        counts[1, w] = rows.size
+        if rows.size > max_candidates:
+            cut = True
+            s = best_s[rows, w]
+            on_front = np.zeros(rows.size, bool)
+            on_front[front_order(host[rows], s)] = True
+            rank = np.lexsort((-s, ~on_front))
+            rows = np.sort(rows[rank[:max_candidates]])
+        counts[2, w] = rows.size
+        parts.append((np.full(rows.size, w), members[rows], best_k[rows, w], best_s[rows, w]))
+    workload, mem, k, s = (np.concatenate(x) for x in zip(*parts, strict=True))
+    return Candidates(workload, mem, k, s, *counts, cut), single

@@ -1,0 +1,140 @@
+"""The capacity-planning curve: the best plan's throughput against hosting cost.
+
+:func:`sweep_hosting` solves the plan programme under a series of hosting caps and
+returns the Pareto front of overall throughput against the hosted set's cost.
+Candidates are built once, for the largest cap. Two ways to choose the caps:
+
+- a range ``lo..hi`` in ``steps`` equal steps. A plan found under cap ``b`` with hosting
+  cost ``c`` is optimal for every cap in ``[c, b]``, so steps in that interval reuse it.
+- automatic (no range): every distinct achievable hosting cost. Rather than one
+  programme per subset sum, the walk starts from the largest cap and, after a plan of
+  cost ``c``, lowers the cap to just below ``c`` (by ``1e-6`` relative: costs closer
+  than that are one step); each programme then yields one new point of the front, and
+  the front equals the one a solve at every distinct sum would give.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..exceptions import InputError
+from ..pareto import front_order
+from .candidates import SingleFront, Traffic, build_candidates
+from .plan import MAX_CANDIDATES, Plan, plan_from_candidates, with_budget
+
+#: Relative step below a plan's hosting cost in the automatic sweep.
+AUTO_STEP = 1e-6
+
+
+@dataclass
+class PlanSweep:
+    """Plans across hosting caps.
+
+    front : plans on the Pareto front of throughput against hosting cost, by cost ascending
+    (throughput strictly increasing).
+    steps : ``(cap, plan or None)`` for every cap solved or covered (``None``: no plan
+    meets it), by cap ascending.
+    single_front : the best single configuration for all traffic against hosting cost.
+    exact : every plan proven optimal; auto : caps chosen automatically.
+    """
+
+    problem: str
+    front: list[Plan]
+    steps: list[tuple[float, Plan | None]]
+    single_front: SingleFront
+    exact: bool
+    auto: bool
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_caps(lo: float, hi: float, steps: int) -> np.ndarray:
+    """``steps`` equally spaced caps from ``lo`` to ``hi`` inclusive: ``(steps,)``."""
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo < 0 or hi < lo:
+        raise InputError("--sweep", f"the range {lo:g}:{hi:g} must satisfy 0 <= lo <= hi")
+    if steps < 1:
+        raise InputError("--sweep", f"STEPS must be at least 1 (got {steps})")
+    if steps == 1:
+        return np.array([float(hi)])
+    return np.linspace(lo, hi, steps)
+
+
+def sweep_hosting(
+    problem,
+    caps: np.ndarray | None = None,
+    budget: dict[str, float] | None = None,
+    max_candidates: int = MAX_CANDIDATES,
+    time_limit: float | None = None,
+) -> PlanSweep:
+    """Plans under each hosting cap in ``caps`` (``(S,)``), or automatically when ``None``.
+
+    ``budget`` overrides the problem's other caps; any ``hosting_cost`` cap in the problem
+    is replaced by the sweep's. Raises :class:`InputError` (field ``budget.hosting_cost``)
+    when no cap of the sweep admits a plan.
+    """
+    t0 = time.perf_counter()
+    problem = with_budget(problem, budget)
+    auto = caps is None
+    if auto:
+        top = problem.budget.get("hosting_cost", np.inf)
+    else:
+        caps = np.sort(np.asarray(caps, dtype=float))
+        top = float(caps[-1])
+    others = {m: c for m, c in problem.budget.items() if m != "hosting_cost"}
+    problem = problem.replace(budget=others)
+    traffic = Traffic.of(problem)
+    cands, single = build_candidates(problem, traffic, top, max_candidates)
+
+    def solve(cap: float) -> Plan | None:
+        return plan_from_candidates(problem, traffic, cands, single, cap, time_limit)
+
+    steps: list[tuple[float, Plan | None]] = []
+    if auto:
+        cap = top
+        while True:
+            plan = solve(cap)
+            if plan is None:
+                break
+            steps.append((cap, plan))
+            nxt = plan.hosting_cost - AUTO_STEP * max(1.0, plan.hosting_cost)
+            if nxt < 0:
+                break
+            cap = nxt
+    else:
+        last: Plan | None = None
+        for cap in caps[::-1]:
+            if last is not None and last.exact and last.hosting_cost <= cap:
+                steps.append((float(cap), last))
+                continue
+            last = solve(float(cap))
+            steps.append((float(cap), last))
+    steps.reverse()
+    plans = [p for _, p in steps if p is not None]
+    if not plans:
+        cheapest = single.hosting_cost[0] if single.hosting_cost.size else np.nan
+        raise InputError(
+            "budget.hosting_cost",
+            f"no plan meets hosting_cost <= {top:g} (the sweep's largest cap); the cheapest "
+            f"single configuration costs {cheapest:.6g}",
+        )
+    unique = list({id(p): p for p in plans}.values())
+    keep = front_order(
+        np.array([p.hosting_cost for p in unique]),
+        np.array([p.throughput for p in unique]),
+        np.array([p.hosted.sum() for p in unique]),
+    )
+    front = [unique[i] for i in keep]
+    notes = sorted({n for p in unique for n in p.notes})
+    return PlanSweep(
+        problem=problem.name,
+        front=front,
+        steps=steps,
+        single_front=single,
+        exact=all(p.exact for p in unique),
+        auto=auto,
+        seconds=time.perf_counter() - t0,
+        notes=notes,
+    )

@@ -1,0 +1,223 @@
+"""A plan for mixed traffic: the hosted drafters and each workload's configuration.
+
+:func:`make_plan` picks the hosted set ``H`` (``Σ_{i∈H} h_i`` within the hosting cap) and,
+per workload ``w``, a configuration (a subset of ``H`` and a ``k``) minimising the
+expected time per generated unit ``Σ_w p_w / S_w``; the overall throughput is its
+inverse (the weighted harmonic mean, DESIGN §1). Beside it stands the best *single*
+configuration for all traffic under the same budget (what ``solve`` picks on the
+mixture), so the value of routing each workload separately is visible.
+
+Caps on per-configuration metrics (``draft_cost_per_round``, ``draft_cost_per_token``,
+``drafters``) hold for each workload's configuration on that workload's own traffic;
+the ``hosting_cost`` cap holds for the hosted set.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..exceptions import InputError
+from ..model.evaluate import evaluate_configs
+from ..search.base import BUDGET_RTOL
+from .candidates import Candidates, SingleFront, Traffic, build_candidates, within
+from .milp import solve_assignment
+
+#: Candidates kept per workload after pruning; beyond it the plan is not proven optimal.
+MAX_CANDIDATES = 2000
+
+
+def slack(cap: float) -> float:
+    """The budget slack of the package (relative ``BUDGET_RTOL``, at least absolute)."""
+    return BUDGET_RTOL * max(1.0, abs(cap))
+
+
+@dataclass
+class Plan:
+    """One plan.
+
+    names : drafter names ``(N,)``; workloads : workload names ``(W,)``; weights : ``(W,)``.
+    hosted : ``(N,)`` bool, the drafters some workload runs; hosting_cost : their sum.
+    members : ``(W, N)`` bool and k : ``(W,)``, each workload's configuration.
+    metrics : per workload, every metric of its configuration on its own traffic
+    (dict of ``(W,)`` arrays keyed by :data:`allocator.model.METRICS`).
+    throughput : overall accepted units per verifier-unit of time, ``1 / Σ p_w / S_w``.
+    single : index into ``single_front`` of the best one-configuration plan under the
+    same hosting cap (``None`` when no single configuration meets every cap).
+    status, exact, gap : solver status; proven optimal over the whole search space;
+    relative optimality gap ``(objective − bound) / objective`` (0 when proven).
+    """
+
+    problem: str
+    names: tuple[str, ...]
+    workloads: tuple[str, ...]
+    weights: np.ndarray
+    budget: dict[str, float]
+    hosted: np.ndarray
+    hosting_cost: float
+    members: np.ndarray
+    k: np.ndarray
+    metrics: dict[str, np.ndarray]
+    throughput: float
+    single_front: SingleFront
+    single: int | None
+    status: str
+    exact: bool
+    gap: float
+    candidates: Candidates
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def single_throughput(self) -> float | None:
+        """Mixture throughput of the best single configuration (``None``: none)."""
+        return None if self.single is None else float(self.single_front.throughput[self.single])
+
+    @property
+    def single_per_workload(self) -> np.ndarray | None:
+        """``(W,)`` each workload's throughput under the single configuration."""
+        return None if self.single is None else self.single_front.per_workload[self.single]
+
+
+def with_budget(problem, overrides: dict[str, float] | None):
+    """``problem`` with some budget caps replaced."""
+    if not overrides:
+        return problem
+    return problem.replace(budget={**problem.budget, **overrides})
+
+
+def make_plan(
+    problem,
+    budget: dict[str, float] | None = None,
+    max_candidates: int = MAX_CANDIDATES,
+    time_limit: float | None = None,
+) -> Plan:
+    """The optimal plan of ``problem`` under its budget (``budget`` overrides caps).
+
+    Raises :class:`InputError` (field ``budget.<metric>``) when no plan meets the budget.
+    """
+    t0 = time.perf_counter()
+    problem = with_budget(problem, budget)
+    traffic = Traffic.of(problem)
+    cap = problem.budget.get("hosting_cost", np.inf)
+    cands, single = build_candidates(problem, traffic, cap, max_candidates)
+    plan = plan_from_candidates(problem, traffic, cands, single, cap, time_limit)
+    if plan is None:
+        raise hosting_infeasible(traffic, cands, problem, cap)
+    plan.seconds = time.perf_counter() - t0
+    return plan
+
+
+def hosting_infeasible(traffic, cands: Candidates, problem, cap: float) -> InputError:
+    """The error for a hosting cap no plan meets, with the cheapest plan's hosting cost."""
+    cheapest = solve_assignment(
+        cands.workload,
+        cands.members,
+        np.zeros(cands.k.size),
+        problem.hosting_cost,
+        len(traffic),
+        objective="hosting",
+    )
+    least = (
+        float(problem.hosting_cost[cheapest.hosted].sum())
+        if cheapest.hosted is not None
+        else np.nan
+    )
+    return InputError(
+        "budget.hosting_cost",
+        f"no plan meets hosting_cost <= {cap:g}: hosting drafters for every workload costs "
+        f"at least {least:.6g}",
+    )
+
+
+def plan_from_candidates(
+    problem,
+    traffic: Traffic,
+    cands: Candidates,
+    single: SingleFront,
+    cap: float,
+    time_limit: float | None = None,
+) -> Plan | None:
+    """Solve the programme over ``cands`` under hosting cap ``cap``; ``None`` if infeasible.
+
+    ``cands`` may have been built for a larger cap (a sweep builds them once).
+    """
+    cost = traffic.weights[cands.workload] / cands.throughput
+    usable = within(cands.members.astype(float) @ problem.hosting_cost, cap)
+    n_w = len(traffic)
+    if np.bincount(cands.workload[usable], minlength=n_w).min() == 0:
+        return None
+    idx = np.flatnonzero(usable)
+    found = solve_assignment(
+        cands.workload[idx],
+        cands.members[idx],
+        cost[idx],
+        problem.hosting_cost,
+        n_w,
+        hosting_cap=cap + slack(cap) if np.isfinite(cap) else None,
+        time_limit=time_limit,
+    )
+    if found.choice is None:
+        if found.status in ("infeasible", "infeasible_inaccurate"):
+            return None
+        raise InputError("plan", f"the MILP solver stopped without a plan (status {found.status})")
+    choice = idx[found.choice]
+    # Given the drafters the chosen configurations use, each workload takes its best
+    # candidate among those they allow (a no-op at a proven optimum; it can only help).
+    hosted = cands.members[choice].any(axis=0)
+    allowed = ~(cands.members & ~hosted).any(axis=1) & usable
+    score = np.where(allowed, -cost, -np.inf)
+    order = np.lexsort((-score, cands.workload))
+    choice = order[np.searchsorted(cands.workload[order], np.arange(n_w))]
+    hosted = cands.members[choice].any(axis=0)
+    objective = float(cost[choice].sum())
+    host_cost = float(problem.hosting_cost[hosted].sum())
+    if not within(host_cost, cap):
+        raise InputError(
+            "plan", f"the MILP solver returned hosting cost {host_cost} over the cap {cap}"
+        )
+    gap = max(0.0, (objective - found.bound) / objective) if np.isfinite(found.bound) else np.nan
+    proven = found.status == "optimal"
+    members, k = cands.members[choice], cands.k[choice]
+    metrics = _workload_metrics(traffic, members, k)
+    notes = []
+    if cands.cut:
+        notes.append(
+            f"candidates were cut to the best {int(cands.kept.max())} per workload "
+            f"(of {', '.join(str(int(c)) for c in cands.pruned)} after pruning): the plan is "
+            "the best over those, not proven optimal over the whole search space"
+        )
+    if not proven:
+        notes.append(
+            f"the solver stopped with status {found.status}: the plan is not proven optimal"
+        )
+    return Plan(
+        problem=problem.name,
+        names=problem.names,
+        workloads=traffic.names,
+        weights=traffic.weights,
+        budget={**problem.budget, **({"hosting_cost": cap} if np.isfinite(cap) else {})},
+        hosted=hosted,
+        hosting_cost=host_cost,
+        members=members,
+        k=k,
+        metrics=metrics,
+        throughput=1.0 / objective,
+        single_front=single,
+        single=single.best_within(cap),
+        status=found.status,
+        exact=proven and not cands.cut,
+        gap=0.0 if proven and gap < 1e-9 else gap,
+        candidates=cands,
+        notes=notes,
+    )
+
+
+def _workload_metrics(traffic: Traffic, members: np.ndarray, k: np.ndarray) -> dict:
+    """Every metric of workload ``w``'s configuration on its own traffic: ``(W,)`` arrays."""
+    rows = [
+        evaluate_configs(v, members[w : w + 1], k[w : w + 1]) for w, v in enumerate(traffic.views)
+    ]
+    return {m: np.concatenate([r[m] for r in rows]) for m in rows[0]}
