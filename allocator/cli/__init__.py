@@ -15,6 +15,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
+from . import estimate as _estimate  # noqa: E402,F401
 from . import evaluate as _evaluate  # noqa: E402,F401  (registers commands)
 from . import paper as _paper  # noqa: E402,F401
 from . import plan as _plan  # noqa: E402,F401

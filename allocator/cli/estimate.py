@@ -1,0 +1,120 @@
+"""``allocator estimate``: a problem file from outcome logs or vLLM metrics/logs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ..estimate import FORMATS, MIN_TRIALS, estimate, problem_text, read_costs
+from ..estimate.problem_file import parse_assignments
+from ..exceptions import InputError
+from ..outputs import write_atomic
+from . import app
+from .common import JsonOption, emit_json, err, handles_input_errors, out, precheck_outputs
+
+InputArg = typer.Argument(..., metavar="INPUT", help="Log or metrics file.", show_default=False)
+UnitCostOption = typer.Option(
+    None, "--unit-cost", help="Draft cost per unit, NAME=VALUE (repeatable).", metavar="N=V"
+)
+CostsOption = typer.Option(
+    None, "--costs", help="YAML with unit_cost/hosting_cost maps and verifier costs."
+)
+ModelOption = typer.Option(
+    None,
+    "--model",
+    help="Serving model name/path of a drafter, NAME=PATH (repeatable).",
+    metavar="N=PATH",
+)
+
+
+@app.command("estimate")
+@handles_input_errors
+def estimate_command(
+    input_path: Path = InputArg,
+    fmt: str = typer.Option(
+        "outcomes", "--format", "-f", help="outcomes | vllm-metrics | vllm-log."
+    ),
+    out_path: str = typer.Option(
+        ..., "--out", "-o", help="Problem file to write (YAML).", metavar="PROBLEM.yaml"
+    ),
+    unit_cost: list[str] = UnitCostOption,
+    costs_path: Path = CostsOption,
+    model: list[str] = ModelOption,
+    errors: str = typer.Option(
+        "empirical", "--errors", help="outcomes only: empirical | factor | independent."
+    ),
+    name: str = typer.Option(None, "--name", help="Problem name (default: the output's stem)."),
+    drafter: str = typer.Option("draft", "--drafter", help="vllm-log only: the drafter's name."),
+    min_count: int = typer.Option(
+        MIN_TRIALS, "--min-count", help="Fewest rounds reaching a position to keep it."
+    ),
+    convention: str = typer.Option(
+        "bonus", "--convention", help="outcomes only: bonus (vLLM, SGLang) or paper."
+    ),
+    json_path: str = JsonOption,
+) -> None:
+    """Estimate drafter acceptance (with 95% intervals) and write a problem file.
+
+    Costs are not in any log: give them with --unit-cost or --costs, or fill in the
+    unit_cost fields the output marks FILL IN (the file does not validate until then).
+    """
+    if fmt not in FORMATS:
+        raise InputError("--format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+    if convention not in ("bonus", "paper"):
+        raise InputError("--convention", f"{convention!r} is not bonus or paper")
+    if Path(out_path).suffix.lower() not in (".yaml", ".yml"):
+        raise InputError("--out", "write the problem as .yaml or .yml")
+    precheck_outputs(out=out_path, json=json_path)
+    costs = read_costs(costs_path, unit_cost or [])
+    models = parse_assignments(model or [], "--model")
+    est = estimate(
+        input_path,
+        fmt,
+        out_path,
+        errors=errors,
+        min_trials=min_count,
+        drafter_name=drafter,
+        convention=convention,
+    )
+    text, data, missing = problem_text(est, name or Path(out_path).stem, costs, models)
+    write_atomic(out_path, text, "--out")
+    doc = {
+        "problem": data["name"],
+        "out": str(out_path),
+        "format": fmt,
+        "drafters": [
+            {
+                "name": d["name"],
+                "acceptance": d["acceptance"],
+                "acceptance_interval": d["acceptance_interval"],
+                "positions": len(c.trials),
+                "trials": c.trials.tolist(),
+                "successes": c.successes.tolist(),
+            }
+            for d, c in zip(data["drafters"], est.drafters, strict=True)
+        ],
+        "errors": data.get("errors"),
+        "workloads": data.get("workloads", []),
+        "missing_costs": missing,
+        "report": est.report,
+    }
+    if missing:
+        err.print(
+            f"costs must be filled in: unit_cost of {', '.join(missing)} is marked FILL IN in "
+            f"{out_path} (or pass --unit-cost NAME=VALUE / --costs FILE)",
+            soft_wrap=True,
+        )
+    if json_path == "-":
+        emit_json(doc, "-")
+        return
+    emit_json(doc, json_path)
+    for d in doc["drafters"]:
+        acc = d["acceptance"] if isinstance(d["acceptance"], list) else [d["acceptance"]]
+        out.print(
+            f"{d['name']}: {d['positions']} position(s), acceptance "
+            + ", ".join(f"{a:.4f}" for a in acc[:8])
+            + (" ..." if len(acc) > 8 else ""),
+            soft_wrap=True,
+        )
+    out.print(f"wrote {out_path}")

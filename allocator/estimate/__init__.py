@@ -1,0 +1,66 @@
+"""From measurements to problem files: one module per input format.
+
+- :mod:`.outcomes`: joint outcome logs (CSV or JSONL), one 0/1 column per drafter.
+- :mod:`.vllm_metrics`: vLLM's Prometheus metrics (``/metrics`` text).
+- :mod:`.vllm_log`: vLLM's ``SpecDecoding metrics:`` log lines.
+
+Each yields an :class:`~.counts.Estimate` (per-drafter per-position counts with
+95% intervals); :mod:`.problem_file` writes it as a problem file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..exceptions import InputError
+from .counts import LEVEL, MIN_TRIALS, DrafterCounts, Estimate, jeffreys_interval
+from .outcomes import estimate_outcomes
+from .problem_file import build_problem, check_problem, read_costs, render
+from .vllm_log import estimate_vllm_log
+from .vllm_metrics import estimate_vllm_metrics
+
+FORMATS = ("outcomes", "vllm-metrics", "vllm-log")
+
+
+def estimate(
+    path: str | Path,
+    fmt: str,
+    out_path: str | Path,
+    *,
+    errors: str = "empirical",
+    min_trials: int = MIN_TRIALS,
+    drafter_name: str = "draft",
+    convention: str = "bonus",
+) -> Estimate:
+    """Read ``path`` in format ``fmt`` (one of :data:`FORMATS`) into an :class:`Estimate`."""
+    if min_trials < 1:
+        raise InputError("--min-count", "must be at least 1")
+    if fmt == "outcomes":
+        return estimate_outcomes(path, out_path, errors, min_trials, convention)
+    if fmt == "vllm-metrics":
+        return estimate_vllm_metrics(path, min_trials)
+    if fmt == "vllm-log":
+        return estimate_vllm_log(path, drafter_name, min_trials)
+    raise InputError("--format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+
+
+def problem_text(
+    est: Estimate, name: str, costs: dict, models: dict[str, str]
+) -> tuple[str, dict, list[str]]:
+    """The problem file's text, its data, and the drafters still lacking a cost."""
+    data, header, missing = build_problem(est, name, costs, models)
+    check_problem(data)
+    return render(data, header), data, missing
+
+
+__all__ = [
+    "FORMATS",
+    "LEVEL",
+    "MIN_TRIALS",
+    "DrafterCounts",
+    "Estimate",
+    "estimate",
+    "jeffreys_interval",
+    "problem_text",
+    "read_costs",
+]

@@ -1,0 +1,274 @@
+"""Joint outcome logs: one row per verified position, one 0/1 column per drafter.
+
+Format (CSV with a header, or JSON Lines with one object per row):
+
+- ``round``: an identifier of the draft round; a round's rows are contiguous.
+- ``position``: 1, 2, 3, … within the round, in order (position ``j`` is logged
+  only when the round reached it, i.e. every earlier position was accepted).
+- ``workload`` (optional): the class of traffic; constant within a round.
+- every other column: one drafter, 1 when its unit at that position was correct.
+
+Estimation. Because a row at position ``j`` exists exactly when the round
+reached ``j``, the rows at position ``j`` are a sample of "every earlier unit was
+accepted", and the fraction of them where drafter ``i`` is correct estimates the
+conditional acceptance ``a_i(j)`` of DESIGN §1 directly: ``successes = column sum``,
+``trials = rows at j``. Positions reached by fewer than ``min_trials`` rows (30 by
+default) are dropped from the end of the list, whose last value then repeats.
+
+Workloads: each workload's acceptance comes from its own rows; its weight is its
+share of the log's rows (verified positions, a proxy for its share of generated
+units).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import InputError
+from .correlation import fit_loadings, latent_correlations, phi_correlations
+from .counts import MIN_TRIALS, DrafterCounts, Estimate, WorkloadCounts
+
+RESERVED = ("round", "position", "workload")
+ERROR_MODELS = ("empirical", "factor", "independent")
+
+
+def read_table(path: Path) -> tuple[list[str], list[list[str]], int]:
+    """Columns and rows (strings) of a CSV or JSONL file, and the line of the first row."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("INPUT", f"file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError("INPUT", f"cannot read {path}: {exc}") from None
+    if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
+        return _read_jsonl(text, path)
+    reader = csv.reader(text.splitlines())
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise InputError("INPUT", f"{path} is empty") from None
+    rows = []
+    for line, row in enumerate(reader, start=2):
+        if not row:
+            continue
+        if len(row) != len(header):
+            raise InputError(
+                f"{path.name} line {line}", f"{len(row)} values for {len(header)} columns"
+            )
+        rows.append([v.strip() for v in row])
+    return header, rows, 2
+
+
+def _read_jsonl(text: str, path: Path) -> tuple[list[str], list[list[str]], int]:
+    header: list[str] | None = None
+    rows = []
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError:
+            raise InputError(f"{path.name} line {line}", "not valid JSON") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{path.name} line {line}", "each line must hold one JSON object")
+        if header is None:
+            header = list(obj)
+        elif set(obj) != set(header):
+            diff = sorted(set(header) ^ set(obj))
+            raise InputError(f"{path.name} line {line}", f"columns differ from line 1: {diff}")
+        rows.append([_jsonl_value(obj[h]) for h in header])
+    if header is None:
+        raise InputError("INPUT", f"{path} is empty")
+    return header, rows, 1
+
+
+def _jsonl_value(v) -> str:
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def _int_column(values: np.ndarray, name: str, path: Path, first_line: int) -> np.ndarray:
+    try:
+        return np.array([int(v) for v in values], dtype=np.int64)
+    except ValueError:
+        bad = next(i for i, v in enumerate(values) if not v.lstrip("-").isdigit())
+        raise InputError(
+            f"{path.name} line {first_line + bad}",
+            f"column {name!r}: {values[bad]!r} is not an integer",
+        ) from None
+
+
+def read_outcomes(path: str | Path) -> dict:
+    """Parse and check a log: ``rounds``, ``positions`` (int ``(R,)``), ``outcomes``
+    (int8 ``(R, N)``), ``names``, ``workloads`` (str ``(R,)`` or ``None``)."""
+    path = Path(path)
+    header, rows, first = read_table(path)
+    missing = [c for c in ("round", "position") if c not in header]
+    if missing:
+        raise InputError(
+            path.name, f"missing column(s) {', '.join(missing)} (columns: {', '.join(header)})"
+        )
+    if len(set(header)) != len(header):
+        raise InputError(path.name, "a column name appears twice")
+    names = [h for h in header if h not in RESERVED]
+    if not names:
+        raise InputError(path.name, "no drafter columns (one 0/1 column per drafter)")
+    if not rows:
+        raise InputError(path.name, "holds no rows")
+    table = np.array(rows, dtype=object)
+    col = {h: table[:, i] for i, h in enumerate(header)}
+    rounds = col["round"].astype(str)
+    positions = _int_column(col["position"], "position", path, first)
+    outcomes = np.zeros((len(rows), len(names)), np.int8)
+    for i, name in enumerate(names):
+        v = col[name].astype(str)
+        one, zero = v == "1", v == "0"
+        bad = np.flatnonzero(~(one | zero))
+        if bad.size:
+            raise InputError(
+                f"{path.name} line {first + bad[0]}",
+                f"column {name!r}: {v[bad[0]]!r} is not 0 or 1",
+            )
+        outcomes[:, i] = one
+    new_round = np.ones(len(rows), bool)
+    new_round[1:] = rounds[1:] != rounds[:-1]
+    expected = np.where(new_round, 1, np.concatenate(([1], positions[:-1] + 1)))
+    bad = np.flatnonzero(positions != expected)
+    if bad.size:
+        r = bad[0]
+        raise InputError(
+            f"{path.name} line {first + r}",
+            f"round {rounds[r]!r}: position {positions[r]} where {expected[r]} was expected "
+            "(positions count 1, 2, 3, ... in order within each round)",
+        )
+    starts = rounds[new_round]
+    if np.unique(starts).size != starts.size:
+        vals, counts = np.unique(starts, return_counts=True)
+        raise InputError(
+            path.name,
+            f"round {vals[counts > 1][0]!r} appears in two places (a round's rows must be "
+            "contiguous)",
+        )
+    workloads = None
+    if "workload" in header:
+        workloads = col["workload"].astype(str)
+        if np.any(workloads[~new_round] != np.roll(workloads, 1)[~new_round]):
+            r = np.flatnonzero((workloads != np.roll(workloads, 1)) & ~new_round)[0]
+            raise InputError(
+                f"{path.name} line {first + r}",
+                f"round {rounds[r]!r} changes workload within the round",
+            )
+    return {
+        "rounds": rounds,
+        "positions": positions,
+        "outcomes": outcomes,
+        "names": names,
+        "workloads": workloads,
+        "new_round": new_round,
+    }
+
+
+def _counts(names, outcomes, positions, min_trials) -> list[DrafterCounts]:
+    j = int(positions.max())
+    idx = positions - 1
+    trials = np.bincount(idx, minlength=j)
+    out = []
+    for i, name in enumerate(names):
+        succ = np.bincount(idx, weights=outcomes[:, i], minlength=j).astype(np.int64)
+        out.append(DrafterCounts(name, succ, trials).trimmed(min_trials))
+    return out
+
+
+def estimate_outcomes(
+    path: str | Path,
+    out_path: str | Path,
+    errors: str = "empirical",
+    min_trials: int = MIN_TRIALS,
+    convention: str = "bonus",
+) -> Estimate:
+    """Per-drafter per-position acceptance, error model and workloads from a log.
+
+    ``errors``: ``empirical`` (points at the log, relative to ``out_path``'s folder),
+    ``factor`` (loadings fitted to the latent correlations) or ``independent``.
+    """
+    if errors not in ERROR_MODELS:
+        raise InputError("--errors", f"{errors!r} is not one of {', '.join(ERROR_MODELS)}")
+    path = Path(path)
+    log = read_outcomes(path)
+    names, outcomes, positions = log["names"], log["outcomes"], log["positions"]
+    drafters = _counts(names, outcomes, positions, min_trials)
+    fails = 1 - outcomes
+    phi = phi_correlations(fails)
+    latent = latent_correlations(fails, positions - 1, int(positions.max()))
+    n_rounds = int(log["new_round"].sum())
+    notes = [
+        f"estimated from {len(positions):,} rows ({n_rounds:,} rounds) of {path.name}",
+        f"acceptance: successes / rows at each position; positions with fewer than "
+        f"{min_trials} rows dropped from the end",
+        "acceptance_interval: 95% Jeffreys (Beta posterior) intervals",
+    ]
+    if len(names) > 1:
+        notes.append(
+            "pairwise error correlations (phi = Pearson of error indicators; "
+            "latent = Gaussian-copula r):"
+        )
+        for a in range(len(names)):
+            for b in range(a + 1, len(names)):
+                notes.append(
+                    f"  {names[a]} ~ {names[b]}: phi {_fmt(phi[a, b])}, latent {_fmt(latent[a, b])}"
+                )
+    if errors == "empirical":
+        rel = os.path.relpath(path.resolve(), Path(out_path).resolve().parent)
+        err_section = {"model": "empirical", "outcomes": Path(rel).as_posix()}
+    elif errors == "factor":
+        beta = fit_loadings(latent)
+        err_section = {
+            "model": "factor",
+            "loadings": {n: round(float(b), 6) for n, b in zip(names, beta, strict=True)},
+        }
+        notes.append("factor loadings: least-squares fit of beta_a * beta_b to the latent r")
+    else:
+        err_section = None
+    workloads = []
+    if log["workloads"] is not None:
+        w = log["workloads"]
+        labels, inverse = np.unique(w, return_inverse=True)
+        for li, label in enumerate(labels):
+            rows = inverse == li
+            try:
+                counts = _counts(names, outcomes[rows], positions[rows], min_trials)
+            except InputError as exc:
+                raise InputError(f"workload {label!r}", exc.message) from None
+            workloads.append(WorkloadCounts(str(label), float(rows.mean()), counts))
+        notes.append("workload weights: each workload's share of the log's rows")
+    return Estimate(
+        source="outcomes",
+        drafters=drafters,
+        convention=convention,
+        k_max=None,
+        errors=err_section,
+        workloads=workloads,
+        notes=notes,
+        report={
+            "rows": int(len(positions)),
+            "rounds": n_rounds,
+            "phi_correlation": _matrix(phi),
+            "latent_correlation": _matrix(latent),
+        },
+    )
+
+
+def _fmt(x: float) -> str:
+    return "undefined" if not np.isfinite(x) else f"{x:+.4f}"
+
+
+def _matrix(m: np.ndarray) -> list[list[float | None]]:
+    return [[None if not np.isfinite(v) else round(float(v), 6) for v in row] for row in m]
