@@ -103,3 +103,62 @@ def write_atomic(path: str | Path, text: str | bytes, option: str = "output") ->
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+class UncertainPointOut(BaseModel):
+    """A front point under sampling uncertainty (``solve --samples``): same order as ``front``."""
+
+    drafters: list[str]
+    k: int
+    optimal_share: float
+    throughput_p05: float
+    throughput_p50: float
+    throughput_p95: float
+    throughput_mean: float
+    throughput_quantile: float | None = None
+
+
+class OtherOptimumOut(BaseModel):
+    """A configuration off the front that was the optimum in some draws."""
+
+    drafters: list[str]
+    k: int
+    optimal_share: float
+
+
+class UncertaintyOut(BaseModel):
+    """``solve --samples N [--robust Q]``: the ``uncertainty`` object of ``solve --json``."""
+
+    samples: int
+    seed: int
+    robust_quantile: float | None
+    resampled: list[str]
+    points: list[UncertainPointOut]
+    other_optima: list[OtherOptimumOut]
+
+
+def uncertainty_document(report, names: tuple[str, ...]) -> dict:
+    """The ``uncertainty`` object from an :class:`allocator.uncertainty.UncertaintyReport`."""
+    f = report.front
+    points = []
+    for i in range(len(f)):
+        row = {key: float(v[i]) for key, v in report.percentiles.items()}
+        points.append(
+            UncertainPointOut(
+                drafters=[n for n, on in zip(names, f.members[i], strict=True) if on],
+                k=int(f.k[i]),
+                optimal_share=float(report.optimal_share[i]),
+                throughput_quantile=None
+                if report.quantile_throughput is None
+                else float(report.quantile_throughput[i]),
+                **row,
+            )
+        )
+    return UncertaintyOut(
+        samples=report.samples,
+        seed=report.seed,
+        robust_quantile=report.quantile,
+        resampled=report.resampled,
+        points=points,
+        other_optima=[OtherOptimumOut(**o) for o in report.other_optima],
+    ).model_dump()

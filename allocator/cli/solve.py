@@ -19,6 +19,7 @@ from .common import (
     precheck_outputs,
 )
 from .render import front_table
+from .uncertainty import apply_uncertainty, check_options, export_point, uncertainty_table
 
 
 @app.command()
@@ -39,6 +40,19 @@ def solve(
         "(.png or .svg).",
         metavar="PATH",
     ),
+    samples: int = typer.Option(
+        None, "--samples", help="Re-solve on N posterior draws of the acceptance intervals."
+    ),
+    robust: float = typer.Option(
+        None, "--robust", help="Build the front from the Q-quantile of throughput over draws."
+    ),
+    seed: int = typer.Option(None, "--seed", help="Seed of every random path (default 0)."),
+    export: str = typer.Option(
+        None, "--export", help="Print a point as serving settings: vllm or sglang."
+    ),
+    pick: int = typer.Option(
+        None, "--pick", help="With --export: the N-th front point (default: best throughput)."
+    ),
 ) -> None:
     """Search drafters, k and m; print the front of throughput against the cost metric.
 
@@ -46,13 +60,17 @@ def solve(
     throughput and cost within the problem's budget.
     """
     precheck_outputs(json=json_path, csv=csv_path)
+    check_options(samples, robust, export, pick, json_path)
     if plot_path:
         from ..plots import check_plot_path
 
         check_plot_path(plot_path, "--plot")
     prob = api.load(problem)
     result = api.solve(prob, strategy=strategy)
+    udoc = apply_uncertainty(prob, result, samples, seed, robust)
     doc = solve_document(result)
+    if udoc is not None:
+        doc["uncertainty"] = udoc
     if csv_path:
         write_atomic(csv_path, front_csv(doc["front"]), "--csv")
     if plot_path:
@@ -65,4 +83,9 @@ def solve(
     emit_json(doc, json_path)
     for note in result.notes:
         err.print(note)
+    if export is not None:
+        export_point(prob, doc["front"], export, pick)
+        return
     out.print(front_table(result))
+    if udoc is not None:
+        out.print(uncertainty_table(udoc))

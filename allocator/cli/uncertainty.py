@@ -1,0 +1,93 @@
+"""``solve --samples/--robust/--export``: the command-line side of uncertainty and export."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from ..exceptions import InputError
+from ..outputs import uncertainty_document
+from ..uncertainty import analyse
+
+#: Draws used by ``--robust`` when ``--samples`` is not given.
+DEFAULT_SAMPLES = 200
+
+
+def check_options(samples, robust, export, pick, json_path) -> None:
+    """Refuse option combinations that make no sense, before any work."""
+    if samples is not None and samples < 1:
+        raise InputError("--samples", "must be at least 1")
+    if robust is not None and not 0.0 < robust < 1.0:
+        raise InputError("--robust", f"{robust} is not a quantile strictly between 0 and 1")
+    if export is not None and export not in ("vllm", "sglang"):
+        raise InputError("--export", f"{export!r} is not vllm or sglang")
+    if pick is not None and export is None:
+        raise InputError("--pick", "only applies with --export")
+    if export is not None and json_path == "-":
+        raise InputError("--export", "prints to stdout, which --json - already uses")
+
+
+def apply_uncertainty(prob, result, samples, seed, robust) -> dict | None:
+    """Run the sampling analysis when asked; with ``robust`` the result's front is replaced.
+
+    Returns the ``uncertainty`` JSON object, or ``None`` when not asked.
+    """
+    if samples is None and robust is None:
+        return None
+    n = samples if samples is not None else DEFAULT_SAMPLES
+    report = analyse(prob, result.front, n, seed=seed or 0, quantile=robust)
+    if robust is not None:
+        result.front = report.front
+        result.exact = False
+        result.notes.append(
+            f"robust: front of cost against the {robust:g}-quantile of throughput over "
+            f"{n} posterior draws (throughput shown at the point estimate)"
+        )
+    return uncertainty_document(report, prob.names)
+
+
+def uncertainty_table(doc: dict) -> Table:
+    q = doc["robust_quantile"]
+    t = Table(
+        title=f"over {doc['samples']} posterior draws (seed {doc['seed']}) of "
+        + ", ".join(doc["resampled"]),
+        title_justify="left",
+    )
+    for col in ("#", "drafters", "k", "optimal", "p05", "p50", "p95"):
+        t.add_column(col, justify="left" if col == "drafters" else "right")
+    if q is not None:
+        t.add_column(f"q{q:g}", justify="right")
+    for i, p in enumerate(doc["points"], 1):
+        row = [
+            str(i),
+            ", ".join(p["drafters"]),
+            str(p["k"]),
+            f"{p['optimal_share']:.1%}",
+            f"{p['throughput_p05']:.6f}",
+            f"{p['throughput_p50']:.6f}",
+            f"{p['throughput_p95']:.6f}",
+        ]
+        if q is not None:
+            row.append(f"{p['throughput_quantile']:.6f}")
+        t.add_row(*row)
+    for o in doc["other_optima"]:
+        t.add_row(
+            "—", ", ".join(o["drafters"]), str(o["k"]), f"{o['optimal_share']:.1%}", "", "", ""
+        )
+    return t
+
+
+def export_point(prob, points: list[dict], target: str, pick: int | None) -> None:
+    """Print the chosen point as ``target``'s settings on stdout (notes on stderr)."""
+    import sys
+
+    from ..export import convention_warning, export_text, pick_point
+    from .common import err
+
+    point = pick_point(points, pick)
+    models = {d.name: d.model for d in prob.spec.drafters} if prob.spec is not None else {}
+    text = export_text(target, point, models)
+    note = convention_warning(prob.convention)
+    if note:
+        err.print(note, soft_wrap=True)
+    sys.stdout.write(text)
+    sys.stdout.flush()

@@ -1,0 +1,279 @@
+"""Sampling uncertainty of estimated acceptance, carried through to the decision.
+
+Estimated drafters carry a 95% interval per position (``acceptance_interval``,
+written by ``allocator estimate`` as a Jeffreys Beta-posterior interval). Each
+interval is turned back into the Beta distribution it came from
+(:func:`beta_from_interval`), posterior draws of every drafter's per-position
+acceptance are taken (:func:`posterior_draws`), and the problem is re-solved on
+each draw (:func:`analyse`):
+
+- for every configuration on the reported front: the share of draws in which it
+  is *the* optimum (highest throughput within the budget over the whole search
+  space), and the 5th, 50th and 95th percentiles and mean of its throughput;
+- configurations that are optimal in some draw but not on the front are listed too;
+- with a robust quantile ``Q`` the front itself is built from the ``Q``-quantile
+  of each configuration's throughput over the draws instead of its throughput at
+  the point estimate (costs and the budget are taken at the point estimate).
+
+Drafters without an interval keep their point value in every draw. Draws of
+different drafters and positions are independent (the posteriors of independent
+binomial counts). Per-workload acceptance is not resampled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import special, stats
+
+from .exceptions import InputError
+from .model.acceptance import position_matrix
+from .model.errors import build_error_model
+from .model.evaluate import METRICS, evaluate_configs, evaluate_subsets
+from .pareto import front_order
+from .result import Front
+from .search.base import feasible_mask
+from .search.space import count_subsets, iter_subsets
+
+LEVEL = 0.95
+#: Refuse more than this many (configuration x draw) evaluations.
+MAX_EVALUATIONS = 200_000_000
+#: Cells (draws x subsets x k) evaluated per chunk (memory bound).
+CHUNK_CELLS = 1 << 22
+PERCENTILES = (5.0, 50.0, 95.0)
+
+
+def beta_from_interval(
+    lo: np.ndarray, hi: np.ndarray, level: float = LEVEL, iterations: int = 60
+) -> tuple[np.ndarray, np.ndarray]:
+    """The Beta distribution whose equal-tailed ``level`` interval is ``[lo, hi]``.
+
+    Vectorised Newton iteration on ``(log a, log b)`` matching the two quantiles
+    in logit space, started from the method of moments of a normal approximation.
+    Arrays of any common shape; returns ``(a, b)``.
+    """
+    eps = 1e-9
+    lo = np.clip(np.asarray(lo, dtype=float), eps, 1 - eps)
+    hi = np.clip(np.asarray(hi, dtype=float), eps, 1 - eps)
+    lo, hi = np.broadcast_arrays(lo, hi)
+    if np.any(hi <= lo):
+        raise ValueError("interval must have lo < hi")
+    tail = (1.0 - level) / 2.0
+    z = stats.norm.ppf(1 - tail)
+    mean = (lo + hi) / 2
+    sd = (hi - lo) / (2 * z)
+    conc = np.maximum(mean * (1 - mean) / sd**2 - 1, 0.2)
+    x = np.stack([np.log(mean * conc), np.log((1 - mean) * conc)])  # (2, ...)
+    target = np.stack([special.logit(lo), special.logit(hi)])
+
+    def f(x):
+        a, b = np.exp(x)
+        q = np.stack([special.betaincinv(a, b, tail), special.betaincinv(a, b, 1 - tail)])
+        return special.logit(np.clip(q, 1e-300, 1 - 1e-16)) - target
+
+    h = 1e-6
+    for _ in range(iterations):
+        r = f(x)
+        if np.all(np.abs(r) < 1e-10):
+            break
+        ja = (f(x + np.array([h, 0.0]).reshape((2,) + (1,) * (x.ndim - 1))) - r) / h
+        jb = (f(x + np.array([0.0, h]).reshape((2,) + (1,) * (x.ndim - 1))) - r) / h
+        det = ja[0] * jb[1] - jb[0] * ja[1]
+        det = np.where(np.abs(det) < 1e-300, 1e-300, det)
+        dx0 = (jb[1] * r[0] - jb[0] * r[1]) / det
+        dx1 = (-ja[1] * r[0] + ja[0] * r[1]) / det
+        step = np.stack([dx0, dx1])
+        step = np.clip(step, -1.0, 1.0)  # damping: at most a factor e per iteration
+        x = x - step
+    a, b = np.exp(x)
+    return a, b
+
+
+def _interval_rows(spec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Point values, interval ends and which entries have an interval: each ``(N, J)``."""
+    acc = position_matrix([d.acceptance for d in spec.drafters])
+    width = acc.shape[1]
+    lo = np.full_like(acc, np.nan)
+    hi = np.full_like(acc, np.nan)
+    for i, d in enumerate(spec.drafters):
+        iv = d.acceptance_interval
+        if iv is None:
+            continue
+        field_name = f"drafters.{i}.acceptance_interval"
+        nested = isinstance(iv[0], list)
+        n_acc = len(d.acceptance) if isinstance(d.acceptance, list) else 1
+        if not nested:
+            if n_acc > 1:
+                raise InputError(
+                    field_name, "give one [lo, hi] per position of the acceptance list"
+                )
+            rows = [iv]
+        else:
+            rows = iv
+            if len(rows) != n_acc:
+                raise InputError(
+                    field_name, f"{len(rows)} intervals for {n_acc} acceptance position(s)"
+                )
+        r = np.array(rows, dtype=float)
+        if np.any(r[:, 1] <= r[:, 0]):
+            raise InputError(field_name, "every interval needs lo < hi")
+        lo[i] = position_matrix([r[:, 0].tolist()], width=width)[0]
+        hi[i] = position_matrix([r[:, 1].tolist()], width=width)[0]
+    return acc, lo, hi, np.isfinite(lo)
+
+
+def posterior_draws(spec, n_draws: int, seed: int) -> tuple[np.ndarray, list[str]]:
+    """``n_draws`` posterior draws of the ``(N, J)`` acceptance: ``(D, N, J)``, and the
+    names of the drafters that vary."""
+    if n_draws < 1:
+        raise InputError("--samples", "must be at least 1")
+    acc, lo, hi, has = _interval_rows(spec)
+    rng = np.random.default_rng(seed)
+    out = np.broadcast_to(acc, (n_draws,) + acc.shape).copy()
+    if has.any():
+        a, b = beta_from_interval(lo[has], hi[has])
+        draws = rng.beta(a, b, size=(n_draws, a.size))
+        out[:, has] = np.clip(draws, 1e-12, 1.0)
+    names = [d.name for d, h in zip(spec.drafters, has.any(axis=1), strict=True) if h]
+    return out, names
+
+
+def draw_problem(problem, acceptance: np.ndarray):
+    """``problem`` with acceptance ``(N, J)`` replaced (and its error model rebuilt on it)."""
+    errors = problem.errors
+    if problem.spec is not None and problem.spec.errors.model != "independent":
+        errors = build_error_model(problem.spec.errors, problem.names, acceptance, problem.base_dir)
+    return problem.replace(acceptance=acceptance, errors=errors)
+
+
+@dataclass
+class UncertaintyReport:
+    """What :func:`analyse` finds. Arrays ``(P,)`` follow ``front``'s points."""
+
+    samples: int
+    seed: int
+    quantile: float | None
+    resampled: list[str]
+    front: Front
+    optimal_share: np.ndarray
+    percentiles: dict[str, np.ndarray]
+    quantile_throughput: np.ndarray | None
+    other_optima: list[dict] = field(default_factory=list)
+
+
+def _key(members_row: np.ndarray, k: int) -> tuple:
+    return (np.packbits(members_row).tobytes(), int(k))
+
+
+def analyse(
+    problem, front: Front, n_draws: int, seed: int = 0, quantile: float | None = None
+) -> UncertaintyReport:
+    """Re-solve ``problem`` on ``n_draws`` posterior draws (module docstring).
+
+    ``front`` is the front found at the point estimate; with ``quantile`` it is
+    replaced by the front of the ``quantile``-quantile of throughput.
+    """
+    if problem.spec is None:
+        raise InputError("--samples", "needs a problem read from a file")
+    if quantile is not None and not 0.0 < quantile < 1.0:
+        raise InputError("--robust", f"{quantile} is not a quantile strictly between 0 and 1")
+    draws, resampled = posterior_draws(problem.spec, n_draws, seed)
+    if not resampled:
+        raise InputError(
+            "--samples",
+            "no drafter has an acceptance_interval to sample from (write one, or estimate "
+            "the file with `allocator estimate`)",
+        )
+    ks = problem.k_values
+    total = count_subsets(problem) * len(ks) * n_draws
+    if total > MAX_EVALUATIONS:
+        raise InputError(
+            "--samples",
+            f"{total:,} evaluations (configurations x draws) are too many; lower --samples "
+            "or narrow the search (search.m.max, search.k.max)",
+        )
+    problems = [draw_problem(problem, a) for a in draws]
+    best_val = np.full(n_draws, -np.inf)
+    best_members = np.zeros((n_draws, problem.n), bool)
+    best_k = np.zeros(n_draws, np.int64)
+    robust_parts: list[tuple[Front, np.ndarray]] = []
+    rows = max(1, CHUNK_CELLS // (len(ks) * (n_draws if quantile is not None else 1)))
+    for members in iter_subsets(problem, rows):
+        thr = np.empty((n_draws, members.shape[0], len(ks)))
+        for d, p in enumerate(problems):
+            met = evaluate_subsets(p, members)
+            t = np.where(feasible_mask(met, problem.budget), met["throughput"], -np.inf)
+            thr[d] = met["throughput"]
+            flat = int(np.argmax(t))
+            b, j = divmod(flat, len(ks))
+            if t[b, j] > best_val[d]:
+                best_val[d], best_members[d], best_k[d] = t[b, j], members[b], ks[j]
+        if quantile is not None:
+            nominal = evaluate_subsets(problem, members)
+            qt = np.quantile(thr, quantile, axis=0)
+            b, j = np.nonzero(feasible_mask(nominal, problem.budget))
+            if b.size == 0:
+                continue
+            keep = front_order(nominal[problem.cost_metric][b, j], qt[b, j], ks[j])
+            b, j = b[keep], j[keep]
+            part = Front(
+                members[b],
+                ks[j],
+                {m: np.array(nominal[m][b, j]) for m in METRICS},
+                problem.cost_metric,
+            )
+            robust_parts.append((part, qt[b, j]))
+    if quantile is not None and robust_parts:
+        merged = Front(
+            np.concatenate([p.members for p, _ in robust_parts]),
+            np.concatenate([p.k for p, _ in robust_parts]),
+            {m: np.concatenate([p.metrics[m] for p, _ in robust_parts]) for m in METRICS},
+            problem.cost_metric,
+        )
+        q_all = np.concatenate([q for _, q in robust_parts])
+        keep = front_order(merged.cost, q_all, merged.metrics["drafters"], merged.k)
+        front = merged.take(keep)
+    # throughput of the reported configurations in every draw: (D, P)
+    per_draw = (
+        np.stack([evaluate_configs(p, front.members, front.k)["throughput"] for p in problems])
+        if len(front)
+        else np.zeros((n_draws, 0))
+    )
+    pct = np.percentile(per_draw, PERCENTILES, axis=0) if len(front) else np.zeros((3, 0))
+    percentiles = {
+        "throughput_p05": pct[0],
+        "throughput_p50": pct[1],
+        "throughput_p95": pct[2],
+        "throughput_mean": per_draw.mean(axis=0),
+    }
+    q_thr = np.quantile(per_draw, quantile, axis=0) if quantile is not None else None
+    found = np.isfinite(best_val)
+    counts: dict[tuple, int] = {}
+    example: dict[tuple, tuple] = {}
+    for d in np.flatnonzero(found):
+        key = _key(best_members[d], best_k[d])
+        counts[key] = counts.get(key, 0) + 1
+        example[key] = (best_members[d], int(best_k[d]))
+    front_keys = [_key(front.members[i], front.k[i]) for i in range(len(front))]
+    share = np.array([counts.get(k, 0) / n_draws for k in front_keys])
+    others = [
+        {
+            "drafters": [n for n, on in zip(problem.names, example[k][0], strict=True) if on],
+            "k": example[k][1],
+            "optimal_share": c / n_draws,
+        }
+        for k, c in sorted(counts.items(), key=lambda kv: -kv[1])
+        if k not in set(front_keys)
+    ]
+    return UncertaintyReport(
+        samples=n_draws,
+        seed=seed,
+        quantile=quantile,
+        resampled=resampled,
+        front=front,
+        optimal_share=share,
+        percentiles=percentiles,
+        quantile_throughput=q_thr,
+        other_optima=others,
+    )
