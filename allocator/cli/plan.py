@@ -93,7 +93,9 @@ class SweepPointOut(BaseModel):
 
 
 class SweepStepOut(BaseModel):
-    cap: float
+    """One hosting cap solved (``cap`` null: no cap) and the plan's cost and throughput."""
+
+    cap: float | None
     hosting_cost: float | None
     throughput: float | None
 
@@ -204,7 +206,7 @@ def sweep_document(sweep: PlanSweep) -> dict:
         )
     steps = [
         SweepStepOut(
-            cap=cap,
+            cap=cap if math.isfinite(cap) else None,
             hosting_cost=None if p is None else p.hosting_cost,
             throughput=None if p is None else p.throughput,
         )

@@ -1,0 +1,501 @@
+"""Plans for mixed traffic against an independent brute force, and the ``plan`` command.
+
+The brute force (:func:`brute_plan`) tries every hosted set and, for each workload, every
+configuration those drafters allow, with the plain-Python model of ``reference.py``; it
+shares no code with ``allocator.planning`` or ``allocator.model``.
+"""
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import reference
+from typer.testing import CliRunner
+
+from allocator import solve
+from allocator.cli import app
+from allocator.exceptions import InputError
+from allocator.planning import make_plan, sweep_hosting
+from allocator.planning.candidates import _dominated_pairwise, dominated_by_subset
+from allocator.problem import Problem
+from allocator.spec import parse_problem
+
+SLACK = 1e-9
+runner = CliRunner()
+
+
+def within(value, cap):
+    return value <= cap + SLACK * max(1.0, abs(cap))
+
+
+# ----------------------------------------------------------------- brute force
+
+
+def workload_dicts(raw):
+    """(weight share, per-workload problem dict) for each workload, plain Python."""
+    wls = raw.get("workloads") or [{"name": raw["name"], "weight": 1.0}]
+    total = sum(w["weight"] for w in wls)
+    out = []
+    for w in wls:
+        over = w.get("acceptance", {})
+        drafters = [
+            dict(d, acceptance=over.get(d["name"], d["acceptance"])) for d in raw["drafters"]
+        ]
+        out.append((w["weight"] / total, dict(raw, drafters=drafters)))
+    return out
+
+
+def space(raw):
+    """Every (subset, k) of the search space, as in reference.brute_front."""
+    d = raw["drafters"]
+    names = [x["name"] for x in d]
+    s = raw.get("search", {})
+    kr, mr = s.get("k", {}), s.get("m", {})
+    mmax = mr.get("max") or len(d)
+    req = {names.index(n) for n in s.get("require", [])}
+    exc = {names.index(n) for n in s.get("exclude", [])}
+    for m in range(mr.get("min", 1), mmax + 1):
+        for subset in itertools.combinations(range(len(d)), m):
+            if req <= set(subset) and not exc & set(subset):
+                for k in range(kr.get("min", 1), kr.get("max", 64) + 1):
+                    yield subset, k
+
+
+def brute_plan(raw, hosting_cap=None):
+    """Best plan by exhaustion: (time per unit or None, {hosted set: (cost, time)}, single).
+
+    ``single`` is the best mixture throughput of one configuration for all traffic.
+    """
+    budget = dict(raw.get("budget", {}))
+    cap = budget.pop("hosting_cost", math.inf) if hosting_cap is None else hosting_cap
+    budget.pop("hosting_cost", None)
+    h = [d.get("hosting_cost", 0.0) for d in raw["drafters"]]
+    wls = workload_dicts(raw)
+    table = []  # (subset, k, [S_w or None if the caps fail on w])
+    for subset, k in space(raw):
+        row = []
+        for _, p in wls:
+            met = reference.metrics(p, subset, k)
+            ok = all(within(met[b], c) for b, c in budget.items())
+            row.append(met["throughput"] if ok else None)
+        table.append((set(subset), sum(h[i] for i in subset), row))
+    best, per_set = None, {}
+    n = len(h)
+    for r in range(n + 1):
+        for hosted in itertools.combinations(range(n), r):
+            cost = sum(h[i] for i in hosted)
+            if not within(cost, cap):
+                continue
+            t = 0.0
+            for w, (share, _) in enumerate(wls):
+                s = [row[w] for sub, _, row in table if sub <= set(hosted) and row[w] is not None]
+                if not s:
+                    t = None
+                    break
+                t += share / max(s)
+            if t is None:
+                continue
+            per_set[hosted] = (cost, t)
+            best = t if best is None else min(best, t)
+    single = None
+    for _, hc, row in table:
+        if within(hc, cap) and all(s is not None for s in row):
+            thr = 1.0 / sum(share / s for (share, _), s in zip(wls, row, strict=True))
+            single = thr if single is None else max(single, thr)
+    return best, per_set, single
+
+
+def random_plan_problem(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 5))
+    names = [f"d{i}" for i in range(n)]
+
+    def acc():
+        if rng.random() < 0.3:
+            return [float(x) for x in np.round(rng.uniform(0.2, 1.0, size=rng.integers(2, 4)), 3)]
+        return float(np.round(rng.uniform(0.1, 0.95), 3))
+
+    drafters = [
+        {
+            "name": nm,
+            "acceptance": acc(),
+            "unit_cost": float(np.round(rng.uniform(0.0, 0.3), 3)),
+            "hosting_cost": float(rng.integers(0, 5)) / 2,
+        }
+        for nm in names
+    ]
+    raw = {
+        "name": f"plan-{seed}",
+        "convention": str(rng.choice(["paper", "bonus"])),
+        "drafting": str(rng.choice(["sequential", "parallel"])),
+        "verifier": {
+            "pass_cost": float(np.round(rng.uniform(0.5, 2.0), 3)),
+            "token_cost": float(rng.choice([0.0, 0.02])),
+        },
+        "drafters": drafters,
+        "search": {
+            "k": {"min": int(rng.integers(1, 3)), "max": int(rng.integers(3, 7))},
+            "m": {"min": 1, "max": int(rng.integers(1, n + 1))},
+        },
+    }
+    n_w = int(rng.integers(0, 4))
+    if n_w:
+        raw["workloads"] = [
+            {
+                "name": f"w{j}",
+                "weight": float(rng.integers(1, 5)),
+                "acceptance": {nm: acc() for nm in names if rng.random() < 0.6},
+            }
+            for j in range(n_w)
+        ]
+    if n >= 3 and rng.random() < 0.2:
+        raw["search"]["require"] = ["d0"]
+    budget = {}
+    if rng.random() < 0.7:
+        budget["hosting_cost"] = float(rng.integers(0, 7)) / 2
+    if rng.random() < 0.3:
+        metric = str(rng.choice(["draft_cost_per_round", "draft_cost_per_token", "drafters"]))
+        budget[metric] = {"draft_cost_per_round": 0.8, "draft_cost_per_token": 0.3, "drafters": 2}[
+            metric
+        ]
+    if budget:
+        raw["budget"] = budget
+    return raw
+
+
+def build(raw):
+    return Problem.from_spec(parse_problem(raw))
+
+
+# ----------------------------------------------------------------- exactness
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_plan_equals_brute_force(seed):
+    raw = random_plan_problem(seed)
+    best, _, single = brute_plan(raw)
+    problem = build(raw)
+    if best is None:
+        with pytest.raises(InputError) as info:
+            make_plan(problem)
+        assert info.value.field.startswith("budget")
+        return
+    plan = make_plan(problem)
+    assert plan.exact and plan.status == "optimal" and plan.gap == 0.0
+    assert math.isclose(1.0 / plan.throughput, best, rel_tol=1e-9)
+    # the reported configurations, re-evaluated independently, give that objective
+    wls = workload_dicts(raw)
+    hosted = set(np.flatnonzero(plan.hosted))
+    t = 0.0
+    for w, (share, p) in enumerate(wls):
+        subset = tuple(np.flatnonzero(plan.members[w]))
+        assert set(subset) <= hosted
+        met = reference.metrics(p, subset, int(plan.k[w]))
+        assert math.isclose(met["throughput"], plan.metrics["throughput"][w], rel_tol=1e-10)
+        for metric, cap in raw.get("budget", {}).items():
+            if metric != "hosting_cost":
+                assert within(met[metric], cap)
+        t += share / met["throughput"]
+    assert math.isclose(t, best, rel_tol=1e-9)
+    cost = sum(raw["drafters"][i].get("hosting_cost", 0.0) for i in hosted)
+    assert math.isclose(plan.hosting_cost, cost, abs_tol=1e-12)
+    assert within(cost, raw.get("budget", {}).get("hosting_cost", math.inf))
+    # the one-configuration baseline is the brute-force best single configuration
+    if single is None:
+        assert plan.single_throughput is None
+    else:
+        assert math.isclose(plan.single_throughput, single, rel_tol=1e-9)
+        assert plan.throughput >= plan.single_throughput * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_single_workload_plan_is_solves_best_point(seed):
+    raw = random_plan_problem(1000 + seed)
+    raw.pop("workloads", None)
+    problem = build(raw)
+    try:
+        front = solve(problem, "exact").points()
+    except InputError as exc:
+        with pytest.raises(InputError) as info:
+            make_plan(problem)
+        assert info.value.field.startswith("budget") and exc.field.startswith("budget")
+        return
+    plan = make_plan(problem)
+    best = max(front, key=lambda p: p["throughput"])
+    assert math.isclose(plan.throughput, best["throughput"], rel_tol=1e-12)
+    assert plan.single_throughput == pytest.approx(best["throughput"], rel=1e-12)
+    assert plan.hosting_cost <= best["hosting_cost"] + 1e-12 or math.isclose(
+        plan.throughput, best["throughput"], rel_tol=1e-12
+    )
+
+
+def test_one_workload_plan_is_solve_on_its_view():
+    raw = random_plan_problem(7)
+    raw["workloads"] = [{"name": "only", "weight": 3.0, "acceptance": {"d0": 0.9}}]
+    problem = build(raw)
+    plan = make_plan(problem)
+    best = max(p["throughput"] for p in solve(problem.workload_view(0), "exact").points())
+    assert math.isclose(plan.throughput, best, rel_tol=1e-12)
+
+
+TWO_CLASSES = {
+    "name": "two-classes",
+    "drafters": [
+        {"name": "general", "acceptance": 0.55, "unit_cost": 0.05, "hosting_cost": 1},
+        {"name": "coder", "acceptance": 0.3, "unit_cost": 0.05, "hosting_cost": 4},
+        {"name": "tiny", "acceptance": 0.4, "unit_cost": 0.01, "hosting_cost": 0.5},
+    ],
+    "workloads": [
+        {"name": "chat", "weight": 1},
+        {"name": "code", "weight": 1, "acceptance": {"coder": 0.9, "general": 0.35}},
+    ],
+    "search": {"k": {"max": 16}},
+}
+
+
+def test_a_drafter_not_hosted_is_never_assigned():
+    problem = build(TWO_CLASSES)
+    free = make_plan(problem)
+    code = free.workloads.index("code")
+    coder = problem.names.index("coder")
+    assert free.members[code, coder]  # with room to host it, code runs on coder
+    tight = make_plan(problem, {"hosting_cost": 3})
+    assert not tight.hosted[coder]
+    assert not tight.members[:, coder].any()
+    assert tight.hosting_cost <= 3
+    assert tight.throughput < free.throughput
+
+
+def test_routing_beats_one_configuration_when_workloads_differ():
+    plan = make_plan(build(TWO_CLASSES))
+    assert plan.exact
+    # chat and code want different drafters: routing is strictly better
+    assert plan.throughput > plan.single_throughput * 1.01
+    assert not np.array_equal(plan.members[0], plan.members[1])
+
+
+# ----------------------------------------------------------------- pruning
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_subset_pruning_matches_pairwise_definition(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 7))
+    lo, hi = sorted(rng.integers(1, n + 1, size=2))
+    rows = [
+        [i in c for i in range(n)]
+        for m in range(lo, hi + 1)
+        for c in itertools.combinations(range(n), m)
+    ]
+    members = np.array(rows, bool)
+    s = np.round(rng.uniform(0, 3, size=(len(rows), 2)), 1)  # rounding makes ties
+    s[rng.random(s.shape) < 0.15] = -np.inf
+    expect = np.zeros(s.shape, bool)
+    for a in range(len(rows)):
+        for w in range(2):
+            if not np.isfinite(s[a, w]):
+                expect[a, w] = True
+            for b in range(len(rows)):
+                proper = b != a and all(rows[a][i] or not rows[b][i] for i in range(n))
+                if proper and s[b, w] >= s[a, w]:
+                    expect[a, w] = True
+    assert np.array_equal(dominated_by_subset(members, s), expect)
+    for w in range(2):
+        assert np.array_equal(_dominated_pairwise(members, s[:, w], chunk=3), expect[:, w])
+
+
+def test_candidate_cap_is_reported_and_still_feasible():
+    problem = build(TWO_CLASSES)
+    full = make_plan(problem)
+    cut = make_plan(problem, max_candidates=1)
+    assert not cut.exact and cut.candidates.cut
+    assert any("not proven optimal" in n for n in cut.notes)
+    assert cut.throughput <= full.throughput * (1 + 1e-12)
+    assert (cut.candidates.kept == 1).all()
+
+
+# ----------------------------------------------------------------- sweep
+
+
+def brute_front(per_set):
+    pts = sorted(per_set.values(), key=lambda ct: (ct[0], ct[1]))
+    front, best = [], math.inf
+    for cost, t in pts:
+        if t < best * (1 - 1e-12):
+            front.append((cost, 1.0 / t))
+            best = t
+    return front
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_automatic_sweep_is_the_brute_force_front(seed):
+    raw = random_plan_problem(2000 + seed)
+    raw.get("budget", {}).pop("hosting_cost", None)
+    _, per_set, _ = brute_plan(raw)
+    problem = build(raw)
+    if not per_set:
+        with pytest.raises(InputError):
+            sweep_hosting(problem)
+        return
+    sweep = sweep_hosting(problem)
+    ours = [(p.hosting_cost, p.throughput) for p in sweep.front]
+    ref = brute_front(per_set)
+    assert len(ours) == len(ref)
+    for (c1, t1), (c2, t2) in zip(ours, ref, strict=True):
+        assert math.isclose(c1, c2, abs_tol=1e-12) and math.isclose(t1, t2, rel_tol=1e-9)
+    assert sweep.exact
+    # strictly increasing in both: more hosting budget, more throughput
+    assert all(b[0] > a[0] and b[1] > a[1] for a, b in zip(ours, ours[1:], strict=False))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_range_sweep_is_monotone_and_matches_plans(seed):
+    raw = random_plan_problem(3000 + seed)
+    raw.get("budget", {}).pop("hosting_cost", None)
+    problem = build(raw)
+    caps = np.linspace(0, 6, 9)
+    try:
+        sweep = sweep_hosting(problem, caps)
+    except InputError:
+        assert brute_plan(raw, hosting_cap=6.0)[0] is None
+        return
+    thr = [(-1.0 if p is None else p.throughput) for _, p in sweep.steps]
+    assert [c for c, _ in sweep.steps] == list(caps)
+    assert all(b >= a for a, b in zip(thr, thr[1:], strict=False))
+    for cap, p in sweep.steps:
+        best = brute_plan(raw, hosting_cap=cap)[0]
+        if p is None:
+            assert best is None
+        else:
+            assert p.hosting_cost <= cap + 1e-12
+            assert math.isclose(1.0 / p.throughput, best, rel_tol=1e-9)
+
+
+# ----------------------------------------------------------------- command line
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+@pytest.fixture
+def two_classes(tmp_path):
+    p = tmp_path / "two.json"
+    p.write_text(json.dumps(TWO_CLASSES))
+    return p
+
+
+def test_plan_json_shape(two_classes):
+    r = run("plan", two_classes, "--json", "-", "--budget", "hosting_cost=5")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert set(doc) == {
+        "problem", "status", "exact", "gap", "budget", "throughput", "hosted",
+        "hosting_cost", "single", "routing_gain", "workloads", "candidates", "seconds", "notes",
+    }  # fmt: skip
+    assert doc["status"] == "optimal" and doc["exact"] is True and doc["gap"] == 0.0
+    assert doc["budget"] == {"hosting_cost": 5.0}
+    assert doc["hosting_cost"] <= 5
+    assert [w["name"] for w in doc["workloads"]] == ["chat", "code"]
+    w = doc["workloads"][1]
+    assert set(w) >= {"drafters", "m", "k", "throughput", "single_throughput", "weight"}
+    assert set(w["drafters"]) <= set(doc["hosted"])
+    total = sum(x["weight"] / x["throughput"] for x in doc["workloads"])
+    assert math.isclose(doc["throughput"], 1 / total, rel_tol=1e-12)
+    single = sum(x["weight"] / x["single_throughput"] for x in doc["workloads"])
+    assert math.isclose(doc["single"]["throughput"], 1 / single, rel_tol=1e-12)
+    assert math.isclose(doc["routing_gain"], doc["throughput"] / doc["single"]["throughput"] - 1)
+    assert set(doc["candidates"]) == {"enumerated", "pruned", "kept", "cut"}
+
+
+def test_sweep_json_shape(two_classes):
+    r = run("plan", two_classes, "--json", "-", "--sweep", "hosting_cost=0:6:7")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["metric"] == "hosting_cost" and doc["auto"] is False and doc["exact"] is True
+    assert [s["cap"] for s in doc["steps"]] == [0, 1, 2, 3, 4, 5, 6]
+    assert doc["steps"][0]["throughput"] is None  # nothing is free to host
+    costs = [p["hosting_cost"] for p in doc["front"]]
+    thr = [p["throughput"] for p in doc["front"]]
+    assert costs == sorted(costs) and thr == sorted(thr)
+    assert all(set(p["hosted"]) and p["workloads"] for p in doc["front"])
+    r = run("plan", two_classes, "--json", "-", "--sweep", "hosting_cost")
+    assert r.exit_code == 0, r.output
+    auto = json.loads(r.stdout)
+    assert auto["auto"] is True and auto["steps"][-1]["cap"] is None  # the first, uncapped
+    # hosting costs 0.5 (tiny), 1 (general) and 4 (coder): the walk finds every front point
+    assert [p["hosting_cost"] for p in auto["front"]] == [0.5, 1.5, 4.5, 5.5]
+    assert [p["throughput"] for p in auto["front"]] == thr
+
+
+def test_json_stdout_holds_only_json_in_a_fresh_process(two_classes):
+    proc = subprocess.run(
+        [sys.executable, "-m", "allocator", "plan", str(two_classes), "--json", "-"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["exact"] is True  # no solver banner before the JSON
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["--budget", "hosting_cost=0.25"], "budget.hosting_cost"),
+        (["--sweep", "hosting_cost=0:0.25:3"], "budget.hosting_cost"),
+        (["--budget", "draft_cost_per_round=0.001"], "budget.draft_cost_per_round"),
+        (["--budget", "hosting=3"], "--budget"),
+        (["--budget", "hosting_cost=-1"], "--budget"),
+        (["--sweep", "drafters=0:3:4"], "--sweep"),
+        (["--sweep", "hosting_cost=0:3"], "--sweep"),
+        (["--sweep", "hosting_cost=3:1:2"], "--sweep"),
+    ],
+)
+def test_infeasible_or_bad_budget_exits_2_naming_it(two_classes, tmp_path, args, field):
+    out = tmp_path / "plan.json"
+    r = run("plan", two_classes, "--json", out, *args)
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), r.stderr
+    assert "Traceback" not in r.output
+    assert not out.exists()
+
+
+def test_hosting_cap_each_workload_meets_alone_but_not_together():
+    # x serves only w1 and y only w2 within the per-token cap; each costs 1 to host
+    raw = {
+        "name": "apart",
+        "convention": "bonus",
+        "drafters": [
+            {"name": "x", "acceptance": 0.9, "unit_cost": 0.1, "hosting_cost": 1},
+            {"name": "y", "acceptance": 0.9, "unit_cost": 0.1, "hosting_cost": 1},
+        ],
+        "workloads": [
+            {"name": "w1", "weight": 1, "acceptance": {"y": 0.01}},
+            {"name": "w2", "weight": 1, "acceptance": {"x": 0.01}},
+        ],
+        "search": {"k": {"max": 4}, "m": {"max": 1}},
+        "budget": {"draft_cost_per_token": 0.09, "hosting_cost": 1.5},
+    }
+    assert brute_plan(raw)[0] is None
+    with pytest.raises(InputError) as info:
+        make_plan(build(raw))
+    assert info.value.field == "budget.hosting_cost"
+    assert "at least 2" in info.value.message
+    ok = make_plan(build(raw), {"hosting_cost": 2})
+    assert ok.hosted.all() and ok.exact
+
+
+def test_bundled_mixed_traffic_scenario(problems_dir):
+    problem = Problem.from_file(problems_dir / "mixed-traffic.yaml")
+    assert [w.name for w in problem.workloads] == ["chat", "code", "summarisation"]
+    assert 5 <= problem.n <= 8
+    plan = make_plan(problem)
+    assert plan.exact and plan.throughput >= plan.single_throughput
+    sweep = sweep_hosting(problem)
+    assert sweep.exact and len(sweep.front) >= 3
