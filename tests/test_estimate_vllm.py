@@ -1,0 +1,287 @@
+"""`allocator estimate --format vllm-metrics|vllm-log`: vLLM's counters and log lines."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from synthetic_logs import simulate_chain, vllm_exposition, vllm_log_line
+from typer.testing import CliRunner
+
+from allocator.cli import app
+from allocator.estimate import estimate
+from allocator.spec import load_problem
+
+runner = CliRunner()
+FIXTURES = Path(__file__).parent / "fixtures"
+TARGET = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def test_metrics_fixture(tmp_path):
+    """The fixture: two engines (summed), _created series, other families, histograms."""
+    out = tmp_path / "m.yaml"
+    res = run(
+        "estimate",
+        FIXTURES / "vllm_metrics.prom",
+        "--format",
+        "vllm-metrics",
+        "--out",
+        out,
+        "--unit-cost",
+        f"{TARGET}=0.05",
+        "--model",
+        f"{TARGET}=meta-llama/Llama-3.2-1B-Instruct",
+    )
+    assert res.exit_code == 0, res.output
+    spec = load_problem(out)
+    assert spec.convention == "bonus"
+    assert spec.search.k.max == 3
+    (d,) = spec.drafters
+    assert d.name == TARGET and d.model == "meta-llama/Llama-3.2-1B-Instruct"
+    # engine 0 + engine 1, from the fixture's numbers
+    drafts = 6000 + 4000
+    per_pos = [4500 + 2900, 3060 + 1950, 1836 + 1170]
+    expected = [per_pos[0] / drafts, per_pos[1] / per_pos[0], per_pos[2] / per_pos[1]]
+    np.testing.assert_allclose(d.acceptance, expected, atol=1e-6)
+    for (lo, hi), a in zip(d.acceptance_interval, expected, strict=True):
+        assert lo < a < hi and hi - lo < 0.05
+
+
+def test_metrics_coverage_over_seeds():
+    """Counters drawn from a known position-dependent chain: the intervals cover the
+    truth at about the stated rate."""
+    truth = np.array([0.8, 0.7, 0.6, 0.5])
+    hits = []
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        engines = [(n, simulate_chain(rng, truth, n, 4)) for n in (120, 80)]
+        text = vllm_exposition({"m": engines})
+        path = Path(f"/tmp/allocator-test-metrics-{seed}.prom")
+        path.write_text(text)
+        try:
+            est = estimate(path, "vllm-metrics", "/tmp/x.yaml", min_trials=1)
+        finally:
+            path.unlink()
+        lo, hi = est.drafters[0].interval
+        hits.extend(((lo <= truth[: len(lo)]) & (truth[: len(lo)] <= hi)).tolist())
+    rate = np.mean(hits)
+    assert len(hits) >= 1100
+    assert 0.925 <= rate <= 0.975, rate
+
+
+def test_metrics_several_models_and_real_exposition(tmp_path):
+    rng = np.random.default_rng(2)
+    text = vllm_exposition(
+        {
+            "small": [(5000, simulate_chain(rng, [0.9, 0.8], 5000, 5))],
+            "tiny": [(3000, simulate_chain(rng, [0.6], 3000, 2))],
+        }
+    )
+    assert "_created" in text  # prometheus_client writes them; they must be ignored
+    path = tmp_path / "m.prom"
+    path.write_text(text)
+    est = estimate(path, "vllm-metrics", tmp_path / "x.yaml")
+    by = {d.name: d for d in est.drafters}
+    assert set(by) == {"small", "tiny"} and est.k_max == 5
+    assert by["small"].acceptance[0] == pytest.approx(0.9, abs=0.02)
+    assert by["small"].acceptance[2] == pytest.approx(0.8, abs=0.03)
+    assert len(by["tiny"].acceptance) == 2
+
+
+def test_several_scrapes_take_the_last(tmp_path):
+    rng = np.random.default_rng(3)
+    first = simulate_chain(rng, [0.7], 1000, 3)
+    later = first + simulate_chain(rng, [0.7], 1000, 3)
+    text = vllm_exposition({"m": [(1000, first)]}) + vllm_exposition({"m": [(2000, later)]})
+    path = tmp_path / "m.prom"
+    path.write_text(text)
+    est = estimate(path, "vllm-metrics", tmp_path / "x.yaml")
+    assert est.drafters[0].trials[0] == 2000
+    assert est.drafters[0].successes[0] == later[0]
+
+
+def test_log_fixture(tmp_path):
+    out = tmp_path / "l.yaml"
+    res = run(
+        "estimate",
+        FIXTURES / "vllm_spec.log",
+        "--format",
+        "vllm-log",
+        "--out",
+        out,
+        "--drafter",
+        "llama-1b",
+        "--unit-cost",
+        "llama-1b=0.1",
+        "--min-count",
+        "1",
+        "--json",
+        "-",
+    )
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    (d,) = doc["drafters"]
+    # line 1: 200 drafts, per position 150, 104, 70; line 2: 173 drafts, 121, 88, 57
+    assert d["successes"] == [150 + 121, 104 + 88, 70 + 57]
+    assert d["trials"] == [200 + 173, 150 + 121, 104 + 88]
+    spec = load_problem(out)
+    assert spec.search.k.max == 3 and spec.convention == "bonus"
+
+
+def test_log_reconstruction_within_rounding_and_coverage():
+    truth = np.array([0.75, 0.65, 0.55])
+    hits = []
+    for seed in range(150):
+        rng = np.random.default_rng(seed)
+        lines, totals, drafts = [], np.zeros(3, int), 0
+        for n in rng.integers(50, 400, size=4):
+            per_pos = simulate_chain(rng, truth, int(n), 3)
+            lines.append(vllm_log_line(int(n), per_pos))
+            lines.append("INFO 06-03 14:05:22 [loggers.py:116] Engine 000: Avg prompt ...")
+            totals += per_pos
+            drafts += int(n)
+        path = Path(f"/tmp/allocator-test-log-{seed}.log")
+        path.write_text("\n".join(lines) + "\n")
+        try:
+            est = estimate(path, "vllm-log", "/tmp/x.yaml", min_trials=1)
+        finally:
+            path.unlink()
+        d = est.drafters[0]
+        assert d.trials[0] == drafts
+        # per line at most 0.0005 * drafts + 1 off; summed over 4 lines
+        assert np.all(np.abs(d.successes - totals) <= 0.0005 * drafts + 4)
+        lo, hi = d.interval
+        hits.extend(((lo <= truth) & (truth <= hi)).tolist())
+    assert 0.92 <= np.mean(hits) <= 0.98, np.mean(hits)
+
+
+BAD_METRICS = [
+    (
+        "# HELP vllm:num_requests_running x\n# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{model_name="m"} 1.0\n',
+        "no vllm:spec_decode_* counters",
+    ),
+    ('vllm:spec_decode_num_drafts_total{model_name="m"} 10\n', "missing"),
+    ("this is { not prometheus\n", "not Prometheus text"),
+]
+
+
+def _fixture_with(**changes):
+    text = (FIXTURES / "vllm_metrics.prom").read_text()
+    for old, new in changes.items():
+        text = text.replace(old, new)
+    return text
+
+
+@pytest.mark.parametrize("text,needle", BAD_METRICS)
+def test_bad_metrics(tmp_path, text, needle):
+    path = tmp_path / "m.prom"
+    path.write_text(text)
+    out = tmp_path / "p.yaml"
+    res = run("estimate", path, "--format", "vllm-metrics", "--out", out)
+    assert res.exit_code == 2, res.output
+    assert len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr, res.stderr
+    assert not out.exists()
+
+
+def test_metrics_counter_decreasing_between_scrapes(tmp_path):
+    text = (FIXTURES / "vllm_metrics.prom").read_text()
+    restarted = text.replace(
+        'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 6000.0',
+        'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 50.0',
+    )
+    path = tmp_path / "m.prom"
+    path.write_text(text + restarted)
+    out = tmp_path / "p.yaml"
+    res = run("estimate", path, "--format", "vllm-metrics", "--out", out)
+    assert res.exit_code == 2 and "decreases from 6000 to 50" in res.stderr, res.stderr
+    assert not out.exists()
+
+
+def test_metrics_per_position_counts_that_increase(tmp_path):
+    text = (
+        (FIXTURES / "vllm_metrics.prom")
+        .read_text()
+        .replace('position="2"} 1836.0', 'position="2"} 4836.0')
+    )
+    path = tmp_path / "m.prom"
+    path.write_text(text)
+    res = run("estimate", path, "--format", "vllm-metrics", "--out", tmp_path / "p.yaml")
+    assert res.exit_code == 2 and "cannot increase" in res.stderr, res.stderr
+
+
+def test_metrics_without_drafts(tmp_path):
+    rng = np.random.default_rng(0)
+    text = vllm_exposition({"m": [(0, np.zeros(3, int))]})
+    del rng
+    path = tmp_path / "m.prom"
+    path.write_text(text)
+    res = run("estimate", path, "--format", "vllm-metrics", "--out", tmp_path / "p.yaml")
+    assert res.exit_code == 2 and "no drafts recorded" in res.stderr, res.stderr
+
+
+LINE = (
+    "SpecDecoding metrics: Mean acceptance length: 2.62, Accepted: 324 tokens, "
+    "Drafted: 600 tokens, Per-position acceptance rate: {rates}, Avg Draft acceptance rate: 54.0%"
+)
+
+
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("INFO nothing to see\n", "no 'SpecDecoding metrics:' lines"),
+        (LINE.format(rates="0.350, 0.520, 0.750") + "\n", "increase with position"),
+        (
+            LINE.replace("Drafted: 600", "Drafted: 601").format(rates="0.750, 0.520, 0.350"),
+            "not a multiple",
+        ),
+        (
+            LINE.replace("Accepted: 324", "Accepted: 900").format(rates="0.750, 0.520, 0.350"),
+            "disagrees",
+        ),
+        ("SpecDecoding metrics: Accepted: 3 tokens, Drafted: 6 tokens\n", "without"),
+    ],
+)
+def test_bad_logs(tmp_path, text, needle):
+    path = tmp_path / "v.log"
+    path.write_text(text)
+    out = tmp_path / "p.yaml"
+    res = run("estimate", path, "--format", "vllm-log", "--out", out, "--min-count", "1")
+    assert res.exit_code == 2, res.output
+    assert len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr, res.stderr
+    assert not out.exists()
+
+
+def test_round_trip_metrics_then_solve_and_export(tmp_path):
+    out = tmp_path / "m.yaml"
+    assert (
+        run(
+            "estimate",
+            FIXTURES / "vllm_metrics.prom",
+            "--format",
+            "vllm-metrics",
+            "--out",
+            out,
+            "--unit-cost",
+            f"{TARGET}=0.05",
+            "--model",
+            f"{TARGET}=meta-llama/Llama-3.2-1B-Instruct",
+        ).exit_code
+        == 0
+    )
+    solved = run("solve", out, "--json", "-")
+    assert solved.exit_code == 0, solved.output
+    front = json.loads(solved.stdout)["front"]
+    best = max(front, key=lambda p: p["throughput"])
+    exported = run("solve", out, "--export", "vllm")
+    assert exported.exit_code == 0, exported.output
+    cfg = json.loads(exported.stdout)
+    assert cfg == {
+        "method": "draft_model",
+        "model": "meta-llama/Llama-3.2-1B-Instruct",
+        "num_speculative_tokens": best["k"],
+    }

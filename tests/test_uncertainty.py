@@ -1,0 +1,271 @@
+"""`solve --samples/--robust`: Beta posteriors from intervals, draws, and the re-solved
+decision, checked against brute force over every configuration with the independent
+reference model."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+import yaml
+from reference import metrics as ref_metrics
+from scipy import stats
+from typer.testing import CliRunner
+
+from allocator import api
+from allocator.cli import app
+from allocator.spec import parse_problem
+from allocator.uncertainty import analyse, beta_from_interval, posterior_draws
+
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def jeffreys(s, n):
+    a, b = s + 0.5, n - s + 0.5
+    return [
+        float(round(stats.beta.ppf(0.025, a, b), 6)),
+        float(round(stats.beta.ppf(0.975, a, b), 6)),
+    ]
+
+
+@pytest.mark.parametrize("s,n", [(0, 10), (3, 10), (10, 10), (50, 200), (990, 1000), (4500, 5000)])
+def test_beta_from_interval_recovers_the_posterior(s, n):
+    lo, hi = jeffreys(s, n)
+    a, b = beta_from_interval(np.array([lo]), np.array([hi]))
+    q = stats.beta.ppf([0.025, 0.975], a[0], b[0])
+    np.testing.assert_allclose(q, [lo, hi], atol=2e-6)
+    assert a[0] == pytest.approx(s + 0.5, rel=0.03)
+    assert b[0] == pytest.approx(n - s + 0.5, rel=0.03)
+
+
+def spec_of(drafters, **extra):
+    return parse_problem({"name": "u", "convention": "bonus", "drafters": drafters, **extra})
+
+
+def test_draws_follow_the_posterior_and_are_seeded():
+    spec = spec_of(
+        [
+            {
+                "name": "a",
+                "acceptance": 0.7,
+                "unit_cost": 0.1,
+                "acceptance_interval": jeffreys(70, 100),
+            },
+            {"name": "b", "acceptance": 0.5, "unit_cost": 0.1},
+        ]
+    )
+    d1, names = posterior_draws(spec, 20000, seed=1)
+    d2, _ = posterior_draws(spec, 20000, seed=1)
+    d3, _ = posterior_draws(spec, 20000, seed=2)
+    np.testing.assert_array_equal(d1, d2)
+    assert not np.array_equal(d1, d3)
+    assert names == ["a"]
+    assert np.all(d1[:, 1] == 0.5)  # no interval: fixed
+    post = stats.beta(70.5, 30.5)
+    x = d1[:, 0, 0]
+    assert abs(x.mean() - post.mean()) < 4 * post.std() / np.sqrt(x.size)
+    assert x.std() == pytest.approx(post.std(), rel=0.03)
+
+
+def test_per_position_intervals_drawn_per_position():
+    spec = spec_of(
+        [
+            {
+                "name": "a",
+                "acceptance": [0.9, 0.5],
+                "unit_cost": 0.1,
+                "acceptance_interval": [jeffreys(900, 1000), jeffreys(50, 100)],
+            }
+        ]
+    )
+    d, _ = posterior_draws(spec, 5000, seed=0)
+    assert d.shape == (5000, 1, 2)
+    assert d[:, 0, 0].mean() == pytest.approx(0.9, abs=0.005)
+    assert d[:, 0, 1].mean() == pytest.approx(0.5, abs=0.01)
+    assert d[:, 0, 1].std() > 3 * d[:, 0, 0].std()
+
+
+PROBLEM = {
+    "name": "unc",
+    "convention": "bonus",
+    "drafters": [
+        {
+            "name": "a",
+            "acceptance": 0.72,
+            "unit_cost": 0.05,
+            "acceptance_interval": jeffreys(72, 100),
+        },
+        {
+            "name": "b",
+            "acceptance": 0.70,
+            "unit_cost": 0.04,
+            "acceptance_interval": jeffreys(35, 50),
+        },
+        {
+            "name": "c",
+            "acceptance": 0.55,
+            "unit_cost": 0.01,
+            "acceptance_interval": jeffreys(110, 200),
+        },
+    ],
+    "search": {"k": {"max": 6}},
+    "budget": {"draft_cost_per_round": 0.4},
+}
+
+
+def brute_force(problem_dict, draws):
+    """Per draw: every (subset, k) with the reference model; returns
+    {config: throughput array (D,)} for feasible configurations."""
+    n = len(problem_dict["drafters"])
+    cap = problem_dict["budget"]["draft_cost_per_round"]
+    table = {}
+    for size in range(1, n + 1):
+        for subset in itertools.combinations(range(n), size):
+            for k in range(1, problem_dict["search"]["k"]["max"] + 1):
+                thr = []
+                for d in draws:
+                    p = dict(problem_dict)
+                    p["drafters"] = [
+                        {**dr, "acceptance": float(d[i, 0])}
+                        for i, dr in enumerate(problem_dict["drafters"])
+                    ]
+                    m = ref_metrics(p, subset, k)
+                    thr.append(m["throughput"])
+                if ref_metrics(problem_dict, subset, k)["draft_cost_per_round"] <= cap + 1e-12:
+                    table[(subset, k)] = np.array(thr)
+    return table
+
+
+def test_optimal_share_and_percentiles_match_brute_force(tmp_path):
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(PROBLEM))
+    prob = api.load(path)
+    result = api.solve(prob)
+    n_draws = 60
+    rep = analyse(prob, result.front, n_draws, seed=5)
+    draws, _ = posterior_draws(prob.spec, n_draws, seed=5)
+    table = brute_force(PROBLEM, draws)
+    keys = list(table)
+    thr = np.stack([table[k] for k in keys])  # (C, D)
+    best = [keys[i] for i in np.argmax(thr, axis=0)]
+    names = prob.names
+    for i in range(len(rep.front)):
+        subset = tuple(np.flatnonzero(rep.front.members[i]))
+        key = (subset, int(rep.front.k[i]))
+        assert rep.optimal_share[i] == pytest.approx(best.count(key) / n_draws)
+        np.testing.assert_allclose(
+            rep.percentiles["throughput_p05"][i], np.percentile(table[key], 5), rtol=1e-9
+        )
+        np.testing.assert_allclose(
+            rep.percentiles["throughput_p95"][i], np.percentile(table[key], 95), rtol=1e-9
+        )
+    others = {
+        (tuple(names.index(x) for x in o["drafters"]), o["k"]): o["optimal_share"]
+        for o in rep.other_optima
+    }
+    for key, share in others.items():
+        assert share == pytest.approx(best.count(key) / n_draws)
+    assert rep.optimal_share.sum() + sum(others.values()) == pytest.approx(1.0)
+
+
+def test_robust_front_matches_brute_force_quantiles(tmp_path):
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(PROBLEM))
+    prob = api.load(path)
+    result = api.solve(prob)
+    rep = analyse(prob, result.front, 40, seed=8, quantile=0.1)
+    draws, _ = posterior_draws(prob.spec, 40, seed=8)
+    table = brute_force(PROBLEM, draws)
+    # brute-force front of (cost, 10% quantile)
+    pts = sorted(
+        (
+            (ref_metrics(PROBLEM, s, k)["draft_cost_per_round"], -np.quantile(t, 0.1), s, k)
+            for (s, k), t in table.items()
+        )
+    )
+    front, best = [], -np.inf
+    for _cost, negq, s, k in pts:
+        if -negq > best + 1e-12:
+            front.append((s, k, -negq))
+            best = -negq
+    got = [
+        (tuple(np.flatnonzero(m)), int(k))
+        for m, k in zip(rep.front.members, rep.front.k, strict=True)
+    ]
+    assert got == [(s, k) for s, k, _ in front]
+    np.testing.assert_allclose(rep.quantile_throughput, [q for _, _, q in front], rtol=1e-9)
+
+
+def test_cli_samples_json_is_seeded_and_documented(tmp_path):
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(PROBLEM))
+    r1 = run("solve", path, "--samples", "40", "--seed", "3", "--json", "-")
+    r2 = run("solve", path, "--samples", "40", "--seed", "3", "--json", "-")
+    r3 = run("solve", path, "--samples", "40", "--seed", "4", "--json", "-")
+    assert r1.exit_code == 0, r1.output
+    d1, d2, d3 = (json.loads(r.stdout) for r in (r1, r2, r3))
+    assert d1["uncertainty"] == d2["uncertainty"]
+    assert d1["uncertainty"]["points"] != d3["uncertainty"]["points"]
+    u = d1["uncertainty"]
+    assert u["samples"] == 40 and u["seed"] == 3 and u["robust_quantile"] is None
+    assert u["resampled"] == ["a", "b", "c"]
+    assert len(u["points"]) == len(d1["front"])
+    for p, f in zip(u["points"], d1["front"], strict=True):
+        assert p["drafters"] == f["drafters"] and p["k"] == f["k"]
+        assert p["throughput_p05"] <= p["throughput_p50"] <= p["throughput_p95"]
+        assert 0.0 <= p["optimal_share"] <= 1.0
+    human = run("solve", path, "--samples", "20")
+    assert human.exit_code == 0 and "posterior draws" in human.stdout
+
+
+def test_cli_robust(tmp_path):
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(PROBLEM))
+    r = run("solve", path, "--robust", "0.05", "--samples", "30", "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    u = doc["uncertainty"]
+    assert u["robust_quantile"] == 0.05 and doc["exact"] is False
+    q = [p["throughput_quantile"] for p in u["points"]]
+    assert q == sorted(q)  # a front: cost up, quantile throughput up
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--samples", "0"], "--samples"),
+        (["--robust", "1.5"], "--robust"),
+        (["--robust", "0"], "--robust"),
+        (["--pick", "1"], "--pick"),
+    ],
+)
+def test_cli_bad_options(tmp_path, args, needle):
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(PROBLEM))
+    r = run("solve", path, *args)
+    assert r.exit_code == 2 and needle in r.stderr, r.output
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_samples_without_intervals_is_refused(tmp_path):
+    p = dict(PROBLEM)
+    p["drafters"] = [
+        {k: v for k, v in d.items() if k != "acceptance_interval"} for d in PROBLEM["drafters"]
+    ]
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(p))
+    r = run("solve", path, "--samples", "10")
+    assert r.exit_code == 2 and "acceptance_interval" in r.stderr
+
+
+def test_interval_list_must_match_positions(tmp_path):
+    p = dict(PROBLEM)
+    p["drafters"] = [dict(PROBLEM["drafters"][0], acceptance=[0.7, 0.6])] + PROBLEM["drafters"][1:]
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(p))
+    r = run("solve", path, "--samples", "10")
+    assert r.exit_code == 2 and "drafters.0.acceptance_interval" in r.stderr, r.output
