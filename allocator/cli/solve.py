@@ -18,6 +18,7 @@ from .common import (
     out,
     precheck_outputs,
 )
+from .progress import check_search_options, search_progress
 from .render import front_table
 from .uncertainty import apply_uncertainty, check_options, export_point, uncertainty_table
 
@@ -27,7 +28,24 @@ from .uncertainty import apply_uncertainty, check_options, export_point, uncerta
 def solve(
     problem: Path = ProblemArg,
     strategy: str = typer.Option(
-        "auto", "--strategy", "-s", help="auto, or a named strategy (exact)."
+        "auto",
+        "--strategy",
+        "-s",
+        help="auto, exact, knapsack or optuna (auto says which and why).",
+    ),
+    storage: str = typer.Option(
+        None,
+        "--storage",
+        help="Optuna storage URL: sqlite:///file.db (resumable) or postgresql://... "
+        "(shared by several workers). Default: in memory.",
+        metavar="URL",
+    ),
+    study: str = typer.Option(
+        None, "--study", help="Optuna study name (default allocator-<problem name>); resumes."
+    ),
+    trials: int = typer.Option(None, "--trials", help="Optuna trials this run adds to the study."),
+    timeout: float = typer.Option(
+        None, "--timeout", help="Stop the Optuna search after S seconds.", metavar="S"
     ),
     json_path: str = JsonOption,
     csv_path: str = typer.Option(
@@ -65,8 +83,19 @@ def solve(
         from ..plots import check_plot_path
 
         check_plot_path(plot_path, "--plot")
+    check_search_options(trials, timeout)
     prob = api.load(problem)
-    result = api.solve(prob, strategy=strategy)
+    with search_progress(f"solving {prob.name}", enabled=json_path != "-") as progress:
+        result = api.solve(
+            prob,
+            strategy=strategy,
+            seed=0 if seed is None else seed,
+            storage=storage,
+            study=study,
+            trials=trials,
+            timeout=timeout,
+            progress=progress,
+        )
     udoc = apply_uncertainty(prob, result, samples, seed, robust)
     doc = solve_document(result)
     if udoc is not None:

@@ -1,17 +1,39 @@
-"""Search strategies: one module each, one contract (:class:`~.base.Strategy`)."""
+"""Search strategies: one module each, one contract (:class:`~.base.Strategy`).
+
+``exact`` enumerates (with dominance pruning), ``knapsack`` runs a Pareto programme
+for large pools of independent drafters, ``optuna`` runs a multi-objective Optuna
+study where neither reaches; ``auto`` (:mod:`.auto`) picks one and says why.
+"""
 
 from __future__ import annotations
 
+import inspect
+
+from .auto import choose_strategy
 from .base import Strategy
 from .exact import ExactStrategy
+from .knapsack import KnapsackStrategy
+from .study import OptunaStrategy
 
-STRATEGIES: dict[str, type[Strategy]] = {"exact": ExactStrategy}
+STRATEGIES: dict[str, type[Strategy]] = {
+    "exact": ExactStrategy,
+    "knapsack": KnapsackStrategy,
+    "optuna": OptunaStrategy,
+}
 
 
 def make_strategy(name: str, problem=None, **params) -> tuple[Strategy, str]:
-    """The strategy called ``name`` (``auto`` picks one), and why it was picked."""
+    """The strategy called ``name`` (``auto`` picks one for ``problem``), and why.
+
+    ``params`` go to the strategy's constructor; those it does not take are left out
+    (so one call can carry ``trials``, ``seed``, ``progress`` ... for whichever is picked).
+    """
     if name == "auto":
-        return ExactStrategy(), "exact: the whole search space can be enumerated"
+        if problem is None:
+            raise ValueError("auto needs the problem to choose")
+        name, why = choose_strategy(problem)
+    else:
+        why = f"{name}: asked for"
     try:
         cls = STRATEGIES[name]
     except KeyError:
@@ -21,7 +43,16 @@ def make_strategy(name: str, problem=None, **params) -> tuple[Strategy, str]:
             "--strategy",
             f"unknown strategy {name!r} (choose from auto, " + ", ".join(STRATEGIES) + ")",
         ) from None
-    return cls(**params), f"{name}: asked for"
+    accepted = inspect.signature(cls.__init__).parameters
+    return cls(**{k: v for k, v in params.items() if k in accepted}), why
 
 
-__all__ = ["STRATEGIES", "ExactStrategy", "Strategy", "make_strategy"]
+__all__ = [
+    "STRATEGIES",
+    "ExactStrategy",
+    "KnapsackStrategy",
+    "OptunaStrategy",
+    "Strategy",
+    "choose_strategy",
+    "make_strategy",
+]

@@ -1,0 +1,39 @@
+"""``auto``: pick a strategy from the error model and the size of the space, and say why."""
+
+from __future__ import annotations
+
+from .dominance import pruning_blocker
+from .knapsack import knapsack_blocker
+from .space import count_subsets
+
+#: Error models whose pooled acceptance for every subset is cheap (closed form,
+#: subset sums, quadrature or a zeta transform).
+CHEAP_MODELS = ("independent", "exchangeable", "factor", "empirical")
+#: Enumerate up to this many subsets under a cheap model (2**22: N = 22, m free) ...
+EXACT_MAX_SUBSETS = 1 << 22
+#: ... and up to this many under an expensive one (a multivariate normal CDF each).
+EXACT_MAX_SUBSETS_EXPENSIVE = 20_000
+#: Prefer the knapsack programme to enumeration above this many subsets.
+KNAPSACK_FROM = 1 << 16
+
+
+def choose_strategy(problem) -> tuple[str, str]:
+    """``(name, reason)``: the strategy ``auto`` runs for ``problem``."""
+    n_sub = count_subsets(problem)
+    k = len(problem.k_values)
+    model = getattr(problem.errors, "name", "independent")
+    count = f"{n_sub:,}" if n_sub < 10**12 else f"{float(n_sub):.3g}"
+    space = f"{count} subsets x {k} draft lengths"
+    if n_sub > KNAPSACK_FROM and knapsack_blocker(problem) is None:
+        return "knapsack", (
+            f"knapsack: {space}; independent errors with one acceptance per drafter make the "
+            "Pareto programme over drafters exact and faster than enumeration"
+        )
+    limit = EXACT_MAX_SUBSETS if model in CHEAP_MODELS else EXACT_MAX_SUBSETS_EXPENSIVE
+    if n_sub <= limit:
+        how = "with dominance pruning" if pruning_blocker(problem) is None else "every subset"
+        return "exact", f"exact: {space} under {model} errors can be enumerated ({how})"
+    return "optuna", (
+        f"optuna: {space} under {model} errors are beyond exact enumeration (limit {limit:,}); "
+        "the front is heuristic (exact: false)"
+    )

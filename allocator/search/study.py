@@ -1,0 +1,310 @@
+"""Multi-objective Optuna search, for spaces exact enumeration cannot reach.
+
+Each trial is one configuration: ``k`` and one 0/1 choice per free drafter.
+Throughput is maximised and the cost metric minimised; the budget and the range of
+``m`` are constraints (``trial.set_constraint``, feasible at ``<= 0``), so NSGA-II
+ranks infeasible trials behind feasible ones. Before the first trial the study is
+seeded (``enqueue_trial``) with the exact front of the same problem under
+independent errors, when that front is cheap to get. Trials are asked and told in
+batches so the model evaluates a whole batch at once. The front returned is built
+from every finished trial in the study, re-evaluated by the model; it is never
+claimed complete (``exact: false``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+
+from ..exceptions import InputError
+from ..model.errors import IndependentErrors
+from ..model.evaluate import METRICS, evaluate_configs
+from ..pareto import front_order
+from ..result import Front, SolveResult
+from .base import BUDGET_RTOL, Strategy, feasible_mask, infeasible_error
+from .space import count_subsets
+
+#: Seed the study from the independence front only when exact search of it is this small.
+SEED_MAX_SUBSETS = 2_000_000
+#: At most this many seed trials are enqueued.
+SEED_MAX_TRIALS = 400
+
+
+def problem_fingerprint(problem) -> str:
+    """A short hash of what a trial's meaning depends on (names, search space)."""
+    h = hashlib.sha256()
+    h.update("\0".join(problem.names).encode())
+    for a in (problem.required, problem.excluded):
+        h.update(np.asarray(a, bool).tobytes())
+    h.update(f"{problem.k_min},{problem.k_max},{problem.cost_metric}".encode())
+    return h.hexdigest()[:16]
+
+
+class SearchSpace:
+    """The mapping between trial parameters and configurations of a problem."""
+
+    def __init__(self, problem):
+        self.problem = problem
+        self.free = np.flatnonzero(~problem.required & ~problem.excluded)
+
+    def distributions(self) -> dict:
+        import optuna.distributions as d
+
+        dists = {"k": d.IntDistribution(self.problem.k_min, self.problem.k_max)}
+        for i in self.free:
+            dists[f"d:{self.problem.names[i]}"] = d.CategoricalDistribution((0, 1))
+        return dists
+
+    def params(self, members: np.ndarray, k: int) -> dict:
+        out = {"k": int(k)}
+        for i in self.free:
+            out[f"d:{self.problem.names[i]}"] = int(members[i])
+        return out
+
+    def configs(self, params: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+        """Membership ``(B, N)`` and ``k`` ``(B,)`` of trials' parameters."""
+        members = np.tile(self.problem.required, (len(params), 1))
+        names = [f"d:{self.problem.names[i]}" for i in self.free]
+        for b, p in enumerate(params):
+            members[b, self.free] = [bool(p[n]) for n in names]
+        return members, np.array([p["k"] for p in params], dtype=np.int64)
+
+
+def evaluate_batch(problem, members: np.ndarray, k: np.ndarray) -> dict[str, np.ndarray]:
+    """Model metrics of configurations ``(B,)``; empty subsets get throughput 0, cost 0."""
+    out = {name: np.zeros(len(k)) for name in METRICS}
+    some = members.any(axis=1)
+    if some.any():
+        met = evaluate_configs(problem, members[some], k[some])
+        for name in METRICS:
+            out[name][some] = met[name]
+    return out
+
+
+def constraint_values(problem, metrics: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Constraint values (feasible at ``<= 0``) of a batch: budget caps and the range of m."""
+    cons = {}
+    for name, cap in problem.budget.items():
+        cons[f"budget.{name}"] = metrics[name] - cap - BUDGET_RTOL * max(1.0, abs(cap))
+    m = metrics["drafters"]
+    cons["search.m.min"] = max(problem.m_min, 1) - m
+    cons["search.m.max"] = m - problem.m_max
+    return cons
+
+
+class OptunaStrategy(Strategy):
+    """NSGA-II over configurations, in an Optuna study that may be stored and shared.
+
+    Parameters
+    ----------
+    trials : int or None
+        Trials this call runs (the study may already hold others). ``None`` with no
+        ``timeout`` means 1000.
+    timeout : float or None
+        Stop asking for new batches after this many seconds.
+    seed : int or None
+        Sampler seed; with in-memory storage and ``trials`` (no timeout) the result
+        is reproducible.
+    storage : str or None
+        Storage URL (see :mod:`allocator.storage`); ``None`` is in-memory.
+    study : str or None
+        Study name; default ``allocator-<problem name>``. An existing study resumes.
+    population : int
+        NSGA-II population size, also the batch size.
+    seed_front : bool
+        Enqueue the independence front before the first trial.
+    progress : callable ``(done, total, front_size)`` or None
+    """
+
+    name = "optuna"
+
+    def __init__(
+        self,
+        trials: int | None = None,
+        timeout: float | None = None,
+        seed: int | None = None,
+        storage: str | None = None,
+        study: str | None = None,
+        population: int = 50,
+        seed_front: bool = True,
+        progress: Callable[[int, int | None, int | None], None] | None = None,
+    ):
+        self.trials = trials
+        self.timeout = timeout
+        self.seed = seed
+        self.storage = storage
+        self.study = study
+        self.population = population
+        self.seed_front = seed_front
+        self.progress = progress
+
+    # ------------------------------------------------------------------ study
+    def open_study(self, problem):
+        """Create or load the study; refuse one made for another problem."""
+        import optuna
+
+        from ..storage import mask_url, open_storage
+
+        storage = open_storage(self.storage)
+        name = self.study or f"allocator-{problem.name}"
+        sampler = optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
+        try:
+            study = optuna.create_study(
+                storage=storage,
+                sampler=sampler,
+                study_name=name,
+                directions=["maximize", "minimize"],
+                load_if_exists=True,
+            )
+        except ValueError as exc:
+            raise InputError("--study", f"{name!r} in {mask_url(self.storage)}: {exc}") from None
+        fp = problem_fingerprint(problem)
+        have = study.user_attrs.get("problem_fingerprint")
+        if have is None:
+            study.set_user_attr("problem_fingerprint", fp)
+            study.set_user_attr("problem", problem.name)
+            study.set_user_attr("cost_metric", problem.cost_metric)
+        elif have != fp:
+            raise InputError(
+                "--study",
+                f"study {name!r} in {mask_url(self.storage)} was made for another problem "
+                f"({study.user_attrs.get('problem')!r}); choose another --study name",
+            )
+        if storage is not None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                optuna.storages.fail_stale_trials(study)
+        return study
+
+    def seed_trials(self, problem, study, space: SearchSpace) -> str:
+        """Enqueue the independence front into a fresh study; say what was done."""
+        if not self.seed_front or study.user_attrs.get("seeded"):
+            return "study not seeded" if not self.seed_front else "study resumed"
+        study.set_user_attr("seeded", True)
+        indep = problem.replace(errors=IndependentErrors())
+        from .knapsack import KnapsackStrategy, knapsack_blocker
+
+        try:
+            if knapsack_blocker(indep) is None:
+                res = KnapsackStrategy().solve(indep)
+            elif count_subsets(indep) <= SEED_MAX_SUBSETS:
+                from .exact import ExactStrategy
+
+                res = ExactStrategy().solve(indep)
+            else:
+                return "no seed: the independence front is too large to enumerate"
+        except InputError as exc:
+            return f"no seed: {exc.message}"
+        front = res.front
+        idx = np.unique(
+            np.linspace(0, len(front) - 1, min(len(front), SEED_MAX_TRIALS)).astype(int)
+        )
+        for i in idx:
+            study.enqueue_trial(space.params(front.members[i], front.k[i]), skip_if_exists=True)
+        return f"seeded with {idx.size} points of the independence front"
+
+    # ------------------------------------------------------------------ solve
+    def solve(self, problem) -> SolveResult:
+        import optuna
+
+        t0 = time.perf_counter()
+        verbosity = optuna.logging.get_verbosity()
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        try:
+            with warnings.catch_warnings():
+                # ask/tell records heartbeats itself (see _solve), which Optuna warns about
+                warnings.filterwarnings("ignore", message="Heartbeat of storage")
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return self._solve(problem, t0)
+        finally:
+            optuna.logging.set_verbosity(verbosity)
+
+    def _solve(self, problem, t0: float) -> SolveResult:
+        import optuna
+
+        from ..storage import mask_url
+
+        space = SearchSpace(problem)
+        study = self.open_study(problem)
+        seed_note = self.seed_trials(problem, study, space)
+        dists = space.distributions()
+        trials = self.trials if (self.trials is not None or self.timeout is not None) else 1000
+        heartbeat = getattr(study._storage, "record_heartbeat", None)
+        done = 0
+        state: list = []  # accumulated (members, k, metrics) of feasible trials, for progress
+        while trials is None or done < trials:
+            if self.timeout is not None and time.perf_counter() - t0 >= self.timeout:
+                break
+            size = self.population if trials is None else min(self.population, trials - done)
+            batch = [study.ask(dists) for _ in range(size)]
+            if heartbeat is not None:
+                for t in batch:
+                    heartbeat(t._trial_id)
+            members, k = space.configs([t.params for t in batch])
+            met = evaluate_batch(problem, members, k)
+            cons = constraint_values(problem, met)
+            for b, t in enumerate(batch):
+                for key, v in cons.items():
+                    t.set_constraint(key, float(v[b]))
+                try:
+                    study.tell(t, [float(met["throughput"][b]), float(met[problem.cost_metric][b])])
+                except optuna.exceptions.UpdateFinishedTrialError:
+                    pass  # another worker judged this trial stale and failed it
+            done += size
+            if self.progress is not None:
+                ok = np.all([v <= 0 for v in cons.values()], axis=0)
+                state.append((met[problem.cost_metric][ok], met["throughput"][ok]))
+                c = np.concatenate([s[0] for s in state])
+                th = np.concatenate([s[1] for s in state])
+                keep = front_order(c, th)
+                state = [(c[keep], th[keep])]
+                self.progress(done, trials, int(keep.size))
+        front, finished = study_front(problem, study, space)
+        notes = [
+            f"optuna NSGA-II, study {study.study_name!r} ({mask_url(self.storage)}): "
+            f"{done} trials run now, "
+            f"{finished} finished in the study; {seed_note}"
+        ]
+        return SolveResult(
+            problem=problem.name,
+            names=problem.names,
+            strategy=self.name,
+            exact=False,
+            front=front,
+            evaluated=finished,
+            seconds=time.perf_counter() - t0,
+            notes=notes,
+        )
+
+
+def study_front(problem, study, space: SearchSpace) -> tuple[Front, int]:
+    """The front of every finished trial of ``study``, re-evaluated by the model."""
+    from optuna.trial import TrialState
+
+    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    if not done:
+        raise InputError("--trials", "no trial finished; give more --trials or a longer --timeout")
+    members, k = space.configs([t.params for t in done])
+    # one configuration may have been tried many times: evaluate it once
+    key = np.column_stack([members, k])
+    _, first = np.unique(key, axis=0, return_index=True)
+    members, k = members[first], k[first]
+    some = members.any(axis=1) & (members.sum(axis=1) >= problem.m_min)
+    some &= members.sum(axis=1) <= problem.m_max
+    members, k = members[some], k[some]
+    if members.shape[0] == 0:
+        raise InputError("search.m", "no finished trial has a drafter count within search.m")
+    met = evaluate_configs(problem, members, k)
+    ok = feasible_mask(met, problem.budget)
+    if not ok.any():
+        lowest = {n: float(met[n].min()) for n in problem.budget}
+        raise infeasible_error(problem.budget, lowest)
+    members, k = members[ok], k[ok]
+    met = {n: np.asarray(v)[ok] for n, v in met.items()}
+    keep = front_order(met[problem.cost_metric], met["throughput"], met["drafters"], k)
+    front = Front(members[keep], k[keep], {n: v[keep] for n, v in met.items()}, problem.cost_metric)
+    return front, len(done)
