@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .exceptions import InputError, NotSupportedYet
-from .model.acceptance import position_matrix
-from .model.errors import ErrorModel, IndependentErrors, build_error_model
+from .exceptions import InputError
+from .model.acceptance import extend_positions, position_matrix
+from .model.errors import ErrorModel, IndependentErrors, build_error_model, load_empirical
 from .spec import COST_METRICS, ProblemSpec, load_problem
 
 
@@ -23,11 +23,21 @@ class Workload:
     """One class of traffic: its share of generated units and its own acceptance.
 
     ``acceptance`` is ``(N, J)``: the problem's acceptance with this workload's
-    per-drafter overrides applied.
+    per-drafter overrides applied. ``errors``: this workload's own error model (an
+    outcome log's rows of this workload), or ``None`` for the problem's.
     """
 
     name: str
     weight: float
+    acceptance: np.ndarray
+    errors: ErrorModel | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Ensemble:
+    """A measured ensemble: ``members (N,)`` bool and its pooled acceptance ``(J,)``."""
+
+    members: np.ndarray
     acceptance: np.ndarray
 
 
@@ -48,6 +58,9 @@ class Problem:
     budget : caps by metric name; cost_metric : the front's cost axis.
     errors : the error model giving P(all members fail).
     workloads : traffic mixture (weights normalised to sum to 1); empty for one class.
+    ensembles : measured pooled acceptance of named subsets (overrides the model).
+    pass_cost_curve : ``(tokens (P,), cost (P,))`` measured verification cost against
+        verified tokens ``m * k``, or ``None`` for ``pass_cost + token_cost * m * k``.
     """
 
     name: str
@@ -70,6 +83,8 @@ class Problem:
     cost_metric: str = "draft_cost_per_round"
     errors: ErrorModel = field(default_factory=IndependentErrors)
     workloads: tuple[Workload, ...] = ()
+    ensembles: tuple[Ensemble, ...] = ()
+    pass_cost_curve: tuple[np.ndarray, np.ndarray] | None = None
     spec: ProblemSpec | None = None
     base_dir: Path | None = None
 
@@ -91,14 +106,35 @@ class Problem:
 
     # ------------------------------------------------------------------ build
     @classmethod
-    def from_spec(cls, spec: ProblemSpec, base_dir: str | Path | None = None) -> Problem:
-        """Build the numeric problem; refuse what this version cannot evaluate."""
-        if spec.verifier.pass_cost_curve is not None:
-            raise NotSupportedYet("verifier.pass_cost_curve", "a measured pass-cost curve")
-        if spec.pooling != "any-correct":
-            raise NotSupportedYet("pooling", f"{spec.pooling!r} pooling")
-        if spec.ensembles:
-            raise NotSupportedYet("ensembles", "measured ensemble acceptance")
+    def from_spec(
+        cls, spec: ProblemSpec, base_dir: str | Path | None = None, *, simulation: bool = False
+    ) -> Problem:
+        """Build the numeric problem; refuse what this version cannot evaluate.
+
+        ``simulation=True`` admits longest-chain pooling under correlated errors, which
+        only the simulator can play (the closed form needs independence).
+        """
+        if spec.pooling == "longest-chain":
+            if spec.errors.model != "independent" and not simulation:
+                raise InputError(
+                    "pooling",
+                    "longest-chain pooling has a closed form only for independent errors "
+                    f"(errors.model is {spec.errors.model!r}); run `allocator simulate` for "
+                    "correlated chains",
+                )
+            if spec.ensembles:
+                raise InputError(
+                    "ensembles",
+                    "a measured per-position pooled acceptance means any-correct pooling; "
+                    "it does not apply to longest-chain pooling",
+                )
+        if spec.ensembles and spec.workloads:
+            raise InputError(
+                "ensembles",
+                "measured ensemble acceptance cannot be combined with workloads (it was "
+                "measured on one traffic mix; give each workload its own problem)",
+            )
+        curve = spec.verifier.pass_cost_curve
         names = spec.names
         n = len(names)
         acc = position_matrix([d.acceptance for d in spec.drafters])
@@ -115,7 +151,8 @@ class Problem:
             for w in spec.workloads
         )
         base = Path(base_dir) if base_dir is not None else None
-        errors = build_error_model(spec.errors, names, acc, base)
+        errors, workloads = _errors_and_workloads(spec, acc, workloads, base)
+        ensembles = _ensembles(spec, acc)
         required = np.isin(names, spec.search.require)
         excluded = np.isin(names, spec.search.exclude)
         m_max = n if spec.search.m.max is None else min(spec.search.m.max, n)
@@ -152,14 +189,20 @@ class Problem:
             cost_metric=spec.cost_metric,
             errors=errors,
             workloads=workloads,
+            ensembles=ensembles,
+            pass_cost_curve=None
+            if curve is None
+            else (np.asarray(curve.tokens, dtype=float), np.asarray(curve.cost, dtype=float)),
             spec=spec,
             base_dir=base,
         )
 
     @classmethod
-    def from_file(cls, path: str | Path) -> Problem:
+    def from_file(cls, path: str | Path, *, simulation: bool = False) -> Problem:
         """Read, validate and build a problem file (YAML or JSON)."""
-        return cls.from_spec(load_problem(path), base_dir=Path(path).resolve().parent)
+        return cls.from_spec(
+            load_problem(path), base_dir=Path(path).resolve().parent, simulation=simulation
+        )
 
     def replace(self, **changes) -> Problem:
         """A copy with some fields changed (``dataclasses.replace``)."""
@@ -169,7 +212,14 @@ class Problem:
     def workload_view(self, index: int) -> Problem:
         """The single-class problem of workload ``index``: its acceptance, no mixture."""
         w = self.workloads[index]
-        return replace(self, name=f"{self.name}/{w.name}", acceptance=w.acceptance, workloads=())
+        errors = self.errors if w.errors is None else w.errors
+        return replace(
+            self,
+            name=f"{self.name}/{w.name}",
+            acceptance=w.acceptance,
+            workloads=(),
+            errors=errors,
+        )
 
     @property
     def n(self) -> int:
@@ -193,3 +243,72 @@ class Problem:
                 raise InputError(field, f"drafter {d!r} named twice")
             out[index[d]] = True
         return out
+
+
+def _errors_and_workloads(spec, acc, workloads, base):
+    """The error model, and workloads carrying their own (outcome-log) models."""
+    names = spec.names
+    if spec.errors.model != "empirical":
+        errors = build_error_model(spec.errors, names, acc, base)
+        for w in workloads:
+            errors.validate(1.0 - w.acceptance, f" in workload {w.name!r}")
+        return errors, workloads
+    whole, parts = load_empirical(spec.errors, names, base)
+    if not workloads:
+        whole.check_marginals(acc, names)
+        return whole, workloads
+    if not parts:
+        raise InputError(
+            "errors.outcomes", "the problem has workloads, so the log needs a 'workload' column"
+        )
+    known = {w.name for w in workloads}
+    extra = sorted(set(parts) - known)
+    if extra:
+        raise InputError("errors.outcomes", f"workload {extra[0]!r} of the log is not in workloads")
+    out = []
+    for w in workloads:
+        if w.name not in parts:
+            raise InputError("errors.outcomes", f"the log has no rows for workload {w.name!r}")
+        parts[w.name].check_marginals(w.acceptance, names, f" of workload {w.name!r}")
+        out.append(replace(w, errors=parts[w.name]))
+    return whole, tuple(out)
+
+
+def _ensembles(spec, acc) -> tuple[Ensemble, ...]:
+    """Measured ensembles as masks; each must respect the Fréchet bounds of its members.
+
+    Any-correct pooling accepts a position when some member is right, so the pooled
+    acceptance lies in ``[max_i a_i, min(1, sum_i a_i)]`` at every position.
+    """
+    names = spec.names
+    seen: set[bytes] = set()
+    out = []
+    for e, ens in enumerate(spec.ensembles):
+        field = f"ensembles.{e}"
+        mask = np.isin(names, ens.members)
+        if len(set(ens.members)) != len(ens.members):
+            raise InputError(f"{field}.members", "a drafter is named twice")
+        key = mask.tobytes()
+        if key in seen:
+            raise InputError(f"{field}.members", "the same subset is measured twice")
+        seen.add(key)
+        a = position_matrix([ens.acceptance])[0]
+        width = max(a.size, acc.shape[1])
+        a_w, members = extend_positions(a, width), extend_positions(acc[mask], width)
+        low, high = members.max(axis=0), np.minimum(1.0, members.sum(axis=0))
+        tol = 1e-12
+        for j in range(width):
+            if a_w[j] < low[j] - tol:
+                raise InputError(
+                    f"{field}.acceptance",
+                    f"{a_w[j]:.6g} at position {j + 1} is below its best member's "
+                    f"{low[j]:.6g}: any-correct pooling cannot do worse (Fréchet bound)",
+                )
+            if a_w[j] > high[j] + tol:
+                raise InputError(
+                    f"{field}.acceptance",
+                    f"{a_w[j]:.6g} at position {j + 1} exceeds the sum of its members' "
+                    f"acceptance {high[j]:.6g} (Fréchet bound)",
+                )
+        out.append(Ensemble(mask, a))
+    return tuple(out)

@@ -63,6 +63,20 @@ class Verifier(_Frozen):
     token_cost: NonNegative = 0.0
     pass_cost_curve: PassCostCurve | None = None
 
+    @model_validator(mode="after")
+    def _one_cost_form(self) -> Verifier:
+        if self.pass_cost_curve is not None:
+            both = sorted({"pass_cost", "token_cost"} & self.model_fields_set)
+            if both:
+                raise _FieldError(
+                    f"verifier.{both[0]}", "give either pass_cost/token_cost or pass_cost_curve"
+                )
+            if min(self.pass_cost_curve.cost) <= 0.0:
+                raise _FieldError(
+                    "verifier.pass_cost_curve.cost", "a verification pass must cost more than 0"
+                )
+        return self
+
 
 Interval = Annotated[
     list[Annotated[float, Field(ge=0.0, le=1.0)]], Field(min_length=2, max_length=2)
@@ -89,12 +103,61 @@ class Drafter(_Frozen):
 
 
 class ErrorsSpec(_Frozen):
+    """Correlated drafter errors (DESIGN §2); each model takes only its own fields.
+
+    ``exchangeable``: one of ``correlation`` (latent, in [0, 1]) or ``error_correlation``
+    (Pearson correlation of error indicators, in [0, 1]); ``factor``: ``loadings``
+    ``{drafter: β}`` with ``-1 < β < 1``; ``gaussian``: ``matrix``, the latent
+    correlation matrix in drafter order; ``empirical``: ``outcomes``, a CSV path
+    relative to the problem file.
+    """
+
     model: Literal["independent", "exchangeable", "factor", "gaussian", "empirical"] = "independent"
     correlation: float | None = None
     error_correlation: float | None = None
     loadings: dict[str, float] | None = None
     matrix: list[list[float]] | None = None
     outcomes: str | None = None
+
+    @model_validator(mode="after")
+    def _fields_of_model(self) -> ErrorsSpec:
+        own = {
+            "independent": (),
+            "exchangeable": ("correlation", "error_correlation"),
+            "factor": ("loadings",),
+            "gaussian": ("matrix",),
+            "empirical": ("outcomes",),
+        }[self.model]
+        for f in ("correlation", "error_correlation", "loadings", "matrix", "outcomes"):
+            if getattr(self, f) is not None and f not in own:
+                raise _FieldError(f"errors.{f}", f"does not apply to errors.model {self.model!r}")
+        if self.model == "exchangeable":
+            given = [f for f in own if getattr(self, f) is not None]
+            if len(given) != 1:
+                raise _FieldError(
+                    "errors.correlation", "give exactly one of correlation and error_correlation"
+                )
+            v = getattr(self, given[0])
+            if not 0.0 <= v <= 1.0:
+                raise _FieldError(
+                    f"errors.{given[0]}",
+                    f"{v} is outside [0, 1] (one correlation for every pair; for negative "
+                    "dependence use errors.model gaussian with a matrix)",
+                )
+        elif len(own) == 1 and getattr(self, own[0]) is None:
+            raise _FieldError(f"errors.{own[0]}", f"required by errors.model {self.model!r}")
+        for name, b in (self.loadings or {}).items():
+            if not -1.0 < b < 1.0:
+                raise _FieldError(
+                    f"errors.loadings.{name}",
+                    f"{b} is outside the open interval (-1, 1) (a loading of ±1 leaves the "
+                    "drafter no errors of its own)",
+                )
+        if self.matrix is not None:
+            n = len(self.matrix)
+            if n == 0 or any(len(row) != n for row in self.matrix):
+                raise _FieldError("errors.matrix", "must be a square list of rows")
+        return self
 
 
 class EnsembleSpec(_Frozen):

@@ -115,13 +115,27 @@ BAD = [
     ),
     ("search: {k: {max: 8}}", "search: {k: {min: 5, max: 2}}", "search.k"),
     ("search: {k: {max: 8}}", "serch: {k: {max: 8}}", "serch"),
-    ("search: {k: {max: 8}}", "errors: {model: gaussian}", "errors.model"),
-    ("search: {k: {max: 8}}", "pooling: longest-chain", "pooling"),
-    ("search: {k: {max: 8}}", "ensembles: [{members: [a, b], acceptance: 0.7}]", "ensembles"),
-    ("search: {k: {max: 8}}", "workloads: [{name: chat, weight: 1}]", "workloads"),
+    ("search: {k: {max: 8}}", "errors: {model: gaussian}", "errors.matrix"),
     (
         "search: {k: {max: 8}}",
-        "verifier: {pass_cost_curve: {tokens: [1, 8], cost: [1, 1.5]}}",
+        "errors: {model: gaussian, matrix: [[1, 0.5], [0.4, 1]]}",
+        "errors.matrix",
+    ),
+    ("search: {k: {max: 8}}", "errors: {model: exchangeable, correlation: -0.2}", "errors.corr"),
+    (
+        "search: {k: {max: 8}}",
+        "pooling: longest-chain\nerrors: {model: exchangeable, correlation: 0.3}",
+        "pooling",
+    ),
+    (
+        "search: {k: {max: 8}}",
+        "ensembles: [{members: [a, b], acceptance: 0.7}]",
+        "ensembles.0.acceptance",
+    ),
+    ("search: {k: {max: 8}}", "workloads: [{name: chat, weight: 0}]", "workloads.0.weight"),
+    (
+        "search: {k: {max: 8}}",
+        "verifier: {pass_cost_curve: {tokens: [8, 1], cost: [1, 1.5]}}",
         "verifier.pass_cost_curve",
     ),
 ]

@@ -15,11 +15,13 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
+from . import breakeven as _breakeven  # noqa: E402,F401
 from . import estimate as _estimate  # noqa: E402,F401
 from . import evaluate as _evaluate  # noqa: E402,F401  (registers commands)
 from . import paper as _paper  # noqa: E402,F401
 from . import plan as _plan  # noqa: E402,F401
 from . import schema as _schema  # noqa: E402,F401
+from . import simulate as _simulate  # noqa: E402,F401
 from . import solve as _solve  # noqa: E402,F401
 
 

@@ -4,14 +4,29 @@ A configuration is a subset of drafters (a row of a bool membership matrix
 ``(B, N)``) and a draft length ``k``. :func:`evaluate_subsets` evaluates each subset
 at every ``k`` of the problem's search range; :func:`evaluate_configs` evaluates one
 ``k`` per subset. Both return a dict of float arrays keyed by :data:`METRICS`.
+
+Workload mixtures (``problem.workloads``, weights ``p_w`` = each workload's share of
+generated units): round time does not depend on acceptance, so a workload's rounds
+take the same ``T`` and the long-run throughput ``1 / Σ_w p_w / S_w`` equals
+``E / T`` with ``E = 1 / Σ_w p_w / E_w``. That ``E`` is the mean accepted units per
+round over all rounds (workload ``w`` takes a share ``π_w = (p_w / E_w) · E`` of the
+rounds), so for a mixture
+
+* ``expected_accepted`` is ``1 / Σ_w p_w / E_w`` (units per round, averaged over rounds),
+* ``throughput`` is ``expected_accepted / round_time``, the renewal-reward rate,
+* ``pooled_acceptance`` is the round-weighted mean ``Σ_w π_w ā_w``,
+* ``draft_cost_per_token`` is draft cost per generated unit over the long run;
+  ``round_time``, ``draft_cost_per_round``, ``hosting_cost`` and ``drafters`` are those
+  of any single round.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..exceptions import NotSupportedYet
-from .acceptance import expected_accepted, mean_acceptance
+from ..exceptions import InputError
+from .acceptance import expected_accepted, extend_positions, mean_acceptance
+from .errors.independent import independent_fail_prob
 from .timing import draft_time, verify_time
 
 METRICS: tuple[str, ...] = (
@@ -26,12 +41,71 @@ METRICS: tuple[str, ...] = (
 )
 
 
-def pooled_acceptance(problem, members: np.ndarray) -> np.ndarray:
-    """Pooled per-position acceptance ``a_S(j)`` of each subset: ``(B, J)``."""
+def chain_acceptance(members: np.ndarray, acceptance: np.ndarray, k_max: int) -> np.ndarray:
+    """Effective per-position acceptance of ``longest-chain`` pooling: ``(B, k_max)``.
+
+    Each member drafts its own chain; ``P_any(i) = 1 - Π_{d∈S} (1 - Π_{j<=i} a_d(j))`` is the
+    probability that some chain survives position ``i`` (independent errors). Column
+    ``j - 1`` holds ``P_any(j) / P_any(j - 1)``, so that the ``paper`` and ``bonus``
+    sums of :func:`~.acceptance.expected_accepted` reproduce DESIGN §1's
+    ``Σ_i [1 - Π_d (1 - survival_d(i))]`` exactly.
+    """
+    a = extend_positions(np.asarray(acceptance, dtype=float), k_max)
+    surv = np.cumprod(a, axis=1)  # (N, k_max): positions 1..k_max
+    p_any = 1.0 - independent_fail_prob(members, 1.0 - surv)  # (B, k_max)
+    prev = np.concatenate([np.ones((p_any.shape[0], 1)), p_any[:, :-1]], axis=1)
+    return np.divide(p_any, prev, out=np.zeros_like(p_any), where=prev > 0)
+
+
+def pooled_acceptance(problem, members: np.ndarray, k_max: int | None = None) -> np.ndarray:
+    """Pooled per-position acceptance ``a_S(j)`` of each subset: ``(B, J)``.
+
+    For a single class of traffic (a problem without workloads, or a
+    :meth:`~allocator.problem.Problem.workload_view`). Measured ``ensembles`` replace
+    the model for exactly their subsets. ``longest-chain`` pooling gives the
+    effective acceptance of :func:`chain_acceptance` (``J = k_max``, which it needs).
+    """
     if problem.workloads:
-        raise NotSupportedYet("workloads", "evaluating a workload mixture")
-    q = 1.0 - problem.acceptance
-    return 1.0 - problem.errors.fail_prob(members, q)
+        raise ValueError("a workload mixture has no single pooled acceptance; use a workload_view")
+    return _pooled(problem, members, problem.acceptance, problem.errors, k_max or problem.k_max)
+
+
+def _pooled(problem, members, acceptance, errors, k_max) -> np.ndarray:
+    members = np.asarray(members, dtype=bool)
+    if problem.pooling == "longest-chain":
+        if errors.name != "independent":
+            raise InputError(
+                "pooling",
+                "longest-chain pooling has a closed form only for independent errors "
+                f"(errors.model is {errors.name!r}); `allocator simulate` plays correlated chains",
+            )
+        return chain_acceptance(members, acceptance, k_max)
+    a = 1.0 - errors.fail_prob(members, 1.0 - acceptance)
+    for ens in problem.ensembles:
+        rows = np.all(members == ens.members, axis=1)
+        if rows.any():
+            width = max(a.shape[1], ens.acceptance.size)
+            a = extend_positions(a, width)
+            a[rows] = extend_positions(ens.acceptance, width)
+    return a
+
+
+def _curves(problem, members: np.ndarray, k_max: int) -> tuple[np.ndarray, np.ndarray]:
+    """``E_k`` and mean pooled acceptance for ``k = 1..k_max``: two ``(B, k_max)`` arrays,
+    combined over workloads as the module docstring says."""
+    if not problem.workloads:
+        a = _pooled(problem, members, problem.acceptance, problem.errors, k_max)
+        return expected_accepted(a, k_max, problem.convention), mean_acceptance(a, k_max)
+    inv = 0.0
+    weighted = 0.0
+    for w in problem.workloads:
+        errors = problem.errors if w.errors is None else w.errors
+        a = _pooled(problem, members, w.acceptance, errors, k_max)
+        e = expected_accepted(a, k_max, problem.convention)
+        share = w.weight / e
+        inv = inv + share
+        weighted = weighted + share * mean_acceptance(a, k_max)
+    return 1.0 / inv, weighted / inv
 
 
 def _metrics(
@@ -44,7 +118,7 @@ def _metrics(
     n_members = m.sum(axis=1)
     draft_cost = k * sum_rho[:, None]
     t = draft_time(k, sum_rho, max_rho, problem.drafting) + verify_time(
-        n_members[:, None] * k, problem.pass_cost, problem.token_cost
+        n_members[:, None] * k, problem.pass_cost, problem.token_cost, problem.pass_cost_curve
     )
     shape = e.shape
     return {
@@ -66,11 +140,9 @@ def evaluate_subsets(problem, members: np.ndarray) -> dict[str, np.ndarray]:
     (some are read-only broadcast views).
     """
     members = np.asarray(members, dtype=bool)
-    a = pooled_acceptance(problem, members)
     ks = problem.k_values
-    e = expected_accepted(a, problem.k_max, problem.convention)[:, ks - 1]
-    pooled = mean_acceptance(a, problem.k_max)[:, ks - 1]
-    return _metrics(problem, members, ks.astype(float), pooled, e)
+    e, pooled = _curves(problem, members, problem.k_max)
+    return _metrics(problem, members, ks.astype(float), pooled[:, ks - 1], e[:, ks - 1])
 
 
 def evaluate_configs(problem, members: np.ndarray, k: np.ndarray) -> dict[str, np.ndarray]:
@@ -79,10 +151,9 @@ def evaluate_configs(problem, members: np.ndarray, k: np.ndarray) -> dict[str, n
     k = np.atleast_1d(np.asarray(k, dtype=np.int64))
     if k.shape[0] != members.shape[0]:
         raise ValueError("members and k must have the same batch size")
-    a = pooled_acceptance(problem, members)
-    k_top = int(k.max())
+    e, pooled = _curves(problem, members, int(k.max()))
     idx = (k - 1)[:, None]
-    e = np.take_along_axis(expected_accepted(a, k_top, problem.convention), idx, axis=1)
-    pooled = np.take_along_axis(mean_acceptance(a, k_top), idx, axis=1)
+    e = np.take_along_axis(e, idx, axis=1)
+    pooled = np.take_along_axis(pooled, idx, axis=1)
     out = _metrics(problem, members, k[:, None].astype(float), pooled, e)
     return {name: np.array(v[:, 0]) for name, v in out.items()}

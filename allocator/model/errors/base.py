@@ -3,6 +3,12 @@
 An error model gives, for a batch of drafter subsets, the probability that every
 member fails at each position: ``P(all i in S fail at j)``. Pooled acceptance
 under ``any-correct`` pooling is ``1 - fail_prob``.
+
+Parametric models (independent, exchangeable, factor, gaussian) take the marginal
+failure probabilities ``q`` at call time, so one model serves every workload of a
+mixture. The empirical model carries its own marginals (the log's) and returns as
+many position columns as the wider of ``q`` and its log; columns beyond repeat the
+last, as everywhere in the model.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ class ErrorModel(abc.ABC):
 
         Returns
         -------
-        float array ``(B, J)``.
+        float array ``(B, J)`` (``(B, max(J, P))`` for a log with ``P`` positions).
         """
 
     def fail_prob_all(self, q: np.ndarray) -> np.ndarray:
@@ -44,6 +50,30 @@ class ErrorModel(abc.ABC):
         n = q.shape[0]
         masks = np.arange(1 << n, dtype=np.int64)
         members = ((masks[:, None] >> np.arange(n)) & 1).astype(bool)
-        out = np.ones((1 << n, q.shape[1]))
+        first = self.fail_prob(members[1:2], q)
+        out = np.ones((1 << n, first.shape[1]))
         out[1:] = self.fail_prob(members[1:], q)
         return out
+
+    def validate(self, q: np.ndarray, where: str = "") -> None:
+        """Raise :class:`~allocator.exceptions.InputError` when the model cannot hold
+        for marginal failures ``q (N, J)`` (``where`` names a workload, if any)."""
+        return None
+
+    def sample_failures(
+        self, index: np.ndarray, q: np.ndarray, rounds: int, rng: np.random.Generator
+    ) -> np.ndarray:
+        """Draw joint failure indicators from the model itself.
+
+        Parameters
+        ----------
+        index : int array ``(m,)``, the drafters drawn (the subset's members).
+        q : ``(N, K)`` marginal failure probabilities at positions ``1..K``.
+        rounds : number of rounds; positions are independent given the model.
+        rng : a seeded ``numpy.random.Generator``.
+
+        Returns
+        -------
+        bool array ``(rounds, K, m)``: True where the member fails at that position.
+        """
+        raise NotImplementedError(f"the {self.name} model cannot be sampled")

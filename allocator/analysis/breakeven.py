@@ -1,0 +1,122 @@
+"""The break-even correlation: which error correlation erases an ensemble's gain?
+
+Under the exchangeable model with latent correlation ``r``, the ensemble's best
+throughput (over the problem's ``k`` range, at its own best ``k``) falls as ``r``
+grows — orthant probabilities increase with correlation (Slepian) — while a
+single-drafter baseline does not depend on ``r``. The break-even ``r*`` solves
+``S_ensemble(r) = S_baseline(r)`` (SciPy's ``brentq`` on ``[0, 1]``). It is reported
+on the latent scale and as the Pearson correlation of the error indicators of the
+ensemble's first two drafters at position 1. ``never`` is true when even ``r = 1``
+(identical errors) leaves the ensemble ahead.
+
+The problem's own error model and measured ``ensembles`` are set aside: the
+question is asked of the exchangeable model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.optimize import brentq
+
+from ..exceptions import InputError
+from ..model.errors import ExchangeableErrors
+from ..model.errors.latent import error_correlation
+from ..model.evaluate import evaluate_subsets
+
+
+@dataclass
+class Breakeven:
+    """The answer; throughputs in accepted units per verifier-unit of time."""
+
+    ensemble: list[str]
+    baseline: list[str]
+    latent_correlation: float | None
+    error_correlation: float | None
+    gain_at_independence: float  # S_ens / S_base - 1 at r = 0
+    gain_at_identical: float  # the same at r = 1
+    never: bool
+    baseline_throughput: float
+    ensemble_throughput_at_independence: float
+    note: str = ""
+
+    def document(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _check(problem, ensemble, baseline):
+    if problem.pooling != "any-correct":
+        raise InputError("pooling", "the break-even correlation is defined for any-correct pooling")
+    ens = problem.mask(ensemble, "--ensemble")
+    base = problem.mask(baseline, "--baseline")
+    if ens.sum() < 2:
+        raise InputError("--ensemble", "name at least two drafters (a single one has no pairs)")
+    return ens, base
+
+
+def best_throughput(problem, members: np.ndarray, correlation: float) -> np.ndarray:
+    """Best throughput over ``k`` of each subset ``members (B, N)`` under exchangeable
+    errors with latent ``correlation``: ``(B,)``."""
+    exch = problem.replace(errors=ExchangeableErrors(correlation=float(correlation)), ensembles=())
+    if exch.workloads:  # workload-specific (log) models give way too
+        exch = exch.replace(workloads=tuple(replace(w, errors=None) for w in exch.workloads))
+    return evaluate_subsets(exch, members)["throughput"].max(axis=1)
+
+
+def gain_curve(problem, ensemble: list[str], baseline: list[str], correlations) -> np.ndarray:
+    """Relative gain ``S_ens(r) / S_base(r) - 1`` at each latent correlation: ``(R,)``."""
+    ens, base = _check(problem, ensemble, baseline)
+    both = np.stack([ens, base])
+    out = []
+    for r in np.asarray(correlations, dtype=float):
+        s = best_throughput(problem, both, r)
+        out.append(s[0] / s[1] - 1.0)
+    return np.array(out)
+
+
+def breakeven(problem, ensemble: list[str], baseline: list[str]) -> Breakeven:
+    """Solve for the latent correlation at which the ensemble's gain vanishes."""
+    ens, base = _check(problem, ensemble, baseline)
+    both = np.stack([ens, base])
+
+    def diff(r: float) -> float:
+        s = best_throughput(problem, both, r)
+        return float(s[0] - s[1])
+
+    s0 = best_throughput(problem, both, 0.0)
+    s1 = best_throughput(problem, both, 1.0)
+    g0, g1 = float(s0[0] / s0[1] - 1.0), float(s1[0] / s1[1] - 1.0)
+    first = [problem.names.index(n) for n in ensemble[:2]]
+    q1, q2 = 1.0 - problem.acceptance[first, 0]
+    common = dict(
+        ensemble=list(ensemble),
+        baseline=list(baseline),
+        gain_at_independence=g0,
+        gain_at_identical=g1,
+        baseline_throughput=float(s0[1]),
+        ensemble_throughput_at_independence=float(s0[0]),
+    )
+    if g0 <= 0.0:
+        return Breakeven(
+            latent_correlation=0.0,
+            error_correlation=0.0,
+            never=False,
+            note="the ensemble does not beat the baseline even with independent errors",
+            **common,
+        )
+    if g1 > 0.0:
+        return Breakeven(
+            latent_correlation=None,
+            error_correlation=None,
+            never=True,
+            note="the ensemble stays ahead even with identical errors (correlation 1)",
+            **common,
+        )
+    r = brentq(diff, 0.0, 1.0, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200)
+    return Breakeven(
+        latent_correlation=float(r),
+        error_correlation=float(error_correlation(r, q1, q2)),
+        never=False,
+        **common,
+    )

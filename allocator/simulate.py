@@ -1,0 +1,179 @@
+"""Monte Carlo rounds of draft-then-verify, drawn from the error model itself.
+
+Each round draws the joint correct/fail outcome of every member at every position
+from the problem's error model (correlated latent Gaussian draws for the copula
+models, resampled log rows for ``empirical``; see
+:meth:`~allocator.model.errors.ErrorModel.sample_failures`), never from the closed
+form. Positions are drawn independently of each other, as the model assumes. A
+position is accepted when some member is correct (``any-correct``); under
+``longest-chain`` each member's own chain runs until its first failure and the
+longest is kept. Accepted units per round follow the problem's convention:
+
+* ``paper``: ``1 + L`` where ``L`` is the accepted run over positions ``1..k-1``;
+* ``bonus``: ``1 + L`` over positions ``1..k`` (the verifier's own unit plus the run).
+
+A subset with a measured ``ensembles`` acceptance is played with that per-position
+acceptance. For a workload mixture every workload plays ``rounds`` rounds and the
+estimates combine as the model does (``E = 1 / Σ_w p_w / E_w``), with a delta-method
+interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import norm
+
+from .exceptions import InputError
+from .model.acceptance import extend_positions
+from .model.errors import IndependentErrors
+from .model.evaluate import evaluate_configs, pooled_acceptance
+
+#: Two-sided confidence level of the reported interval.
+LEVEL = 0.99
+#: Bound on booleans drawn per chunk of rounds.
+MAX_CELLS = 1 << 22
+
+
+@dataclass
+class Simulation:
+    """What :func:`simulate` reports. Units: accepted units per round, and per
+    verifier-unit of time for throughputs."""
+
+    drafters: list[str]
+    k: int
+    rounds: int
+    seed: int
+    mean_accepted: float
+    ci_low: float
+    ci_high: float
+    model_accepted: float | None  # None: no closed form (longest-chain, correlated)
+    throughput: float
+    throughput_ci_low: float
+    throughput_ci_high: float
+    model_throughput: float | None
+    round_time: float
+
+    def document(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _positions(problem, k: int) -> int:
+    """Positions whose outcome matters: ``k - 1`` (paper) or ``k`` (bonus)."""
+    return k - 1 if problem.convention == "paper" else k
+
+
+def simulate_rounds(problem, members: np.ndarray, k: int, rounds: int, seed: int) -> np.ndarray:
+    """Accepted units in each of ``rounds`` simulated rounds: int ``(rounds,)``.
+
+    ``problem`` is a single class of traffic (no workloads: use
+    :meth:`~allocator.problem.Problem.workload_view`); ``members`` bool ``(N,)``.
+    """
+    if problem.workloads:
+        raise ValueError("simulate one workload at a time (Problem.workload_view)")
+    members = np.asarray(members, dtype=bool)
+    rng = np.random.default_rng(seed)
+    n_pos = _positions(problem, k)
+    out = np.ones(rounds, np.int64)
+    if n_pos == 0:
+        return out
+    index = np.flatnonzero(members)
+    q = 1.0 - extend_positions(problem.acceptance, n_pos)
+    measured = next((e for e in problem.ensembles if np.array_equal(e.members, members)), None)
+    chunk = max(1, MAX_CELLS // (n_pos * index.size))
+    for lo in range(0, rounds, chunk):
+        size = min(chunk, rounds - lo)
+        if measured is not None:
+            acc_pos = extend_positions(measured.acceptance, n_pos)
+            accepted = rng.random((size, n_pos)) < acc_pos
+            run = np.cumprod(accepted, axis=1).sum(axis=1)
+        else:
+            fail = problem.errors.sample_failures(index, q, size, rng)  # (size, K, m)
+            if problem.pooling == "longest-chain":
+                run = np.cumprod(~fail, axis=1).sum(axis=1).max(axis=1)
+            else:
+                run = np.cumprod(~fail.all(axis=2), axis=1).sum(axis=1)
+        out[lo : lo + size] += run
+    return out
+
+
+def accepted_distribution(problem, members: np.ndarray, k: int) -> np.ndarray:
+    """The model's distribution of accepted units per round: ``(k + 2,)``, entry ``u``
+    is ``P(units = u)`` for ``u = 0..k+1`` (entry 0 is always 0).
+
+    ``P(units >= u)`` is ``Π_{j<u} a(j)`` (paper, ``u <= k``) or ``Π_{j<=u-1} a(j)``
+    (bonus, ``u <= k + 1``). For a workload mixture, the rounds-weighted mixture of the
+    workloads' distributions (workload ``w`` plays a share ``∝ p_w / E_w`` of rounds).
+    """
+    members = np.asarray(members, dtype=bool)
+    if problem.workloads:
+        parts = [
+            accepted_distribution(problem.workload_view(i), members, k)
+            for i in range(len(problem.workloads))
+        ]
+        means = np.array([p @ np.arange(k + 2) for p in parts])
+        share = np.array([w.weight for w in problem.workloads]) / means
+        return (share / share.sum()) @ np.array(parts)
+    a = extend_positions(pooled_acceptance(problem, members[None], k)[0], k)
+    at_least = np.zeros(k + 3)
+    at_least[0] = 1.0
+    surv = np.concatenate([[1.0], np.cumprod(a)])  # surv[i] = Π_{j<=i} a(j)
+    if problem.convention == "paper":
+        at_least[1 : k + 1] = surv[:k]
+    else:
+        at_least[1 : k + 2] = surv[: k + 1]
+    return at_least[:-1] - at_least[1:]
+
+
+def simulate(problem, drafters: list[str], k: int, rounds: int, seed: int = 0) -> Simulation:
+    """Play ``rounds`` rounds of configuration (``drafters``, ``k``); compare with the model."""
+    if k < 1:
+        raise InputError("--k", "must be at least 1")
+    if rounds < 2:
+        raise InputError("--rounds", "must be at least 2 (the interval needs a spread)")
+    members = problem.mask(drafters, "--drafters")
+    try:
+        model = evaluate_configs(problem, members[None], np.array([k]))
+    except InputError:  # no closed form (longest-chain under correlated errors)
+        timing = problem.replace(pooling="any-correct", errors=IndependentErrors(), ensembles=())
+        model = evaluate_configs(timing, members[None], np.array([k]))
+        model["expected_accepted"] = model["throughput"] = np.array([np.nan])
+    z = norm.ppf(0.5 + LEVEL / 2)
+    if not problem.workloads:
+        units = simulate_rounds(problem, members, k, rounds, seed)
+        mean = float(units.mean())
+        se = float(units.std(ddof=1) / np.sqrt(rounds))
+    else:
+        seeds = np.random.SeedSequence(seed).spawn(len(problem.workloads))
+        means, ses, weights = [], [], []
+        for i, (w, s) in enumerate(zip(problem.workloads, seeds, strict=True)):
+            units = simulate_rounds(
+                problem.workload_view(i), members, k, rounds, int(s.generate_state(1)[0])
+            )
+            means.append(units.mean())
+            ses.append(units.std(ddof=1) / np.sqrt(rounds))
+            weights.append(w.weight)
+        means, ses, weights = np.array(means), np.array(ses), np.array(weights)
+        mean = float(1.0 / np.sum(weights / means))
+        se = float(np.sqrt(np.sum((mean**2 * weights / means**2 * ses) ** 2)))
+    t = float(model["round_time"][0])
+    return Simulation(
+        drafters=list(drafters),
+        k=int(k),
+        rounds=int(rounds),
+        seed=int(seed),
+        mean_accepted=mean,
+        ci_low=mean - z * se,
+        ci_high=mean + z * se,
+        model_accepted=_or_none(model["expected_accepted"][0]),
+        throughput=mean / t,
+        throughput_ci_low=(mean - z * se) / t,
+        throughput_ci_high=(mean + z * se) / t,
+        model_throughput=_or_none(model["throughput"][0]),
+        round_time=t,
+    )
+
+
+def _or_none(x) -> float | None:
+    return None if np.isnan(x) else float(x)
