@@ -39,14 +39,17 @@ def pruning_blocker(problem) -> str | None:
     of traffic and verification time linear in ``m * k``.
     """
     spec = getattr(problem, "spec", None)
+    verifier = getattr(spec, "verifier", None)
     if getattr(problem, "workloads", ()):
         return "a workload mixture"
     if getattr(problem, "pooling", "any-correct") != "any-correct":
         return f"{problem.pooling} pooling"
-    if spec is not None and getattr(spec, "ensembles", None):
+    if getattr(problem, "ensembles", ()) or getattr(spec, "ensembles", None):
         return "measured ensemble acceptance"
-    verifier = getattr(spec, "verifier", None)
-    if verifier is not None and getattr(verifier, "pass_cost_curve", None) is not None:
+    if (
+        getattr(problem, "pass_cost_curve", None) is not None
+        or getattr(verifier, "pass_cost_curve", None) is not None
+    ):
         return "a pass-cost curve"
     return None
 
