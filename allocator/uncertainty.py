@@ -17,7 +17,9 @@ each draw (:func:`analyse`):
 
 Drafters without an interval keep their point value in every draw. Draws of
 different drafters and positions are independent (the posteriors of independent
-binomial counts). Per-workload acceptance is not resampled.
+binomial counts). With an ``empirical`` error model the joint log itself is
+resampled instead (:func:`empirical_draws`), which keeps the drafters' dependence.
+Per-workload acceptance is not resampled.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ from .search.base import feasible_mask
 from .search.space import count_subsets, iter_subsets
 
 LEVEL = 0.95
+#: Jeffreys prior weight (Beta(1/2, 1/2); Dirichlet(1/2, ...) over failure masks).
+PRIOR = 0.5
 #: Refuse more than this many (configuration x draw) evaluations.
 MAX_EVALUATIONS = 200_000_000
 #: Cells (draws x subsets x k) evaluated per chunk (memory bound).
@@ -147,6 +151,59 @@ def draw_problem(problem, acceptance: np.ndarray):
     return problem.replace(acceptance=acceptance, errors=errors)
 
 
+def empirical_draws(model, n_draws: int, rng) -> list[tuple[object, np.ndarray]]:
+    """Posterior draws of an empirical (outcome-log) error model.
+
+    At each logged position the failure masks seen are multinomial counts; a draw
+    takes their probabilities from the Dirichlet posterior ``Dir(counts + 1/2)``
+    (Jeffreys) and rebuilds the model on them. Returns ``(errors, acceptance (N, P))``
+    per draw, the acceptance being each drafter's marginal under the draw.
+    """
+    from .model.errors.empirical import MAX_TABLE, EmpiricalErrors, zeta_superset
+
+    n, positions = model.n, model.positions
+    weights = [rng.dirichlet(c + PRIOR, size=n_draws) for c in model.counts]  # (D, U_p)
+    single = np.int64(1) << np.arange(n, dtype=np.int64)
+    fails = np.stack(
+        [
+            w @ ((u[:, None] & single[None, :]) != 0)
+            for w, u in zip(weights, model.masks, strict=True)
+        ],
+        axis=2,
+    )  # (D, N, P)
+    out = []
+    for d in range(n_draws):
+        counts = [w[d] for w in weights]
+        table = None
+        if (1 << n) * positions <= MAX_TABLE:
+            hist = np.zeros((1 << n, positions))
+            for p, (u, c) in enumerate(zip(model.masks, counts, strict=True)):
+                hist[u, p] = c
+            table = zeta_superset(hist)
+        acc = np.clip(1.0 - fails[d], 1e-12, 1.0)
+        out.append((EmpiricalErrors(n, model.masks, counts, table), acc))
+    return out
+
+
+def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
+    """The problem under ``n_draws`` posterior draws, and the names of what varies.
+
+    An ``empirical`` error model is redrawn from its log (:func:`empirical_draws`);
+    otherwise the drafters' ``acceptance_interval`` Betas are (:func:`posterior_draws`).
+    """
+    spec = problem.spec
+    if spec.errors.model == "empirical":
+        rng = np.random.default_rng(seed)
+        problems = []
+        for errors, acc in empirical_draws(problem.errors, n_draws, rng):
+            width = max(acc.shape[1], problem.acceptance.shape[1])
+            acc = acc[:, np.minimum(np.arange(width), acc.shape[1] - 1)]
+            problems.append(problem.replace(acceptance=acc, errors=errors))
+        return problems, list(problem.names)
+    draws, resampled = posterior_draws(spec, n_draws, seed)
+    return [draw_problem(problem, a) for a in draws], resampled
+
+
 @dataclass
 class UncertaintyReport:
     """What :func:`analyse` finds. Arrays ``(P,)`` follow ``front``'s points."""
@@ -178,7 +235,7 @@ def analyse(
         raise InputError("--samples", "needs a problem read from a file")
     if quantile is not None and not 0.0 < quantile < 1.0:
         raise InputError("--robust", f"{quantile} is not a quantile strictly between 0 and 1")
-    draws, resampled = posterior_draws(problem.spec, n_draws, seed)
+    problems, resampled = draw_problems(problem, n_draws, seed)
     if not resampled:
         raise InputError(
             "--samples",
@@ -193,7 +250,6 @@ def analyse(
             f"{total:,} evaluations (configurations x draws) are too many; lower --samples "
             "or narrow the search (search.m.max, search.k.max)",
         )
-    problems = [draw_problem(problem, a) for a in draws]
     best_val = np.full(n_draws, -np.inf)
     best_members = np.zeros((n_draws, problem.n), bool)
     best_k = np.zeros(n_draws, np.int64)

@@ -330,7 +330,7 @@ def test_bad_options(tmp_path):
         (["--unit-cost", "small"], "--unit-cost"),
         (["--unit-cost", "nobody=0.1"], "unknown drafter 'nobody'"),
         (["--unit-cost", "small=-1"], ">= 0"),
-        (["--min-count", "100000"], "at least 100000"),
+        (["--min-count", "100000", "--errors", "independent"], "at least 100000"),
         (["--costs", tmp_path / "none.yaml"], "--costs"),
     ]:
         res = run("estimate", path, "--out", out, *args)
@@ -341,3 +341,21 @@ def test_bad_options(tmp_path):
     assert res.exit_code == 2 and "file not found" in res.stderr
     res = run("estimate", path, "--out", tmp_path / "nodir" / "p.yaml")
     assert res.exit_code == 2 and "--out" in res.stderr
+
+
+def test_jsonl_with_the_empirical_model_is_refused(tmp_path):
+    rng = np.random.default_rng(4)
+    r, p, o = simulate_outcomes(rng, ACC, CORR, 100, 3)
+    write_outcomes_jsonl(tmp_path / "a.jsonl", NAMES, r, p, o)
+    out = tmp_path / "p.yaml"
+    res = run("estimate", tmp_path / "a.jsonl", "--out", out)
+    assert res.exit_code == 2 and "reads CSV logs" in res.stderr
+    assert not out.exists()
+    assert run("estimate", tmp_path / "a.jsonl", "--out", out, "--errors", "factor").exit_code == 0
+
+
+def test_empirical_keeps_every_logged_position(tmp_path):
+    path, (r, p, o) = make_log(tmp_path, 3, rounds=100, k=8, acc=np.array([[0.5], [0.4]]))
+    est = estimate(path, "outcomes", tmp_path / "p.yaml")
+    assert len(est.drafters[0].trials) == p.max()
+    np.testing.assert_array_equal(est.drafters[0].trials, np.bincount(p)[1:])

@@ -269,3 +269,47 @@ def test_interval_list_must_match_positions(tmp_path):
     path.write_text(yaml.safe_dump(p))
     r = run("solve", path, "--samples", "10")
     assert r.exit_code == 2 and "drafters.0.acceptance_interval" in r.stderr, r.output
+
+
+def test_empirical_model_resamples_the_joint_log(tmp_path):
+    """Under errors: empirical the draws come from the log's failure masks (Dirichlet
+    posterior): each drafter's drawn acceptance at position 1 centres on its logged
+    rate with the binomial spread, and pooled acceptance keeps the log's dependence."""
+    rng = np.random.default_rng(12)
+    n_rows = 400
+    a_fail = rng.random(n_rows) < 0.3
+    b_fail = np.where(rng.random(n_rows) < 0.8, a_fail, rng.random(n_rows) < 0.3)  # correlated
+    log = tmp_path / "log.csv"
+    rows = ["position,a,b"] + [
+        f"1,{int(not x)},{int(not y)}" for x, y in zip(a_fail, b_fail, strict=True)
+    ]
+    log.write_text("\n".join(rows) + "\n")
+    prob_dict = {
+        "name": "emp",
+        "convention": "bonus",
+        "drafters": [
+            {"name": "a", "acceptance": float(1 - a_fail.mean()), "unit_cost": 0.05},
+            {"name": "b", "acceptance": float(1 - b_fail.mean()), "unit_cost": 0.05},
+        ],
+        "errors": {"model": "empirical", "outcomes": "log.csv"},
+        "search": {"k": {"max": 4}},
+    }
+    path = tmp_path / "emp.yaml"
+    path.write_text(yaml.safe_dump(prob_dict))
+    prob = api.load(path)
+    from allocator.uncertainty import draw_problems
+
+    problems, names = draw_problems(prob, 3000, seed=0)
+    assert names == ["a", "b"]
+    acc_a = np.array([p.acceptance[0, 0] for p in problems])
+    rate = 1 - a_fail.mean()
+    assert acc_a.mean() == pytest.approx(rate, abs=0.005)
+    assert acc_a.std() == pytest.approx(np.sqrt(rate * (1 - rate) / n_rows), rel=0.1)
+    both = np.array(
+        [p.errors.fail_prob(np.array([[True, True]]), 1 - p.acceptance)[0, 0] for p in problems]
+    )
+    assert both.mean() == pytest.approx((a_fail & b_fail).mean(), abs=0.005)
+    r = run("solve", path, "--samples", "50", "--json", "-")
+    assert r.exit_code == 0, r.output
+    pts = json.loads(r.stdout)["uncertainty"]["points"]
+    assert any(p["throughput_p95"] > p["throughput_p05"] for p in pts)

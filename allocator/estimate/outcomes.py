@@ -13,7 +13,9 @@ reached ``j``, the rows at position ``j`` are a sample of "every earlier unit wa
 accepted", and the fraction of them where drafter ``i`` is correct estimates the
 conditional acceptance ``a_i(j)`` of DESIGN §1 directly: ``successes = column sum``,
 ``trials = rows at j``. Positions reached by fewer than ``min_trials`` rows (30 by
-default) are dropped from the end of the list, whose last value then repeats.
+default) are dropped from the end of the list, whose last value then repeats;
+with the ``empirical`` error model every logged position is kept, since that model
+reads the log at every position and the file's acceptance must agree with it.
 
 Workloads: each workload's acceptance comes from its own rows; its weight is its
 share of the log's rows (verified positions, a proxy for its share of generated
@@ -202,6 +204,16 @@ def estimate_outcomes(
     if errors not in ERROR_MODELS:
         raise InputError("--errors", f"{errors!r} is not one of {', '.join(ERROR_MODELS)}")
     path = Path(path)
+    if errors == "empirical" and path.suffix.lower() != ".csv":
+        raise InputError(
+            "--errors",
+            "the empirical error model reads CSV logs; convert INPUT to CSV or choose "
+            "--errors factor or independent",
+        )
+    if errors == "empirical":
+        # the model reads the log at every logged position, and the file's acceptance
+        # must agree with it there: keep every position
+        min_trials = 1
     log = read_outcomes(path)
     names, outcomes, positions = log["names"], log["outcomes"], log["positions"]
     drafters = _counts(names, outcomes, positions, min_trials)
@@ -211,8 +223,12 @@ def estimate_outcomes(
     n_rounds = int(log["new_round"].sum())
     notes = [
         f"estimated from {len(positions):,} rows ({n_rounds:,} rounds) of {path.name}",
-        f"acceptance: successes / rows at each position; positions with fewer than "
-        f"{min_trials} rows dropped from the end",
+        "acceptance: successes / rows at each position; "
+        + (
+            "every logged position kept (the empirical model reads the log at each)"
+            if errors == "empirical"
+            else f"positions with fewer than {min_trials} rows dropped from the end"
+        ),
         "acceptance_interval: 95% Jeffreys (Beta posterior) intervals",
     ]
     if len(names) > 1:
