@@ -118,12 +118,17 @@ def enumerate_configurations(
     ks = problem.k_values
     n_w = len(traffic)
     rows = max(1, max_cells // (len(ks) * n_w))
-    lowest = [dict.fromkeys(caps, np.inf) for _ in range(n_w)]
-    cheapest = np.full(n_w, np.inf)  # lowest hosting cost of a capped-feasible subset
+    lowest = [dict.fromkeys(caps, np.inf) for _ in range(n_w)]  # among subsets within the cap
+    host_lowest = np.inf  # over the whole search space
     all_members, all_k, all_s, singles = [], [], [], []
     for members in iter_subsets(problem, rows):
         host = members.astype(float) @ problem.hosting_cost
-        host_ok = within(host, hosting_cap)
+        host_lowest = min(host_lowest, float(host.min()))
+        # subsets over the hosting cap can never run: drop them before evaluating
+        keep = within(host, hosting_cap)
+        members, host = members[keep], host[keep]
+        if not members.shape[0]:
+            continue
         time_per_unit = np.zeros((members.shape[0], len(ks)))
         every_ok = np.ones_like(time_per_unit, bool)
         thr = np.empty((n_w, members.shape[0], len(ks)))
@@ -134,17 +139,14 @@ def enumerate_configurations(
             for name in caps:
                 lowest[w][name] = min(lowest[w][name], float(met[name].min()))
             ok = feasible_mask(met, caps)
-            any_ok = ok.any(axis=1)
-            if any_ok.any():
-                cheapest[w] = min(cheapest[w], float(host[any_ok].min()))
-            s = np.where(ok & host_ok[:, None], met["throughput"], -np.inf)
+            s = np.where(ok, met["throughput"], -np.inf)
             j = np.argmax(s, axis=1)
             best_k[:, w] = ks[j]
             best_s[:, w] = s[np.arange(s.shape[0]), j]
             thr[w] = met["throughput"]
             time_per_unit += traffic.weights[w] / met["throughput"]
             every_ok &= ok
-        mix = np.where(every_ok & host_ok[:, None], 1.0 / time_per_unit, -np.inf)
+        mix = np.where(every_ok, 1.0 / time_per_unit, -np.inf)
         j = np.argmax(mix, axis=1)
         rows_ok = np.flatnonzero(np.isfinite(mix[np.arange(mix.shape[0]), j]))
         if rows_ok.size:
@@ -155,20 +157,23 @@ def enumerate_configurations(
         all_members.append(members)
         all_k.append(best_k)
         all_s.append(best_s)
+    if not all_members:
+        raise InputError(
+            "budget.hosting_cost",
+            f"no configuration meets hosting_cost <= {hosting_cap:g} (the cheapest in the "
+            f"search space costs {host_lowest:.6g})",
+        )
     members = np.concatenate(all_members)
     best_k, best_s = np.concatenate(all_k), np.concatenate(all_s)
     for w in range(n_w):
-        if np.isfinite(cheapest[w]) and np.isfinite(best_s[:, w]).any():
+        if np.isfinite(best_s[:, w]).any():
             continue
         where = f"workload {traffic.names[w]!r}: " if problem.workloads else ""
-        if not np.isfinite(cheapest[w]):
-            e = infeasible_error(caps, lowest[w])
-            raise InputError(e.field, where + e.message)
-        raise InputError(
-            "budget.hosting_cost",
-            f"{where}no configuration meets hosting_cost <= {hosting_cap:g} (the cheapest "
-            f"that meets the other caps costs {cheapest[w]:.6g})",
-        )
+        budget, least = dict(caps), dict(lowest[w])
+        if np.isfinite(hosting_cap):
+            budget["hosting_cost"], least["hosting_cost"] = hosting_cap, host_lowest
+        e = infeasible_error(budget, least)
+        raise InputError(e.field, where + e.message)
     return members, best_k, best_s, _single_front(singles, problem.n, n_w)
 
 
