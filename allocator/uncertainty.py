@@ -24,7 +24,7 @@ Per-workload acceptance is not resampled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import special, stats
@@ -185,23 +185,72 @@ def empirical_draws(model, n_draws: int, rng) -> list[tuple[object, np.ndarray]]
     return out
 
 
+def _widen(acc: np.ndarray, width: int) -> np.ndarray:
+    """``(N, J)`` per-position values extended (last column repeats) to at least ``width``."""
+    w = max(acc.shape[1], width)
+    return acc[:, np.minimum(np.arange(w), acc.shape[1] - 1)]
+
+
 def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
     """The problem under ``n_draws`` posterior draws, and the names of what varies.
 
-    An ``empirical`` error model is redrawn from its log (:func:`empirical_draws`);
-    otherwise the drafters' ``acceptance_interval`` Betas are (:func:`posterior_draws`).
+    An ``empirical`` error model is redrawn from its log (:func:`empirical_draws`),
+    each workload's part of the log too; otherwise the drafters'
+    ``acceptance_interval`` Betas are (:func:`posterior_draws`), and a workload takes
+    the drawn acceptance of every drafter it does not override.
     """
     spec = problem.spec
+    rng = np.random.default_rng(seed)
     if spec.errors.model == "empirical":
-        rng = np.random.default_rng(seed)
+        whole = empirical_draws(problem.errors, n_draws, rng)
+        parts = [
+            None if w.errors is None else empirical_draws(w.errors, n_draws, rng)
+            for w in problem.workloads
+        ]
         problems = []
-        for errors, acc in empirical_draws(problem.errors, n_draws, rng):
-            width = max(acc.shape[1], problem.acceptance.shape[1])
-            acc = acc[:, np.minimum(np.arange(width), acc.shape[1] - 1)]
-            problems.append(problem.replace(acceptance=acc, errors=errors))
+        for d, (errors, acc) in enumerate(whole):
+            workloads = tuple(
+                w
+                if part is None
+                else replace(
+                    w, errors=part[d][0], acceptance=_widen(part[d][1], w.acceptance.shape[1])
+                )
+                for w, part in zip(problem.workloads, parts, strict=True)
+            )
+            problems.append(
+                problem.replace(
+                    acceptance=_widen(acc, problem.acceptance.shape[1]),
+                    errors=errors,
+                    workloads=workloads,
+                )
+            )
         return problems, list(problem.names)
     draws, resampled = posterior_draws(spec, n_draws, seed)
-    return [draw_problem(problem, a) for a in draws], resampled
+    if problem.workloads:
+        free = np.array(
+            [[d.name not in w.acceptance for d in spec.drafters] for w in spec.workloads]
+        )  # (W, N): drafter takes the problem's acceptance in this workload
+        varies = [n for n, f in zip(spec.names, free.any(axis=0), strict=True) if f]
+        resampled = [n for n in resampled if n in varies]
+        if not resampled:
+            raise InputError(
+                "--samples",
+                "every workload overrides the acceptance of the drafters that have an "
+                "acceptance_interval, and per-workload acceptance carries no interval; use "
+                "errors: empirical with the outcome log to resample per workload",
+            )
+    out = []
+    for a in draws:
+        p = draw_problem(problem, a)
+        if problem.workloads:
+            workloads = []
+            for w, f in zip(problem.workloads, free, strict=True):
+                width = max(w.acceptance.shape[1], a.shape[1])
+                acc = np.where(f[:, None], _widen(a, width), _widen(w.acceptance, width))
+                workloads.append(replace(w, acceptance=acc))
+            p = p.replace(workloads=tuple(workloads))
+        out.append(p)
+    return out, resampled
 
 
 @dataclass

@@ -295,7 +295,8 @@ BAD = [
     ("round,position,a\n1,1,2\n", "is not 0 or 1"),
     ("round,position,a\n1,1,yes\n", "is not 0 or 1"),
     ("round,a\n1,1\n", "missing column(s) position"),
-    ("position,a\n1,1\n", "missing column(s) round"),
+    ("position,a\n1,1\n3,0\n", "no rows at position 2"),
+    ("position,a\n0,1\n", "position 0 is below 1"),
     ("round,position\n1,1\n", "no drafter columns"),
     ("round,position,a\n1,2,1\n", "position 2 where 1 was expected"),
     ("round,position,a\n1,1,1\n1,3,0\n", "position 3 where 2 was expected"),
@@ -359,3 +360,21 @@ def test_empirical_keeps_every_logged_position(tmp_path):
     est = estimate(path, "outcomes", tmp_path / "p.yaml")
     assert len(est.drafters[0].trials) == p.max()
     np.testing.assert_array_equal(est.drafters[0].trials, np.bincount(p)[1:])
+
+
+def test_log_without_rounds_is_read_by_position(tmp_path):
+    """A harness logging a fixed number of rows per position, in any order."""
+    rng = np.random.default_rng(21)
+    truth = [0.8, 0.6, 0.4]
+    rows = ["position,a"]
+    succ = []
+    for j, a in enumerate(truth, start=1):
+        x = rng.random(400) < a
+        succ.append(int(x.sum()))
+        rows += [f"{j},{int(v)}" for v in x]
+    order = [rows[0]] + [rows[1:][i] for i in rng.permutation(len(rows) - 1)]
+    path = tmp_path / "byposition.csv"
+    path.write_text("\n".join(order) + "\n")
+    est = estimate(path, "outcomes", tmp_path / "p.yaml", errors="independent")
+    np.testing.assert_array_equal(est.drafters[0].trials, [400, 400, 400])
+    np.testing.assert_array_equal(est.drafters[0].successes, succ)

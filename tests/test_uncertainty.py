@@ -313,3 +313,55 @@ def test_empirical_model_resamples_the_joint_log(tmp_path):
     assert r.exit_code == 0, r.output
     pts = json.loads(r.stdout)["uncertainty"]["points"]
     assert any(p["throughput_p95"] > p["throughput_p05"] for p in pts)
+
+
+def test_workloads_take_drawn_acceptance_where_not_overridden(tmp_path):
+    p = dict(PROBLEM)
+    p["workloads"] = [
+        {"name": "chat", "weight": 0.7, "acceptance": {"a": 0.9}},
+        {"name": "code", "weight": 0.3, "acceptance": {"a": 0.5, "b": 0.6}},
+    ]
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(p))
+    prob = api.load(path)
+    from allocator.uncertainty import draw_problems
+
+    problems, names = draw_problems(prob, 200, seed=1)
+    assert names == ["b", "c"]  # a is overridden everywhere
+    chat = np.array([q.workloads[0].acceptance[:, 0] for q in problems])  # (D, N)
+    code = np.array([q.workloads[1].acceptance[:, 0] for q in problems])
+    assert np.all(chat[:, 0] == 0.9) and np.all(code[:, :2] == [0.5, 0.6])
+    assert chat[:, 1].std() > 0.02 and code[:, 2].std() > 0.01  # b in chat, c everywhere
+    np.testing.assert_array_equal(chat[:, 1], [q.acceptance[1, 0] for q in problems])
+
+
+def test_workloads_overriding_every_interval_are_refused(tmp_path):
+    p = dict(PROBLEM)
+    p["workloads"] = [{"name": "all", "weight": 1.0, "acceptance": {"a": 0.7, "b": 0.6, "c": 0.5}}]
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump(p))
+    r = run("solve", path, "--samples", "10")
+    assert r.exit_code == 2 and "per-workload acceptance carries no interval" in r.stderr
+
+
+def test_empirical_workloads_are_resampled_end_to_end(tmp_path):
+    from synthetic_logs import simulate_outcomes, write_outcomes_csv
+
+    rng = np.random.default_rng(9)
+    corr = np.array([[1.0, 0.6], [0.6, 1.0]])
+    chat = simulate_outcomes(rng, [[0.85, 0.8], [0.7, 0.7]], corr, 800, 4)
+    code = simulate_outcomes(rng, [[0.5], [0.35]], corr, 600, 4)
+    r = np.concatenate([chat[0], code[0] + 800])
+    p = np.concatenate([chat[1], code[1]])
+    o = np.concatenate([chat[2], code[2]])
+    w = ["chat"] * len(chat[0]) + ["code"] * len(code[0])
+    log = tmp_path / "w.csv"
+    write_outcomes_csv(log, ["x", "y"], r, p, o, workloads=w)
+    out = tmp_path / "w.yaml"
+    est = run("estimate", log, "--out", out, "--unit-cost", "x=0.1", "--unit-cost", "y=0.05")
+    assert est.exit_code == 0, est.output
+    res = run("solve", out, "--samples", "40", "--seed", "2", "--json", "-")
+    assert res.exit_code == 0, res.output
+    u = json.loads(res.stdout)["uncertainty"]
+    assert u["resampled"] == ["x", "y"]
+    assert all(q["throughput_p95"] > q["throughput_p05"] for q in u["points"])

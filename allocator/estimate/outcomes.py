@@ -5,6 +5,9 @@ Format (CSV with a header, or JSON Lines with one object per row):
 - ``round``: an identifier of the draft round; a round's rows are contiguous.
 - ``position``: 1, 2, 3, … within the round, in order (position ``j`` is logged
   only when the round reached it, i.e. every earlier position was accepted).
+  Without a ``round`` column, rows are taken as samples at their position in any
+  order (as a harness that logs a fixed number of rows per position writes them):
+  positions must then start at 1 and leave no gap.
 - ``workload`` (optional): the class of traffic; constant within a round.
 - every other column: one drafter, 1 when its unit at that position was correct.
 
@@ -113,7 +116,7 @@ def read_outcomes(path: str | Path) -> dict:
     (int8 ``(R, N)``), ``names``, ``workloads`` (str ``(R,)`` or ``None``)."""
     path = Path(path)
     header, rows, first = read_table(path)
-    missing = [c for c in ("round", "position") if c not in header]
+    missing = [c for c in ("position",) if c not in header]
     if missing:
         raise InputError(
             path.name, f"missing column(s) {', '.join(missing)} (columns: {', '.join(header)})"
@@ -127,7 +130,6 @@ def read_outcomes(path: str | Path) -> dict:
         raise InputError(path.name, "holds no rows")
     table = np.array(rows, dtype=object)
     col = {h: table[:, i] for i, h in enumerate(header)}
-    rounds = col["round"].astype(str)
     positions = _int_column(col["position"], "position", path, first)
     outcomes = np.zeros((len(rows), len(names)), np.int8)
     for i, name in enumerate(names):
@@ -140,6 +142,9 @@ def read_outcomes(path: str | Path) -> dict:
                 f"column {name!r}: {v[bad[0]]!r} is not 0 or 1",
             )
         outcomes[:, i] = one
+    if "round" not in header:
+        return _unordered(path, first, positions, outcomes, names, col)
+    rounds = col["round"].astype(str)
     new_round = np.ones(len(rows), bool)
     new_round[1:] = rounds[1:] != rounds[:-1]
     expected = np.where(new_round, 1, np.concatenate(([1], positions[:-1] + 1)))
@@ -175,6 +180,27 @@ def read_outcomes(path: str | Path) -> dict:
         "names": names,
         "workloads": workloads,
         "new_round": new_round,
+    }
+
+
+def _unordered(path, first, positions, outcomes, names, col) -> dict:
+    """A log without rounds: positions from 1, no gaps, any order."""
+    low = np.flatnonzero(positions < 1)
+    if low.size:
+        raise InputError(
+            f"{path.name} line {first + low[0]}", f"position {positions[low[0]]} is below 1"
+        )
+    present = np.unique(positions)
+    if present.size != present[-1]:
+        gap = int(np.setdiff1d(np.arange(1, present[-1] + 1), present)[0])
+        raise InputError(path.name, f"no rows at position {gap} (positions count from 1)")
+    return {
+        "rounds": None,
+        "positions": positions,
+        "outcomes": outcomes,
+        "names": names,
+        "workloads": col["workload"].astype(str) if "workload" in col else None,
+        "new_round": positions == 1,
     }
 
 
