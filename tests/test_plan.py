@@ -499,3 +499,12 @@ def test_bundled_mixed_traffic_scenario(problems_dir):
     assert plan.exact and plan.throughput >= plan.single_throughput
     sweep = sweep_hosting(problem)
     assert sweep.exact and len(sweep.front) >= 3
+
+
+def test_automatic_sweep_stops_at_the_hosting_cap():
+    problem = build(TWO_CLASSES)
+    full = sweep_hosting(problem)
+    capped = sweep_hosting(problem, budget={"hosting_cost": 4.6})
+    expect = [(p.hosting_cost, p.throughput) for p in full.front if p.hosting_cost <= 4.6]
+    assert [(p.hosting_cost, p.throughput) for p in capped.front] == expect
+    assert len(expect) < len(full.front)

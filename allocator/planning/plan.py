@@ -105,13 +105,18 @@ def make_plan(
     cands, single = build_candidates(problem, traffic, cap, max_candidates)
     plan = plan_from_candidates(problem, traffic, cands, single, cap, time_limit)
     if plan is None:
-        raise hosting_infeasible(traffic, cands, problem, cap)
+        raise hosting_infeasible(problem, traffic, cap, max_candidates)
     plan.seconds = time.perf_counter() - t0
     return plan
 
 
-def hosting_infeasible(traffic, cands: Candidates, problem, cap: float) -> InputError:
-    """The error for a hosting cap no plan meets, with the cheapest plan's hosting cost."""
+def hosting_infeasible(problem, traffic, cap: float, max_candidates: int) -> InputError:
+    """The error for a hosting cap no plan meets, with the cheapest plan's hosting cost.
+
+    Candidates are rebuilt without the cap, so the cheapest hosted set that lets every
+    workload run is found over the whole search space (this runs on the error path only).
+    """
+    cands, _ = build_candidates(problem, traffic, np.inf, max_candidates)
     cheapest = solve_assignment(
         cands.workload,
         cands.members,
@@ -162,7 +167,8 @@ def plan_from_candidates(
     if found.choice is None:
         if found.status in ("infeasible", "infeasible_inaccurate"):
             return None
-        raise InputError("plan", f"the MILP solver stopped without a plan (status {found.status})")
+        field = "--time-limit" if found.status == "user_limit" else "plan"
+        raise InputError(field, f"the MILP solver stopped without a plan (status {found.status})")
     choice = idx[found.choice]
     # Given the drafters the chosen configurations use, each workload takes its best
     # candidate among those they allow (a no-op at a proven optimum; it can only help).
