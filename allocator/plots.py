@@ -309,3 +309,147 @@ def _colors(n: int):
 
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
     return [cmap(i % cmap.N) for i in range(n)]
+
+
+# ---------------------------------------------------------------- break-even
+def plot_breakeven(
+    correlation,
+    gain,
+    path: str | Path,
+    *,
+    breakeven: float | None = None,
+    breakeven_error_correlation: float | None = None,
+    ensemble: str = "ensemble",
+    baseline: str = "baseline",
+    option: str = "--plot",
+) -> dict:
+    """Draw the ensemble's relative gain against the latent error correlation.
+
+    ``correlation`` ``(R,)`` latent correlations in [0, 1]; ``gain`` ``(R,)``
+    ``S_ens(r) / S_base - 1`` (each at its own best ``k``), drawn in percent. The
+    break-even ``breakeven`` (latent) is marked where the gain crosses zero, with
+    the error (Pearson) correlation it corresponds to in its label.
+
+    Returns ``correlation``, ``gain_percent`` (read back from the line),
+    ``breakeven``, ``xlabel``, ``ylabel``, ``format``.
+    """
+    fmt = check_plot_path(path, option)
+    r = np.asarray(correlation, float)
+    g = 100.0 * np.asarray(gain, float)
+    fig = _figure(8.5, 5.2)
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.9)
+    ax = fig.add_subplot()
+    (line,) = ax.plot(r, g, "-", color="C0", lw=2, label=f"{ensemble} against {baseline}")
+    ax.axhline(0.0, color="0.3", lw=0.8)
+    ax.fill_between(r, g, 0, where=g > 0, color="C2", alpha=0.12, lw=0, label="ensemble ahead")
+    ax.fill_between(r, g, 0, where=g < 0, color="C3", alpha=0.12, lw=0, label="ensemble behind")
+    if breakeven is not None:
+        text = f"break-even: latent r* = {breakeven:.4f}"
+        if breakeven_error_correlation is not None:
+            text += f"\n(error correlation {breakeven_error_correlation:.4f})"
+        ax.axvline(breakeven, color="C3", ls="--", lw=1)
+        ax.plot([breakeven], [0.0], "o", color="C3", ms=7, zorder=5)
+        ax.annotate(
+            text,
+            (breakeven, 0.0),
+            xytext=(12, 28),
+            textcoords="offset points",
+            fontsize=9,
+            color="C3",
+            arrowprops={"arrowstyle": "-", "color": "C3", "lw": 0.8},
+        )
+    ax.set_xlim(0.0, 1.0)
+    ax.set_xlabel("latent error correlation r between drafters (exchangeable model, 0 to 1)")
+    ax.set_ylabel("gain in throughput over the baseline (%), each at its own best k")
+    ax.set_title(f"Which error correlation erases the gain of {ensemble}?", loc="left")
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.legend(loc="upper right", fontsize=8)
+    _save(fig, path, option)
+    xs, ys = line.get_data()
+    return {
+        "correlation": np.asarray(xs, float),
+        "gain_percent": np.asarray(ys, float),
+        "breakeven": breakeven,
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }
+
+
+# ---------------------------------------------------------------- accepted units
+def accepted_shares(problem, drafters: list[str], k: int, rounds: int, seed: int = 0):
+    """Simulated and model distributions of accepted units per round.
+
+    Plays the same rounds as :func:`allocator.simulate.simulate` with the same seed
+    (for a workload mixture, each workload's rounds, weighted by its share of rounds
+    ``∝ p_w / mean_w``). Returns ``(simulated, model)``, both ``(k + 2,)`` shares of
+    rounds for ``u = 0..k+1`` accepted units.
+    """
+    from .simulate import accepted_distribution, simulate_rounds
+
+    members = problem.mask(drafters, "--drafters")
+    size = k + 2
+    if not problem.workloads:
+        units = simulate_rounds(problem, members, k, rounds, seed)
+        simulated = np.bincount(units, minlength=size)[:size] / rounds
+    else:
+        seeds = np.random.SeedSequence(seed).spawn(len(problem.workloads))
+        parts, shares = [], []
+        for i, (w, s) in enumerate(zip(problem.workloads, seeds, strict=True)):
+            units = simulate_rounds(
+                problem.workload_view(i), members, k, rounds, int(s.generate_state(1)[0])
+            )
+            parts.append(np.bincount(units, minlength=size)[:size] / rounds)
+            shares.append(w.weight / units.mean())
+        shares = np.array(shares) / np.sum(shares)
+        simulated = shares @ np.array(parts)
+    return simulated, accepted_distribution(problem, members, k)
+
+
+def plot_accepted(
+    simulated,
+    model,
+    path: str | Path,
+    *,
+    rounds: int | None = None,
+    title: str | None = None,
+    option: str = "--plot",
+) -> dict:
+    """Draw the histogram of accepted units per round against the model's distribution.
+
+    ``simulated`` and ``model`` are ``(U,)`` shares of rounds with ``u = 0..U-1``
+    accepted units (from :func:`accepted_shares`); ``u = 0`` (always empty) is not
+    drawn. Returns ``units`` ``(U-1,)`` = ``1..U-1``, ``simulated`` (bar heights read
+    back from the bars), ``model`` (read back from the markers), ``xlabel``,
+    ``ylabel``, ``format``.
+    """
+    fmt = check_plot_path(path, option)
+    # u = 0 never happens (the first unit is always kept): start at 1
+    sim = np.asarray(simulated, float)[1:]
+    mod = np.asarray(model, float)[1:]
+    u = np.arange(1, sim.size + 1)
+    fig = _figure(8.5, 5.2)
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.9)
+    ax = fig.add_subplot()
+    label = "simulated rounds" + (f" ({rounds:,})" if rounds else "")
+    bars = ax.bar(u, sim, width=0.8, color="C0", alpha=0.55, label=label)
+    (marks,) = ax.plot(u, mod, "o", color="C3", ms=7, label="model P(accepted = u)", zorder=4)
+    mean_sim, mean_mod = float(u @ sim), float(u @ mod)
+    ax.axvline(mean_sim, color="C0", ls="--", lw=1, label=f"simulated mean {mean_sim:.4f}")
+    ax.axvline(mean_mod, color="C3", ls=":", lw=1.2, label=f"model mean {mean_mod:.4f}")
+    ax.set_xticks(u)
+    ax.set_ylim(0.0, 1.45 * max(float(sim.max()), float(mod.max()), 1e-12))
+    ax.set_xlabel("accepted units in a round, u (units)")
+    ax.set_ylabel("share of rounds (fraction)")
+    ax.set_title(title or "Accepted units per round: simulation against the model", loc="left")
+    ax.grid(True, axis="y", lw=0.4, alpha=0.5)
+    ax.legend(loc="upper center", ncol=2, fontsize=8)
+    _save(fig, path, option)
+    return {
+        "units": u,
+        "simulated": np.array([b.get_height() for b in bars]),
+        "model": np.asarray(marks.get_ydata(), float),
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }

@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +16,10 @@ from allocator import solve
 from allocator.cli import app
 from allocator.plots import (
     COST_LABELS,
+    accepted_shares,
     boxes_overlap,
+    plot_accepted,
+    plot_breakeven,
     plot_front,
     point_label,
     single_drafter_fronts,
@@ -24,6 +28,7 @@ from allocator.problem import Problem
 from allocator.spec import parse_problem
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 SMALL = {
@@ -211,3 +216,129 @@ def test_import_does_not_load_matplotlib():
     code = "import sys, allocator, allocator.cli; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# ---------------------------------------------------------------- break-even
+R2_CORRELATED = ROOT / "problems" / "paper-r2-correlated.yaml"
+R2 = ROOT / "problems" / "paper-r2.yaml"
+MIXED = ROOT / "problems" / "mixed-traffic.yaml"
+
+
+def paper_throughput(alpha: float, cost_per_unit: float, k: int, nu: float = 1.0) -> float:
+    """The paper's S for one (pooled) acceptance, written out: sum of alpha^(i-1)."""
+    return sum(alpha**i for i in range(k)) / (nu + cost_per_unit * k)
+
+
+def test_breakeven_plot_png_and_its_curve(tmp_path):
+    png, js = tmp_path / "gain.png", tmp_path / "b.json"
+    r = runner.invoke(
+        app,
+        ["breakeven", str(R2_CORRELATED), "-e", "weak-a,weak-b", "-b", "weak-a"]
+        + ["--plot", str(png), "--json", str(js)],
+    )
+    assert r.exit_code == 0, r.output
+    assert_valid_png(png)
+    doc = json.loads(js.read_text())
+    from allocator import load
+    from allocator.analysis.breakeven import gain_curve
+
+    grid = np.linspace(0.0, 1.0, 201)
+    gain = gain_curve(load(R2_CORRELATED), ["weak-a", "weak-b"], ["weak-a"], grid)
+    data = plot_breakeven(grid, gain, tmp_path / "again.png", breakeven=doc["latent_correlation"])
+    np.testing.assert_allclose(data["correlation"], grid)
+    # independent errors: the paper's R2 (pair alpha 0.75 at cost 0.2/unit, single 0.5)
+    best_pair = max(paper_throughput(0.75, 0.2, k) for k in range(1, 65))
+    best_one = max(paper_throughput(0.5, 0.1, k) for k in range(1, 65))
+    assert data["gain_percent"][0] == pytest.approx(100 * (best_pair / best_one - 1), rel=1e-12)
+    # identical errors: the pair accepts like one drafter but pays for two
+    twin = max(paper_throughput(0.5, 0.2, k) for k in range(1, 65))
+    assert data["gain_percent"][-1] == pytest.approx(100 * (twin / best_one - 1), rel=1e-9)
+    # the curve crosses zero once, in the grid cell holding the marked break-even
+    sign_change = np.flatnonzero(np.diff(np.sign(data["gain_percent"])) != 0)
+    assert len(sign_change) == 1
+    i = sign_change[0]
+    assert grid[i] <= doc["latent_correlation"] <= grid[i + 1]
+    assert "latent error correlation" in data["xlabel"] and "(%)" in data["ylabel"]
+
+
+def test_breakeven_plot_svg_marks_the_break_even(tmp_path):
+    svg = tmp_path / "gain.svg"
+    r = runner.invoke(
+        app,
+        [
+            "breakeven",
+            str(R2_CORRELATED),
+            "-e",
+            "weak-a,weak-b",
+            "-b",
+            "weak-a",
+            "--plot",
+            str(svg),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    texts = "".join(ET.parse(svg).getroot().itertext())
+    assert "break-even: latent r* = 0.4767" in texts
+    assert "error correlation 0.3163" in texts
+
+
+# ---------------------------------------------------------------- accepted units
+def test_simulate_plot_histogram_matches_the_run_and_the_model(tmp_path):
+    png, js = tmp_path / "hist.png", tmp_path / "s.json"
+    args = ["simulate", str(R2), "-d", "weak-a,weak-b", "-k", "5", "-n", "20000", "--seed", "7"]
+    r = runner.invoke(app, [*args, "--plot", str(png), "--json", str(js)])
+    assert r.exit_code == 0, r.output
+    assert_valid_png(png)
+    doc = json.loads(js.read_text())
+    from allocator.problem import Problem
+
+    prob = Problem.from_file(R2, simulation=True)
+    simulated, model = accepted_shares(prob, ["weak-a", "weak-b"], 5, 20000, 7)
+    data = plot_accepted(simulated, model, tmp_path / "again.png", rounds=20000)
+    np.testing.assert_array_equal(data["units"], np.arange(1, 7))
+    # the bars are the very rounds simulate reported on
+    assert data["units"] @ data["simulated"] == pytest.approx(doc["mean_accepted"], rel=1e-12)
+    assert data["simulated"].sum() == pytest.approx(1.0)
+    # the markers are the paper convention's distribution at pooled acceptance 0.75:
+    # P(u) = a^(u-1) (1 - a) for u < k, P(k) = a^(k-1), nothing beyond k
+    a = 0.75
+    expected = [a ** (u - 1) * (1 - a) for u in range(1, 5)] + [a**4, 0.0]
+    np.testing.assert_allclose(data["model"], expected, rtol=1e-12)
+    # and the simulation agrees with it: every share within 5 standard errors
+    se = np.sqrt(np.maximum(data["model"] * (1 - data["model"]), 1e-12) / 20000)
+    assert np.all(np.abs(data["simulated"] - data["model"]) <= 5 * se + 1e-12)
+
+
+def test_simulate_plot_of_a_workload_mixture(tmp_path):
+    from allocator.problem import Problem
+    from allocator.simulate import simulate
+
+    prob = Problem.from_file(MIXED, simulation=True)
+    name = prob.names[0]
+    simulated, model = accepted_shares(prob, [name], 4, 4000, 1)
+    report = simulate(prob, [name], 4, 4000, 1)
+    u = np.arange(simulated.size)
+    # rounds-weighted mixture: its mean is the harmonic mixture simulate reports
+    assert u @ simulated == pytest.approx(report.mean_accepted, rel=1e-12)
+    assert u @ model == pytest.approx(report.model_accepted, rel=1e-12)
+    svg = tmp_path / "mix.svg"
+    r = runner.invoke(
+        app, ["simulate", str(MIXED), "-d", name, "-k", "4", "-n", "4000", "--plot", str(svg)]
+    )
+    assert r.exit_code == 0, r.output
+    assert ET.parse(svg).getroot().tag.endswith("svg")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["breakeven", str(R2_CORRELATED), "-e", "weak-a,weak-b", "-b", "weak-a"],
+        ["simulate", str(R2), "-d", "weak-a", "-k", "3", "-n", "100"],
+    ],
+)
+def test_breakeven_and_simulate_refuse_bad_plot_paths(tmp_path, args):
+    target = tmp_path / "out.gif"
+    r = runner.invoke(app, [*args, "--plot", str(target)])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == "error: --plot: unknown image format '.gif': use .png or .svg"
+    assert not target.exists()

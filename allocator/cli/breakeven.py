@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import typer
 
 from ..analysis.breakeven import breakeven
@@ -24,12 +25,37 @@ def breakeven_command(
         ..., "--baseline", "-b", help="Comma-separated drafters to beat.", show_default=False
     ),
     json_path: str = JsonOption,
+    plot_path: str = typer.Option(
+        None,
+        "--plot",
+        help="Draw the gain against the error correlation, break-even marked, to PATH "
+        "(.png or .svg).",
+        metavar="PATH",
+    ),
 ) -> None:
     """Find the correlation at which the ensemble's best throughput (at its own best k)
     falls to the baseline's, under exchangeable errors (latent Gaussian copula)."""
     precheck_outputs(json=json_path)
+    if plot_path:
+        from ..plots import check_plot_path
+
+        check_plot_path(plot_path, "--plot")
     prob = Problem.from_file(problem)
     doc = breakeven(prob, split_names(ensemble), split_names(baseline)).document()
+    if plot_path:
+        from ..analysis.breakeven import gain_curve
+        from ..plots import plot_breakeven
+
+        grid = np.linspace(0.0, 1.0, 201)
+        plot_breakeven(
+            grid,
+            gain_curve(prob, doc["ensemble"], doc["baseline"], grid),
+            plot_path,
+            breakeven=None if doc["never"] else doc["latent_correlation"],
+            breakeven_error_correlation=None if doc["never"] else doc["error_correlation"],
+            ensemble=" + ".join(doc["ensemble"]),
+            baseline=" + ".join(doc["baseline"]),
+        )
     if json_path == "-":
         emit_json(doc, "-")
         return

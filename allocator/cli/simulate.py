@@ -27,6 +27,13 @@ def simulate_command(
     ),
     seed: int = typer.Option(0, "--seed", help="Random seed (results are reproducible)."),
     json_path: str = JsonOption,
+    plot_path: str = typer.Option(
+        None,
+        "--plot",
+        help="Draw the histogram of accepted units per round against the model's "
+        "distribution to PATH (.png or .svg).",
+        metavar="PATH",
+    ),
 ) -> None:
     """Play ROUNDS rounds with outcomes drawn from the problem's error model itself.
 
@@ -34,8 +41,23 @@ def simulate_command(
     form (model_accepted), and the throughputs they imply.
     """
     precheck_outputs(json=json_path)
+    if plot_path:
+        from ..plots import check_plot_path
+
+        check_plot_path(plot_path, "--plot")
     prob = Problem.from_file(problem, simulation=True)
     doc = simulate(prob, split_names(drafters), k, rounds, seed).document()
+    if plot_path:
+        from ..plots import accepted_shares, plot_accepted
+
+        simulated, model = accepted_shares(prob, doc["drafters"], k, rounds, seed)
+        plot_accepted(
+            simulated,
+            model,
+            plot_path,
+            rounds=rounds,
+            title=f"{' + '.join(doc['drafters'])} at k={k}: accepted units per round",
+        )
     if json_path == "-":
         emit_json(doc, "-")
         return
