@@ -285,3 +285,20 @@ def test_round_trip_metrics_then_solve_and_export(tmp_path):
         "model": "meta-llama/Llama-3.2-1B-Instruct",
         "num_speculative_tokens": best["k"],
     }
+
+
+@pytest.mark.parametrize(
+    "fmt,args,needle",
+    [
+        ("vllm-metrics", ["--errors", "factor"], "--errors: applies to --format outcomes only"),
+        ("vllm-log", ["--convention", "paper"], "--convention: applies to --format outcomes"),
+        ("vllm-metrics", ["--drafter", "x"], "--drafter: applies to --format vllm-log only"),
+        ("vllm-metrics", ["--model", "nobody=x"], "unknown drafter 'nobody'"),
+    ],
+)
+def test_options_of_other_formats_refused(tmp_path, fmt, args, needle):
+    src = FIXTURES / ("vllm_metrics.prom" if fmt == "vllm-metrics" else "vllm_spec.log")
+    out = tmp_path / "p.yaml"
+    res = run("estimate", src, "--format", fmt, "--out", out, *args)
+    assert res.exit_code == 2 and needle in res.stderr, res.output
+    assert not out.exists()

@@ -42,15 +42,17 @@ def estimate_command(
     costs_path: Path = CostsOption,
     model: list[str] = ModelOption,
     errors: str = typer.Option(
-        "empirical", "--errors", help="outcomes only: empirical | factor | independent."
+        None, "--errors", help="outcomes only: empirical (default) | factor | independent."
     ),
     name: str = typer.Option(None, "--name", help="Problem name (default: the output's stem)."),
-    drafter: str = typer.Option("draft", "--drafter", help="vllm-log only: the drafter's name."),
+    drafter: str = typer.Option(
+        None, "--drafter", help="vllm-log only: the drafter's name (default: draft)."
+    ),
     min_count: int = typer.Option(
         MIN_TRIALS, "--min-count", help="Fewest rounds reaching a position to keep it."
     ),
     convention: str = typer.Option(
-        "bonus", "--convention", help="outcomes only: bonus (vLLM, SGLang) or paper."
+        None, "--convention", help="outcomes only: bonus (default; vLLM, SGLang) or paper."
     ),
     json_path: str = JsonOption,
 ) -> None:
@@ -61,6 +63,17 @@ def estimate_command(
     """
     if fmt not in FORMATS:
         raise InputError("--format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+    only = {
+        "--errors": (errors, "outcomes"),
+        "--convention": (convention, "outcomes"),
+        "--drafter": (drafter, "vllm-log"),
+    }
+    for option, (value, applies) in only.items():
+        if value is not None and fmt != applies:
+            raise InputError(option, f"applies to --format {applies} only")
+    errors = errors or "empirical"
+    convention = convention or "bonus"
+    drafter = drafter or "draft"
     if convention not in ("bonus", "paper"):
         raise InputError("--convention", f"{convention!r} is not bonus or paper")
     if Path(out_path).suffix.lower() not in (".yaml", ".yml"):
