@@ -75,14 +75,22 @@ def brute_plan(raw, hosting_cap=None):
     budget.pop("hosting_cost", None)
     h = [d.get("hosting_cost", 0.0) for d in raw["drafters"]]
     wls = workload_dicts(raw)
-    table = []  # (subset, k, [S_w or None if the caps fail on w])
+    table = []  # (subset, hosting, [S_w or None if the caps fail on w], single ok, S_w)
     for subset, k in space(raw):
-        row = []
-        for _, p in wls:
+        row, thr = [], []
+        mixed = dict.fromkeys(budget, 0.0)
+        for share, p in wls:
             met = reference.metrics(p, subset, k)
             ok = all(within(met[b], c) for b, c in budget.items())
             row.append(met["throughput"] if ok else None)
-        table.append((set(subset), sum(h[i] for i in subset), row))
+            thr.append(met["throughput"])
+            for b in budget:  # per-token cost averages over generated units; others agree
+                if b == "draft_cost_per_token":
+                    mixed[b] += share * met[b]
+                else:
+                    mixed[b] = met[b]
+        single_ok = all(within(mixed[b], c) for b, c in budget.items())
+        table.append((set(subset), sum(h[i] for i in subset), row, single_ok, thr))
     best, per_set = None, {}
     n = len(h)
     for r in range(n + 1):
@@ -92,7 +100,11 @@ def brute_plan(raw, hosting_cap=None):
                 continue
             t = 0.0
             for w, (share, _) in enumerate(wls):
-                s = [row[w] for sub, _, row in table if sub <= set(hosted) and row[w] is not None]
+                s = [
+                    row[w]
+                    for sub, _, row, _, _ in table
+                    if sub <= set(hosted) and row[w] is not None
+                ]
                 if not s:
                     t = None
                     break
@@ -101,11 +113,11 @@ def brute_plan(raw, hosting_cap=None):
                 continue
             per_set[hosted] = (cost, t)
             best = t if best is None else min(best, t)
-    single = None
-    for _, hc, row in table:
-        if within(hc, cap) and all(s is not None for s in row):
-            thr = 1.0 / sum(share / s for (share, _), s in zip(wls, row, strict=True))
-            single = thr if single is None else max(single, thr)
+    single = None  # as `solve` would pick it: caps on the mixture's metrics
+    for _, hc, _, single_ok, thr in table:
+        if within(hc, cap) and single_ok:
+            mix = 1.0 / sum(share / s for (share, _), s in zip(wls, thr, strict=True))
+            single = mix if single is None else max(single, mix)
     return best, per_set, single
 
 
@@ -209,7 +221,9 @@ def test_plan_equals_brute_force(seed):
         assert plan.single_throughput is None
     else:
         assert math.isclose(plan.single_throughput, single, rel_tol=1e-9)
-        assert plan.throughput >= plan.single_throughput * (1 - 1e-12)
+        if "draft_cost_per_token" not in raw.get("budget", {}):
+            # every single configuration is also a routed plan
+            assert plan.throughput >= plan.single_throughput * (1 - 1e-12)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -231,6 +245,33 @@ def test_single_workload_plan_is_solves_best_point(seed):
     assert plan.hosting_cost <= best["hosting_cost"] + 1e-12 or math.isclose(
         plan.throughput, best["throughput"], rel_tol=1e-12
     )
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_single_configuration_is_solves_best_point_on_the_mixture(seed):
+    raw = random_plan_problem(4000 + seed)
+    raw.setdefault(
+        "workloads",
+        [
+            {"name": "a", "weight": 1.0, "acceptance": {"d0": 0.95}},
+            {"name": "b", "weight": 2.0, "acceptance": {"d1": 0.9}},
+        ],
+    )
+    problem = build(raw)
+    try:
+        front = solve(problem, "exact").points()
+    except InputError:
+        front = []
+    try:
+        plan = make_plan(problem)
+    except InputError:
+        assert not front or brute_plan(raw)[0] is None
+        return
+    if not front:
+        assert plan.single_throughput is None
+        return
+    best = max(p["throughput"] for p in front)
+    assert math.isclose(plan.single_throughput, best, rel_tol=1e-12)
 
 
 def test_one_workload_plan_is_solve_on_its_view():
@@ -508,3 +549,29 @@ def test_automatic_sweep_stops_at_the_hosting_cap():
     expect = [(p.hosting_cost, p.throughput) for p in full.front if p.hosting_cost <= 4.6]
     assert [(p.hosting_cost, p.throughput) for p in capped.front] == expect
     assert len(expect) < len(full.front)
+
+
+def test_per_token_cap_holds_per_workload_when_routed_and_on_average_for_one_config():
+    raw = {
+        "name": "per-token",
+        "convention": "bonus",
+        "drafters": [
+            {"name": "x", "acceptance": 0.9, "unit_cost": 0.1},
+            {"name": "y", "acceptance": 0.2, "unit_cost": 0.01},
+        ],
+        "workloads": [
+            {"name": "w1", "weight": 1},
+            {"name": "w2", "weight": 1, "acceptance": {"x": 0.5}},
+        ],
+        "search": {"k": {"max": 4}, "m": {"max": 1}},
+        "budget": {"draft_cost_per_token": 0.06},
+    }
+    # x at k=1 costs 0.1/1.9 per token on w1 and 0.1/1.5 on w2: over the cap on w2 alone,
+    # under it on average; so w2 is routed to y while one configuration can use x for both
+    best, _, single = brute_plan(raw)
+    plan = make_plan(build(raw))
+    assert math.isclose(1 / plan.throughput, best, rel_tol=1e-9)
+    assert math.isclose(plan.single_throughput, single, rel_tol=1e-9)
+    assert plan.members[1].tolist() == [False, True]
+    assert plan.single_throughput > plan.throughput
+    assert any("mixture's average" in n for n in plan.notes)

@@ -5,7 +5,8 @@ memory stays bounded) and keeps, per workload and subset, the ``k`` of highest
 throughput among those meeting the per-configuration caps (``draft_cost_per_round``,
 ``draft_cost_per_token``, ``drafters``) and the hosting cap. The same pass records the
 best *single* configuration for all traffic (the weighted harmonic mean of the
-workloads' throughputs), as a front against hosting cost.
+workloads' throughputs, within the caps as ``solve`` applies them to the mixture), as a
+front against hosting cost.
 
 A candidate ``c`` of workload ``w`` is then dropped when some candidate ``c'`` of the same
 workload has ``members(c') ⊆ members(c)`` and ``S_w(c') >= S_w(c)``: whenever ``c`` can run
@@ -130,7 +131,7 @@ def enumerate_configurations(
         if not members.shape[0]:
             continue
         time_per_unit = np.zeros((members.shape[0], len(ks)))
-        every_ok = np.ones_like(time_per_unit, bool)
+        token_cost = np.zeros_like(time_per_unit)  # mixture draft cost per generated unit
         thr = np.empty((n_w, members.shape[0], len(ks)))
         best_k = np.empty((members.shape[0], n_w), np.int64)
         best_s = np.empty((members.shape[0], n_w))
@@ -145,8 +146,11 @@ def enumerate_configurations(
             best_s[:, w] = s[np.arange(s.shape[0]), j]
             thr[w] = met["throughput"]
             time_per_unit += traffic.weights[w] / met["throughput"]
-            every_ok &= ok
-        mix = np.where(every_ok, 1.0 / time_per_unit, -np.inf)
+            token_cost += traffic.weights[w] * met["draft_cost_per_token"]
+        # one configuration for all traffic meets the caps as `solve` measures them on the
+        # mixture: draft_cost_per_token is its long-run value Σ_w p_w · (draft cost / E_w)
+        mixed = {**met, "draft_cost_per_token": token_cost}
+        mix = np.where(feasible_mask(mixed, caps), 1.0 / time_per_unit, -np.inf)
         j = np.argmax(mix, axis=1)
         rows_ok = np.flatnonzero(np.isfinite(mix[np.arange(mix.shape[0]), j]))
         if rows_ok.size:

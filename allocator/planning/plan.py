@@ -199,6 +199,13 @@ def plan_from_candidates(
         notes.append(
             f"the solver stopped with status {found.status}: the plan is not proven optimal"
         )
+    one = single.best_within(cap)
+    if one is not None and single.throughput[one] > (1.0 + 1e-12) / objective:
+        notes.append(
+            "one configuration for all traffic is faster here: it meets draft_cost_per_token "
+            "on the mixture's average, while each routed configuration meets it on its own "
+            "workload"
+        )
     return Plan(
         problem=problem.name,
         names=problem.names,
@@ -212,7 +219,7 @@ def plan_from_candidates(
         metrics=metrics,
         throughput=1.0 / objective,
         single_front=single,
-        single=single.best_within(cap),
+        single=one,
         status=found.status,
         exact=proven and not cands.cut,
         gap=0.0 if proven and gap < 1e-9 else gap,
