@@ -52,7 +52,7 @@ def read_table(path: Path) -> tuple[list[str], list[list[str]], int]:
         raise InputError("INPUT", f"cannot read {path}: {exc}") from None
     if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
         return _read_jsonl(text, path)
-    reader = csv.reader(text.splitlines())
+    reader = csv.reader(text.splitlines(), skipinitialspace=True)
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
@@ -65,7 +65,7 @@ def read_table(path: Path) -> tuple[list[str], list[list[str]], int]:
             raise InputError(
                 f"{path.name} line {line}", f"{len(row)} values for {len(header)} columns"
             )
-        rows.append([v.strip() for v in row])
+        rows.append(row)
     return header, rows, 2
 
 
