@@ -1,0 +1,240 @@
+"""Regenerate the README's reference sections from the code.
+
+    python docs/build.py            # rewrite the generated sections of README.md
+    python docs/build.py --check    # exit 1 if README.md is out of date
+
+Two sections are generated, each between marker comments in README.md:
+
+- ``problem-reference``: the problem-file format, from the JSON Schema that
+  ``allocator schema`` prints (pydantic models of :mod:`allocator.spec`);
+- ``cli-reference``: every command with its arguments and options, from the
+  command line's own definitions.
+
+The tour's picture is not made here: ``allocator solve docs/tour.yaml --plot
+docs/front.png`` draws it (README, "A tour").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+SECTIONS = ("problem-reference", "cli-reference")
+
+
+# ------------------------------------------------------------------ problem file
+def _code(text: str) -> str:
+    """reST literals (``x``) as Markdown code (`x`), one paragraph per blank line."""
+    return re.sub(r"``([^`]+)``", r"`\1`", text)
+
+
+def _bounds(s: dict) -> str:
+    lo = (
+        ("(", s["exclusiveMinimum"])
+        if "exclusiveMinimum" in s
+        else ("[", s["minimum"])
+        if "minimum" in s
+        else None
+    )
+    hi = (
+        (")", s["exclusiveMaximum"])
+        if "exclusiveMaximum" in s
+        else ("]", s["maximum"])
+        if "maximum" in s
+        else None
+    )
+    if lo and hi:
+        return f" in {lo[0]}{lo[1]:g}, {hi[1]:g}{hi[0]}"
+    if lo:
+        return f" {'>' if lo[0] == '(' else '≥'} {lo[1]:g}"
+    if hi:
+        return f" {'<' if hi[0] == ')' else '≤'} {hi[1]:g}"
+    return ""
+
+
+def type_text(s: dict, defs: dict, path: str) -> str:
+    """A short human description of a JSON Schema type."""
+    if "$ref" in s:
+        return f"`{path}` (below)"
+    if "anyOf" in s:
+        parts = [type_text(x, defs, path) for x in s["anyOf"] if x.get("type") != "null"]
+        return " or ".join(parts)
+    if "enum" in s:
+        return " \\| ".join(f"`{v}`" for v in s["enum"])
+    t = s.get("type")
+    if t == "array":
+        item = type_text(s.get("items", {}), defs, path + "[]")
+        lo, hi = s.get("minItems"), s.get("maxItems")
+        if lo is not None and lo == hi:
+            return f"list of {lo} × {item}"
+        return f"list of {item}" + (f" (at least {lo})" if lo else "")
+    if t == "object":
+        extra = s.get("additionalProperties")
+        if isinstance(extra, dict):
+            return f"mapping of name → {type_text(extra, defs, path + '.*')}"
+        return "mapping"
+    if t == "string":
+        return "string" + (" (non-empty)" if s.get("minLength") else "")
+    if t in ("number", "integer"):
+        return t + _bounds(s)
+    return t or "any"
+
+
+def _objects(schema: dict):
+    """(path, object schema) for the root and every nested object, depth first."""
+    defs = schema.get("$defs", {})
+
+    def walk(path: str, obj: dict):
+        yield path, obj
+        for name, prop in obj.get("properties", {}).items():
+            for ref in _refs(prop):
+                sub = f"{path}.{name}" if path else name
+                if _is_list_of(prop, ref):
+                    sub += "[]"
+                yield from walk(sub, defs[ref])
+
+    yield from walk("", schema)
+
+
+def _refs(prop: dict) -> list[str]:
+    text = json.dumps({k: v for k, v in prop.items() if k != "default"})
+    return list(dict.fromkeys(re.findall(r'"#/\$defs/([^"]+)"', text)))
+
+
+def _is_list_of(prop: dict, ref: str) -> bool:
+    options = prop.get("anyOf", [prop])
+    return any(
+        o.get("type") == "array" and o.get("items", {}).get("$ref", "").endswith(ref)
+        for o in options
+    )
+
+
+def _default(prop: dict) -> str:
+    if "default" not in prop:
+        return ""
+    d = prop["default"]
+    if isinstance(d, dict) and d:
+        return "see below"
+    if d is None:
+        return "none"
+    return f"`{json.dumps(d)}`"
+
+
+def problem_reference(schema: dict | None = None) -> str:
+    """The problem-file reference as Markdown."""
+    if schema is None:
+        from allocator.spec import problem_json_schema
+
+        schema = problem_json_schema()
+    defs = schema.get("$defs", {})
+    out = [
+        "Generated from the JSON Schema (`allocator schema`) by `python docs/build.py`; "
+        "do not edit by hand. Every object rejects unknown fields.",
+        "",
+    ]
+    for path, obj in _objects(schema):
+        title = f"`{path}`" if path else "the file (top level)"
+        out.append(f"**{title}**" + (f" — {obj['title']}" if path else ""))
+        out.append("")
+        doc = obj.get("description")
+        if doc and path:
+            out.extend(_code(line).rstrip() for line in doc.strip().splitlines())
+            out.append("")
+        out.append("| field | type | default |")
+        out.append("|---|---|---|")
+        required = set(obj.get("required", []))
+        for name, prop in obj.get("properties", {}).items():
+            sub = f"{path}.{name}" if path else name
+            default = "**required**" if name in required else _default(prop)
+            out.append(f"| `{name}` | {type_text(prop, defs, sub)} | {default} |")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+# ------------------------------------------------------------------ command line
+def cli_reference() -> str:
+    """Every command's usage, arguments and options as Markdown."""
+    import typer
+
+    from allocator.cli import app
+
+    click = typer.main._click  # typer's own copy of click
+    group = typer.main.get_command(app)
+    out = [
+        "Generated from the command line's definitions by `python docs/build.py`; "
+        "`allocator COMMAND --help` says the same.",
+        "",
+    ]
+    for name in sorted(group.commands):
+        cmd = group.commands[name]
+        ctx = click.Context(cmd, info_name=f"allocator {name}")
+        pieces = [
+            re.sub(r"\{(\w+)\}", lambda m: m.group(1).upper(), piece)
+            for piece in cmd.collect_usage_pieces(ctx)
+        ]
+        usage = " ".join(["allocator", name, *pieces])
+        help_text = (cmd.help or "").strip().split("\n\n")[0].replace("\n", " ")
+        out += [f"#### `allocator {name}`", "", f"`{usage}`", "", _code(help_text), ""]
+        rows = []
+        for p in cmd.params:
+            record = None if getattr(p, "hidden", False) else p.get_help_record(ctx)
+            if record is None or p.name == "help":
+                continue
+            flags, help_ = record
+            rows.append((f"`{_cell(flags)}`", " ".join(help_.split())))
+        if rows:
+            out += ["| argument or option | what it does |", "|---|---|"]
+            out += [f"| {a} | {_cell(b)} |" for a, b in rows]
+            out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _cell(text: str) -> str:
+    return _code(text).replace("|", "\\|")
+
+
+# ------------------------------------------------------------------ README
+def generated() -> dict[str, str]:
+    return {"problem-reference": problem_reference(), "cli-reference": cli_reference()}
+
+
+def section(text: str, name: str) -> str | None:
+    """The text between ``<!-- name:start -->`` and ``<!-- name:end -->``."""
+    m = re.search(rf"<!-- {name}:start -->\n(.*?)<!-- {name}:end -->", text, re.S)
+    return None if m is None else m.group(1)
+
+
+def rewrite(text: str, parts: dict[str, str]) -> str:
+    for name, body in parts.items():
+        start, end = f"<!-- {name}:start -->\n", f"<!-- {name}:end -->"
+        if section(text, name) is None:
+            raise SystemExit(f"README.md has no {start.strip()} ... {end} markers")
+        text = re.sub(
+            rf"{re.escape(start)}.*?{re.escape(end)}",
+            lambda _m, whole=start + body + end: whole,
+            text,
+            flags=re.S,
+        )
+    return text
+
+
+def main(argv: list[str]) -> int:
+    text = README.read_text(encoding="utf-8")
+    new = rewrite(text, generated())
+    if "--check" in argv:
+        if new != text:
+            print("README.md is out of date: run `python docs/build.py`", file=sys.stderr)
+            return 1
+        return 0
+    if new != text:
+        README.write_text(new, encoding="utf-8")
+        print("README.md updated")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
