@@ -278,7 +278,7 @@ def _loc_to_field(loc: tuple) -> str:
         str(p) for p in loc if not (isinstance(p, str) and p.startswith(("function-", "list[")))
     ]
     # pydantic puts the union branch name ("float", "list[...]") into loc; drop it
-    parts = [p for p in parts if p not in {"float", "int", "str"}]
+    parts = [p for p in parts if p not in {"float", "int", "str", "constrained-float"}]
     return ".".join(parts) or "problem"
 
 

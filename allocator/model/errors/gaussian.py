@@ -20,7 +20,7 @@ from .latent import bvn_cdf, dedupe_columns, sample_matrix, thresholds
 #: Largest subset whose orthant probability is integrated (quasi-Monte Carlo).
 MAX_SUBSET = 12
 #: Absolute error requested from the quasi-Monte Carlo integration.
-ABS_ERROR = 1e-7
+ABS_ERROR = 1e-6
 
 
 def gaussian_fail_prob(

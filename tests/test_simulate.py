@@ -1,0 +1,185 @@
+"""The closed forms against the simulator, which draws outcomes from the error model
+itself (several seeds); the model's distribution of accepted units; the CLI."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from scipy.stats import chi2, norm
+from typer.testing import CliRunner
+
+from allocator.cli import app
+from allocator.model.errors import (
+    EmpiricalErrors,
+    ExchangeableErrors,
+    FactorErrors,
+    GaussianErrors,
+)
+from allocator.problem import Problem
+from allocator.simulate import accepted_distribution, simulate, simulate_rounds
+from allocator.spec import parse_problem
+
+runner = CliRunner()
+
+SPEC = {
+    "name": "sim",
+    "drafters": [
+        {"name": "a", "acceptance": [0.7, 0.6, 0.5], "unit_cost": 0.05},
+        {"name": "b", "acceptance": 0.55, "unit_cost": 0.1},
+        {"name": "c", "acceptance": [0.4, 0.8], "unit_cost": 0.02},
+    ],
+    "search": {"k": {"max": 8}},
+}
+
+
+def problem(**extra):
+    return Problem.from_spec(parse_problem({**SPEC, **extra}), simulation=True)
+
+
+def log_model():
+    rng = np.random.default_rng(9)
+    z = 0.6 * rng.standard_normal((6000, 1)) + 0.8 * rng.standard_normal((6000, 3))
+    fail = z < np.array([-0.3, 0.0, 0.2])
+    return EmpiricalErrors.from_failures(fail, rng.integers(1, 4, 6000))
+
+
+def cases():
+    matrix = np.array([[1.0, 0.6, 0.2], [0.6, 1.0, -0.3], [0.2, -0.3, 1.0]])
+    for convention in ("paper", "bonus"):
+        yield convention, {}, None
+        yield convention, {}, ExchangeableErrors(correlation=0.5)
+        yield convention, {}, ExchangeableErrors(error_correlation=0.15)
+        yield convention, {}, FactorErrors(np.array([0.9, -0.4, 0.6]))
+        yield convention, {}, GaussianErrors(matrix)
+        yield convention, {"pooling": "longest-chain"}, None
+        yield convention, {"ensembles": [{"members": ["a", "b", "c"], "acceptance": 0.9}]}, None
+        yield (
+            convention,
+            {
+                "workloads": [
+                    {"name": "x", "weight": 1, "acceptance": {"b": 0.9}},
+                    {"name": "y", "weight": 2},
+                ]
+            },
+            None,
+        )
+    yield "paper", {}, log_model()
+
+
+def test_closed_forms_inside_the_simulated_interval():
+    """Every closed form against the simulator, three seeds each. At 99% a few of the
+    ~150 intervals may miss by chance: the misses must stay within what chance allows
+    (binomial 99.99% bound) and none may be far off (5 standard errors)."""
+    checks, misses = 0, 0
+    for convention, extra, errors in cases():
+        p = problem(convention=convention, **extra)
+        if errors is not None:
+            p = p.replace(errors=errors)
+        for k in (1, 3, 6):
+            for seed in range(3):
+                s = simulate(p, ["a", "b", "c"], k, 20_000, seed)
+                se = (s.ci_high - s.ci_low) / (2 * norm.ppf(0.995))
+                checks += 1
+                inside = s.ci_low <= s.model_accepted <= s.ci_high
+                misses += not inside
+                assert abs(s.mean_accepted - s.model_accepted) <= 5 * se + 1e-12, (
+                    convention,
+                    extra,
+                    k,
+                )
+                assert s.throughput == pytest.approx(s.mean_accepted / s.round_time)
+    from scipy.stats import binom
+
+    assert misses <= binom.ppf(0.9999, checks, 0.01), (misses, checks)
+
+
+def test_simulation_is_reproducible_and_seed_dependent():
+    p = problem().replace(errors=ExchangeableErrors(correlation=0.3))
+    a = simulate_rounds(p, np.ones(3, bool), 5, 1000, seed=4)
+    b = simulate_rounds(p, np.ones(3, bool), 5, 1000, seed=4)
+    c = simulate_rounds(p, np.ones(3, bool), 5, 1000, seed=5)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+@pytest.mark.parametrize("convention", ["paper", "bonus"])
+def test_histogram_matches_model_distribution(convention):
+    p = problem(convention=convention).replace(errors=FactorErrors(np.array([0.7, 0.5, 0.3])))
+    k = 4
+    members = np.array([True, True, False])
+    dist = accepted_distribution(p, members, k)
+    assert dist.sum() == pytest.approx(1.0)
+    assert dist @ np.arange(k + 2) == pytest.approx(
+        simulate(p, ["a", "b"], k, 2, 0).model_accepted, rel=1e-12
+    )
+    units = simulate_rounds(p, members, k, 50_000, seed=1)
+    observed = np.bincount(units, minlength=k + 2)
+    live = dist > 0
+    assert observed[~live].sum() == 0
+    stat = np.sum((observed[live] - 50_000 * dist[live]) ** 2 / (50_000 * dist[live]))
+    assert chi2.sf(stat, live.sum() - 1) > 1e-4
+
+
+def test_correlated_chains_only_by_simulation():
+    p = problem(pooling="longest-chain")
+    same = p.replace(acceptance=np.full((3, 1), 0.6), errors=ExchangeableErrors(correlation=1.0))
+    # identical errors: every chain is the same chain, so three drafters act as one
+    s = simulate(same, ["a", "b", "c"], 5, 30_000, 2)
+    assert s.model_accepted is None
+    one = simulate(same.replace(errors=problem().errors), ["a"], 5, 2, 0).model_accepted
+    assert s.ci_low <= one <= s.ci_high
+
+
+def test_cli_simulate_json(tmp_path):
+    path = tmp_path / "p.yaml"
+    spec = {**SPEC, "errors": {"model": "exchangeable", "correlation": 0.4}}
+    path.write_text(yaml.safe_dump(spec))
+    r = runner.invoke(
+        app,
+        [
+            "simulate",
+            str(path),
+            "--drafters",
+            "a,b",
+            "--k",
+            "4",
+            "--rounds",
+            "5000",
+            "--seed",
+            "3",
+            "--json",
+            "-",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert {
+        "mean_accepted",
+        "ci_low",
+        "ci_high",
+        "model_accepted",
+        "throughput",
+        "model_throughput",
+    } <= set(doc)
+    assert doc["ci_low"] < doc["mean_accepted"] < doc["ci_high"]
+    again = runner.invoke(
+        app,
+        [
+            "simulate",
+            str(path),
+            "-d",
+            "a,b",
+            "--k",
+            "4",
+            "--rounds",
+            "5000",
+            "--seed",
+            "3",
+            "--json",
+            "-",
+        ],
+    )
+    assert json.loads(again.stdout) == doc
+    bad = runner.invoke(app, ["simulate", str(path), "-d", "a,zed", "--k", "4", "--rounds", "10"])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: --drafters: unknown drafter")
