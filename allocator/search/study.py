@@ -32,6 +32,8 @@ from .space import count_subsets
 SEED_MAX_SUBSETS = 2_000_000
 #: At most this many seed trials are enqueued.
 SEED_MAX_TRIALS = 400
+#: Objectives: throughput up, cost down.
+DIRECTIONS = ["maximize", "minimize"]
 
 
 def problem_fingerprint(problem) -> str:
@@ -144,24 +146,33 @@ class OptunaStrategy(Strategy):
 
     # ------------------------------------------------------------------ study
     def open_study(self, problem):
-        """Create or load the study; refuse one made for another problem."""
+        """The shared study in storage (``None`` when in memory), created or loaded.
+
+        A study made for another problem is refused.
+        """
         import optuna
 
         from ..storage import mask_url, open_storage
 
         storage = open_storage(self.storage)
+        if storage is None:
+            return None
         name = self.study or f"allocator-{problem.name}"
-        sampler = optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
         try:
             study = optuna.create_study(
                 storage=storage,
-                sampler=sampler,
                 study_name=name,
-                directions=["maximize", "minimize"],
+                directions=DIRECTIONS,
                 load_if_exists=True,
             )
         except ValueError as exc:
             raise InputError("--study", f"{name!r} in {mask_url(self.storage)}: {exc}") from None
+        self.check_fingerprint(problem, study)
+        return study
+
+    def check_fingerprint(self, problem, study) -> None:
+        from ..storage import mask_url
+
         fp = problem_fingerprint(problem)
         have = study.user_attrs.get("problem_fingerprint")
         if have is None:
@@ -171,20 +182,17 @@ class OptunaStrategy(Strategy):
         elif have != fp:
             raise InputError(
                 "--study",
-                f"study {name!r} in {mask_url(self.storage)} was made for another problem "
-                f"({study.user_attrs.get('problem')!r}); choose another --study name",
+                f"study {study.study_name!r} in {mask_url(self.storage)} was made for another "
+                f"problem ({study.user_attrs.get('problem')!r}); choose another --study name",
             )
-        if storage is not None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                optuna.storages.fail_stale_trials(study)
-        return study
 
-    def seed_trials(self, problem, study, space: SearchSpace) -> str:
-        """Enqueue the independence front into a fresh study; say what was done."""
-        if not self.seed_front or study.user_attrs.get("seeded"):
-            return "study not seeded" if not self.seed_front else "study resumed"
-        study.set_user_attr("seeded", True)
+    def seed_trials(self, problem, record, local, space: SearchSpace) -> str:
+        """Enqueue the independence front into ``local`` when ``record`` was never seeded."""
+        if not self.seed_front:
+            return "study not seeded"
+        if record.user_attrs.get("seeded"):
+            return "study resumed"
+        record.set_user_attr("seeded", True)
         indep = problem.replace(errors=IndependentErrors())
         from .knapsack import KnapsackStrategy, knapsack_blocker
 
@@ -204,7 +212,7 @@ class OptunaStrategy(Strategy):
             np.linspace(0, len(front) - 1, min(len(front), SEED_MAX_TRIALS)).astype(int)
         )
         for i in idx:
-            study.enqueue_trial(space.params(front.members[i], front.k[i]), skip_if_exists=True)
+            local.enqueue_trial(space.params(front.members[i], front.k[i]), skip_if_exists=True)
         return f"seeded with {idx.size} points of the independence front"
 
     # ------------------------------------------------------------------ solve
@@ -216,8 +224,6 @@ class OptunaStrategy(Strategy):
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         try:
             with warnings.catch_warnings():
-                # ask/tell records heartbeats itself (see _solve), which Optuna warns about
-                warnings.filterwarnings("ignore", message="Heartbeat of storage")
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return self._solve(problem, t0)
         finally:
@@ -229,45 +235,46 @@ class OptunaStrategy(Strategy):
         from ..storage import mask_url
 
         space = SearchSpace(problem)
-        study = self.open_study(problem)
-        seed_note = self.seed_trials(problem, study, space)
+        shared = self.open_study(problem)
+        sampler = optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
+        local = optuna.create_study(
+            sampler=sampler, directions=DIRECTIONS, study_name=self.study or problem.name
+        )
+        mirror = StudyMirror(shared, local)
+        mirror.pull()
+        if shared is None:
+            self.check_fingerprint(problem, local)
+        seed_note = self.seed_trials(problem, shared or local, local, space)
         dists = space.distributions()
         trials = self.trials if (self.trials is not None or self.timeout is not None) else 1000
-        heartbeat = getattr(study._storage, "record_heartbeat", None)
         done = 0
-        state: list = []  # accumulated (members, k, metrics) of feasible trials, for progress
+        best: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))  # running front
         while trials is None or done < trials:
             if self.timeout is not None and time.perf_counter() - t0 >= self.timeout:
                 break
             size = self.population if trials is None else min(self.population, trials - done)
-            batch = [study.ask(dists) for _ in range(size)]
-            if heartbeat is not None:
-                for t in batch:
-                    heartbeat(t._trial_id)
+            batch = [local.ask(dists) for _ in range(size)]
             members, k = space.configs([t.params for t in batch])
             met = evaluate_batch(problem, members, k)
             cons = constraint_values(problem, met)
             for b, t in enumerate(batch):
                 for key, v in cons.items():
                     t.set_constraint(key, float(v[b]))
-                try:
-                    study.tell(t, [float(met["throughput"][b]), float(met[problem.cost_metric][b])])
-                except optuna.exceptions.UpdateFinishedTrialError:
-                    pass  # another worker judged this trial stale and failed it
+                local.tell(t, [float(met["throughput"][b]), float(met[problem.cost_metric][b])])
+            mirror.push([t._trial_id for t in batch])
+            mirror.pull()
             done += size
             if self.progress is not None:
                 ok = np.all([v <= 0 for v in cons.values()], axis=0)
-                state.append((met[problem.cost_metric][ok], met["throughput"][ok]))
-                c = np.concatenate([s[0] for s in state])
-                th = np.concatenate([s[1] for s in state])
+                c = np.concatenate([best[0], met[problem.cost_metric][ok]])
+                th = np.concatenate([best[1], met["throughput"][ok]])
                 keep = front_order(c, th)
-                state = [(c[keep], th[keep])]
+                best = (c[keep], th[keep])
                 self.progress(done, trials, int(keep.size))
-        front, finished = study_front(problem, study, space)
+        front, finished = study_front(problem, shared or local, space)
         notes = [
-            f"optuna NSGA-II, study {study.study_name!r} ({mask_url(self.storage)}): "
-            f"{done} trials run now, "
-            f"{finished} finished in the study; {seed_note}"
+            f"optuna NSGA-II, study {(shared or local).study_name!r} ({mask_url(self.storage)}): "
+            f"{done} trials run now, {finished} finished in the study; {seed_note}"
         ]
         return SolveResult(
             problem=problem.name,
@@ -279,6 +286,48 @@ class OptunaStrategy(Strategy):
             seconds=time.perf_counter() - t0,
             notes=notes,
         )
+
+
+class StudyMirror:
+    """Keeps an in-memory study (where the sampler runs) in step with a stored one.
+
+    Optuna writes a stored trial one parameter per transaction; asking and telling
+    in memory and writing each finished trial whole (``create_new_trial`` with a
+    finished template: one transaction) makes stored studies usable at 50+
+    parameters. Each finished trial reaches storage right after its batch, so a
+    killed worker loses at most the batch it was evaluating, never a trial the study
+    recorded as finished, and leaves no trial stuck running. Trials other workers
+    finish are pulled into memory after every batch, so all workers' samplers see
+    the whole study.
+    """
+
+    def __init__(self, shared, local):
+        self.shared = shared
+        self.local = local
+        self.seen: set[int] = set()  # stored trial ids already in memory
+
+    def pull(self) -> None:
+        """Copy finished stored trials not yet in memory into the in-memory study."""
+        if self.shared is None:
+            return
+        from optuna.trial import TrialState
+
+        new = [
+            t
+            for t in self.shared.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t._trial_id not in self.seen
+        ]
+        self.seen.update(t._trial_id for t in new)
+        self.local.add_trials(new)
+
+    def push(self, local_ids: list[int]) -> None:
+        """Write finished in-memory trials to storage, one transaction each."""
+        if self.shared is None:
+            return
+        storage, study_id = self.shared._storage, self.shared._study_id
+        for tid in local_ids:
+            trial = self.local._storage.get_trial(tid)
+            self.seen.add(storage.create_new_trial(study_id, template_trial=trial))
 
 
 def study_front(problem, study, space: SearchSpace) -> tuple[Front, int]:
