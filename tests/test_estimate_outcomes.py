@@ -3,6 +3,7 @@ error correlations, factor loadings and workloads, checked against seeded synthe
 logs from drafters whose statistics are known."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -378,3 +379,39 @@ def test_log_without_rounds_is_read_by_position(tmp_path):
     est = estimate(path, "outcomes", tmp_path / "p.yaml", errors="independent")
     np.testing.assert_array_equal(est.drafters[0].trials, [400, 400, 400])
     np.testing.assert_array_equal(est.drafters[0].successes, succ)
+
+
+def test_factor_round_trip_reproduces_the_logged_joint_failures(tmp_path):
+    """estimate --errors factor, then evaluate the pair: its pooled acceptance at
+    position 1 matches the log's own rate of rows where someone was right."""
+    path, (r, p, o) = make_log(tmp_path, 13, rounds=20000)
+    out = tmp_path / "f.yaml"
+    res = run(
+        "estimate", path, "--out", out, "--errors", "factor",
+        "--unit-cost", "small=0.1", "--unit-cost", "tiny=0.1",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    ev = run("evaluate", out, "--drafters", "small,tiny", "--k", "1", "--json", "-")
+    assert ev.exit_code == 0, ev.output
+    pooled = json.loads(ev.stdout)["pooled_acceptance"]
+    first = p == 1
+    logged = o[first].max(axis=1).mean()
+    se = np.sqrt(logged * (1 - logged) / first.sum())
+    assert abs(pooled - logged) < 4 * se + 0.003
+    # and independence would have been visibly wrong here
+    a = o[first].mean(axis=0)
+    assert abs((1 - (1 - a[0]) * (1 - a[1])) - logged) > 8 * se
+
+
+def test_log_round_trip_with_samples(tmp_path):
+    out = tmp_path / "l.yaml"
+    fixture = Path(__file__).parent / "fixtures" / "vllm_spec.log"
+    res = run(
+        "estimate", fixture, "--format", "vllm-log", "--out", out,
+        "--drafter", "d", "--unit-cost", "d=0.1",
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    solved = run("solve", out, "--samples", "50", "--json", "-")
+    assert solved.exit_code == 0, solved.output
+    doc = json.loads(solved.stdout)
+    assert [q["k"] for q in doc["uncertainty"]["points"]] == [f["k"] for f in doc["front"]]
