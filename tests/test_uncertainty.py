@@ -365,3 +365,12 @@ def test_empirical_workloads_are_resampled_end_to_end(tmp_path):
     u = json.loads(res.stdout)["uncertainty"]
     assert u["resampled"] == ["x", "y"]
     assert all(q["throughput_p95"] > q["throughput_p05"] for q in u["points"])
+
+
+def test_beta_from_extreme_intervals():
+    lo = np.array([0.0, 0.999, 0.0, 0.1, 0.3, 0.01])
+    hi = np.array([1.0, 1.0, 0.001, 0.9, 0.31, 0.99])
+    a, b = beta_from_interval(lo, hi)
+    q = stats.beta.ppf([[0.025], [0.975]], a, b)
+    np.testing.assert_allclose(q[0], np.clip(lo, 1e-9, 1), atol=1e-8)
+    np.testing.assert_allclose(q[1], np.clip(hi, 0, 1 - 1e-9), atol=1e-8)
