@@ -49,7 +49,9 @@ def estimate_command(
         None, "--drafter", help="vllm-log only: the drafter's name (default: draft)."
     ),
     min_count: int = typer.Option(
-        MIN_TRIALS, "--min-count", help="Fewest rounds reaching a position to keep it."
+        MIN_TRIALS,
+        "--min-count",
+        help="Fewest rounds reaching a position to keep it (errors: empirical keeps all).",
     ),
     convention: str = typer.Option(
         None, "--convention", help="outcomes only: bonus (default; vLLM, SGLang) or paper."
