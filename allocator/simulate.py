@@ -32,6 +32,8 @@ from .model.evaluate import evaluate_configs, pooled_acceptance
 
 #: Two-sided confidence level of the reported interval.
 LEVEL = 0.99
+#: Largest number of rounds per workload (the per-round counts are kept in memory).
+MAX_ROUNDS = 50_000_000
 #: Bound on booleans drawn per chunk of rounds.
 MAX_CELLS = 1 << 22
 
@@ -132,6 +134,10 @@ def simulate(problem, drafters: list[str], k: int, rounds: int, seed: int = 0) -
         raise InputError("--k", "must be at least 1")
     if rounds < 2:
         raise InputError("--rounds", "must be at least 2 (the interval needs a spread)")
+    if rounds > MAX_ROUNDS:
+        raise InputError(
+            "--rounds", f"at most {MAX_ROUNDS:,} (the interval is then already ~1e-4 wide)"
+        )
     members = problem.mask(drafters, "--drafters")
     try:
         model = evaluate_configs(problem, members[None], np.array([k]))

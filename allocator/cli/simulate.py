@@ -21,10 +21,8 @@ def simulate_command(
     drafters: str = typer.Option(
         ..., "--drafters", "-d", help="Comma-separated drafter names.", show_default=False
     ),
-    k: int = typer.Option(..., "--k", "-k", min=1, help="Draft length.", show_default=False),
-    rounds: int = typer.Option(
-        ..., "--rounds", "-n", min=2, help="Rounds to play.", show_default=False
-    ),
+    k: int = typer.Option(..., "--k", "-k", help="Draft length.", show_default=False),
+    rounds: int = typer.Option(..., "--rounds", "-n", help="Rounds to play.", show_default=False),
     seed: int = typer.Option(0, "--seed", help="Random seed (results are reproducible)."),
     json_path: str = JsonOption,
     plot_path: str = typer.Option(

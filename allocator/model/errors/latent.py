@@ -11,6 +11,7 @@ positions), subsets are bool membership rows ``(B, N)``.
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import csr_matrix
 from scipy.special import log_ndtr, ndtr, ndtri
 
 #: Half-width of the quadrature domain for the common factor: φ(9) ≈ 1e-18.
@@ -130,12 +131,18 @@ def factor_fail_prob(
     z, w = factor_nodes(beta)
     n, j = t.shape
     logs = conditional_log_fail(t, beta, z).reshape(n, j * z.size)
-    m = np.asarray(members, dtype=float)
-    out = np.empty((m.shape[0], j))
+    members = np.asarray(members, dtype=bool)
+    # small subsets of a large pool: a sparse product costs B * m * G, not B * N * G
+    sparse = n > 32 and members.mean() < 0.25
+    out = np.empty((members.shape[0], j))
     rows = max(1, max_cells // (j * z.size))
-    for lo in range(0, m.shape[0], rows):
-        part = np.exp(m[lo : lo + rows] @ logs).reshape(-1, j, z.size)
-        out[lo : lo + rows] = part @ w
+    for lo in range(0, members.shape[0], rows):
+        part = members[lo : lo + rows]
+        if sparse:
+            sums = csr_matrix(part, dtype=float) @ logs
+        else:
+            sums = part.astype(float) @ logs
+        out[lo : lo + rows] = np.exp(sums).reshape(-1, j, z.size) @ w
     return out
 
 
