@@ -30,7 +30,7 @@ import numpy as np
 from scipy import special, stats
 
 from .exceptions import InputError
-from .model.acceptance import position_matrix
+from .model.acceptance import expected_accepted, position_matrix
 from .model.errors import build_error_model
 from .model.evaluate import METRICS, evaluate_configs, evaluate_subsets
 from .pareto import front_order
@@ -253,6 +253,54 @@ def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
     return out, resampled
 
 
+def _batchable(problem) -> bool:
+    """Whether :func:`batched_throughput` applies (the model's plain independent case)."""
+    return (
+        problem.errors.name == "independent"
+        and not problem.workloads
+        and not getattr(problem, "ensembles", ())
+        and problem.pooling == "any-correct"
+    )
+
+
+def batched_throughput(problem, members: np.ndarray, acceptance: np.ndarray):
+    """Throughput and budget feasibility of every subset at every ``k`` for every draw.
+
+    Independent errors, one class of traffic, any-correct pooling, no measured
+    ensembles (:func:`_batchable`): the pooled acceptance of all draws at once is
+    ``1 - exp(members @ log(1 - a_d))``, ``(D, B, J)``, and ``E_k`` comes from the
+    model's own :func:`~allocator.model.acceptance.expected_accepted` over the leading
+    axes. Round time and costs do not depend on acceptance and are taken from
+    :func:`~allocator.model.evaluate.evaluate_subsets` once.
+
+    ``members``: bool ``(B, N)``; ``acceptance``: ``(D, N, J)``. Returns two ``(D, B, K)``
+    arrays.
+    """
+    nominal = evaluate_subsets(problem, members)
+    ks = problem.k_values
+    q = 1.0 - acceptance
+    zero = q <= 0.0
+    m = members.astype(float)
+    log_fail = np.einsum("bn,dnj->dbj", m, np.log(np.where(zero, 1.0, q)))
+    fail = np.exp(log_fail)
+    if zero.any():
+        fail[np.einsum("bn,dnj->dbj", m, zero.astype(float)) > 0] = 0.0
+    e = expected_accepted(1.0 - fail, problem.k_max, problem.convention)[..., ks - 1]
+    met = dict(nominal)
+    met["throughput"] = e / nominal["round_time"]
+    met["expected_accepted"] = e
+    met["draft_cost_per_token"] = nominal["draft_cost_per_round"] / e
+    return met["throughput"], feasible_mask(met, problem.budget)
+
+
+def _looped_throughput(problem, problems, members: np.ndarray):
+    """As :func:`batched_throughput`, one draw at a time through the full model."""
+    mets = [evaluate_subsets(p, members) for p in problems]
+    thr = np.stack([met["throughput"] for met in mets])
+    feasible = np.stack([feasible_mask(met, problem.budget) for met in mets])
+    return thr, feasible
+
+
 @dataclass
 class UncertaintyReport:
     """What :func:`analyse` finds. Arrays ``(P,)`` follow ``front``'s points."""
@@ -303,17 +351,25 @@ def analyse(
     best_members = np.zeros((n_draws, problem.n), bool)
     best_k = np.zeros(n_draws, np.int64)
     robust_parts: list[tuple[Front, np.ndarray]] = []
-    rows = max(1, CHUNK_CELLS // (len(ks) * (n_draws if quantile is not None else 1)))
+    rows = max(1, CHUNK_CELLS // (len(ks) * n_draws))
+    batched = _batchable(problem) and all(
+        p.errors.name == "independent" and not p.workloads for p in problems
+    )
+    acc_draws = np.stack([p.acceptance for p in problems]) if batched else None
+    draw_index = np.arange(n_draws)
     for members in iter_subsets(problem, rows):
-        thr = np.empty((n_draws, members.shape[0], len(ks)))
-        for d, p in enumerate(problems):
-            met = evaluate_subsets(p, members)
-            t = np.where(feasible_mask(met, problem.budget), met["throughput"], -np.inf)
-            thr[d] = met["throughput"]
-            flat = int(np.argmax(t))
-            b, j = divmod(flat, len(ks))
-            if t[b, j] > best_val[d]:
-                best_val[d], best_members[d], best_k[d] = t[b, j], members[b], ks[j]
+        if batched:
+            thr, feasible = batched_throughput(problem, members, acc_draws)
+        else:
+            thr, feasible = _looped_throughput(problem, problems, members)
+        t = np.where(feasible, thr, -np.inf).reshape(n_draws, -1)  # (D, B*K)
+        flat = np.argmax(t, axis=1)
+        val = t[draw_index, flat]
+        better = val > best_val
+        b, j = np.divmod(flat, len(ks))
+        best_val[better] = val[better]
+        best_members[better] = members[b[better]]
+        best_k[better] = ks[j[better]]
         if quantile is not None:
             nominal = evaluate_subsets(problem, members)
             qt = np.quantile(thr, quantile, axis=0)

@@ -374,3 +374,34 @@ def test_beta_from_extreme_intervals():
     q = stats.beta.ppf([[0.025], [0.975]], a, b)
     np.testing.assert_allclose(q[0], np.clip(lo, 1e-9, 1), atol=1e-8)
     np.testing.assert_allclose(q[1], np.clip(hi, 0, 1 - 1e-9), atol=1e-8)
+
+
+def test_batched_draws_agree_with_the_full_model_per_draw(tmp_path):
+    from allocator.search.space import iter_subsets
+    from allocator.uncertainty import _looped_throughput, batched_throughput, draw_problems
+
+    p = dict(PROBLEM)
+    p["drafters"] = [
+        dict(
+            PROBLEM["drafters"][0],
+            acceptance=[0.9, 0.72],
+            acceptance_interval=[jeffreys(90, 100), jeffreys(65, 90)],
+        ),
+        PROBLEM["drafters"][1],
+        dict(PROBLEM["drafters"][2], acceptance=1.0, acceptance_interval=jeffreys(30, 30)),
+    ]
+    p["budget"] = {"draft_cost_per_token": 0.06}
+    p["verifier"] = {"pass_cost": 1.0, "token_cost": 0.02}
+    path = tmp_path / "b.yaml"
+    path.write_text(yaml.safe_dump(p))
+    prob = api.load(path)
+    problems, _ = draw_problems(prob, 25, seed=3)
+    acc = np.stack([q.acceptance for q in problems])
+    acc[0, 2] = 1.0  # a draw at exactly 1 (the limit, no 0 * log 0)
+    problems[0] = prob.replace(acceptance=acc[0])
+    for members in iter_subsets(prob, 100):
+        t1, f1 = batched_throughput(prob, members, acc)
+        t2, f2 = _looped_throughput(prob, problems, members)
+        np.testing.assert_allclose(t1, t2, rtol=1e-12)
+        np.testing.assert_array_equal(f1, f2)
+        assert 0 < f1.mean() < 1  # the budget binds somewhere
