@@ -51,7 +51,7 @@ def test_metrics_fixture(tmp_path):
         assert lo < a < hi and hi - lo < 0.05
 
 
-def test_metrics_coverage_over_seeds():
+def test_metrics_coverage_over_seeds(tmp_path):
     """Counters drawn from a known position-dependent chain: the intervals cover the
     truth at about the stated rate."""
     truth = np.array([0.8, 0.7, 0.6, 0.5])
@@ -60,10 +60,10 @@ def test_metrics_coverage_over_seeds():
         rng = np.random.default_rng(seed)
         engines = [(n, simulate_chain(rng, truth, n, 4)) for n in (120, 80)]
         text = vllm_exposition({"m": engines})
-        path = Path(f"/tmp/allocator-test-metrics-{seed}.prom")
+        path = tmp_path / f"m{seed}.prom"
         path.write_text(text)
         try:
-            est = estimate(path, "vllm-metrics", "/tmp/x.yaml", min_trials=1)
+            est = estimate(path, "vllm-metrics", tmp_path / "x.yaml", min_trials=1)
         finally:
             path.unlink()
         lo, hi = est.drafters[0].interval
@@ -132,7 +132,7 @@ def test_log_fixture(tmp_path):
     assert spec.search.k.max == 3 and spec.convention == "bonus"
 
 
-def test_log_reconstruction_within_rounding_and_coverage():
+def test_log_reconstruction_within_rounding_and_coverage(tmp_path):
     truth = np.array([0.75, 0.65, 0.55])
     hits = []
     for seed in range(150):
@@ -144,10 +144,10 @@ def test_log_reconstruction_within_rounding_and_coverage():
             lines.append("INFO 06-03 14:05:22 [loggers.py:116] Engine 000: Avg prompt ...")
             totals += per_pos
             drafts += int(n)
-        path = Path(f"/tmp/allocator-test-log-{seed}.log")
+        path = tmp_path / f"v{seed}.log"
         path.write_text("\n".join(lines) + "\n")
         try:
-            est = estimate(path, "vllm-log", "/tmp/x.yaml", min_trials=1)
+            est = estimate(path, "vllm-log", tmp_path / "x.yaml", min_trials=1)
         finally:
             path.unlink()
         d = est.drafters[0]
