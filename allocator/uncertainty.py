@@ -18,8 +18,14 @@ each draw (:func:`analyse`):
 Drafters without an interval keep their point value in every draw. Draws of
 different drafters and positions are independent (the posteriors of independent
 binomial counts). With an ``empirical`` error model the joint log itself is
-resampled instead (:func:`empirical_draws`), which keeps the drafters' dependence.
-Per-workload acceptance is not resampled.
+resampled instead (:func:`empirical_draws`), which keeps the drafters' dependence,
+workload by workload. Otherwise a workload takes the drawn acceptance of every
+drafter it does not override (its own overrides carry no interval and stay fixed).
+
+The search space is walked once, in chunks of subsets; each chunk is evaluated for
+all draws at once (``draws x subsets x k``, :func:`batched_throughput`) when the
+errors are independent with one class of traffic, and draw by draw through the full
+model otherwise. The draws are reproducible from ``seed``.
 """
 
 from __future__ import annotations
