@@ -162,7 +162,9 @@ def empirical_draws(model, n_draws: int, rng) -> list[tuple[object, np.ndarray]]
 
     At each logged position the failure masks seen are multinomial counts; a draw
     takes their probabilities from the Dirichlet posterior ``Dir(counts + 1/2)``
-    (Jeffreys) and rebuilds the model on them. Returns ``(errors, acceptance (N, P))``
+    (Jeffreys) and rebuilds the model on them. Masks never seen keep probability 0
+    (as in a Bayesian bootstrap): a drafter that never failed in the log stays at
+    acceptance 1 in every draw. Returns ``(errors, acceptance (N, P))``
     per draw, the acceptance being each drafter's marginal under the draw.
     """
     from .model.errors.empirical import MAX_TABLE, EmpiricalErrors, zeta_superset
