@@ -302,3 +302,20 @@ def test_options_of_other_formats_refused(tmp_path, fmt, args, needle):
     res = run("estimate", src, "--format", fmt, "--out", out, *args)
     assert res.exit_code == 2 and needle in res.stderr, res.output
     assert not out.exists()
+
+
+def test_older_log_format_with_rates_last(tmp_path):
+    """vLLM 0.8's line puts the acceptance rate first and the per-position rates last."""
+    drafts, per_pos = 550, np.array([442, 352, 247, 158, 88])
+    line = (
+        "INFO 04-02 18:23:33 [metrics.py:87] SpecDecoding metrics: Draft acceptance rate: "
+        f"{100 * per_pos.sum() / (5 * drafts):.1f}%, Mean acceptance length: "
+        f"{1 + per_pos.sum() / drafts:.2f}, Accepted: {per_pos.sum()} tokens, Drafted: "
+        f"{5 * drafts} tokens, Per-position acceptance rate: "
+        + ", ".join(f"{c / drafts:.3f}" for c in per_pos)
+    )
+    path = tmp_path / "old.log"
+    path.write_text(line + "\n")
+    est = estimate(path, "vllm-log", tmp_path / "x.yaml", min_trials=1)
+    np.testing.assert_array_equal(est.drafters[0].successes, per_pos)
+    np.testing.assert_array_equal(est.drafters[0].trials, [drafts, *per_pos[:-1]])
