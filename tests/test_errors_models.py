@@ -253,3 +253,32 @@ def test_frechet_bounds(seed):
     ):
         p = model.fail_prob(m, q)
         assert np.all(p >= lower - 1e-6) and np.all(p <= upper + 1e-9), model.name
+
+
+def test_error_correlation_with_a_drafter_that_never_fails():
+    # acceptance 1 makes an error indicator constant: its pairs carry no constraint, and
+    # every subset holding it fails with probability exactly 0
+    q = np.array([[0.0, 0.3], [0.5, 0.3], [0.2, 0.0]])
+    model = ExchangeableErrors(error_correlation=0.2)
+    model.validate(q)
+    got = model.fail_prob(all_members(3), q)
+    for row, members in enumerate(all_members(3)):
+        for j in range(2):
+            idx = np.flatnonzero(members)
+            if np.any(q[idx, j] == 0):
+                assert got[row, j] == 0.0
+            elif idx.size == 2:  # φ = (P - q1 q2) / sd
+                qa, qb = q[idx, j]
+                expect = qa * qb + 0.2 * np.sqrt(qa * (1 - qa) * qb * (1 - qb))
+                assert got[row, j] == pytest.approx(expect, abs=1e-12)
+
+
+def test_log_readers_agree(problems_dir):
+    from allocator.model.errors.empirical import _read_careful, _read_fast
+
+    path = problems_dir / "outcome-log" / "outcomes.csv"
+    names = ("ngram", "distil-1b", "head", "distil-3b")
+    fast, careful = _read_fast(path, names), _read_careful(path, names)
+    for key in ("fail", "position", "workload"):
+        np.testing.assert_array_equal(fast[key], careful[key])
+    assert fast["fail"].shape == (16000, 4)

@@ -74,13 +74,16 @@ class ExchangeableErrors(ErrorModel):
         phi = float(self.error_correlation)
         if phi == 0.0:
             return "independent", None
+        # a drafter that never fails (q = 0) has no error correlation with anyone: its
+        # pairs get latent 0 (any value gives the same orthant probabilities: zero)
         if _equal_rows(q):
             if phi >= 1.0:
                 return "comonotone", None
-            r = latent_from_error_correlation(phi, q[0], q[0])  # (J,)
+            r = np.where(q[0] > 0, latent_from_error_correlation(phi, q[0], q[0]), 0.0)  # (J,)
             return "factor", np.broadcast_to(np.sqrt(r), q.shape).copy()
         n, j = q.shape
         r = latent_from_error_correlation(phi, q[:, None, :], q[None, :, :])  # (N, N, J)
+        r = np.where((q[:, None, :] > 0) & (q[None, :, :] > 0), r, 0.0)
         r = np.moveaxis(r, -1, 0).copy()
         r[:, np.arange(n), np.arange(n)] = 1.0
         return "matrix", r
@@ -94,6 +97,7 @@ class ExchangeableErrors(ErrorModel):
             return
         top = max_error_correlation(q[:, None, :], q[None, :, :])  # (N, N, J)
         top[np.arange(n), np.arange(n)] = np.inf
+        top[(q[:, None, :] == 0) | (q[None, :, :] == 0)] = np.inf  # never fails: no constraint
         if phi > top.min() + 1e-12:
             i, j, col = np.unravel_index(np.argmin(top), top.shape)
             raise InputError(
