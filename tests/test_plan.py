@@ -20,7 +20,7 @@ from allocator import solve
 from allocator.cli import app
 from allocator.exceptions import InputError
 from allocator.planning import make_plan, sweep_hosting
-from allocator.planning.candidates import _dominated_pairwise, dominated_by_subset
+from allocator.planning.candidates import dominated_by_subset
 from allocator.problem import Problem
 from allocator.spec import parse_problem
 
@@ -322,31 +322,38 @@ def test_routing_beats_one_configuration_when_workloads_differ():
 # ----------------------------------------------------------------- pruning
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_subset_pruning_matches_pairwise_definition(seed):
-    rng = np.random.default_rng(seed)
-    n = int(rng.integers(2, 7))
-    lo, hi = sorted(rng.integers(1, n + 1, size=2))
-    rows = [
-        [i in c for i in range(n)]
-        for m in range(lo, hi + 1)
-        for c in itertools.combinations(range(n), m)
-    ]
-    members = np.array(rows, bool)
-    s = np.round(rng.uniform(0, 3, size=(len(rows), 2)), 1)  # rounding makes ties
-    s[rng.random(s.shape) < 0.15] = -np.inf
-    expect = np.zeros(s.shape, bool)
+def pairwise_dominated(rows, s):
+    """The definition, pair by pair: some other row inside this one has s at least as high."""
+    out = np.zeros(s.shape, bool)
     for a in range(len(rows)):
-        for w in range(2):
+        for w in range(s.shape[1]):
             if not np.isfinite(s[a, w]):
-                expect[a, w] = True
+                out[a, w] = True
             for b in range(len(rows)):
-                proper = b != a and all(rows[a][i] or not rows[b][i] for i in range(n))
-                if proper and s[b, w] >= s[a, w]:
-                    expect[a, w] = True
+                if b != a and rows[b] <= rows[a] and s[b, w] >= s[a, w]:
+                    out[a, w] = True
+    return out
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("width", [None, 70])
+def test_subset_pruning_matches_pairwise_definition(seed, width):
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(2, 7))
+    n = width or k  # with width 70, subsets of k drafters scattered among 70 (packed keys)
+    pool = np.sort(rng.choice(n, size=k, replace=False))
+    lo, hi = sorted(rng.integers(1, k + 1, size=2))
+    sets = [
+        frozenset(int(pool[i]) for i in c)
+        for m in range(lo, hi + 1)
+        for c in itertools.combinations(range(k), m)
+    ]
+    members = np.array([[i in c for i in range(n)] for c in sets], bool)
+    s = np.round(rng.uniform(0, 3, size=(len(sets), 2)), 1)  # rounding makes ties
+    s[rng.random(s.shape) < 0.15] = -np.inf
+    expect = pairwise_dominated(sets, s)
     assert np.array_equal(dominated_by_subset(members, s), expect)
-    for w in range(2):
-        assert np.array_equal(_dominated_pairwise(members, s[:, w], chunk=3), expect[:, w])
+    assert np.array_equal(dominated_by_subset(members, s, word_limit=0), expect)  # packed
 
 
 def test_candidate_cap_is_reported_and_still_feasible():

@@ -191,7 +191,7 @@ def _single_front(parts: list, n: int, n_w: int) -> SingleFront:
     return SingleFront(members[keep], k[keep], host[keep], thr[keep], per[keep])
 
 
-def dominated_by_subset(members: np.ndarray, s: np.ndarray) -> np.ndarray:
+def dominated_by_subset(members: np.ndarray, s: np.ndarray, word_limit: int = 62) -> np.ndarray:
     """Where a configuration is beaten or tied by one using a proper subset of its drafters.
 
     members : ``(B, N)`` bool, distinct rows forming the search space (every size between
@@ -200,60 +200,53 @@ def dominated_by_subset(members: np.ndarray, s: np.ndarray) -> np.ndarray:
     unusable. Returns ``(B, W)`` bool: ``True`` where some proper subset ``c'`` in the
     space has ``s[c'] >= s[c]`` (always true where ``s`` is ``-inf``).
 
-    With at most 62 drafters this is a dynamic programme over subset sizes on bitmask
-    keys: ``M(c) = max(s[c], max_i M(c - {i}))`` is the best throughput of any subset of
-    ``c``, ``O(B·m)``. Beyond 62 drafters it falls back to :func:`_dominated_pairwise`.
+    A dynamic programme over subset sizes: ``M(c) = max(s[c], max_i M(c - {i}))`` is the
+    best throughput of any subset of ``c`` in the space, found by looking each
+    ``c - {i}`` up among the previous size's keys: ``O(B·m·log B)``. Keys are int64
+    bitmasks up to ``word_limit`` drafters, packed bytes beyond.
     """
     b, n = members.shape
-    if n > 62:
-        return np.column_stack(
-            [_dominated_pairwise(members, s[:, w]) for w in range(s.shape[1])]
-        ).reshape(b, s.shape[1])
-    keys = members.astype(np.int64) @ (np.int64(1) << np.arange(n, dtype=np.int64))
     size = members.sum(axis=1)
     out = np.ones(s.shape, bool)
     prev_keys = prev_best = None
+    prev_size = -1
     for m in np.unique(size):
         rows = np.flatnonzero(size == m)
-        order = np.argsort(keys[rows])
-        rows = rows[order]
+        keys, child = _level_keys(members[rows], int(m), n <= word_limit)
+        order = np.argsort(keys, kind="stable")
+        rows, keys, child = rows[order], keys[order], child[order]
         best_child = np.full((rows.size, s.shape[1]), -np.inf)
-        if prev_keys is not None:
-            cols = np.nonzero(members[rows])[1].reshape(rows.size, m)
-            child = keys[rows][:, None] - (np.int64(1) << cols.astype(np.int64))
+        if prev_size == m - 1:
             pos = np.minimum(np.searchsorted(prev_keys, child), prev_keys.size - 1)
             found = prev_keys[pos] == child  # (R, m)
             vals = np.where(found[:, :, None], prev_best[pos], -np.inf)  # (R, m, W)
             best_child = vals.max(axis=1)
         own = s[rows]
         out[rows] = ~(own > best_child)
-        prev_keys, prev_best = keys[rows], np.maximum(own, best_child)
+        prev_keys, prev_best, prev_size = keys, np.maximum(own, best_child), m
     return out
 
 
-def _dominated_pairwise(members: np.ndarray, s: np.ndarray, chunk: int = 1024) -> np.ndarray:
-    """:func:`dominated_by_subset` for one workload by pairwise subset tests, any ``N``.
+def _level_keys(members: np.ndarray, m: int, as_int: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Keys of subsets of one size ``m`` and of each one-drafter-smaller subset.
 
-    Configurations are visited by throughput descending (smaller sets first among ties);
-    one is dominated when an earlier one is a subset of it. Comparing against earlier
-    survivors suffices: domination is transitive. ``s``: ``(B,)``; returns ``(B,)``.
+    members : ``(R, N)`` bool, every row with ``m`` members. Returns ``keys (R,)`` and
+    ``child (R, m)``, comparable and sortable: int64 bitmasks when ``as_int`` (``N <= 62``),
+    else the packed rows viewed as fixed-width bytes.
     """
-    out = np.ones(s.shape, bool)
-    usable = np.flatnonzero(np.isfinite(s))
-    order = usable[np.lexsort((members[usable].sum(1), -s[usable]))]
-    survivors = np.zeros((0, members.shape[1]), np.float32)
-    for lo in range(0, order.size, chunk):
-        idx = order[lo : lo + chunk]
-        outside = (~members[idx]).astype(np.float32)  # (c, N)
-        block = members[idx].astype(np.float32)
-        hit = (
-            (outside @ survivors.T == 0).any(axis=1) if survivors.size else np.zeros(idx.size, bool)
-        )
-        inner = np.tril(outside @ block.T == 0, k=-1).any(axis=1)  # an earlier one is a subset
-        dom = hit | inner
-        out[idx] = dom
-        survivors = np.concatenate([survivors, block[~dom]])
-    return out
+    r, n = members.shape
+    cols = np.nonzero(members)[1].reshape(r, m)
+    if as_int:
+        keys = members.astype(np.int64) @ (np.int64(1) << np.arange(n, dtype=np.int64))
+        return keys, keys[:, None] - (np.int64(1) << cols.astype(np.int64))
+    packed = np.packbits(members, axis=1)  # (R, nb), bit i of a row at byte i // 8
+    nb = packed.shape[1]
+    kind = np.dtype((np.void, nb))
+    child = np.repeat(packed[:, None, :], m, axis=1)  # (R, m, nb)
+    ri, ji = np.divmod(np.arange(r * m), m)
+    child[ri, ji, cols.ravel() // 8] ^= (0x80 >> (cols.ravel() % 8)).astype(np.uint8)
+    keys = np.ascontiguousarray(packed).view(kind).reshape(r)
+    return keys, np.ascontiguousarray(child).view(kind).reshape(r, m)
 
 
 def build_candidates(
