@@ -147,3 +147,21 @@ def test_pass_cost_curve_piecewise_linear():
     # below the first point a pass costs the first measured cost
     single = evaluate_subsets(p, members_of((2,))[None])["round_time"][0]
     assert single[0] - 0.02 == pytest.approx(1.0)
+
+
+def test_outcome_log_workloads_use_their_own_rows(problems_dir):
+    import csv
+
+    from allocator.model.evaluate import pooled_acceptance
+
+    p = Problem.from_file(problems_dir / "outcome-log" / "problem.yaml")
+    with (problems_dir / "outcome-log" / "outcomes.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    pair = ("distil-1b", "ngram")
+    members = np.isin(p.names, pair)[None]
+    for i, w in enumerate(p.workloads):
+        got = pooled_acceptance(p.workload_view(i), members, 8)[0]
+        for pos in range(1, 9):
+            mine = [r for r in rows if r["workload"] == w.name and int(r["position"]) == pos]
+            both_fail = sum(all(r[n] == "0" for n in pair) for r in mine)
+            assert got[pos - 1] == pytest.approx(1 - both_fail / len(mine), abs=1e-15)
