@@ -582,3 +582,14 @@ def test_per_token_cap_holds_per_workload_when_routed_and_on_average_for_one_con
     assert plan.members[1].tolist() == [False, True]
     assert plan.single_throughput > plan.throughput
     assert any("mixture's average" in n for n in plan.notes)
+
+
+def test_cut_candidates_show_in_json_and_on_stderr(two_classes):
+    r = run("plan", two_classes, "--json", "-", "--max-candidates", "1")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["exact"] is False and doc["candidates"]["cut"] is True
+    assert doc["candidates"]["kept"] == {"chat": 1, "code": 1}
+    assert any("not proven optimal" in n for n in doc["notes"])
+    human = run("plan", two_classes, "--max-candidates", "1")
+    assert human.exit_code == 0 and "not proven optimal" in human.stderr

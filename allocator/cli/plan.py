@@ -355,11 +355,9 @@ def plan(
         None, "--time-limit", min=0.0, help="Seconds the MILP solver may take per plan."
     ),
 ) -> None:
-    """Choose which drafters to host within the budget, and the subset and k each
-    workload runs, maximising overall throughput (exact, by MILP).
+    """Choose the drafters to host and each workload's subset and k (exact, by MILP).
 
-    Each workload's throughput is shown beside the one it would get from the best single
-    configuration for all traffic, so the value of routing is visible.
+    Beside each workload: its throughput under the best single configuration for all traffic.
     """
     precheck_outputs(json=json_path)
     caps = parse_budget(budget)
