@@ -103,9 +103,18 @@ def test_simulation_is_reproducible_and_seed_dependent():
     assert not np.array_equal(a, c)
 
 
-@pytest.mark.parametrize("convention", ["paper", "bonus"])
-def test_histogram_matches_model_distribution(convention):
-    p = problem(convention=convention).replace(errors=FactorErrors(np.array([0.7, 0.5, 0.3])))
+MIXTURE = [
+    {"name": "x", "weight": 1, "acceptance": {"a": 0.9, "b": [0.3, 0.2]}},
+    {"name": "y", "weight": 2},
+]
+
+
+@pytest.mark.parametrize(
+    "convention,mixture", [("paper", False), ("bonus", False), ("bonus", True)]
+)
+def test_histogram_matches_model_distribution(convention, mixture):
+    p = problem(convention=convention, **({"workloads": MIXTURE} if mixture else {}))
+    p = p.replace(errors=FactorErrors(np.array([0.7, 0.5, 0.3])))
     k = 4
     members = np.array([True, True, False])
     dist = accepted_distribution(p, members, k)
