@@ -243,3 +243,16 @@ def test_gaussian_subset_too_large(tmp_path):
     r = runner.invoke(app, ["evaluate", str(p), "-d", names, "--k", "2"])
     assert r.exit_code == 2
     assert r.stderr.startswith("error: errors.matrix: a subset of 13 drafters is too large")
+
+
+def test_gaussian_refuses_hours_of_integration():
+    import numpy as np
+
+    from allocator.exceptions import InputError
+    from allocator.model.errors import GaussianErrors
+
+    n = 17
+    with pytest.raises(InputError) as info:
+        GaussianErrors(np.eye(n)).fail_prob_all(np.full((n, 1), 0.5))
+    assert info.value.field == "errors.matrix"
+    assert "multivariate normal integrations" in info.value.message

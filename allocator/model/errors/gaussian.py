@@ -19,6 +19,8 @@ from .latent import bvn_cdf, dedupe_columns, sample_matrix, thresholds
 
 #: Largest subset whose orthant probability is integrated (quasi-Monte Carlo).
 MAX_SUBSET = 12
+#: Most quasi-Monte Carlo integrations in one call (each takes ~5-40 ms).
+MAX_INTEGRALS = 50_000
 #: Absolute error requested from the quasi-Monte Carlo integration.
 ABS_ERROR = 1e-6
 
@@ -38,6 +40,14 @@ def gaussian_fail_prob(
             f"a subset of {int(sizes.max())} drafters is too large to integrate accurately "
             f"under a full correlation matrix (at most {MAX_SUBSET}); cap search.m.max at "
             f"{MAX_SUBSET} or use errors.model factor",
+        )
+    integrals = int((sizes >= 3).sum()) * j
+    if integrals > MAX_INTEGRALS:
+        raise InputError(
+            field,
+            f"{integrals:,} multivariate normal integrations (subsets of 3 or more drafters "
+            f"x positions) would take about {integrals * 0.02 / 60:.0f} min; lower "
+            "search.m.max, use the optuna strategy, or errors.model factor",
         )
     out = np.empty((b, j))
     one = sizes == 1
