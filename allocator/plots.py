@@ -78,9 +78,10 @@ def _save(fig, path: str | Path, option: str) -> None:
 # ---------------------------------------------------------------- label placement
 @dataclass(frozen=True)
 class PlacedLabel:
-    """One label: its text, the point it names (data), its offset (typographic points)
-    and its box on the canvas ``(x0, y0, x1, y1)`` in pixels."""
+    """One label: the index of the point it names, its text, the point (data), its
+    offset (typographic points) and its box on the canvas ``(x0, y0, x1, y1)`` in pixels."""
 
+    index: int
     text: str
     x: float
     y: float
@@ -126,9 +127,9 @@ def place_labels(
     Greedy: each label in turn tries the directions of ``_DIRECTIONS`` at growing
     distances ``_RADII`` and takes the first spot free of every obstacle and every
     label already placed (boxes measured by the renderer, padded by ``pad`` pixels);
-    labels set further out get a thin leader line. If no spot is free the
-    least-overlapping one is used (the returned boxes let a caller check). The axes
-    limits must be final before this is called.
+    labels set further out get a thin leader line. A label with no free spot is left
+    out rather than drawn over another (the returned list names the points labelled).
+    The axes limits must be final before this is called.
     """
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
@@ -164,7 +165,9 @@ def place_labels(
             if best[0] == 0.0:
                 break
         probe.remove()
-        _, off, ha, va, box, r = best
+        penalty, off, ha, va, box, r = best
+        if penalty > 0.0:
+            continue
         leader = r > _RADII[2]
         ax.annotate(
             text,
@@ -182,7 +185,7 @@ def place_labels(
             zorder=4,
         )
         obstacles = np.concatenate([obstacles, box[None, :]])
-        placed.append(PlacedLabel(text, float(x[i]), float(y[i]), off, tuple(box), leader))
+        placed.append(PlacedLabel(i, text, float(x[i]), float(y[i]), off, tuple(box), leader))
     return placed
 
 
@@ -238,21 +241,27 @@ def plot_front(
     ``k``; the fronts in ``singles`` (``{name: SolveResult}``, e.g. from
     :func:`single_drafter_fronts`) drawn faintly behind.
 
+    Every point is labelled where a label fits without overlapping another label, a
+    point or the front's line (on a front of a few dozen points, all of them); the
+    title says when some are left out.
+
     Returns the plotted data, read back from the figure: ``cost`` and ``throughput``
-    ``(P,)`` of the front line, ``labels`` (P texts), ``label_boxes`` ``(P, 4)``
-    pixels, ``singles`` ``{name: (cost (Q,), throughput (Q,))}``, ``xlabel``,
-    ``ylabel``, ``format``.
+    ``(P,)`` of the front line, ``labels`` (L texts) of the points ``labelled`` (L,),
+    their ``label_boxes`` ``(L, 4)`` and the ``axes_box`` ``(4,)`` in pixels,
+    ``leaders`` (L bools), ``singles`` ``{name: (cost (Q,), throughput (Q,))}``,
+    ``xlabel``, ``ylabel``, ``format``.
     """
     check_plot_path(path, option)
     points = result.points()
     n = len(points)
-    fig = _figure(11.0, max(6.0, 3.0 + 0.2 * n))
+    fig = _figure(11.0, min(14.0, max(6.0, 3.0 + 0.2 * n)))
     fig.subplots_adjust(left=0.09, right=0.78, bottom=0.1, top=0.92)
     ax = fig.add_subplot()
     singles = singles or {}
-    cmap = _colors(len(singles))
+    many = len(singles) > 10  # one legend entry for all, in one colour
+    cmap = ["0.55"] * len(singles) if many else _colors(len(singles))
     drawn_singles = {}
-    for (name, res), color in zip(singles.items(), cmap, strict=True):
+    for j, ((name, res), color) in enumerate(zip(singles.items(), cmap, strict=True)):
         (line,) = ax.plot(
             res.front.cost,
             res.front.throughput,
@@ -262,7 +271,9 @@ def plot_front(
             lw=1.2,
             ms=3,
             drawstyle="default",
-            label=f"{name} alone",
+            label=(f"each drafter alone ({len(singles)})" if j == 0 else None)
+            if many
+            else f"{name} alone",
             zorder=1,
         )
         drawn_singles[name] = tuple(np.asarray(a, float) for a in line.get_data())
@@ -288,6 +299,14 @@ def plot_front(
     ax.set_ylim(ax.get_ylim())
     labels = [point_label(p["drafters"], p["k"]) for p in points]
     placed = place_labels(ax, cost, thr, labels)
+    if len(placed) < n:
+        ax.set_title(
+            f"{ax.get_title(loc='left')}\nlabels on {len(placed)} of {n} points "
+            "(the others would overlap; the JSON or CSV lists every point)",
+            loc="left",
+            fontsize=11,
+        )
+    frame = ax.get_window_extent(fig.canvas.get_renderer())
     fmt = check_plot_path(path, option)
     _save(fig, path, option)
     xs, ys = front_line.get_data()
@@ -295,6 +314,8 @@ def plot_front(
         "cost": np.asarray(xs, float),
         "throughput": np.asarray(ys, float),
         "labels": [p.text for p in placed],
+        "labelled": np.array([p.index for p in placed], dtype=np.int64),
+        "axes_box": np.array([frame.x0, frame.y0, frame.x1, frame.y1]),
         "label_boxes": np.array([p.box for p in placed]).reshape(-1, 4),
         "leaders": [p.leader for p in placed],
         "singles": drawn_singles,

@@ -166,11 +166,38 @@ def test_labels_do_not_overlap_on_a_dense_front(tmp_path, seed):
     assert len(res.front) >= 30
     data = plot_front(res, tmp_path / "dense.png", singles=single_drafter_fronts(prob))
     boxes = data["label_boxes"]
+    # every point labelled, every label inside the axes, no two labels overlapping
+    np.testing.assert_array_equal(data["labelled"], np.arange(len(res.front)))
     assert boxes.shape == (len(res.front), 4)
+    x0, y0, x1, y1 = data["axes_box"]
+    assert np.all((boxes[:, 0] >= x0) & (boxes[:, 2] <= x1) & (boxes[:, 1] >= y0))
+    assert np.all(boxes[:, 3] <= y1)
     for i in range(len(boxes)):
         others = np.delete(boxes, i, axis=0)
         assert not boxes_overlap(boxes[i], others).any(), data["labels"][i]
     assert_valid_png(tmp_path / "dense.png")
+
+
+def test_labels_that_cannot_fit_are_left_out_never_overlapped():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from allocator.plots import place_labels
+
+    fig = Figure(figsize=(3, 2), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    x = np.linspace(0, 1, 60)
+    y = np.sqrt(x)
+    ax.plot(x, y, "o-")
+    ax.set_xlim(-0.1, 1.1)
+    ax.set_ylim(-0.1, 1.1)
+    placed = place_labels(ax, x, y, [f"configuration {i}, k={i}" for i in range(60)])
+    assert 0 < len(placed) < 60  # a 3x2 inch axes cannot hold 60 labels
+    boxes = np.array([p.box for p in placed])
+    for i in range(len(boxes)):
+        assert not boxes_overlap(boxes[i], np.delete(boxes, i, axis=0)).any()
+    assert len(ax.texts) == len(placed)  # nothing drawn for the labels left out
 
 
 def test_boxes_overlap_by_hand():
