@@ -593,3 +593,29 @@ def test_cut_candidates_show_in_json_and_on_stderr(two_classes):
     assert any("not proven optimal" in n for n in doc["notes"])
     human = run("plan", two_classes, "--max-candidates", "1")
     assert human.exit_code == 0 and "not proven optimal" in human.stderr
+
+
+def test_plan_throughput_is_the_simulated_long_run_rate():
+    """Monte Carlo: serve each workload's share of units with its routed configuration,
+    drawing every drafter's correctness at every position; units over total time
+    approaches ``1 / Σ_w p_w / S_w``."""
+    raw = {**TWO_CLASSES, "convention": "bonus"}
+    problem = build(raw)
+    plan = make_plan(problem)
+    rng = np.random.default_rng(20261130)
+    units, time_spent = 0.0, 0.0
+    target = 400_000  # generated units in all
+    for w, (share, p) in enumerate(workload_dicts(raw)):
+        members = np.flatnonzero(plan.members[w])
+        k = int(plan.k[w])
+        acc = np.array([p["drafters"][i]["acceptance"] for i in members])
+        rounds = int(share * target / plan.metrics["expected_accepted"][w])
+        correct = rng.random((rounds, k, members.size)) < acc  # (rounds, positions, drafters)
+        ok = correct.any(axis=2)  # any-correct pooling
+        run = np.where(ok.all(axis=1), k, np.argmin(ok, axis=1))  # accepted drafted units
+        units += float((1 + run).sum())  # plus the verifier's own unit (bonus)
+        time_spent += rounds * float(plan.metrics["round_time"][w])
+        # per workload: the simulated mean matches the model's E_k (4 standard errors)
+        se = run.std() / np.sqrt(rounds)
+        assert abs((1 + run).mean() - plan.metrics["expected_accepted"][w]) < 4 * se
+    assert units / time_spent == pytest.approx(plan.throughput, rel=0.01)
