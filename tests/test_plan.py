@@ -619,3 +619,34 @@ def test_plan_throughput_is_the_simulated_long_run_rate():
         se = run.std() / np.sqrt(rounds)
         assert abs((1 + run).mean() - plan.metrics["expected_accepted"][w]) < 4 * se
     assert units / time_spent == pytest.approx(plan.throughput, rel=0.01)
+
+
+@pytest.mark.parametrize("errors", [{"model": "exchangeable", "correlation": 0.6}])
+def test_plan_under_correlated_errors_equals_exhaustion(errors):
+    """The pruning and the programme rely only on subsets being available whenever their
+    supersets are, not on independence: check against exhaustion with the model's own
+    (correlated) evaluation of every configuration."""
+    from allocator import api
+
+    raw = {**TWO_CLASSES, "errors": errors, "search": {"k": {"max": 8}}}
+    problem = build(raw)
+    names = problem.names
+    best = math.inf
+    for r in range(1, len(names) + 1):
+        for hosted in itertools.combinations(range(len(names)), r):
+            if sum(problem.hosting_cost[list(hosted)]) > 5:
+                continue
+            t = 0.0
+            for w, wl in enumerate(problem.workloads):
+                view = problem.workload_view(w)
+                s = max(
+                    api.evaluate(view, [names[i] for i in sub], k)["throughput"]
+                    for m in range(1, r + 1)
+                    for sub in itertools.combinations(hosted, m)
+                    for k in range(1, 9)
+                )
+                t += wl.weight / s
+            best = min(best, t)
+    plan = make_plan(problem, {"hosting_cost": 5})
+    assert plan.exact
+    assert math.isclose(1 / plan.throughput, best, rel_tol=1e-9)
