@@ -250,9 +250,14 @@ def test_gaussian_refuses_hours_of_integration():
 
     from allocator.exceptions import InputError
     from allocator.model.errors import GaussianErrors
+    from allocator.search.space import combinations
 
-    n = 17
+    n = 40  # every triple of 40 drafters at 6 distinct positions: 59,280 integrations
+    triples = combinations(n, 3)
+    members = np.zeros((triples.shape[0], n), bool)
+    np.put_along_axis(members, triples, True, axis=1)
+    q = np.tile(np.linspace(0.2, 0.7, 6), (n, 1))
     with pytest.raises(InputError) as info:
-        GaussianErrors(np.eye(n)).fail_prob_all(np.full((n, 1), 0.5))
+        GaussianErrors(np.eye(n)).fail_prob(members, q)
     assert info.value.field == "errors.matrix"
     assert "multivariate normal integrations" in info.value.message
