@@ -130,7 +130,9 @@ class ExchangeableErrors(ErrorModel):
             by_size = self._by_size(q, p, q.shape[0])
             return by_size[np.asarray(members, dtype=bool).sum(axis=1)]
         qs, inv = dedupe_columns(q)
-        return factor_fail_prob(members, thresholds(qs), p[:, : qs.shape[1]])[:, inv]
+        # unequal marginals on the factor path: a latent correlation, the same loading
+        # everywhere (error_correlation with unequal marginals took the matrix path)
+        return factor_fail_prob(members, thresholds(qs), np.full(qs.shape, p.flat[0]))[:, inv]
 
     def fail_prob_all(self, q: np.ndarray) -> np.ndarray:
         kind, p = self.latent(q)
@@ -144,7 +146,7 @@ class ExchangeableErrors(ErrorModel):
         if _equal_rows(q):
             return self._by_size(q, p, n)[popcounts(n)]
         qs, inv = dedupe_columns(q)
-        return factor_fail_prob_all(thresholds(qs), p[:, : qs.shape[1]])[:, inv]
+        return factor_fail_prob_all(thresholds(qs), np.full(qs.shape, p.flat[0]))[:, inv]
 
     @staticmethod
     def _by_size(q: np.ndarray, beta: np.ndarray, n: int) -> np.ndarray:
