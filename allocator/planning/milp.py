@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import warnings
 from dataclasses import dataclass
 
 import cvxpy as cp
@@ -110,7 +111,10 @@ def solve_assignment(
     options = dict(HIGHS_OPTIONS)
     if time_limit is not None:
         options["time_limit"] = float(time_limit)
-    prog.solve(solver=cp.HIGHS, **options)
+    with warnings.catch_warnings():
+        # a stopped solve is reported through `status` (and the plan's notes)
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        prog.solve(solver=cp.HIGHS, **options)
     info = (prog.solver_stats.extra_stats if prog.solver_stats else None) or None
     bound = float(getattr(info, "mip_dual_bound", np.nan)) if info is not None else np.nan
     if x.value is None:

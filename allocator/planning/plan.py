@@ -184,10 +184,8 @@ def plan_from_candidates(
         raise InputError(
             "plan", f"the MILP solver returned hosting cost {host_cost} over the cap {cap}"
         )
-    gap = max(0.0, (objective - found.bound) / objective) if np.isfinite(found.bound) else np.nan
     proven = found.status == "optimal"
     members, k = cands.members[choice], cands.k[choice]
-    metrics = _workload_metrics(traffic, members, k)
     notes = []
     if cands.cut:
         notes.append(
@@ -201,11 +199,26 @@ def plan_from_candidates(
         )
     one = single.best_within(cap)
     if one is not None and single.throughput[one] > (1.0 + 1e-12) / objective:
-        notes.append(
-            "one configuration for all traffic is faster here: it meets draft_cost_per_token "
-            "on the mixture's average, while each routed configuration meets it on its own "
-            "workload"
-        )
+        if "draft_cost_per_token" in problem.budget:
+            notes.append(
+                "one configuration for all traffic is faster here: it meets "
+                "draft_cost_per_token on the mixture's average, while each routed "
+                "configuration meets it on its own workload"
+            )
+        else:
+            # without a per-token cap, one configuration for all traffic is a routed plan
+            # too; an unproven solver answer can be worse than it, never a proven one
+            members = np.repeat(single.members[one][None, :], n_w, axis=0)
+            k = np.repeat(single.k[one], n_w)
+            hosted = single.members[one].copy()
+            host_cost = float(problem.hosting_cost[hosted].sum())
+            objective = 1.0 / float(single.throughput[one])
+            notes.append(
+                "the solver's plan was slower than one configuration for all traffic; that "
+                "configuration serves every workload instead"
+            )
+    gap = max(0.0, (objective - found.bound) / objective) if np.isfinite(found.bound) else np.nan
+    metrics = _workload_metrics(traffic, members, k)
     return Plan(
         problem=problem.name,
         names=problem.names,
