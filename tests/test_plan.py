@@ -650,3 +650,28 @@ def test_plan_under_correlated_errors_equals_exhaustion(errors):
     plan = make_plan(problem, {"hosting_cost": 5})
     assert plan.exact
     assert math.isclose(1 / plan.throughput, best, rel_tol=1e-9)
+
+
+def test_cut_candidates_without_a_plan_fall_back_to_one_configuration():
+    raw = {
+        "name": "fallback",
+        "drafters": [
+            {"name": "a", "acceptance": 0.5, "unit_cost": 0.05, "hosting_cost": 2},
+            {"name": "b", "acceptance": 0.5, "unit_cost": 0.05, "hosting_cost": 2},
+            {"name": "c", "acceptance": 0.3, "unit_cost": 0.05, "hosting_cost": 1},
+        ],
+        "workloads": [
+            {"name": "w1", "weight": 1, "acceptance": {"a": 0.9}},
+            {"name": "w2", "weight": 1, "acceptance": {"b": 0.9}},
+        ],
+        "search": {"k": {"max": 8}, "m": {"max": 1}},
+        "budget": {"hosting_cost": 3},
+    }
+    problem = build(raw)
+    full = make_plan(problem)
+    cut = make_plan(problem, max_candidates=1)  # w1 keeps only a, w2 only b: 4 > 3 together
+    assert cut.status == "single_configuration" and not cut.exact
+    assert any("admit no plan" in n for n in cut.notes)
+    assert cut.throughput == pytest.approx(cut.single_throughput, rel=1e-12)
+    assert cut.hosting_cost <= 3 and cut.throughput <= full.throughput
+    assert (cut.members == cut.members[0]).all()

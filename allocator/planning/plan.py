@@ -152,40 +152,9 @@ def plan_from_candidates(
     cost = traffic.weights[cands.workload] / cands.throughput
     usable = within(cands.members.astype(float) @ problem.hosting_cost, cap)
     n_w = len(traffic)
-    if np.bincount(cands.workload[usable], minlength=n_w).min() == 0:
-        return None
-    idx = np.flatnonzero(usable)
-    found = solve_assignment(
-        cands.workload[idx],
-        cands.members[idx],
-        cost[idx],
-        problem.hosting_cost,
-        n_w,
-        hosting_cap=cap + slack(cap) if np.isfinite(cap) else None,
-        time_limit=time_limit,
-    )
-    if found.choice is None:
-        if found.status in ("infeasible", "infeasible_inaccurate"):
-            return None
-        field = "--time-limit" if found.status == "user_limit" else "plan"
-        raise InputError(field, f"the MILP solver stopped without a plan (status {found.status})")
-    choice = idx[found.choice]
-    # Given the drafters the chosen configurations use, each workload takes its best
-    # candidate among those they allow (a no-op at a proven optimum; it can only help).
-    hosted = cands.members[choice].any(axis=0)
-    allowed = ~(cands.members & ~hosted).any(axis=1) & usable
-    score = np.where(allowed, -cost, -np.inf)
-    order = np.lexsort((-score, cands.workload))
-    choice = order[np.searchsorted(cands.workload[order], np.arange(n_w))]
-    hosted = cands.members[choice].any(axis=0)
-    objective = float(cost[choice].sum())
-    host_cost = float(problem.hosting_cost[hosted].sum())
-    if not within(host_cost, cap):
-        raise InputError(
-            "plan", f"the MILP solver returned hosting cost {host_cost} over the cap {cap}"
-        )
-    proven = found.status == "optimal"
-    members, k = cands.members[choice], cands.k[choice]
+    one = single.best_within(cap)
+    # without a per-token cap, one configuration for all traffic is a routed plan too
+    one_routable = one is not None and "draft_cost_per_token" not in problem.budget
     notes = []
     if cands.cut:
         notes.append(
@@ -193,31 +162,64 @@ def plan_from_candidates(
             f"(of {', '.join(str(int(c)) for c in cands.pruned)} after pruning): the plan is "
             "the best over those, not proven optimal over the whole search space"
         )
-    if not proven:
-        notes.append(
-            f"the solver stopped with status {found.status}: the plan is not proven optimal"
+    found = None
+    if np.bincount(cands.workload[usable], minlength=n_w).min() > 0:
+        idx = np.flatnonzero(usable)
+        found = solve_assignment(
+            cands.workload[idx],
+            cands.members[idx],
+            cost[idx],
+            problem.hosting_cost,
+            n_w,
+            hosting_cap=cap + slack(cap) if np.isfinite(cap) else None,
+            time_limit=time_limit,
         )
-    one = single.best_within(cap)
-    if one is not None and single.throughput[one] > (1.0 + 1e-12) / objective:
-        if "draft_cost_per_token" in problem.budget:
-            notes.append(
-                "one configuration for all traffic is faster here: it meets "
-                "draft_cost_per_token on the mixture's average, while each routed "
-                "configuration meets it on its own workload"
+        if found.choice is None and found.status not in ("infeasible", "infeasible_inaccurate"):
+            field = "--time-limit" if found.status == "user_limit" else "plan"
+            raise InputError(
+                field, f"the MILP solver stopped without a plan (status {found.status})"
             )
-        else:
-            # without a per-token cap, one configuration for all traffic is a routed plan
-            # too; an unproven solver answer can be worse than it, never a proven one
-            members = np.repeat(single.members[one][None, :], n_w, axis=0)
-            k = np.repeat(single.k[one], n_w)
-            hosted = single.members[one].copy()
-            host_cost = float(problem.hosting_cost[hosted].sum())
-            objective = 1.0 / float(single.throughput[one])
-            notes.append(
-                "the solver's plan was slower than one configuration for all traffic; that "
-                "configuration serves every workload instead"
-            )
-    gap = max(0.0, (objective - found.bound) / objective) if np.isfinite(found.bound) else np.nan
+    if found is None or found.choice is None:
+        if not (cands.cut and one_routable):
+            return None
+        status, proven, bound = "single_configuration", False, np.nan
+        members, k, objective = _single_for_all(single, one, n_w)
+        notes.append(
+            "the cut candidates admit no plan under this hosting cap; one configuration for "
+            "all traffic serves every workload instead"
+        )
+    else:
+        choice = idx[found.choice]
+        # Given the drafters the chosen configurations use, each workload takes its best
+        # candidate among those they allow (a no-op at a proven optimum; it can only help).
+        hosted = cands.members[choice].any(axis=0)
+        allowed = ~(cands.members & ~hosted).any(axis=1) & usable
+        score = np.where(allowed, -cost, -np.inf)
+        order = np.lexsort((-score, cands.workload))
+        choice = order[np.searchsorted(cands.workload[order], np.arange(n_w))]
+        members, k = cands.members[choice], cands.k[choice]
+        objective = float(cost[choice].sum())
+        status, proven, bound = found.status, found.status == "optimal", found.bound
+        if not proven:
+            notes.append(f"the solver stopped with status {status}: the plan is not proven optimal")
+        if one is not None and single.throughput[one] > (1.0 + 1e-12) / objective:
+            if one_routable:  # an unproven answer can be worse than it, never a proven one
+                members, k, objective = _single_for_all(single, one, n_w)
+                notes.append(
+                    "the solver's plan was slower than one configuration for all traffic; "
+                    "that configuration serves every workload instead"
+                )
+            else:
+                notes.append(
+                    "one configuration for all traffic is faster here: it meets "
+                    "draft_cost_per_token on the mixture's average, while each routed "
+                    "configuration meets it on its own workload"
+                )
+    hosted = members.any(axis=0)
+    host_cost = float(problem.hosting_cost[hosted].sum())
+    if not within(host_cost, cap):
+        raise InputError("plan", f"the plan's hosting cost {host_cost} is over the cap {cap}")
+    gap = max(0.0, (objective - bound) / objective) if np.isfinite(bound) else np.nan
     metrics = _workload_metrics(traffic, members, k)
     return Plan(
         problem=problem.name,
@@ -233,12 +235,19 @@ def plan_from_candidates(
         throughput=1.0 / objective,
         single_front=single,
         single=one,
-        status=found.status,
+        status=status,
         exact=proven and not cands.cut,
         gap=0.0 if proven and gap < 1e-9 else gap,
         candidates=cands,
         notes=notes,
     )
+
+
+def _single_for_all(single: SingleFront, one: int, n_w: int):
+    """Every workload on configuration ``one`` of ``single``: members ``(W, N)``, k ``(W,)``
+    and the objective (time per generated unit)."""
+    members = np.repeat(single.members[one][None, :], n_w, axis=0)
+    return members, np.repeat(single.k[one], n_w), 1.0 / float(single.throughput[one])
 
 
 def _workload_metrics(traffic: Traffic, members: np.ndarray, k: np.ndarray) -> dict:
