@@ -177,3 +177,22 @@ def test_local_links_resolve():
         if "://" in target:
             continue
         assert (ROOT / target).exists(), target
+
+
+def test_notebooks_are_stored_without_outputs_and_listed():
+    import nbformat
+
+    paths = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert [p.stem for p in paths] == [
+        "01-paper-reproduced",
+        "02-correlation-breakeven",
+        "03-budget-across-m-and-k",
+        "04-capacity-planning",
+    ]
+    for path in paths:
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert code, path.name
+        assert all(not c.outputs and c.execution_count is None for c in code), path.name
+        assert f"(notebooks/{path.name})" in README, path.name
