@@ -342,6 +342,7 @@ def plot_breakeven(
     breakeven_error_correlation: float | None = None,
     ensemble: str = "ensemble",
     baseline: str = "baseline",
+    note: str = "",
     option: str = "--plot",
 ) -> dict:
     """Draw the ensemble's relative gain against the latent error correlation.
@@ -349,7 +350,8 @@ def plot_breakeven(
     ``correlation`` ``(R,)`` latent correlations in [0, 1]; ``gain`` ``(R,)``
     ``S_ens(r) / S_base - 1`` (each at its own best ``k``), drawn in percent. The
     break-even ``breakeven`` (latent) is marked where the gain crosses zero, with
-    the error (Pearson) correlation it corresponds to in its label.
+    the error (Pearson) correlation it corresponds to in its label; without one,
+    ``note`` says why (e.g. the ensemble stays ahead even with identical errors).
 
     Returns ``correlation``, ``gain_percent`` (read back from the line),
     ``breakeven``, ``xlabel``, ``ylabel``, ``format``.
@@ -379,6 +381,8 @@ def plot_breakeven(
             color="C3",
             arrowprops={"arrowstyle": "-", "color": "C3", "lw": 0.8},
         )
+    elif note:
+        ax.text(0.02, 0.04, note, transform=ax.transAxes, fontsize=9, color="C3")
     ax.set_xlim(0.0, 1.0)
     ax.set_xlabel("latent error correlation r between drafters (exchangeable model, 0 to 1)")
     ax.set_ylabel("gain in throughput over the baseline (%), each at its own best k")

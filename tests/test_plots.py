@@ -369,3 +369,34 @@ def test_breakeven_and_simulate_refuse_bad_plot_paths(tmp_path, args):
     assert r.exit_code == 2
     assert r.stderr.strip() == "error: --plot: unknown image format '.gif': use .png or .svg"
     assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    "ensemble, baseline, note",
+    [
+        # a strong and a weak drafter against the weak one: ahead even with identical errors
+        ("strong,weak", "weak", "the ensemble stays ahead even with identical errors"),
+        # against the strong one alone, the pair never gains at all
+        ("strong,weak", "strong", "the ensemble does not beat the baseline"),
+    ],
+)
+def test_breakeven_plot_without_a_break_even_says_why(tmp_path, ensemble, baseline, note):
+    problem = write(
+        tmp_path,
+        {
+            "name": "no-break-even",
+            "drafters": [
+                {"name": "strong", "acceptance": 0.9, "unit_cost": 0.05},
+                {"name": "weak", "acceptance": 0.3, "unit_cost": 0.05},
+            ],
+            "search": {"k": {"max": 32}},
+        },
+    )
+    svg = tmp_path / "gain.svg"
+    r = runner.invoke(
+        app, ["breakeven", str(problem), "-e", ensemble, "-b", baseline, "--plot", str(svg)]
+    )
+    assert r.exit_code == 0, r.output
+    texts = "".join(ET.parse(svg).getroot().itertext())
+    assert "break-even: latent" not in texts
+    assert note in texts

@@ -51,10 +51,11 @@ def breakeven_command(
             grid,
             gain_curve(prob, doc["ensemble"], doc["baseline"], grid),
             plot_path,
-            breakeven=None if doc["never"] else doc["latent_correlation"],
-            breakeven_error_correlation=None if doc["never"] else doc["error_correlation"],
+            breakeven=None if doc["note"] else doc["latent_correlation"],
+            breakeven_error_correlation=None if doc["note"] else doc["error_correlation"],
             ensemble=" + ".join(doc["ensemble"]),
             baseline=" + ".join(doc["baseline"]),
+            note=doc["note"],
         )
     if json_path == "-":
         emit_json(doc, "-")
