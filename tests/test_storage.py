@@ -202,3 +202,24 @@ def test_postgres_two_workers_share_one_study(problem_file, tmp_path, postgres_u
     password = postgres_url.split("@")[0].rsplit(":", 1)[-1]
     for o in outs:
         assert password not in o.read_text()
+
+
+# ------------------------------------------------------------------ command line
+def test_cli_optuna_is_reproducible_from_its_seed(problem_file):
+    cmd = [sys.executable, "-m", "allocator", "solve", str(problem_file), "--strategy", "optuna"]
+    cmd += ["--trials", "60", "--seed", "7", "--json", "-"]
+    runs = [subprocess.run(cmd, capture_output=True, text=True) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr
+    docs = [json.loads(r.stdout) for r in runs]
+    assert docs[0]["front"] == docs[1]["front"] and docs[0]["exact"] is False
+
+
+def test_cli_auto_says_what_it_picked_and_why(problem_file):
+    r = subprocess.run(
+        [sys.executable, "-m", "allocator", "solve", str(problem_file)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "auto picked exact: 4,095 subsets" in " ".join(r.stderr.split())
+    assert "exact" in r.stdout

@@ -42,27 +42,46 @@ def problem_fingerprint(problem) -> str:
     h.update("\0".join(problem.names).encode())
     for a in (problem.required, problem.excluded):
         h.update(np.asarray(a, bool).tobytes())
-    h.update(f"{problem.k_min},{problem.k_max},{problem.cost_metric}".encode())
+    h.update(f"{problem.k_min},{problem.k_max},{problem.m_min},{problem.m_max}".encode())
+    h.update(problem.cost_metric.encode())
     return h.hexdigest()[:16]
 
 
 class SearchSpace:
-    """The mapping between trial parameters and configurations of a problem."""
+    """The mapping between trial parameters and configurations of a problem.
+
+    Two encodings: one 0/1 parameter per free drafter (``d:<name>``), or, when
+    ``search.m.max`` leaves room for fewer than half the free drafters, ``L`` slots
+    (``s0 .. s<L-1>``), each a free drafter's name or ``-``, so that every trial
+    respects the cap (a drafter named twice counts once).
+    """
 
     def __init__(self, problem):
         self.problem = problem
         self.free = np.flatnonzero(~problem.required & ~problem.excluded)
+        room = problem.m_max - int(problem.required.sum())
+        self.slots = room if 2 * room < self.free.size else 0
 
     def distributions(self) -> dict:
         import optuna.distributions as d
 
         dists = {"k": d.IntDistribution(self.problem.k_min, self.problem.k_max)}
+        if self.slots:
+            choices = ("-",) + tuple(self.problem.names[i] for i in self.free)
+            for s in range(self.slots):
+                dists[f"s{s}"] = d.CategoricalDistribution(choices)
+            return dists
         for i in self.free:
             dists[f"d:{self.problem.names[i]}"] = d.CategoricalDistribution((0, 1))
         return dists
 
     def params(self, members: np.ndarray, k: int) -> dict:
         out = {"k": int(k)}
+        if self.slots:
+            chosen = [self.problem.names[i] for i in self.free if members[i]]
+            chosen += ["-"] * (self.slots - len(chosen))
+            out.update({f"s{s}": name for s, name in enumerate(chosen[: self.slots])})
+            return out
         for i in self.free:
             out[f"d:{self.problem.names[i]}"] = int(members[i])
         return out
@@ -70,20 +89,34 @@ class SearchSpace:
     def configs(self, params: list[dict]) -> tuple[np.ndarray, np.ndarray]:
         """Membership ``(B, N)`` and ``k`` ``(B,)`` of trials' parameters."""
         members = np.tile(self.problem.required, (len(params), 1))
-        names = [f"d:{self.problem.names[i]}" for i in self.free]
-        for b, p in enumerate(params):
-            members[b, self.free] = [bool(p[n]) for n in names]
+        if self.slots:
+            index = {n: i for i, n in enumerate(self.problem.names)}
+            for b, p in enumerate(params):
+                for s in range(self.slots):
+                    if p[f"s{s}"] != "-":
+                        members[b, index[p[f"s{s}"]]] = True
+        else:
+            names = [f"d:{self.problem.names[i]}" for i in self.free]
+            for b, p in enumerate(params):
+                members[b, self.free] = [bool(p[n]) for n in names]
         return members, np.array([p["k"] for p in params], dtype=np.int64)
 
 
 def evaluate_batch(problem, members: np.ndarray, k: np.ndarray) -> dict[str, np.ndarray]:
-    """Model metrics of configurations ``(B,)``; empty subsets get throughput 0, cost 0."""
+    """Model metrics of configurations ``(B,)``.
+
+    Only subsets whose size is within ``search.m`` are evaluated; the others (the
+    model may not even evaluate them) get zeros except ``drafters``, their size,
+    which the m-range constraint then rejects.
+    """
     out = {name: np.zeros(len(k)) for name in METRICS}
-    some = members.any(axis=1)
-    if some.any():
-        met = evaluate_configs(problem, members[some], k[some])
+    m = members.sum(axis=1)
+    out["drafters"] = m.astype(float)
+    ok = (m >= max(problem.m_min, 1)) & (m <= problem.m_max)
+    if ok.any():
+        met = evaluate_configs(problem, members[ok], k[ok])
         for name in METRICS:
-            out[name][some] = met[name]
+            out[name][ok] = met[name]
     return out
 
 
