@@ -118,11 +118,12 @@ def _polyline_boxes(pts: np.ndarray, half: float, step: float = 4.0) -> np.ndarr
 
 
 def place_labels(
-    ax, x, y, texts, *, fontsize: float = 7.5, pad: float = 1.5, avoid_line: bool = True
+    ax, x, y, texts, *, fontsize: float = 7.5, pad: float = 1.5, line: str | None = "steps"
 ) -> list[PlacedLabel]:
     """Label the points ``(x[i], y[i])`` (data coordinates) so that no two labels
-    overlap, no label covers a point (or, with ``avoid_line``, the polyline through
-    the points) and every label stays inside the axes.
+    overlap, no label covers a point or the line through the points (``line``:
+    ``"steps"`` for matplotlib's ``steps-post``, ``"straight"``, or ``None``) and every
+    label stays inside the axes.
 
     Greedy: each label in turn tries the directions of ``_DIRECTIONS`` at growing
     distances ``_RADII`` and takes the first spot free of every obstacle and every
@@ -136,7 +137,12 @@ def place_labels(
     pts = ax.transData.transform(np.column_stack([np.asarray(x, float), np.asarray(y, float)]))
     marker = 3.5 * fig.dpi / 72.0
     obstacles = np.column_stack([pts - marker, pts + marker])
-    if avoid_line:
+    if line == "steps" and len(pts) > 1:
+        corners = np.column_stack([pts[1:, 0], pts[:-1, 1]])  # (x_{i+1}, y_i)
+        path = np.empty((2 * len(pts) - 1, 2))
+        path[0::2], path[1::2] = pts, corners
+        obstacles = np.concatenate([obstacles, _polyline_boxes(path, 1.0)])
+    elif line == "straight":
         obstacles = np.concatenate([obstacles, _polyline_boxes(pts, 1.0)])
     frame = ax.get_window_extent(renderer)
     placed: list[PlacedLabel] = []
@@ -255,7 +261,7 @@ def plot_front(
     points = result.points()
     n = len(points)
     fig = _figure(11.0, min(14.0, max(6.0, 3.0 + 0.2 * n)))
-    fig.subplots_adjust(left=0.09, right=0.78, bottom=0.1, top=0.92)
+    fig.subplots_adjust(left=0.09, right=0.76, bottom=0.1, top=0.92)
     ax = fig.add_subplot()
     singles = singles or {}
     many = len(singles) > 10  # one legend entry for all, in one colour
@@ -270,7 +276,7 @@ def plot_front(
             alpha=0.35,
             lw=1.2,
             ms=3,
-            drawstyle="default",
+            drawstyle="steps-post",
             label=(f"each drafter alone ({len(singles)})" if j == 0 else None)
             if many
             else f"{name} alone",
@@ -279,8 +285,17 @@ def plot_front(
         drawn_singles[name] = tuple(np.asarray(a, float) for a in line.get_data())
     cost = np.array([p["cost"] for p in points], float)
     thr = np.array([p["throughput"] for p in points], float)
+    # steps: within a budget between two points, the cheaper point is the best there is
     (front_line,) = ax.plot(
-        cost, thr, "o-", color="black", lw=1.6, ms=4.5, label="front (this problem)", zorder=3
+        cost,
+        thr,
+        "o-",
+        drawstyle="steps-post",
+        color="black",
+        lw=1.6,
+        ms=4.5,
+        label="front: best at each cost",
+        zorder=3,
     )
     metric = result.cost_metric
     ax.set_xlabel(COST_LABELS.get(metric, metric))
