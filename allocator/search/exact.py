@@ -60,10 +60,16 @@ class ExactStrategy(Strategy):
                 f"screened {screened:,} subsets; {len(survivors):,} not dominated in ({dims})"
             )
             chunks = (survivors[i : i + rows] for i in range(0, len(survivors), rows))
+            if self.progress is not None:  # the screen covered the space; now the front grows
+                progress = self.progress
+                report = lambda d, t, f: progress(total, total, f)  # noqa: E731
+            else:
+                report = None
         else:
             notes.append(f"no dominance pruning ({blocker}): every subset evaluated")
             chunks = iter_subsets(problem, rows)
-        front, evaluated = evaluate_front(problem, chunks, self.progress, total)
+            report = self.progress
+        front, evaluated = evaluate_front(problem, chunks, report, total)
         if blocker is None:
             notes[-1] += f"; the model evaluated {evaluated:,} configurations"
             evaluated = total * len(problem.k_values)  # the rest are proven dominated

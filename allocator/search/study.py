@@ -251,6 +251,7 @@ class OptunaStrategy(Strategy):
     # ------------------------------------------------------------------ solve
     def solve(self, problem) -> SolveResult:
         import optuna
+        from sqlalchemy.exc import SQLAlchemyError
 
         t0 = time.perf_counter()
         verbosity = optuna.logging.get_verbosity()
@@ -259,6 +260,11 @@ class OptunaStrategy(Strategy):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return self._solve(problem, t0)
+        except SQLAlchemyError as exc:  # the database went away mid-run
+            from ..storage import mask_text, mask_url
+
+            reason = mask_text(str(exc).strip().splitlines()[0], self.storage)
+            raise InputError("--storage", f"{mask_url(self.storage)}: {reason}") from None
         finally:
             optuna.logging.set_verbosity(verbosity)
 
