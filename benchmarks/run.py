@@ -331,7 +331,11 @@ def machine() -> str:
                 break
     except OSError:
         pass
-    return f"{os.cpu_count()} cores (nproc), {cpu}, Python {platform.python_version()}"
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (
+        f"{os.cpu_count()} cores (nproc), {cpu}, Python {platform.python_version()}, "
+        f"load average at the end {load}"
+    )
 
 
 def main() -> None:

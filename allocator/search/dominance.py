@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from ..model.acceptance import expected_accepted
-from .space import count_subsets, iter_subsets, subset_sizes
+from .space import count_subsets, iter_subset_chunks, subset_sizes
 
 #: Build the table of every bitmask subset at once up to this many float cells.
 MAX_TABLE_CELLS = 1 << 25
@@ -94,17 +94,17 @@ class SubsetTable:
         return int(self.sum_rho.shape[0])
 
 
-def _group_values(problem, members: np.ndarray, m: np.ndarray, cols: list[str]) -> np.ndarray:
-    """Group columns ``(B, G)`` of membership ``members`` (bool) / ``m`` (float) ``(B, N)``."""
+def _group_values(problem, idx: np.ndarray, cols: list[str]) -> np.ndarray:
+    """Group columns ``(B, G)`` of subsets given by member indices ``idx`` ``(B, m)``."""
     out = []
     for c in cols:
         if c == "m":
-            out.append(m.sum(axis=1))
+            out.append(np.full(idx.shape[0], float(idx.shape[1])))
         elif c == "hosting":
-            out.append(m @ problem.hosting_cost)
+            out.append(problem.hosting_cost[idx].sum(axis=1))
         else:
-            out.append(np.max(m * problem.unit_cost, axis=1))
-    return np.column_stack(out) if out else np.zeros((members.shape[0], 0))
+            out.append(problem.unit_cost[idx].max(axis=1))
+    return np.column_stack(out) if out else np.zeros((idx.shape[0], 0))
 
 
 def skyline(problem, table: SubsetTable) -> np.ndarray:
@@ -141,6 +141,25 @@ def skyline(problem, table: SubsetTable) -> np.ndarray:
         np.maximum.accumulate(s[:-1], axis=0, out=best_before[1:])
         keep[lo:hi] = np.any(s > best_before, axis=1)
     return np.sort(order[keep])
+
+
+def dominated_by(sky: SubsetTable, table: SubsetTable) -> np.ndarray:
+    """Bool ``(B,)``: rows of ``table`` that a row of ``sky`` dominates (a cheap pre-filter).
+
+    Only decided without groups and with one acceptance value per subset (else all
+    False): a row is dominated when some ``sky`` row with ``sum rho`` no higher has
+    acceptance no lower. ``O(B log S)`` by binary search on ``sky``'s staircase.
+    """
+    out = np.zeros(len(table), bool)
+    if len(sky) == 0 or table.groups.shape[1] or table.acc.shape[1] != 1:
+        return out
+    order = np.argsort(sky.sum_rho, kind="stable")
+    rho = sky.sum_rho[order]
+    best = np.maximum.accumulate(sky.acc[order, 0])
+    pos = np.searchsorted(rho, table.sum_rho, side="right") - 1
+    has = pos >= 0
+    out[has] = best[pos[has]] >= table.acc[has, 0]
+    return out
 
 
 def subset_sums(values: np.ndarray, op=np.add) -> np.ndarray:
@@ -198,11 +217,10 @@ def _member_chunks(problem, rows: int) -> Iterator[SubsetTable]:
     """The space chunk by chunk (error model's ``fail_prob`` on membership matrices)."""
     q = 1.0 - problem.acceptance
     cols = group_columns(problem)
-    for members in iter_subsets(problem, rows):
+    for members, idx in iter_subset_chunks(problem, rows):
         acc = 1.0 - problem.errors.fail_prob(members, q)
-        m = members.astype(float)
-        groups = _group_values(problem, members, m, cols)
-        yield SubsetTable(members, acc, m @ problem.unit_cost, groups)
+        groups = _group_values(problem, idx, cols)
+        yield SubsetTable(members, acc, problem.unit_cost[idx].sum(axis=1), groups)
 
 
 def use_bitmask_table(problem) -> bool:
@@ -225,13 +243,15 @@ def screen(
     if problem.acceptance.shape[1] > 1:
         rows = max(1, min(rows, (1 << 22) // problem.k_max))
     chunks = _bitmask_chunks(problem, rows) if bitmask else _member_chunks(problem, rows)
-    parts, done = [], 0
+    union, done = None, 0
     for chunk in chunks:
-        parts.append(chunk.take(skyline(problem, chunk)))
         done += len(chunk)
+        if union is not None:
+            chunk = chunk.take(np.flatnonzero(~dominated_by(union, chunk)))
+        part = chunk.take(skyline(problem, chunk))
+        union = part if union is None else SubsetTable.concat([union, part])
+        union = union.take(skyline(problem, union))
         if progress is not None:
             progress(done, total)
-    union = SubsetTable.concat(parts)
-    union = union.take(skyline(problem, union))
     members = masks_to_members(union.members, problem.n) if bitmask else union.members
     return members, done

@@ -50,6 +50,12 @@ def count_subsets(problem) -> int:
 
 def iter_subsets(problem, chunk_rows: int) -> Iterator[np.ndarray]:
     """Membership chunks ``(B <= chunk_rows, N)`` covering the search space once."""
+    for members, _ in iter_subset_chunks(problem, chunk_rows):
+        yield members
+
+
+def iter_subset_chunks(problem, chunk_rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Like :func:`iter_subsets`, also giving each chunk's member indices ``(B, m)``."""
     total = count_subsets(problem)
     if total == 0:
         raise InputError("search", "the search space holds no subset of drafters")
@@ -60,6 +66,7 @@ def iter_subsets(problem, chunk_rows: int) -> Iterator[np.ndarray]:
             "or choose another strategy",
         )
     free = np.flatnonzero(~problem.required & ~problem.excluded)
+    req = np.flatnonzero(problem.required)
     for s in subset_sizes(problem):
         combos = free[combinations(len(free), s)]
         for lo in range(0, combos.shape[0], chunk_rows):
@@ -67,4 +74,4 @@ def iter_subsets(problem, chunk_rows: int) -> Iterator[np.ndarray]:
             members = np.zeros((part.shape[0], problem.n), bool)
             members[:, problem.required] = True
             np.put_along_axis(members, part, True, axis=1)
-            yield members
+            yield members, np.hstack([np.broadcast_to(req, (part.shape[0], req.size)), part])
