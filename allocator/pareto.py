@@ -14,10 +14,26 @@ def front_order(cost: np.ndarray, throughput: np.ndarray, *tiebreak: np.ndarray)
     points are ignored.
 
     The scan is ``O(P log P)``: sort, then keep each point whose throughput beats the
-    running maximum of everything cheaper.
+    running maximum of everything cheaper. From :data:`LIBRARY_FROM` points on,
+    :func:`moocore.is_nondominated` (measured about twice as fast, see
+    ``benchmarks/run.py``) first drops the strictly dominated points; that never
+    changes which points the scan keeps.
     """
     cost = np.asarray(cost, dtype=float)
     thr = np.asarray(throughput, dtype=float)
+    if cost.size >= LIBRARY_FROM:
+        idx = np.flatnonzero(~(np.isnan(cost) | np.isnan(thr)))
+        idx = idx[nondominated(cost[idx], thr[idx])]
+        sub = [np.asarray(t)[idx] for t in tiebreak]
+        return idx[_scan(cost[idx], thr[idx], sub)]
+    return _scan(cost, thr, tiebreak)
+
+
+#: Pre-filter with moocore from this many points on (below, its import costs more).
+LIBRARY_FROM = 10_000
+
+
+def _scan(cost: np.ndarray, thr: np.ndarray, tiebreak) -> np.ndarray:
     keys = [np.asarray(t) for t in reversed(tiebreak)] + [-thr, cost]
     order = np.lexsort(keys)
     order = order[~(np.isnan(cost[order]) | np.isnan(thr[order]))]
@@ -31,9 +47,9 @@ def front_order(cost: np.ndarray, throughput: np.ndarray, *tiebreak: np.ndarray)
 def nondominated(cost: np.ndarray, throughput: np.ndarray) -> np.ndarray:
     """Bool mask ``(P,)`` of the points no other point dominates (ties: all kept).
 
-    Delegates to :func:`moocore.is_nondominated`; :func:`front_order` is the faster
-    hand-written scan used inside the solvers (``benchmarks/run.py`` times both and
-    ``tests/test_pareto.py`` checks they agree).
+    Delegates to :func:`moocore.is_nondominated`; :func:`front_order` adds sorting and
+    one representative per set of identical points (``tests/test_pareto.py`` checks
+    they agree).
     """
     import moocore
 

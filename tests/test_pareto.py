@@ -83,3 +83,17 @@ def test_knee_point_of_a_sharp_corner():
     assert knee_point(cost[:1], thr[:1]) == 0
     with pytest.raises(ValueError):
         knee_point(np.array([]), np.array([]))
+
+
+def test_library_prefilter_keeps_exactly_what_the_scan_keeps():
+    from allocator.pareto import LIBRARY_FROM, _scan
+
+    rng = np.random.default_rng(1)
+    n = 3 * LIBRARY_FROM
+    cost = rng.integers(0, 300, n).astype(float)  # many exact ties
+    thr = rng.integers(0, 300, n).astype(float)
+    thr[::97] = np.nan
+    drafters, k = rng.integers(1, 4, n), rng.integers(1, 9, n)
+    fast = front_order(cost, thr, drafters, k)
+    plain = _scan(cost, thr, (drafters, k))
+    np.testing.assert_array_equal(fast, plain)
