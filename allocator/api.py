@@ -32,6 +32,8 @@ def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> So
     result.seconds = time.perf_counter() - t0
     if strategy == "auto":
         result.notes.insert(0, f"auto picked {why}")
+    elif "ignored" in why:
+        result.notes.insert(0, why)
     return result
 
 

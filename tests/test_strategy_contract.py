@@ -303,3 +303,12 @@ def test_progress_reports_work_and_front_size():
         done = [c[0] for c in calls]
         assert done == sorted(done) and done[-1] == calls[-1][1]
         assert calls[-1][2] is not None and calls[-1][2] >= 1
+
+
+def test_options_a_strategy_does_not_use_are_reported_not_silently_dropped():
+    raw = random_problem(31, n_max=4)
+    raw.pop("budget", None)
+    res = solve(Problem.from_spec(parse_problem(raw)), "exact", trials=5, storage="sqlite:///x.db")
+    assert "--trials, --storage ignored" in res.notes[0]
+    res = solve(Problem.from_spec(parse_problem(raw)), "exact", seed=3)
+    assert "ignored" not in " ".join(res.notes)

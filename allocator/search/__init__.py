@@ -44,6 +44,11 @@ def make_strategy(name: str, problem=None, **params) -> tuple[Strategy, str]:
             f"unknown strategy {name!r} (choose from auto, " + ", ".join(STRATEGIES) + ")",
         ) from None
     accepted = inspect.signature(cls.__init__).parameters
+    unused = [k for k, v in params.items() if v is not None and k not in accepted]
+    unused = [k for k in unused if k not in ("seed", "progress")]  # always passed along
+    if unused:
+        options = ", ".join("--" + k for k in unused)
+        why += f" ({options} ignored: {name} does not use them)"
     return cls(**{k: v for k, v in params.items() if k in accepted}), why
 
 
