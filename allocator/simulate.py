@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri
 
 from .exceptions import InputError
 from .model.acceptance import extend_positions
@@ -158,7 +158,7 @@ def simulate(problem, drafters: list[str], k: int, rounds: int, seed: int = 0) -
         timing = problem.replace(pooling="any-correct", errors=IndependentErrors(), ensembles=())
         model = evaluate_configs(timing, members[None], np.array([k]))
         model["expected_accepted"] = model["throughput"] = np.array([np.nan])
-    z = norm.ppf(0.5 + LEVEL / 2)
+    z = ndtri(0.5 + LEVEL / 2)
     if not problem.workloads:
         units = simulate_rounds(problem, members, k, rounds, seed)
         mean = float(units.mean())

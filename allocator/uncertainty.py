@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from .exceptions import InputError
 from .model.acceptance import expected_accepted, position_matrix
@@ -70,7 +70,7 @@ def beta_from_interval(
     if np.any(hi <= lo):
         raise ValueError("interval must have lo < hi")
     tail = (1.0 - level) / 2.0
-    z = stats.norm.ppf(1 - tail)
+    z = special.ndtri(1 - tail)
     mean = (lo + hi) / 2
     sd = (hi - lo) / (2 * z)
     conc = np.maximum(mean * (1 - mean) / sd**2 - 1, 0.2)

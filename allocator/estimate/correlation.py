@@ -17,7 +17,7 @@ correlation are left out).
 from __future__ import annotations
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 #: Latent correlations are kept inside (-R_MAX, R_MAX) (the copula's range is open there).
 R_MAX = 0.999
@@ -78,7 +78,7 @@ def latent_correlations(
     )  # (N, J)
     used = rows > 0
     q = np.divide(fails, rows, out=np.zeros_like(fails), where=used)
-    t = stats.norm.ppf(np.clip(q, 1e-12, 1 - 1e-12))[:, used]  # (N, J')
+    t = special.ndtri(np.clip(q, 1e-12, 1 - 1e-12))[:, used]  # (N, J')
     w = rows[used]
     joint = e.T @ e  # (N, N) rows where both fail
     out = np.full((n, n), np.nan)

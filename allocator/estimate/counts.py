@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from ..exceptions import InputError
 
@@ -40,8 +40,8 @@ def jeffreys_interval(
     s = np.asarray(successes, dtype=float)
     n = np.asarray(trials, dtype=float)
     tail = (1.0 - level) / 2.0
-    lo = stats.beta.ppf(tail, s + PRIOR, n - s + PRIOR)
-    hi = stats.beta.ppf(1.0 - tail, s + PRIOR, n - s + PRIOR)
+    lo = special.betaincinv(s + PRIOR, n - s + PRIOR, tail)
+    hi = special.betaincinv(s + PRIOR, n - s + PRIOR, 1.0 - tail)
     return lo, hi
 
 
@@ -52,7 +52,7 @@ def point_estimate(successes: np.ndarray, trials: np.ndarray) -> np.ndarray:
     est = s / n
     zero = s == 0
     if zero.any():
-        est = np.where(zero, stats.beta.median(s + PRIOR, n - s + PRIOR), est)
+        est = np.where(zero, special.betaincinv(s + PRIOR, n - s + PRIOR, 0.5), est)
     return est
 
 

@@ -20,7 +20,6 @@ import sys
 import warnings
 from dataclasses import dataclass
 
-import cvxpy as cp
 import numpy as np
 import scipy.sparse as sp
 
@@ -91,6 +90,8 @@ def solve_assignment(
         ``Σ h_i y_i`` (the cheapest hosted set that serves every workload).
     time_limit : seconds for HiGHS (``None``: no limit).
     """
+    import cvxpy as cp  # about half a second to import: only when a plan is solved
+
     _silence_highs_banner()
     c_count, n = members.shape
     x = cp.Variable(c_count, boolean=True)

@@ -20,7 +20,6 @@ import csv
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import binom
 
 from ...exceptions import InputError
 from .base import ErrorModel
@@ -142,6 +141,8 @@ class EmpiricalErrors(ErrorModel):
         pos = np.minimum(np.arange(width), self.positions - 1)
         n_rows = rows[pos][None, :]
         successes = n_rows - fails[:, pos]
+        from scipy.stats import binom  # scipy.stats is slow to import: only when checking
+
         low = binom.cdf(successes, n_rows, stated)
         high = binom.sf(successes - 1, n_rows, stated)
         p_value = np.minimum(1.0, 2.0 * np.minimum(low, high))

@@ -11,7 +11,6 @@ call per subset covering all positions at once. Subsets larger than
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import multivariate_normal
 
 from ...exceptions import InputError
 from .base import ErrorModel
@@ -58,6 +57,8 @@ def gaussian_fail_prob(
         second = members.shape[1] - 1 - np.argmax(members[two][:, ::-1], axis=1)
         r = matrix[first, second][:, None] if matrix.ndim == 2 else matrix[:, first, second].T
         out[two] = bvn_cdf(t[first], t[second], r)
+    if np.any(sizes >= 3):
+        from scipy.stats import multivariate_normal  # slow to import: only when integrating
     for row in np.flatnonzero(sizes >= 3):
         idx = np.flatnonzero(members[row])
         tt = t[idx]  # (m, J)
