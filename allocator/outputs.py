@@ -90,6 +90,12 @@ def check_writable(path: str | Path, option: str) -> None:
         raise InputError(option, f"is a directory: {path}")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: str | Path, text: str | bytes, option: str = "output") -> None:
     """Write ``text`` to ``path`` whole or not at all."""
     check_writable(path, option)
@@ -97,6 +103,7 @@ def write_atomic(path: str | Path, text: str | bytes, option: str = "output") ->
     mode = "wb" if isinstance(text, bytes) else "w"
     fd, tmp = tempfile.mkstemp(dir=p.resolve().parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
         with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
             f.write(text)
         os.replace(tmp, p)

@@ -188,3 +188,13 @@ def test_bundled_paper_problems_solve(problems_dir, name):
     r = run("solve", problems_dir / f"{name}.yaml", "--json", "-")
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["problem"] == name
+
+
+def test_output_files_get_the_usual_mode(good, tmp_path):
+    import os
+
+    j = tmp_path / "front.json"
+    assert run("solve", good, "--json", j).exit_code == 0
+    mask = os.umask(0)
+    os.umask(mask)
+    assert j.stat().st_mode & 0o777 == 0o666 & ~mask
