@@ -23,7 +23,7 @@ import numpy as np
 from ..exceptions import InputError
 from ..model.errors import IndependentErrors
 from ..model.evaluate import METRICS, evaluate_configs
-from ..pareto import front_order
+from ..pareto import front_order, nondominated
 from ..result import Front, SolveResult
 from .base import BUDGET_RTOL, Strategy, feasible_mask, infeasible_error
 from .space import count_subsets
@@ -369,14 +369,37 @@ class StudyMirror:
             self.seen.add(storage.create_new_trial(study_id, template_trial=trial))
 
 
+def stored_candidates(done: list) -> np.ndarray:
+    """Indices of finished trials that can be on the front, judged by their stored values.
+
+    The trials' values and constraints came from the same model, so only the feasible
+    trials no other feasible trial strictly dominates need re-evaluating (identical
+    points are all kept). When some trial lacks constraints (not written by this
+    strategy) every trial is a candidate.
+    """
+    cons = [t.constraints for t in done]
+    if any(not c for c in cons):
+        return np.arange(len(done))
+    feasible = np.flatnonzero([all(v <= 0 for v in c.values()) for c in cons])
+    if feasible.size == 0:
+        return np.arange(len(done))  # let the model say which cap binds
+    thr = np.array([done[i].values[0] for i in feasible])
+    cost = np.array([done[i].values[1] for i in feasible])
+    return feasible[nondominated(cost, thr)]
+
+
 def study_front(problem, study, space: SearchSpace) -> tuple[Front, int]:
-    """The front of every finished trial of ``study``, re-evaluated by the model."""
+    """The front of every finished trial of ``study``, re-evaluated by the model.
+
+    Returns the front and the number of finished trials in the study.
+    """
     from optuna.trial import TrialState
 
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not done:
         raise InputError("--trials", "no trial finished; give more --trials or a longer --timeout")
-    members, k = space.configs([t.params for t in done])
+    candidates = stored_candidates(done)
+    members, k = space.configs([done[i].params for i in candidates])
     # one configuration may have been tried many times: evaluate it once
     key = np.column_stack([members, k])
     _, first = np.unique(key, axis=0, return_index=True)
