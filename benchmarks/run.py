@@ -419,7 +419,7 @@ def main() -> None:
         "case",
         "strategy",
         "target",
-        "median s",
+        "median s, whole process",
         "front",
         "HV ratio",
         "plain Optuna HV ratio, same time",
