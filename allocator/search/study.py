@@ -227,12 +227,14 @@ class OptunaStrategy(Strategy):
             return "study resumed"
         record.set_user_attr("seeded", True)
         indep = problem.replace(errors=IndependentErrors())
+        from .dominance import pruning_blocker
         from .knapsack import KnapsackStrategy, knapsack_blocker
 
         try:
+            n_sub = count_subsets(indep)
             if knapsack_blocker(indep) is None:
                 res = KnapsackStrategy().solve(indep)
-            elif count_subsets(indep) <= SEED_MAX_SUBSETS:
+            elif n_sub <= (SEED_MAX_SUBSETS if pruning_blocker(indep) is None else 50_000):
                 from .exact import ExactStrategy
 
                 res = ExactStrategy().solve(indep)
