@@ -97,10 +97,19 @@ def _umask() -> int:
 
 
 def write_atomic(path: str | Path, text: str | bytes, option: str = "output") -> None:
-    """Write ``text`` to ``path`` whole or not at all."""
+    """Write ``text`` to ``path`` whole or not at all.
+
+    A regular file is written under a temporary name and renamed into place; a path
+    that exists but is not a regular file (``/dev/stdout``, ``/dev/null``, a pipe) is
+    written directly, never replaced.
+    """
     check_writable(path, option)
     p = Path(path)
     mode = "wb" if isinstance(text, bytes) else "w"
+    if p.exists() and not p.is_file():
+        with open(p, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
+            f.write(text)
+        return
     fd, tmp = tempfile.mkstemp(dir=p.resolve().parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode

@@ -198,3 +198,15 @@ def test_output_files_get_the_usual_mode(good, tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert j.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_special_files_are_written_not_replaced(good, tmp_path):
+    import os
+    import stat
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    assert run("solve", good, "--json", fifo).exit_code == 0
+    assert json.loads(reader.communicate(timeout=30)[0])["problem"] == "cli-test"
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
