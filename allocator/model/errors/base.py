@@ -18,6 +18,22 @@ import abc
 import numpy as np
 
 
+def fold_all_subsets(q: np.ndarray, op: np.ufunc) -> np.ndarray:
+    """``op`` folded over the members of every subset, in bitmask order: ``(2**N, J)``.
+
+    Lowest-bit recursion: the row of ``S`` is ``op(row of S without its highest member,
+    q[highest])``, one vectorised ``op`` per drafter. Row 0 (no member) is 1. With
+    ``np.multiply`` this is ``prod q_i`` (independent errors); with ``np.minimum``,
+    ``min q_i`` (identical errors).
+    """
+    n, j = q.shape
+    out = np.ones((1 << n, j))
+    for i in range(n):
+        lo, hi = 1 << i, 1 << (i + 1)
+        op(out[: hi - lo], q[i], out=out[lo:hi])
+    return out
+
+
 class ErrorModel(abc.ABC):
     """Base class. Constructors only store parameters (no work, no I/O)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import ErrorModel
+from .base import ErrorModel, fold_all_subsets
 
 
 def independent_fail_prob(members: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -21,12 +21,7 @@ def independent_fail_prob(members: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 def independent_fail_prob_all(q: np.ndarray) -> np.ndarray:
     """``prod q_i`` for every subset in bitmask order (lowest-bit recursion): ``(2**N, J)``."""
-    n, j = q.shape
-    out = np.ones((1 << n, j))
-    for i in range(n):
-        lo, hi = 1 << i, 1 << (i + 1)
-        np.multiply(out[: hi - lo], q[i], out=out[lo:hi])
-    return out
+    return fold_all_subsets(q, np.multiply)
 
 
 class IndependentErrors(ErrorModel):

@@ -14,6 +14,8 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.special import log_ndtr, ndtr, ndtri
 
+from .base import fold_all_subsets
+
 #: Half-width of the quadrature domain for the common factor: φ(9) ≈ 1e-18.
 HALF_WIDTH = 9.0
 #: Largest node spacing of the trapezoid rule (the rule is spectrally accurate for
@@ -183,12 +185,7 @@ def comonotone_fail_prob(members: np.ndarray, q: np.ndarray) -> np.ndarray:
 
 def comonotone_fail_prob_all(q: np.ndarray) -> np.ndarray:
     """``min_i q_i`` for every subset in bitmask order (lowest-bit recursion): ``(2**N, J)``."""
-    n, j = q.shape
-    out = np.ones((1 << n, j))
-    for i in range(n):
-        lo, hi = 1 << i, 1 << (i + 1)
-        np.minimum(out[: hi - lo], q[i], out=out[lo:hi])
-    return out
+    return fold_all_subsets(q, np.minimum)
 
 
 def popcounts(n: int) -> np.ndarray:
