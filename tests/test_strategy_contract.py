@@ -42,10 +42,10 @@ def random_problem(seed, n_max=6, knapsack=False):
                 "name": f"d{i}",
                 "acceptance": acc,
                 "unit_cost": float(np.round(rng.uniform(0.0, 0.3), 3)),
-                "hosting_cost": float(rng.integers(0, 5)) if not knapsack else 1.0,
+                "hosting_cost": float(rng.integers(0, 5)),
             }
         )
-    metrics = METRICS if not knapsack else ["draft_cost_per_round", "draft_cost_per_token"]
+    metrics = METRICS
     p = {
         "name": f"random-{seed}",
         "convention": str(rng.choice(["paper", "bonus"])),
@@ -312,3 +312,51 @@ def test_options_a_strategy_does_not_use_are_reported_not_silently_dropped():
     assert "--trials, --storage ignored" in res.notes[0]
     res = solve(Problem.from_spec(parse_problem(raw)), "exact", seed=3)
     assert "ignored" not in " ".join(res.notes)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_knapsack_with_unequal_hosting_costs_equals_enumeration(seed):
+    rng = np.random.default_rng(50 + seed)
+    n = 13
+    raw = {
+        "name": f"hosting-{seed}",
+        "drafters": [
+            {
+                "name": f"d{i}",
+                "acceptance": float(rng.uniform(0.2, 0.95)),
+                "unit_cost": float(rng.uniform(0.005, 0.2)),
+                "hosting_cost": float(rng.integers(1, 5)),
+            }
+            for i in range(n)
+        ],
+        "search": {"k": {"max": 16}},
+        "cost_metric": ["hosting_cost", "draft_cost_per_round"][seed % 2],
+    }
+    if seed >= 2:
+        raw["budget"] = {"hosting_cost": 7}
+    problem = Problem.from_spec(parse_problem(raw))
+    assert knapsack_blocker(problem) is None
+    exact = ExactStrategy(prune=False).solve(problem)
+    knap = KnapsackStrategy().solve(problem)
+    assert knap.exact
+    np.testing.assert_allclose(knap.front.cost, exact.front.cost, rtol=1e-12)
+    np.testing.assert_allclose(knap.front.throughput, exact.front.throughput, rtol=1e-12)
+
+
+def test_knapsack_refuses_hosting_costs_with_too_many_distinct_sums():
+    rng = np.random.default_rng(0)
+    raw = {
+        "name": "real-hosting",
+        "drafters": [
+            {
+                "name": f"d{i}",
+                "acceptance": 0.5,
+                "unit_cost": 0.1,
+                "hosting_cost": float(rng.uniform(1, 2)),
+            }
+            for i in range(30)
+        ],
+        "cost_metric": "hosting_cost",
+    }
+    problem = Problem.from_spec(parse_problem(raw))
+    assert knapsack_blocker(problem)[0] == "drafters"

@@ -9,6 +9,12 @@ drafters to both. So adding drafters one at a time and keeping, after each, only
 states no other state dominates leaves a superset of every subset that can reach the
 front; the model then evaluates those at every ``k``. The front is exact.
 
+When hosting cost is on the axis or capped, states are compared only with states of
+the same hosting-cost sum (and the same ``m`` where it matters), and a state over the
+hosting cap is never grown; the programme then applies while the pool's distinct
+hosting-cost sums stay few (:data:`MAX_HOSTING_LEVELS`), as with costs counted in
+whole GPUs or GB.
+
 ``L`` is floored at :data:`L_FLOOR`: below it ``1 - exp(L)`` is 1.0 in double precision,
 so floored states are genuinely equal in the model.
 """
@@ -29,6 +35,25 @@ from .exact import evaluate_front
 #: ``exp(-40) < 2**-53``: pooled acceptance rounds to exactly 1.0 below this.
 L_FLOOR = -40.0
 
+#: Most distinct hosting-cost sums the programme keeps apart.
+MAX_HOSTING_LEVELS = 4096
+
+
+def hosting_sums(hosting: np.ndarray, cap: float, limit: int = MAX_HOSTING_LEVELS):
+    """The distinct sums ``<= cap`` of subsets of ``hosting`` (rounded to 1e-9), or ``None``
+    when there are more than ``limit``."""
+    sums = np.zeros(1)
+    for h in hosting:
+        sums = np.unique(np.round(np.concatenate([sums, sums[sums + h <= cap] + h]), 9))
+        if sums.size > limit:
+            return None
+    return sums
+
+
+def _hosting_cap(problem) -> float:
+    cap = problem.budget.get("hosting_cost", np.inf)
+    return cap + BUDGET_RTOL * max(1.0, abs(cap)) if np.isfinite(cap) else np.inf
+
 
 def knapsack_blocker(problem) -> tuple[str, str] | None:
     """``(field, reason)`` why the programme does not apply to ``problem``, or ``None``."""
@@ -43,7 +68,12 @@ def knapsack_blocker(problem) -> tuple[str, str] | None:
         return "drafting", "the knapsack strategy needs sequential drafting"
     used = set(problem.budget) | {problem.cost_metric}
     if "hosting_cost" in used and np.ptp(problem.hosting_cost) > 0:
-        return "cost_metric", "the knapsack strategy does not handle unequal hosting costs"
+        pool = problem.hosting_cost[~problem.excluded]
+        if hosting_sums(pool, _hosting_cap(problem)) is None:
+            return "drafters", (
+                f"the knapsack strategy keeps at most {MAX_HOSTING_LEVELS:,} distinct "
+                "hosting-cost sums apart, and these hosting costs make more"
+            )
     return None
 
 
@@ -106,6 +136,9 @@ class KnapsackStrategy(Strategy):
             or problem.m_min > max(1, n_req)
             or problem.m_max < n
         )
+        by_hosting = "hosting_cost" in used and np.ptp(problem.hosting_cost) > 0
+        h = problem.hosting_cost
+        h_cap = _hosting_cap(problem)
         rho_cap = np.inf
         if "draft_cost_per_round" in problem.budget:
             cap = problem.budget["draft_cost_per_round"]
@@ -115,17 +148,23 @@ class KnapsackStrategy(Strategy):
         cost = np.array([rho[problem.required].sum()])
         ll = np.array([max(logq[problem.required].sum(), L_FLOOR)])
         m = np.array([n_req])
+        hs = np.array([h[problem.required].sum()])
         free = np.flatnonzero(~problem.required & ~problem.excluded)
         for step, i in enumerate(free):
-            grow = (m < problem.m_max) & (cost + rho[i] <= rho_cap)
+            grow = (m < problem.m_max) & (cost + rho[i] <= rho_cap) & (hs + h[i] <= h_cap)
             new = members[grow].copy()
             new[:, i] = True
             members = np.concatenate([members, new])
             cost = np.concatenate([cost, cost[grow] + rho[i]])
             ll = np.concatenate([ll, np.maximum(ll[grow] + logq[i], L_FLOOR)])
             m = np.concatenate([m, m[grow] + 1])
-            keep = pareto_states(cost, ll, m if track_m else np.zeros_like(m))
-            members, cost, ll, m = members[keep], cost[keep], ll[keep], m[keep]
+            hs = np.concatenate([hs, hs[grow] + h[i]])
+            level = m if track_m else np.zeros_like(m)
+            if by_hosting:  # compare states of equal hosting-cost sum only
+                key = np.stack([level.astype(float), np.round(hs, 9)], axis=1)
+                level = np.unique(key, axis=0, return_inverse=True)[1].ravel()
+            keep = pareto_states(cost, ll, level)
+            members, cost, ll, m, hs = members[keep], cost[keep], ll[keep], m[keep], hs[keep]
             if self.progress is not None:
                 self.progress(step + 1, free.size, None)
         ok = (m >= max(problem.m_min, 1)) & (m <= problem.m_max)
@@ -137,7 +176,8 @@ class KnapsackStrategy(Strategy):
         front, evaluated = evaluate_front(problem, chunks)
         note = (
             f"Pareto programme over {free.size} drafters kept {members.shape[0]:,} subsets "
-            f"not dominated in (sum rho, sum log(1 - a){', m' if track_m else ''}); "
+            f"not dominated in (sum rho, sum log(1 - a){', m' if track_m else ''}"
+            f"{', hosting' if by_hosting else ''}); "
             f"the model evaluated {evaluated:,} configurations"
         )
         return SolveResult(
