@@ -3,6 +3,8 @@ files live here, never in the solvers."""
 
 from __future__ import annotations
 
+import importlib
+
 import typer
 
 app = typer.Typer(
@@ -15,14 +17,10 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 
-from . import breakeven as _breakeven  # noqa: E402,F401
-from . import estimate as _estimate  # noqa: E402,F401
-from . import evaluate as _evaluate  # noqa: E402,F401  (registers commands)
-from . import paper as _paper  # noqa: E402,F401
-from . import plan as _plan  # noqa: E402,F401
-from . import schema as _schema  # noqa: E402,F401
-from . import simulate as _simulate  # noqa: E402,F401
-from . import solve as _solve  # noqa: E402,F401
+# Each command module registers itself on import; this order is the order of --help.
+COMMANDS = ("solve", "evaluate", "plan", "estimate", "simulate", "breakeven", "paper", "schema")
+for _command in COMMANDS:
+    importlib.import_module(f"{__name__}.{_command}")
 
 
 def main() -> None:
