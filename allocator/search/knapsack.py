@@ -128,15 +128,17 @@ class KnapsackStrategy(Strategy):
         rho = problem.unit_cost
         used = set(problem.budget) | {problem.cost_metric}
         n_req = int(problem.required.sum())
+        # hosting cost matters: keep states of unequal hosting sums apart (with equal
+        # hosting costs the sum is m times the cost, so tracking m does it)
+        by_hosting = "hosting_cost" in used and np.ptp(problem.hosting_cost) > 0
         # track m exactly when the metrics or the m-range depend on it
         track_m = (
             problem.token_cost != 0.0
             or "drafters" in used
-            or "hosting_cost" in used
+            or ("hosting_cost" in used and not by_hosting)
             or problem.m_min > max(1, n_req)
             or problem.m_max < n
         )
-        by_hosting = "hosting_cost" in used and np.ptp(problem.hosting_cost) > 0
         h = problem.hosting_cost
         h_cap = _hosting_cap(problem)
         rho_cap = np.inf
