@@ -163,8 +163,8 @@ class KnapsackStrategy(Strategy):
             hs = np.concatenate([hs, hs[grow] + h[i]])
             level = m if track_m else np.zeros_like(m)
             if by_hosting:  # compare states of equal hosting-cost sum only
-                key = np.stack([level.astype(float), np.round(hs, 9)], axis=1)
-                level = np.unique(key, axis=0, return_inverse=True)[1].ravel()
+                h_id = np.unique(np.round(hs, 9), return_inverse=True)[1].ravel()
+                level = h_id * (n + 1) + level
             keep = pareto_states(cost, ll, level)
             members, cost, ll, m, hs = members[keep], cost[keep], ll[keep], m[keep], hs[keep]
             if self.progress is not None:
