@@ -63,7 +63,7 @@ def iter_subset_chunks(problem, chunk_rows: int) -> Iterator[tuple[np.ndarray, n
         raise InputError(
             "search.m.max",
             f"{total:,} subsets are too many to enumerate exactly; lower search.m.max "
-            "or choose another strategy",
+            "(for solve, --strategy knapsack or optuna also reach large pools)",
         )
     free = np.flatnonzero(~problem.required & ~problem.excluded)
     req = np.flatnonzero(problem.required)
