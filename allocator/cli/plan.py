@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ..exceptions import InputError
 from ..planning import MAX_CANDIDATES, Plan, PlanSweep, make_plan, parse_caps, sweep_hosting
+from ..result import Front
 from ..spec import COST_METRICS
 from . import app
 from .common import (
@@ -123,26 +124,14 @@ def _gap(plan: Plan) -> float | None:
 
 def _workloads(plan: Plan, single: int | None) -> list[WorkloadOut]:
     per = None if single is None else plan.single_front.per_workload[single]
+    # one point per workload; its `cost` key (the hosting cost again) is not a field here
+    configs = Front(plan.members, plan.k, plan.metrics, "hosting_cost")
     return [
         WorkloadOut(
             name=name,
             weight=float(plan.weights[w]),
-            drafters=_names(plan.names, plan.members[w]),
-            m=int(plan.members[w].sum()),
-            k=int(plan.k[w]),
             single_throughput=None if per is None else float(per[w]),
-            **{
-                m: float(plan.metrics[m][w])
-                for m in (
-                    "throughput",
-                    "expected_accepted",
-                    "pooled_acceptance",
-                    "round_time",
-                    "draft_cost_per_round",
-                    "draft_cost_per_token",
-                    "hosting_cost",
-                )
-            },
+            **configs.point(w, plan.names),
         )
         for w, name in enumerate(plan.workloads)
     ]
