@@ -162,11 +162,7 @@ def factor_fail_prob_all(t: np.ndarray, beta: np.ndarray, max_cells: int = 1 << 
     out = np.zeros((1 << n, j))
     step = max(1, max_cells // ((1 << n) * j))
     for g0 in range(0, z.size, step):
-        c = cond[:, :, g0 : g0 + step].reshape(n, -1)
-        table = np.ones((1 << n, c.shape[1]))
-        for i in range(n):
-            lo, hi = 1 << i, 1 << (i + 1)
-            np.multiply(table[: hi - lo], c[i], out=table[lo:hi])
+        table = fold_all_subsets(cond[:, :, g0 : g0 + step].reshape(n, -1), np.multiply)
         out += table.reshape(1 << n, j, -1) @ w[g0 : g0 + step]
     out[0] = 1.0
     return out
