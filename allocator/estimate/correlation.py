@@ -17,7 +17,7 @@ correlation are left out).
 from __future__ import annotations
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 #: Latent correlations are kept inside (-R_MAX, R_MAX) (the copula's range is open there).
 R_MAX = 0.999
@@ -70,6 +70,8 @@ def latent_correlations(
     ``errors``: 0/1 ``(R, N)`` (1 = the drafter's unit was wrong); ``position_index``:
     ``(R,)`` ints in ``0..n_positions-1``. ``NaN`` where a drafter never or always fails.
     """
+    from scipy import optimize  # slow to import: only when estimating
+
     e = np.asarray(errors, dtype=float)
     n = e.shape[1]
     rows = np.bincount(position_index, minlength=n_positions).astype(float)  # (J,)
@@ -110,6 +112,8 @@ def fit_loadings(latent: np.ndarray) -> np.ndarray:
     eigenvector of the correlation matrix (undefined entries set to 0). A drafter
     with no defined pair gets loading 0 (independent of the others).
     """
+    from scipy import optimize  # slow to import: only when fitting
+
     r = np.array(latent, dtype=float)
     n = r.shape[0]
     iu = np.triu_indices(n, 1)

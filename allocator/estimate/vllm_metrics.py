@@ -22,7 +22,6 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from prometheus_client.parser import text_string_to_metric_families
 
 from ..exceptions import InputError
 from .counts import MIN_TRIALS, DrafterCounts, Estimate
@@ -48,6 +47,9 @@ def read_text(path: Path) -> str:
 
 def parse_counters(text: str, source: str) -> dict[str, dict[str, dict]]:
     """``{model_name: {"drafts": v, "draft_tokens": v, "accepted": v, "per_pos": {i: v}}}``."""
+    # slow to import: only when reading metrics
+    from prometheus_client.parser import text_string_to_metric_families
+
     last: dict[tuple, float] = {}
     try:
         for family in text_string_to_metric_families(text):
