@@ -514,6 +514,12 @@ def test_infeasible_or_bad_budget_exits_2_naming_it(two_classes, tmp_path, args,
     assert not out.exists()
 
 
+def test_a_drafters_budget_below_one_states_its_own_bound(two_classes):
+    r = run("plan", two_classes, "--budget", "drafters=0.5")
+    assert r.exit_code == 2
+    assert r.stderr.strip() == "error: --budget: drafters: '0.5' must be a finite number >= 1"
+
+
 def test_hosting_cap_each_workload_meets_alone_but_not_together():
     # x serves only w1 and y only w2 within the per-token cap; each costs 1 to host
     raw = {

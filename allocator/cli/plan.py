@@ -230,8 +230,9 @@ def parse_budget(items: list[str] | None) -> dict[str, float]:
             cap = float(value)
         except ValueError:
             raise InputError("--budget", f"{name}: {value!r} is not a number") from None
-        if not math.isfinite(cap) or cap < 0 or (name == "drafters" and cap < 1):
-            raise InputError("--budget", f"{name}: {value!r} must be a finite number >= 0")
+        least = 1 if name == "drafters" else 0
+        if not math.isfinite(cap) or cap < least:
+            raise InputError("--budget", f"{name}: {value!r} must be a finite number >= {least}")
         caps[name] = cap
     return caps
 
