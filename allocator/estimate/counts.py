@@ -15,6 +15,7 @@ and :mod:`allocator.uncertainty` draws from the same posterior.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from scipy import special
@@ -28,6 +29,16 @@ MIN_TRIALS = 30
 LEVEL = 0.95
 #: Jeffreys prior ``Beta(PRIOR, PRIOR)``.
 PRIOR = 0.5
+
+
+def read_text(path: Path) -> str:
+    """The text of an input file; a missing or unreadable file names ``INPUT``."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("INPUT", f"file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError("INPUT", f"cannot read {path}: {exc}") from None
 
 
 def jeffreys_interval(

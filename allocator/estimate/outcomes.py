@@ -36,7 +36,7 @@ import numpy as np
 
 from ..exceptions import InputError
 from .correlation import fit_loadings, latent_correlations, phi_correlations
-from .counts import MIN_TRIALS, DrafterCounts, Estimate, WorkloadCounts
+from .counts import MIN_TRIALS, DrafterCounts, Estimate, WorkloadCounts, read_text
 
 RESERVED = ("round", "position", "workload")
 ERROR_MODELS = ("empirical", "factor", "independent")
@@ -44,12 +44,7 @@ ERROR_MODELS = ("empirical", "factor", "independent")
 
 def read_table(path: Path) -> tuple[list[str], list[list[str]], int]:
     """Columns and rows (strings) of a CSV or JSONL file, and the line of the first row."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("INPUT", f"file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("INPUT", f"cannot read {path}: {exc}") from None
+    text = read_text(path)
     if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
         return _read_jsonl(text, path)
     reader = csv.reader(text.splitlines(), skipinitialspace=True)

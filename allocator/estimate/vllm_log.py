@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
-from .counts import MIN_TRIALS, DrafterCounts, Estimate
-from .vllm_metrics import cumulative_to_counts, read_text
+from .counts import MIN_TRIALS, DrafterCounts, Estimate, read_text
+from .vllm_metrics import cumulative_to_counts
 
 MARK = "SpecDecoding metrics:"
 _ACCEPTED = re.compile(r"Accepted:\s*(\d+)\s*tokens")

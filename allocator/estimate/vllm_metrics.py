@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
-from .counts import MIN_TRIALS, DrafterCounts, Estimate
+from .counts import MIN_TRIALS, DrafterCounts, Estimate, read_text
 
 PREFIX = "vllm:spec_decode_"
 FAMILIES = {
@@ -34,15 +34,6 @@ FAMILIES = {
     "per_pos": "vllm:spec_decode_num_accepted_tokens_per_pos",
 }
 _BY_NAME = {v: k for k, v in FAMILIES.items()}
-
-
-def read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("INPUT", f"file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("INPUT", f"cannot read {path}: {exc}") from None
 
 
 def parse_counters(text: str, source: str) -> dict[str, dict[str, dict]]:
