@@ -11,7 +11,6 @@ positions), subsets are bool membership rows ``(B, N)``.
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_matrix
 from scipy.special import log_ndtr, ndtr, ndtri
 
 from .base import fold_all_subsets
@@ -142,6 +141,8 @@ def factor_fail_prob(
     for lo in range(0, members.shape[0], rows):
         part = members[lo : lo + rows]
         if sparse:
+            from scipy.sparse import csr_matrix  # slow to import: only for large pools
+
             sums = csr_matrix(part, dtype=float) @ logs
         else:
             sums = part.astype(float) @ logs
