@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy import special
 
+from .estimate.counts import LEVEL, PRIOR  # the intervals' level; Jeffreys prior weight
 from .exceptions import InputError
 from .model.acceptance import expected_accepted, position_matrix
 from .model.errors import build_error_model
@@ -44,9 +45,6 @@ from .result import Front
 from .search.base import feasible_mask
 from .search.space import count_subsets, iter_subsets
 
-LEVEL = 0.95
-#: Jeffreys prior weight (Beta(1/2, 1/2); Dirichlet(1/2, ...) over failure masks).
-PRIOR = 0.5
 #: Refuse more than this many (configuration x draw) evaluations.
 MAX_EVALUATIONS = 200_000_000
 #: Cells (draws x subsets x k) evaluated per chunk (memory bound).
