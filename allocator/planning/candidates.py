@@ -29,9 +29,14 @@ from ..search.space import iter_subsets
 CONFIG_CAPS = ("draft_cost_per_round", "draft_cost_per_token", "drafters")
 
 
+def slack(cap: float) -> float:
+    """The budget slack of the package (relative ``BUDGET_RTOL``, at least absolute)."""
+    return BUDGET_RTOL * max(1.0, abs(cap))
+
+
 def within(value: np.ndarray, cap: float) -> np.ndarray:
-    """``value <= cap`` with the package's relative budget slack."""
-    return np.asarray(value) <= cap + BUDGET_RTOL * max(1.0, abs(cap))
+    """``value <= cap`` with the package's budget slack."""
+    return np.asarray(value) <= cap + slack(cap)
 
 
 @dataclass

@@ -21,17 +21,11 @@ import numpy as np
 
 from ..exceptions import InputError
 from ..model.evaluate import evaluate_configs
-from ..search.base import BUDGET_RTOL
-from .candidates import Candidates, SingleFront, Traffic, build_candidates, within
+from .candidates import Candidates, SingleFront, Traffic, build_candidates, slack, within
 from .milp import solve_assignment
 
 #: Candidates kept per workload after pruning; beyond it the plan is not proven optimal.
 MAX_CANDIDATES = 2000
-
-
-def slack(cap: float) -> float:
-    """The budget slack of the package (relative ``BUDGET_RTOL``, at least absolute)."""
-    return BUDGET_RTOL * max(1.0, abs(cap))
 
 
 @dataclass
