@@ -69,11 +69,6 @@ class Plan:
         """Mixture throughput of the best single configuration (``None``: none)."""
         return None if self.single is None else float(self.single_front.throughput[self.single])
 
-    @property
-    def single_per_workload(self) -> np.ndarray | None:
-        """``(W,)`` each workload's throughput under the single configuration."""
-        return None if self.single is None else self.single_front.per_workload[self.single]
-
 
 def with_budget(problem, overrides: dict[str, float] | None):
     """``problem`` with some budget caps replaced."""
