@@ -66,10 +66,8 @@ class ErrorModel(abc.ABC):
         n = q.shape[0]
         masks = np.arange(1 << n, dtype=np.int64)
         members = ((masks[:, None] >> np.arange(n)) & 1).astype(bool)
-        first = self.fail_prob(members[1:2], q)
-        out = np.ones((1 << n, first.shape[1]))
-        out[1:] = self.fail_prob(members[1:], q)
-        return out
+        rest = self.fail_prob(members[1:], q)
+        return np.concatenate([np.ones((1, rest.shape[1])), rest])
 
     def validate(self, q: np.ndarray, where: str = "") -> None:
         """Raise :class:`~allocator.exceptions.InputError` when the model cannot hold
