@@ -37,7 +37,7 @@ from scipy import special
 
 from .estimate.counts import LEVEL, PRIOR  # the intervals' level; Jeffreys prior weight
 from .exceptions import InputError
-from .model.acceptance import expected_accepted, position_matrix
+from .model.acceptance import expected_accepted, extend_positions, position_matrix
 from .model.errors import build_error_model
 from .model.evaluate import METRICS, evaluate_configs, evaluate_subsets
 from .pareto import front_order
@@ -193,8 +193,7 @@ def empirical_draws(model, n_draws: int, rng) -> list[tuple[object, np.ndarray]]
 
 def _widen(acc: np.ndarray, width: int) -> np.ndarray:
     """``(N, J)`` per-position values extended (last column repeats) to at least ``width``."""
-    w = max(acc.shape[1], width)
-    return acc[:, np.minimum(np.arange(w), acc.shape[1] - 1)]
+    return extend_positions(acc, max(acc.shape[1], width))
 
 
 def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
