@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from ..exceptions import InputError
+from ..export import TARGETS, convention_warning, export_text, pick_point
 from ..outputs import uncertainty_document
 from ..uncertainty import analyse
 
@@ -18,8 +19,8 @@ def check_options(samples, robust, export, pick, json_path) -> None:
         raise InputError("--samples", "must be at least 1")
     if robust is not None and not 0.0 < robust < 1.0:
         raise InputError("--robust", f"{robust} is not a quantile strictly between 0 and 1")
-    if export is not None and export not in ("vllm", "sglang"):
-        raise InputError("--export", f"{export!r} is not vllm or sglang")
+    if export is not None and export not in TARGETS:
+        raise InputError("--export", f"{export!r} is not one of {', '.join(TARGETS)}")
     if pick is not None and export is None:
         raise InputError("--pick", "only applies with --export")
     if export is not None and json_path == "-":
@@ -80,7 +81,6 @@ def export_point(prob, points: list[dict], target: str, pick: int | None) -> Non
     """Print the chosen point as ``target``'s settings on stdout (notes on stderr)."""
     import sys
 
-    from ..export import convention_warning, export_text, pick_point
     from .common import err
 
     point = pick_point(points, pick)
