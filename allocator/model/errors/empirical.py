@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ...exceptions import InputError
+from ..acceptance import extend_positions
 from .base import ErrorModel
 
 FIELD = "errors.outcomes"
@@ -93,9 +94,8 @@ class EmpiricalErrors(ErrorModel):
         return np.array([c.sum() for c in self.counts])
 
     def _widen(self, out: np.ndarray, j: int) -> np.ndarray:
-        if out.shape[1] >= j:
-            return out
-        return out[:, np.minimum(np.arange(j), out.shape[1] - 1)]
+        """``out (B, P)`` with its last position repeated out to ``j`` columns, never cut."""
+        return extend_positions(out, max(j, out.shape[1]))
 
     def fail_prob(self, members: np.ndarray, q: np.ndarray) -> np.ndarray:
         members = np.asarray(members, dtype=bool)
@@ -128,8 +128,7 @@ class EmpiricalErrors(ErrorModel):
     def check_marginals(self, acceptance: np.ndarray, names, where: str = "") -> None:
         """Refuse a log whose per-drafter success rates contradict ``acceptance (N, J)``."""
         width = max(acceptance.shape[1], self.positions)
-        stated = acceptance[:, np.minimum(np.arange(width), acceptance.shape[1] - 1)]
-        rows = self.rows()
+        stated = extend_positions(acceptance, width)
         single = np.int64(1) << np.arange(self.n, dtype=np.int64)
         fails = np.stack(
             [
@@ -138,9 +137,8 @@ class EmpiricalErrors(ErrorModel):
             ],
             axis=1,
         )  # (N, P)
-        pos = np.minimum(np.arange(width), self.positions - 1)
-        n_rows = rows[pos][None, :]
-        successes = n_rows - fails[:, pos]
+        n_rows = extend_positions(self.rows()[None, :], width)
+        successes = n_rows - extend_positions(fails, width)
         from scipy.stats import binom  # scipy.stats is slow to import: only when checking
 
         low = binom.cdf(successes, n_rows, stated)
