@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..exceptions import InputError
-from .acceptance import expected_accepted, extend_positions, mean_acceptance
+from .acceptance import expected_accepted, extend_positions, mean_acceptance, survival
 from .errors.independent import independent_fail_prob
 from .timing import draft_time, verify_time
 
@@ -50,8 +50,7 @@ def chain_acceptance(members: np.ndarray, acceptance: np.ndarray, k_max: int) ->
     sums of :func:`~.acceptance.expected_accepted` reproduce DESIGN §1's
     ``Σ_i [1 - Π_d (1 - survival_d(i))]`` exactly.
     """
-    a = extend_positions(np.asarray(acceptance, dtype=float), k_max)
-    surv = np.cumprod(a, axis=1)  # (N, k_max): positions 1..k_max
+    surv = survival(acceptance, k_max)[:, 1:]  # (N, k_max): positions 1..k_max
     p_any = 1.0 - independent_fail_prob(members, 1.0 - surv)  # (B, k_max)
     prev = np.concatenate([np.ones((p_any.shape[0], 1)), p_any[:, :-1]], axis=1)
     return np.divide(p_any, prev, out=np.zeros_like(p_any), where=prev > 0)
