@@ -272,10 +272,10 @@ def test_round_trip_estimate_then_solve(tmp_path):
     doc = json.loads(solved.stdout)
     spec = load_problem(out)
     # the best single-drafter, k=1 point equals 1 + a(1) over 1 + rho (bonus convention)
-    one = [p for p in doc["front"] if p["k"] == 1 and p["drafters"] == ["tiny"]]
-    if one:
-        a1 = spec.drafters[1].acceptance[0]
-        assert one[0]["throughput"] == pytest.approx((1 + a1) / (1 + 0.05), rel=1e-9)
+    # (the cheapest point, so always on the front)
+    (one,) = [p for p in doc["front"] if p["k"] == 1 and p["drafters"] == ["tiny"]]
+    a1 = spec.drafters[1].acceptance[0]
+    assert one["throughput"] == pytest.approx((1 + a1) / (1 + 0.05), rel=1e-9)
     assert doc["front"]
 
 
