@@ -20,6 +20,15 @@ from ..result import SolveResult
 BUDGET_RTOL = 1e-9
 
 
+def budget_limit(cap: float) -> float:
+    """The largest value within the budget cap ``cap`` (in the capped metric's units).
+
+    ``cap`` plus the slack :data:`BUDGET_RTOL`, relative, and absolute below 1; an
+    infinite cap stays infinite.
+    """
+    return cap + BUDGET_RTOL * max(1.0, abs(cap))
+
+
 class Strategy(abc.ABC):
     """A way of finding the front. Subclasses set ``name`` and implement ``solve``."""
 
@@ -38,7 +47,7 @@ def feasible_mask(metrics: dict[str, np.ndarray], budget: dict[str, float]) -> n
     """Where every budget cap holds; arrays of any common shape."""
     ok = np.ones(np.shape(metrics["throughput"]), bool)
     for name, cap in budget.items():
-        ok &= metrics[name] <= cap + BUDGET_RTOL * max(1.0, abs(cap))
+        ok &= metrics[name] <= budget_limit(cap)
     return ok
 
 
@@ -47,7 +56,7 @@ def infeasible_error(budget: dict[str, float], lowest: dict[str, float]) -> Inpu
 
     ``lowest`` holds, per capped metric, its lowest value over the search space.
     """
-    alone = [m for m, cap in budget.items() if lowest[m] > cap + BUDGET_RTOL * max(1.0, abs(cap))]
+    alone = [m for m, cap in budget.items() if lowest[m] > budget_limit(cap)]
     if alone:
         m = alone[0]
         return InputError(

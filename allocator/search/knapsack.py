@@ -28,7 +28,7 @@ import numpy as np
 
 from ..exceptions import InputError
 from ..result import SolveResult
-from .base import BUDGET_RTOL, Strategy
+from .base import Strategy, budget_limit
 from .dominance import pruning_blocker
 from .exact import evaluate_front
 
@@ -51,8 +51,7 @@ def hosting_sums(hosting: np.ndarray, cap: float, limit: int = MAX_HOSTING_LEVEL
 
 
 def _hosting_cap(problem) -> float:
-    cap = problem.budget.get("hosting_cost", np.inf)
-    return cap + BUDGET_RTOL * max(1.0, abs(cap)) if np.isfinite(cap) else np.inf
+    return budget_limit(problem.budget.get("hosting_cost", np.inf))
 
 
 def knapsack_blocker(problem) -> tuple[str, str] | None:
@@ -141,10 +140,7 @@ class KnapsackStrategy(Strategy):
         )
         h = problem.hosting_cost
         h_cap = _hosting_cap(problem)
-        rho_cap = np.inf
-        if "draft_cost_per_round" in problem.budget:
-            cap = problem.budget["draft_cost_per_round"]
-            rho_cap = (cap + BUDGET_RTOL * max(1.0, abs(cap))) / problem.k_min
+        rho_cap = budget_limit(problem.budget.get("draft_cost_per_round", np.inf)) / problem.k_min
 
         members = problem.required[None, :].copy()
         cost = np.array([rho[problem.required].sum()])

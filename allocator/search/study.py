@@ -25,7 +25,7 @@ from ..model.errors import IndependentErrors
 from ..model.evaluate import METRICS, evaluate_configs
 from ..pareto import front_order, nondominated
 from ..result import Front, SolveResult
-from .base import BUDGET_RTOL, Strategy, feasible_mask, infeasible_error
+from .base import Strategy, budget_limit, feasible_mask, infeasible_error
 from .space import count_subsets
 
 #: Seed the study from the independence front only when exact search of it is this small.
@@ -124,7 +124,7 @@ def constraint_values(problem, metrics: dict[str, np.ndarray]) -> dict[str, np.n
     """Constraint values (feasible at ``<= 0``) of a batch: budget caps and the range of m."""
     cons = {}
     for name, cap in problem.budget.items():
-        cons[f"budget.{name}"] = metrics[name] - cap - BUDGET_RTOL * max(1.0, abs(cap))
+        cons[f"budget.{name}"] = metrics[name] - budget_limit(cap)
     m = metrics["drafters"]
     cons["search.m.min"] = max(problem.m_min, 1) - m
     cons["search.m.max"] = m - problem.m_max
