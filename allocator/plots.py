@@ -63,8 +63,8 @@ def _figure(width: float, height: float):
     return fig
 
 
-def _save(fig, path: str | Path, option: str) -> None:
-    fmt = check_plot_path(path, option)
+def _save(fig, path: str | Path, fmt: str, option: str) -> None:
+    """Write ``fig`` to ``path`` in ``fmt`` (from :func:`check_plot_path`), atomically."""
     from matplotlib import rc_context
 
     buf = io.BytesIO()
@@ -257,7 +257,7 @@ def plot_front(
     ``leaders`` (L bools), ``singles`` ``{name: (cost (Q,), throughput (Q,))}``,
     ``xlabel``, ``ylabel``, ``format``.
     """
-    check_plot_path(path, option)
+    fmt = check_plot_path(path, option)
     points = result.points()
     n = len(points)
     fig = _figure(11.0, min(14.0, max(6.0, 3.0 + 0.2 * n)))
@@ -322,8 +322,7 @@ def plot_front(
             fontsize=11,
         )
     frame = ax.get_window_extent(fig.canvas.get_renderer())
-    fmt = check_plot_path(path, option)
-    _save(fig, path, option)
+    _save(fig, path, fmt, option)
     xs, ys = front_line.get_data()
     return {
         "cost": np.asarray(xs, float),
@@ -404,7 +403,7 @@ def plot_breakeven(
     ax.set_title(f"Which error correlation erases the gain of {ensemble}?", loc="left")
     ax.grid(True, lw=0.4, alpha=0.5)
     ax.legend(loc="upper right", fontsize=8)
-    _save(fig, path, option)
+    _save(fig, path, fmt, option)
     xs, ys = line.get_data()
     return {
         "correlation": np.asarray(xs, float),
@@ -484,7 +483,7 @@ def plot_accepted(
     ax.set_title(title or "Accepted units per round: simulation against the model", loc="left")
     ax.grid(True, axis="y", lw=0.4, alpha=0.5)
     ax.legend(loc="upper center", ncol=2, fontsize=8)
-    _save(fig, path, option)
+    _save(fig, path, fmt, option)
     return {
         "units": u,
         "simulated": np.array([b.get_height() for b in bars]),
