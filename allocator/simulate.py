@@ -113,6 +113,20 @@ def simulate_rounds(problem, members: np.ndarray, k: int, rounds: int, seed: int
     return out
 
 
+def workload_rounds(problem, members: np.ndarray, k: int, rounds: int, seed: int) -> list:
+    """Accepted units of ``rounds`` rounds played by each workload of a mixture on its
+    own: one int ``(rounds,)`` array per workload, in ``problem.workloads`` order.
+
+    Each workload gets its own seed spawned from ``seed``, so :func:`simulate` and a
+    plot of the same run see the same rounds.
+    """
+    seeds = np.random.SeedSequence(seed).spawn(len(problem.workloads))
+    return [
+        simulate_rounds(problem.workload_view(i), members, k, rounds, int(s.generate_state(1)[0]))
+        for i, s in enumerate(seeds)
+    ]
+
+
 def accepted_distribution(problem, members: np.ndarray, k: int) -> np.ndarray:
     """The model's distribution of accepted units per round: ``(k + 2,)``, entry ``u``
     is ``P(units = u)`` for ``u = 0..k+1`` (entry 0 is always 0).
@@ -164,16 +178,10 @@ def simulate(problem, drafters: list[str], k: int, rounds: int, seed: int = 0) -
         mean = float(units.mean())
         se = float(units.std(ddof=1) / np.sqrt(rounds))
     else:
-        seeds = np.random.SeedSequence(seed).spawn(len(problem.workloads))
-        means, ses, weights = [], [], []
-        for i, (w, s) in enumerate(zip(problem.workloads, seeds, strict=True)):
-            units = simulate_rounds(
-                problem.workload_view(i), members, k, rounds, int(s.generate_state(1)[0])
-            )
-            means.append(units.mean())
-            ses.append(units.std(ddof=1) / np.sqrt(rounds))
-            weights.append(w.weight)
-        means, ses, weights = np.array(means), np.array(ses), np.array(weights)
+        per = workload_rounds(problem, members, k, rounds, seed)
+        means = np.array([units.mean() for units in per])
+        ses = np.array([units.std(ddof=1) / np.sqrt(rounds) for units in per])
+        weights = np.array([w.weight for w in problem.workloads])
         mean = float(1.0 / np.sum(weights / means))
         se = float(np.sqrt(np.sum((mean**2 * weights / means**2 * ses) ** 2)))
     t = float(model["round_time"][0])
