@@ -21,7 +21,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 #: HiGHS options: prove optimality (no relative or absolute gap allowed), and hold
 #: rows to 1e-9 so a hosting cap is not exceeded by the default tolerance of 1e-7.
@@ -91,6 +90,7 @@ def solve_assignment(
     time_limit : seconds for HiGHS (``None``: no limit).
     """
     import cvxpy as cp  # about half a second to import: only when a plan is solved
+    import scipy.sparse as sp  # likewise kept off `import allocator.cli`
 
     _silence_highs_banner()
     c_count, n = members.shape
