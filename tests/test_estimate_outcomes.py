@@ -33,6 +33,11 @@ def run(*args):
     return runner.invoke(app, [str(a) for a in args])
 
 
+def costs(tiny=0.05):
+    """``--unit-cost`` options for both drafters (small costs 0.1)."""
+    return ["--unit-cost", "small=0.1", "--unit-cost", f"tiny={tiny}"]
+
+
 def make_log(tmp_path, seed, rounds=300, k=3, acc=ACC, corr=CORR, names=NAMES, name="log.csv"):
     rng = np.random.default_rng(seed)
     r, p, o = simulate_outcomes(rng, acc, corr, rounds, k)
@@ -130,10 +135,7 @@ def test_cli_writes_problem_with_intervals_and_correlations(tmp_path):
         path,
         "--out",
         out,
-        "--unit-cost",
-        "small=0.1",
-        "--unit-cost",
-        "tiny=0.05",
+        *costs(),
         "--json",
         "-",
     )
@@ -175,10 +177,7 @@ def test_factor_errors_written(tmp_path):
         out,
         "--errors",
         "factor",
-        "--unit-cost",
-        "small=0.1",
-        "--unit-cost",
-        "tiny=0.1",
+        *costs(tiny=0.1),
     )
     assert res.exit_code == 0, res.output
     spec = load_problem(out)
@@ -228,7 +227,7 @@ def test_workloads_get_their_own_acceptance_and_row_share(tmp_path):
     path = tmp_path / "w.csv"
     write_outcomes_csv(path, NAMES, r, p, o, workloads=w)
     out = tmp_path / "w.yaml"
-    res = run("estimate", path, "--out", out, "--unit-cost", "small=0.1", "--unit-cost", "tiny=0.1")
+    res = run("estimate", path, "--out", out, *costs(tiny=0.1))
     assert res.exit_code == 0, res.output
     spec = load_problem(out)
     by = {wl.name: wl for wl in spec.workloads}
@@ -261,10 +260,7 @@ def test_round_trip_estimate_then_solve(tmp_path):
         out,
         "--errors",
         "independent",
-        "--unit-cost",
-        "small=0.1",
-        "--unit-cost",
-        "tiny=0.05",
+        *costs(tiny=0.05),
     )
     assert res.exit_code == 0, res.output
     solved = run("solve", out, "--json", "-")
@@ -283,9 +279,7 @@ def test_round_trip_with_the_empirical_model(tmp_path):
     """The default output (errors: empirical, pointing at the log) solves as written."""
     path, _ = make_log(tmp_path, 5, rounds=2000)
     out = tmp_path / "p.yaml"
-    res = run(
-        "estimate", path, "--out", out, "--unit-cost", "small=0.1", "--unit-cost", "tiny=0.05"
-    )
+    res = run("estimate", path, "--out", out, *costs())
     assert res.exit_code == 0, res.output
     solved = run("solve", out, "--json", "-")
     assert solved.exit_code == 0, solved.output
@@ -388,7 +382,7 @@ def test_factor_round_trip_reproduces_the_logged_joint_failures(tmp_path):
     out = tmp_path / "f.yaml"
     res = run(
         "estimate", path, "--out", out, "--errors", "factor",
-        "--unit-cost", "small=0.1", "--unit-cost", "tiny=0.1",
+        *costs(tiny=0.1),
     )  # fmt: skip
     assert res.exit_code == 0, res.output
     ev = run("evaluate", out, "--drafters", "small,tiny", "--k", "1", "--json", "-")
