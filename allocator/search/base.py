@@ -8,6 +8,7 @@ A strategy's constructor only stores its parameters; all work happens in
 from __future__ import annotations
 
 import abc
+import time
 from typing import ClassVar
 
 import numpy as np
@@ -37,6 +38,22 @@ class Strategy(abc.ABC):
     @abc.abstractmethod
     def solve(self, problem) -> SolveResult:
         """Return the front of ``problem`` (throughput up, cost down) within its budget."""
+
+    def result(
+        self, problem, front, evaluated: int, t0: float, notes: list[str], exact: bool = True
+    ) -> SolveResult:
+        """The answer for ``problem``: ``front``, ``evaluated`` configurations, and the
+        seconds since ``t0`` (a :func:`time.perf_counter` reading)."""
+        return SolveResult(
+            problem=problem.name,
+            names=problem.names,
+            strategy=self.name,
+            exact=exact,
+            front=front,
+            evaluated=evaluated,
+            seconds=time.perf_counter() - t0,
+            notes=notes,
+        )
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())

@@ -73,16 +73,7 @@ class ExactStrategy(Strategy):
         if blocker is None:
             notes[-1] += f"; the model evaluated {evaluated:,} configurations"
             evaluated = total * len(problem.k_values)  # the rest are proven dominated
-        return SolveResult(
-            problem=problem.name,
-            names=problem.names,
-            strategy=self.name,
-            exact=True,
-            front=front,
-            evaluated=evaluated,
-            seconds=time.perf_counter() - t0,
-            notes=notes,
-        )
+        return self.result(problem, front, evaluated, t0, notes)
 
 
 def evaluate_front(

@@ -178,13 +178,4 @@ class KnapsackStrategy(Strategy):
             f"{', hosting' if by_hosting else ''}); "
             f"the model evaluated {evaluated:,} configurations"
         )
-        return SolveResult(
-            problem=problem.name,
-            names=problem.names,
-            strategy=self.name,
-            exact=True,
-            front=front,
-            evaluated=evaluated,
-            seconds=time.perf_counter() - t0,
-            notes=[note],
-        )
+        return self.result(problem, front, evaluated, t0, [note])

@@ -317,16 +317,7 @@ class OptunaStrategy(Strategy):
             f"optuna NSGA-II, study {(shared or local).study_name!r} ({mask_url(self.storage)}): "
             f"{done} trials run now, {finished} finished in the study; {seed_note}"
         ]
-        return SolveResult(
-            problem=problem.name,
-            names=problem.names,
-            strategy=self.name,
-            exact=False,
-            front=front,
-            evaluated=finished,
-            seconds=time.perf_counter() - t0,
-            notes=notes,
-        )
+        return self.result(problem, front, finished, t0, notes, exact=False)
 
 
 class StudyMirror:
