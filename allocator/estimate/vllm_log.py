@@ -89,6 +89,12 @@ def parse_line(line: str, where: str) -> tuple[int, np.ndarray] | None:
 def estimate_vllm_log(
     path: str | Path, name: str = "draft", min_trials: int = MIN_TRIALS
 ) -> Estimate:
+    """One drafter ``name`` from every ``SpecDecoding metrics:`` line of ``path``.
+
+    Counts are summed over lines position by position (module docstring); positions
+    reached by fewer than ``min_trials`` drafts are dropped from the end, and
+    ``k_max`` is the most positions any line reports.
+    """
     path = Path(path)
     text = read_text(path)
     successes: np.ndarray = np.zeros(0, np.int64)

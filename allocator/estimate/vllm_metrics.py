@@ -123,6 +123,11 @@ def cumulative_to_counts(
 
 
 def estimate_vllm_metrics(path: str | Path, min_trials: int = MIN_TRIALS) -> Estimate:
+    """One drafter per ``model_name`` (sorted) from the counters in ``path``.
+
+    Positions reached by fewer than ``min_trials`` drafts are dropped from the end;
+    ``k_max`` is the most positions any model reports.
+    """
     path = Path(path)
     source = path.name
     models = parse_counters(read_text(path), source)
