@@ -544,6 +544,10 @@ def test_hosting_cap_each_workload_meets_alone_but_not_together():
         make_plan(build(raw))
     assert info.value.field == "budget.hosting_cost"
     assert "at least 2" in info.value.message
+    with pytest.raises(InputError) as info:  # a sweep under the same cap says the same
+        sweep_hosting(build(raw), np.array([0.5, 1.5]))
+    assert info.value.field == "budget.hosting_cost"
+    assert "at least 2" in info.value.message
     ok = make_plan(build(raw), {"hosting_cost": 2})
     assert ok.hosted.all() and ok.exact
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..exceptions import InputError
 from ..pareto import front_order
 from .candidates import SingleFront, Traffic, build_candidates
-from .plan import MAX_CANDIDATES, Plan, plan_from_candidates, with_budget
+from .plan import MAX_CANDIDATES, Plan, hosting_infeasible, plan_from_candidates, with_budget
 
 #: Relative step below a plan's hosting cost in the automatic sweep.
 AUTO_STEP = 1e-6
@@ -72,8 +72,8 @@ def sweep_hosting(
     """Plans under each hosting cap in ``caps`` (``(S,)``), or automatically when ``None``.
 
     ``budget`` overrides the problem's other caps; any ``hosting_cost`` cap in the problem
-    is replaced by the sweep's. Raises :class:`InputError` (field ``budget.hosting_cost``)
-    when no cap of the sweep admits a plan.
+    is replaced by the sweep's. Raises :class:`InputError` (field ``budget.hosting_cost``,
+    with the cheapest plan's hosting cost) when no cap of the sweep admits a plan.
     """
     t0 = time.perf_counter()
     problem = with_budget(problem, budget)
@@ -114,12 +114,7 @@ def sweep_hosting(
     steps.reverse()
     plans = [p for _, p in steps if p is not None]
     if not plans:
-        cheapest = single.hosting_cost[0] if single.hosting_cost.size else np.nan
-        raise InputError(
-            "budget.hosting_cost",
-            f"no plan meets hosting_cost <= {top:g} (the sweep's largest cap); the cheapest "
-            f"single configuration costs {cheapest:.6g}",
-        )
+        raise hosting_infeasible(problem, traffic, top, max_candidates)
     unique = list({id(p): p for p in plans}.values())
     keep = front_order(
         np.array([p.hosting_cost for p in unique]),
