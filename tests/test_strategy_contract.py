@@ -29,6 +29,12 @@ def points(result):
     return [(p["cost"], p["throughput"]) for p in result.points()]
 
 
+def assert_same_front(a, b):
+    """Two results' fronts agree point by point (cost and throughput, to 1e-12)."""
+    np.testing.assert_allclose(a.front.cost, b.front.cost, rtol=1e-12)
+    np.testing.assert_allclose(a.front.throughput, b.front.throughput, rtol=1e-12)
+
+
 def check_exact(raw, strategy, **params):
     problem = Problem.from_spec(parse_problem(raw))
     ref, _ = reference.brute_front(raw)
@@ -85,8 +91,7 @@ def test_knapsack_equals_enumeration_on_mid_size_pools(seed):
     exact = ExactStrategy(prune=False).solve(problem)
     knap = KnapsackStrategy().solve(problem)
     assert knap.exact
-    np.testing.assert_allclose(knap.front.cost, exact.front.cost, rtol=1e-12)
-    np.testing.assert_allclose(knap.front.throughput, exact.front.throughput, rtol=1e-12)
+    assert_same_front(knap, exact)
 
 
 def test_knapsack_refuses_what_it_cannot_solve_exactly():
@@ -127,8 +132,7 @@ def test_pruning_changes_nothing(errors, seed):
         return
     pruned = ExactStrategy().solve(problem)
     assert pruned.evaluated == plain.evaluated  # both cover the whole space
-    np.testing.assert_allclose(pruned.front.cost, plain.front.cost, rtol=1e-12)
-    np.testing.assert_allclose(pruned.front.throughput, plain.front.throughput, rtol=1e-12)
+    assert_same_front(pruned, plain)
 
 
 def test_pruning_evaluates_far_fewer_configurations():
@@ -290,8 +294,7 @@ def test_knapsack_with_unequal_hosting_costs_equals_enumeration(seed):
     exact = ExactStrategy(prune=False).solve(problem)
     knap = KnapsackStrategy().solve(problem)
     assert knap.exact
-    np.testing.assert_allclose(knap.front.cost, exact.front.cost, rtol=1e-12)
-    np.testing.assert_allclose(knap.front.throughput, exact.front.throughput, rtol=1e-12)
+    assert_same_front(knap, exact)
 
 
 def test_knapsack_refuses_hosting_costs_with_too_many_distinct_sums():
