@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from scipy.stats import chi2, norm
+from scipy.stats import chi2, multivariate_normal, norm
 from typer.testing import CliRunner
 
 from allocator.cli import app
@@ -175,7 +175,20 @@ def test_cli_simulate_json(tmp_path):
         "throughput",
         "model_throughput",
     } <= set(doc)
-    assert doc["ci_low"] < doc["mean_accepted"] < doc["ci_high"]
+    # by hand: a and b fail together with the bivariate normal orthant at latent 0.4;
+    # paper E_4 = sum_{i=1..4} prod_{j<i} a_S(j); round time 1 + 4 * (0.05 + 0.1)
+    both = [
+        multivariate_normal.cdf(
+            norm.ppf([qa, 0.45]), cov=[[1, 0.4], [0.4, 1]], abseps=1e-10, releps=0
+        )
+        for qa in (0.3, 0.4, 0.5)
+    ]
+    pooled = [1.0 - both[min(j, 3) - 1] for j in range(1, 4)]
+    expect = sum(np.prod(pooled[: i - 1]) for i in range(1, 5))
+    assert doc["model_accepted"] == pytest.approx(expect, abs=1e-8)
+    assert doc["model_throughput"] == pytest.approx(expect / 1.6, abs=1e-8)
+    assert doc["round_time"] == pytest.approx(1.6, rel=1e-15)
+    assert doc["ci_low"] <= expect <= doc["ci_high"]
     # the same seed through the short option gives the same document
     assert json.loads(run("-d").stdout) == doc
     bad = runner.invoke(app, ["simulate", str(path), "-d", "a,zed", "--k", "4", "--rounds", "10"])
