@@ -9,6 +9,7 @@ import typer
 from ..estimate import FORMATS, MIN_TRIALS, estimate, problem_text, read_costs
 from ..estimate.problem_file import parse_assignments
 from ..exceptions import InputError
+from ..model.acceptance import CONVENTIONS
 from ..outputs import write_atomic
 from . import app
 from .common import JsonOption, emit_json, err, handles_input_errors, out, precheck_outputs
@@ -76,8 +77,8 @@ def estimate_command(
     errors = errors or "empirical"
     convention = convention or "bonus"
     drafter = drafter or "draft"
-    if convention not in ("bonus", "paper"):
-        raise InputError("--convention", f"{convention!r} is not bonus or paper")
+    if convention not in CONVENTIONS:
+        raise InputError("--convention", f"{convention!r} is not one of {', '.join(CONVENTIONS)}")
     if Path(out_path).suffix.lower() not in (".yaml", ".yml"):
         raise InputError("--out", "write the problem as .yaml or .yml")
     precheck_outputs(out=out_path, json=json_path)
