@@ -22,21 +22,16 @@ import numpy as np
 from ..exceptions import InputError
 from ..model.evaluate import evaluate_subsets
 from ..pareto import front_order
-from ..search.base import BUDGET_RTOL, feasible_mask, infeasible_error
+from ..search.base import budget_limit, feasible_mask, infeasible_error
 from ..search.space import iter_subsets
 
 #: Metrics a budget caps per configuration; ``hosting_cost`` caps the hosted set instead.
 CONFIG_CAPS = ("draft_cost_per_round", "draft_cost_per_token", "drafters")
 
 
-def slack(cap: float) -> float:
-    """The budget slack of the package (relative ``BUDGET_RTOL``, at least absolute)."""
-    return BUDGET_RTOL * max(1.0, abs(cap))
-
-
 def within(value: np.ndarray, cap: float) -> np.ndarray:
     """``value <= cap`` with the package's budget slack."""
-    return np.asarray(value) <= cap + slack(cap)
+    return np.asarray(value) <= budget_limit(cap)
 
 
 @dataclass

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..exceptions import InputError
 from ..model.evaluate import evaluate_configs
-from .candidates import Candidates, SingleFront, Traffic, build_candidates, slack, within
+from ..search.base import budget_limit
+from .candidates import Candidates, SingleFront, Traffic, build_candidates, within
 from .milp import solve_assignment
 
 #: Candidates kept per workload after pruning; beyond it the plan is not proven optimal.
@@ -160,7 +161,7 @@ def plan_from_candidates(
             cost[idx],
             problem.hosting_cost,
             n_w,
-            hosting_cap=cap + slack(cap) if np.isfinite(cap) else None,
+            hosting_cap=budget_limit(cap),
             time_limit=time_limit,
         )
         if found.choice is None and found.status not in ("infeasible", "infeasible_inaccurate"):
