@@ -95,9 +95,7 @@ def _acceptance(c: DrafterCounts) -> float | list[float]:
 
 def _interval(c: DrafterCounts) -> list:
     lo, hi = c.interval
-    pairs = [
-        [float(round(a, DIGITS)), float(round(b, DIGITS))] for a, b in zip(lo, hi, strict=True)
-    ]
+    pairs = [list(p) for p in zip(_round(lo), _round(hi), strict=True)]
     return pairs[0] if len(pairs) == 1 else pairs
 
 
