@@ -423,6 +423,7 @@ def analyse(
         example[key] = (best_members[d], int(best_k[d]))
     front_keys = [_key(front.members[i], front.k[i]) for i in range(len(front))]
     share = np.array([counts.get(k, 0) / n_draws for k in front_keys])
+    on_front = set(front_keys)
     others = [
         {
             "drafters": [n for n, on in zip(problem.names, example[k][0], strict=True) if on],
@@ -430,7 +431,7 @@ def analyse(
             "optimal_share": c / n_draws,
         }
         for k, c in sorted(counts.items(), key=lambda kv: -kv[1])
-        if k not in set(front_keys)
+        if k not in on_front
     ]
     return UncertaintyReport(
         samples=n_draws,
