@@ -33,8 +33,11 @@ MAX_CANDIDATES = 2000
 class Plan:
     """One plan.
 
-    names : drafter names ``(N,)``; workloads : workload names ``(W,)``; weights : ``(W,)``.
-    hosted : ``(N,)`` bool, the drafters some workload runs; hosting_cost : their sum.
+    names : drafter names ``(N,)``; workloads : workload names ``(W,)``; weights : ``(W,)``
+    shares of generated units, sum 1.
+    budget : the caps the plan meets (``hosting_cost``: the cap it was solved under).
+    hosted : ``(N,)`` bool, the drafters some workload runs; hosting_cost : their sum, in
+    the units of the drafters' ``hosting_cost``.
     members : ``(W, N)`` bool and k : ``(W,)``, each workload's configuration.
     metrics : per workload, every metric of its configuration on its own traffic
     (dict of ``(W,)`` arrays keyed by :data:`allocator.model.METRICS`).
@@ -43,6 +46,8 @@ class Plan:
     same hosting cap (``None`` when no single configuration meets every cap).
     status, exact, gap : solver status; proven optimal over the whole search space;
     relative optimality gap ``(objective − bound) / objective`` (0 when proven).
+    candidates : those the programme chose from; seconds : wall-clock time to plan;
+    notes : caveats for the user (candidates cut, solver stopped, a fallback taken).
     """
 
     problem: str
