@@ -111,11 +111,8 @@ def read_outcomes(path: str | Path) -> dict:
     (int8 ``(R, N)``), ``names``, ``workloads`` (str ``(R,)`` or ``None``)."""
     path = Path(path)
     header, rows, first = read_table(path)
-    missing = [c for c in ("position",) if c not in header]
-    if missing:
-        raise InputError(
-            path.name, f"missing column(s) {', '.join(missing)} (columns: {', '.join(header)})"
-        )
+    if "position" not in header:
+        raise InputError(path.name, f"missing column(s) position (columns: {', '.join(header)})")
     if len(set(header)) != len(header):
         raise InputError(path.name, "a column name appears twice")
     names = [h for h in header if h not in RESERVED]
