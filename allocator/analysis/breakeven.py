@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.optimize import brentq
 
 from ..exceptions import InputError
 from ..model.errors import ExchangeableErrors
@@ -113,6 +112,8 @@ def breakeven(problem, ensemble: list[str], baseline: list[str]) -> Breakeven:
             note="the ensemble stays ahead even with identical errors (correlation 1)",
             **common,
         )
+    from scipy.optimize import brentq  # slow to import: only when solving
+
     r = brentq(diff, 0.0, 1.0, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200)
     return Breakeven(
         latent_correlation=float(r),

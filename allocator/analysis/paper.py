@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import brentq
 
 from ..model.evaluate import evaluate_configs, evaluate_subsets
 from ..problem import Problem
@@ -96,6 +95,8 @@ def continuous_k_star(alpha: float, rho: float, nu: float) -> float:
     hi = 1.0
     while g(hi) > 0:
         hi *= 2.0
+    from scipy.optimize import brentq  # slow to import: only when solving
+
     return float(brentq(g, 0.0, hi, xtol=1e-13))
 
 
