@@ -43,6 +43,7 @@ from .model.evaluate import METRICS, evaluate_configs, evaluate_subsets
 from .pareto import front_order
 from .result import Front
 from .search.base import feasible_mask
+from .search.exact import concat_fronts
 from .search.space import count_subsets, iter_subsets
 
 #: Refuse more than this many (configuration x draw) evaluations.
@@ -391,12 +392,7 @@ def analyse(
             )
             robust_parts.append((part, qt[b, j]))
     if quantile is not None and robust_parts:
-        merged = Front(
-            np.concatenate([p.members for p, _ in robust_parts]),
-            np.concatenate([p.k for p, _ in robust_parts]),
-            {m: np.concatenate([p.metrics[m] for p, _ in robust_parts]) for m in METRICS},
-            problem.cost_metric,
-        )
+        merged = concat_fronts([p for p, _ in robust_parts], problem.cost_metric)
         q_all = np.concatenate([q for _, q in robust_parts])
         keep = front_order(merged.cost, q_all, merged.metrics["drafters"], merged.k)
         front = merged.take(keep)
