@@ -188,9 +188,11 @@ def test_postgres_two_workers_share_one_study(problem_file, tmp_path, postgres_u
         )
         for o in outs
     ]
+    password = postgres_url.split("@")[0].rsplit(":", 1)[-1]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err
+        assert password not in err
         assert "password" not in err.lower() or "***" in err
     states = trials_by_state(postgres_url, study)
     numbers = sorted(t.number for t in states["COMPLETE"])
@@ -199,7 +201,6 @@ def test_postgres_two_workers_share_one_study(problem_file, tmp_path, postgres_u
     docs = [json.loads(o.read_text()) for o in outs]
     assert all("80 trials run now" in d["notes"][0] for d in docs)
     assert max(d["evaluated"] for d in docs) == 160
-    password = postgres_url.split("@")[0].rsplit(":", 1)[-1]
     for o in outs:
         assert password not in o.read_text()
 
