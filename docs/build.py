@@ -162,7 +162,6 @@ def cli_reference() -> str:
 
     from allocator.cli import app
 
-    click = typer.main._click  # typer's own copy of click
     group = typer.main.get_command(app)
     out = [
         "Generated from the command line's definitions by `python docs/build.py`; "
@@ -171,7 +170,7 @@ def cli_reference() -> str:
     ]
     for name in sorted(group.commands):
         cmd = group.commands[name]
-        ctx = click.Context(cmd, info_name=f"allocator {name}")
+        ctx = typer.Context(cmd, info_name=f"allocator {name}")  # click's, whichever typer uses
         pieces = [
             re.sub(r"\{(\w+)\}", lambda m: m.group(1).upper(), piece)
             for piece in cmd.collect_usage_pieces(ctx)
