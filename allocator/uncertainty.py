@@ -382,7 +382,9 @@ def analyse(
             b, j = np.nonzero(feasible_mask(nominal, problem.budget))
             if b.size == 0:
                 continue
-            keep = front_order(nominal[problem.cost_metric][b, j], qt[b, j], ks[j])
+            keep = front_order(
+                nominal[problem.cost_metric][b, j], qt[b, j], nominal["drafters"][b, j], ks[j]
+            )
             b, j = b[keep], j[keep]
             part = Front(
                 members[b],
