@@ -72,16 +72,25 @@ class EmpiricalErrors(ErrorModel):
         r, n = fail.shape
         bits = fail.astype(np.int64) @ (np.int64(1) << np.arange(n, dtype=np.int64))
         pos = np.zeros(r, np.int64) if position is None else np.asarray(position) - 1
-        n_pos = int(pos.max()) + 1
         masks, counts = [], []
-        for p in range(n_pos):
+        for p in range(int(pos.max()) + 1):
             u, c = np.unique(bits[pos == p], return_counts=True)
             masks.append(u)
             counts.append(c)
+        return cls.from_counts(n, masks, counts)
+
+    @classmethod
+    def from_counts(
+        cls, n: int, masks: list[np.ndarray], counts: list[np.ndarray]
+    ) -> EmpiricalErrors:
+        """Build from each position's distinct failure masks and their counts (rows, or
+        any non-negative weights); the superset-sum table is precomputed when
+        ``2**n x positions`` fits in :data:`MAX_TABLE`."""
         table = None
-        if (1 << n) * n_pos <= MAX_TABLE:
-            hist = np.zeros((1 << n, n_pos))
-            np.add.at(hist, (bits, pos), 1.0)
+        if (1 << n) * len(masks) <= MAX_TABLE:
+            hist = np.zeros((1 << n, len(masks)))
+            for p, (u, c) in enumerate(zip(masks, counts, strict=True)):
+                hist[u, p] = c
             table = zeta_superset(hist) / hist.sum(axis=0)
         return cls(n, masks, counts, table)
 
