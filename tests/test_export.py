@@ -72,7 +72,8 @@ def test_sglang_flags(single):
     flags = dict(zip(argv[::2], argv[1::2], strict=True))
     k = front[0]["k"]
     assert flags["--speculative-algorithm"] == "STANDALONE"
-    assert flags["--speculative-draft-model-path"] in ("org/small-1b", "/models/tiny")
+    model = {"small": "org/small-1b", "tiny": "/models/tiny"}[front[0]["drafters"][0]]
+    assert flags["--speculative-draft-model-path"] == model
     assert int(flags["--speculative-num-steps"]) == k
     assert int(flags["--speculative-eagle-topk"]) == 1
     assert int(flags["--speculative-num-draft-tokens"]) == k + 1
