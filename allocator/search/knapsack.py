@@ -31,6 +31,7 @@ from ..result import SolveResult
 from .base import Strategy, budget_limit
 from .dominance import pruning_blocker
 from .exact import evaluate_front
+from .space import size_allowed
 
 #: ``exp(-40) < 2**-53``: pooled acceptance rounds to exactly 1.0 below this.
 L_FLOOR = -40.0
@@ -165,8 +166,7 @@ class KnapsackStrategy(Strategy):
             members, cost, ll, m, hs = members[keep], cost[keep], ll[keep], m[keep], hs[keep]
             if self.progress is not None:
                 self.progress(step + 1, free.size, None)
-        ok = (m >= max(problem.m_min, 1)) & (m <= problem.m_max)
-        members = members[ok]
+        members = members[size_allowed(problem, m)]
         if members.shape[0] == 0:
             raise InputError("budget", "no subset of drafters meets the budget and search.m")
         rows = max(1, self.max_cells // len(problem.k_values))

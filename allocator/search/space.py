@@ -42,6 +42,14 @@ def subset_sizes(problem) -> range:
     return range(lo, hi + 1)
 
 
+def size_allowed(problem, m: np.ndarray) -> np.ndarray:
+    """Bool, shaped like ``m``: subset sizes ``m`` (drafter counts) that ``search.m`` allows.
+
+    A subset holds at least one drafter whatever ``search.m.min`` says.
+    """
+    return (m >= max(problem.m_min, 1)) & (m <= problem.m_max)
+
+
 def count_subsets(problem) -> int:
     """Number of subsets in the search space."""
     n_free = int((~problem.required & ~problem.excluded).sum())

@@ -26,7 +26,7 @@ from ..model.evaluate import METRICS, evaluate_configs
 from ..pareto import front_order, nondominated
 from ..result import Front, SolveResult
 from .base import Strategy, budget_limit, feasible_mask, infeasible_error
-from .space import count_subsets
+from .space import count_subsets, size_allowed
 
 #: Seed the study from the independence front only when exact search of it is this small.
 SEED_MAX_SUBSETS = 2_000_000
@@ -112,7 +112,7 @@ def evaluate_batch(problem, members: np.ndarray, k: np.ndarray) -> dict[str, np.
     out = {name: np.zeros(len(k)) for name in METRICS}
     m = members.sum(axis=1)
     out["drafters"] = m.astype(float)
-    ok = (m >= max(problem.m_min, 1)) & (m <= problem.m_max)
+    ok = size_allowed(problem, m)
     if ok.any():
         met = evaluate_configs(problem, members[ok], k[ok])
         for name in METRICS:
@@ -397,8 +397,7 @@ def study_front(problem, study, space: SearchSpace) -> tuple[Front, int]:
     key = np.column_stack([members, k])
     _, first = np.unique(key, axis=0, return_index=True)
     members, k = members[first], k[first]
-    some = members.any(axis=1) & (members.sum(axis=1) >= problem.m_min)
-    some &= members.sum(axis=1) <= problem.m_max
+    some = size_allowed(problem, members.sum(axis=1))
     members, k = members[some], k[some]
     if members.shape[0] == 0:
         raise InputError("search.m", "no finished trial has a drafter count within search.m")
