@@ -26,6 +26,9 @@ from ..model.evaluate import METRICS, evaluate_configs
 from ..pareto import front_order, nondominated
 from ..result import Front, SolveResult
 from .base import Strategy, budget_limit, feasible_mask, infeasible_error
+from .dominance import pruning_blocker
+from .exact import ExactStrategy
+from .knapsack import KnapsackStrategy, knapsack_blocker
 from .space import count_subsets, size_allowed
 
 #: Seed the study from the independence front only when exact search of it is this small.
@@ -227,16 +230,11 @@ class OptunaStrategy(Strategy):
             return "study resumed"
         record.set_user_attr("seeded", True)
         indep = problem.replace(errors=IndependentErrors())
-        from .dominance import pruning_blocker
-        from .knapsack import KnapsackStrategy, knapsack_blocker
-
         try:
             n_sub = count_subsets(indep)
             if knapsack_blocker(indep) is None:
                 res = KnapsackStrategy().solve(indep)
             elif n_sub <= (SEED_MAX_SUBSETS if pruning_blocker(indep) is None else 50_000):
-                from .exact import ExactStrategy
-
                 res = ExactStrategy().solve(indep)
             else:
                 return "no seed: the independence front is too large to enumerate"
