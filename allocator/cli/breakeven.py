@@ -28,8 +28,8 @@ def breakeven_command(
     plot_path: str = typer.Option(
         None,
         "--plot",
-        help="Draw the gain against the error correlation, break-even marked, to PATH "
-        "(.png or .svg).",
+        help="Draw the gain against the latent error correlation, break-even marked, to "
+        "PATH (.png or .svg).",
         metavar="PATH",
     ),
 ) -> None:
