@@ -55,6 +55,13 @@ def _hosting_cap(problem) -> float:
     return budget_limit(problem.budget.get("hosting_cost", np.inf))
 
 
+def _by_hosting(problem) -> bool:
+    """Whether states must be kept apart by hosting-cost sum: hosting cost is on the
+    axis or capped, and not the same for every drafter."""
+    used = set(problem.budget) | {problem.cost_metric}
+    return "hosting_cost" in used and np.ptp(problem.hosting_cost) > 0
+
+
 def knapsack_blocker(problem) -> tuple[str, str] | None:
     """``(field, reason)`` why the programme does not apply to ``problem``, or ``None``."""
     why = pruning_blocker(problem)
@@ -66,8 +73,7 @@ def knapsack_blocker(problem) -> tuple[str, str] | None:
         return "drafters", "the knapsack strategy needs one acceptance value per drafter"
     if problem.drafting != "sequential":
         return "drafting", "the knapsack strategy needs sequential drafting"
-    used = set(problem.budget) | {problem.cost_metric}
-    if "hosting_cost" in used and np.ptp(problem.hosting_cost) > 0:
+    if _by_hosting(problem):
         pool = problem.hosting_cost[~problem.excluded]
         if hosting_sums(pool, _hosting_cap(problem)) is None:
             return "drafters", (
@@ -130,7 +136,7 @@ class KnapsackStrategy(Strategy):
         n_req = int(problem.required.sum())
         # hosting cost matters: keep states of unequal hosting sums apart (with equal
         # hosting costs the sum is m times the cost, so tracking m does it)
-        by_hosting = "hosting_cost" in used and np.ptp(problem.hosting_cost) > 0
+        by_hosting = _by_hosting(problem)
         # track m exactly when the metrics or the m-range depend on it
         track_m = (
             problem.token_cost != 0.0
