@@ -42,7 +42,11 @@ MAX_HOSTING_LEVELS = 4096
 
 def hosting_sums(hosting: np.ndarray, cap: float, limit: int = MAX_HOSTING_LEVELS):
     """The distinct sums ``<= cap`` of subsets of ``hosting`` (rounded to 1e-9), or ``None``
-    when there are more than ``limit``."""
+    when there are more than ``limit``.
+
+    ``hosting`` is ``(N,)`` per-drafter hosting costs, ``cap`` in the same units; the
+    result is ``(L,)``, ascending, starting at 0 (the empty subset).
+    """
     sums = np.zeros(1)
     for h in hosting:
         sums = np.unique(np.round(np.concatenate([sums, sums[sums + h <= cap] + h]), 9))

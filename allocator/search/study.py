@@ -79,6 +79,7 @@ class SearchSpace:
         return dists
 
     def params(self, members: np.ndarray, k: int) -> dict:
+        """Trial parameters of one configuration: membership ``(N,)`` bool and ``k``."""
         out = {"k": int(k)}
         if self.slots:
             chosen = [self.problem.names[i] for i in self.free if members[i]]
@@ -106,7 +107,7 @@ class SearchSpace:
 
 
 def evaluate_batch(problem, members: np.ndarray, k: np.ndarray) -> dict[str, np.ndarray]:
-    """Model metrics of configurations ``(B,)``.
+    """Model metrics, each ``(B,)``, of configurations: membership ``(B, N)``, ``k`` ``(B,)``.
 
     Only subsets whose size is within ``search.m`` are evaluated; the others (the
     model may not even evaluate them) get zeros except ``drafters``, their size,
@@ -124,7 +125,11 @@ def evaluate_batch(problem, members: np.ndarray, k: np.ndarray) -> dict[str, np.
 
 
 def constraint_values(problem, metrics: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Constraint values (feasible at ``<= 0``) of a batch: budget caps and the range of m."""
+    """Constraint values (feasible at ``<= 0``) of a batch: budget caps and the range of m.
+
+    ``metrics`` maps names to ``(B,)`` arrays; so does the result, keyed ``budget.<metric>``
+    (in that metric's units), ``search.m.min`` and ``search.m.max`` (in drafters).
+    """
     cons = {}
     for name, cap in problem.budget.items():
         cons[f"budget.{name}"] = metrics[name] - budget_limit(cap)
