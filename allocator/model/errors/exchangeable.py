@@ -42,6 +42,8 @@ from .latent import (
 
 FIELD_R = "errors.correlation"
 FIELD_PHI = "errors.error_correlation"
+#: Marginals whose evaluation plan is kept (one per workload is the usual need).
+MAX_PLANS = 16
 
 
 def _equal_rows(q: np.ndarray) -> bool:
@@ -62,8 +64,24 @@ class ExchangeableErrors(ErrorModel):
         """How to evaluate for marginals ``q (N, J)``.
 
         Returns ``("independent", None)``, ``("comonotone", None)``, ``("factor", β (N, J))``
-        or ``("matrix", R (J, N, N))`` (pairwise latent correlations, one matrix per position).
+        or ``("matrix", R (J, N, N))`` (pairwise latent correlations, one matrix per position),
+        read-only. Kept per ``q``: converting ``error_correlation`` for unequal marginals
+        bisects every pair (about a second at ``N = 20``), and the search asks again for
+        every batch of subsets with the same marginals.
         """
+        q = np.ascontiguousarray(q, dtype=float)
+        key = (q.shape, q.tobytes())
+        plans = self.__dict__.setdefault("_plans", {})
+        if key not in plans:
+            if len(plans) >= MAX_PLANS:
+                plans.clear()
+            kind, p = self._latent(q)
+            if p is not None:
+                p.flags.writeable = False
+            plans[key] = kind, p
+        return plans[key]
+
+    def _latent(self, q: np.ndarray):
         if self.correlation is not None:
             r = float(self.correlation)
             if r == 0.0:
