@@ -38,18 +38,13 @@ def pruning_blocker(problem) -> str | None:
     The argument above needs pooled acceptance from the error model alone, one class
     of traffic and verification time linear in ``m * k``.
     """
-    spec = getattr(problem, "spec", None)
-    verifier = getattr(spec, "verifier", None)
-    if getattr(problem, "workloads", ()):
+    if problem.workloads:
         return "a workload mixture"
-    if getattr(problem, "pooling", "any-correct") != "any-correct":
+    if problem.pooling != "any-correct":
         return f"{problem.pooling} pooling"
-    if getattr(problem, "ensembles", ()) or getattr(spec, "ensembles", None):
+    if problem.ensembles:
         return "measured ensemble acceptance"
-    if (
-        getattr(problem, "pass_cost_curve", None) is not None
-        or getattr(verifier, "pass_cost_curve", None) is not None
-    ):
+    if problem.pass_cost_curve is not None:
         return "a pass-cost curve"
     return None
 
