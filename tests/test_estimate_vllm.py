@@ -164,6 +164,17 @@ def test_log_reconstruction_within_rounding_and_coverage(tmp_path):
     assert 0.92 <= np.mean(hits) <= 0.98, np.mean(hits)
 
 
+def test_log_counts_sum_to_accepted_when_floors_already_do(tmp_path):
+    """1999 drafts, 999 then 499 accepted: the rates 0.500, 0.250 give 999.5 and
+    499.75, whose floors already sum to Accepted (1498); rounding each to the nearest
+    would give 1000 + 500."""
+    path = tmp_path / "v.log"
+    path.write_text(vllm_log_line(1999, np.array([999, 499])) + "\n")
+    assert "rate: 0.500, 0.250," in path.read_text()
+    est = estimate(path, "vllm-log", tmp_path / "x.yaml", min_trials=1)
+    np.testing.assert_array_equal(est.drafters[0].successes, [999, 499])
+
+
 BAD_METRICS = [
     (
         "# HELP vllm:num_requests_running x\n# TYPE vllm:num_requests_running gauge\n"

@@ -77,7 +77,7 @@ def parse_line(line: str, where: str) -> tuple[int, np.ndarray] | None:
         )
     counts = np.floor(raw).astype(np.int64)
     short = accepted - int(counts.sum())
-    if 0 < short <= k:
+    if 0 <= short <= k:
         order = np.argsort(-(raw - counts), kind="stable")
         counts[order[:short]] += 1
     else:
