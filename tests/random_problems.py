@@ -24,7 +24,6 @@ def random_problem(seed, n_max=6, knapsack=False):
                 "hosting_cost": float(rng.integers(0, 5)),
             }
         )
-    metrics = METRICS
     p = {
         "name": f"random-{seed}",
         "convention": str(rng.choice(["paper", "bonus"])),
@@ -34,7 +33,7 @@ def random_problem(seed, n_max=6, knapsack=False):
             "token_cost": float(rng.choice([0.0, 0.01, 0.05])),
         },
         "drafters": drafters,
-        "cost_metric": str(rng.choice(metrics)),
+        "cost_metric": str(rng.choice(METRICS)),
         "search": {
             "k": {"min": int(rng.integers(1, 3)), "max": int(rng.integers(3, 10))},
             "m": {
