@@ -121,7 +121,11 @@ BAD = [
         "errors: {model: gaussian, matrix: [[1, 0.5], [0.4, 1]]}",
         "errors.matrix",
     ),
-    ("search: {k: {max: 8}}", "errors: {model: exchangeable, correlation: -0.2}", "errors.corr"),
+    (
+        "search: {k: {max: 8}}",
+        "errors: {model: exchangeable, correlation: -0.2}",
+        "errors.correlation",
+    ),
     (
         "search: {k: {max: 8}}",
         "pooling: longest-chain\nerrors: {model: exchangeable, correlation: 0.3}",
