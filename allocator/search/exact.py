@@ -82,7 +82,8 @@ def evaluate_front(
     """The front of the subsets in ``chunks`` (membership ``(B, N)`` each) at every ``k``.
 
     Returns the front and the number of configurations evaluated. Raises the budget's
-    :func:`infeasible_error` when no configuration is within budget.
+    :func:`infeasible_error` when no configuration is within budget. ``progress``, when
+    given, is called after each chunk as ``(subsets done, total, front size so far)``.
     """
     ks = problem.k_values
     lowest = dict.fromkeys(problem.budget, np.inf)
