@@ -83,7 +83,8 @@ def evaluate_front(
 
     Returns the front and the number of configurations evaluated. Raises the budget's
     :func:`infeasible_error` when no configuration is within budget. ``progress``, when
-    given, is called after each chunk as ``(subsets done, total, front size so far)``.
+    given, is called after each chunk as ``(subsets done, total, points kept so far)``
+    (the chunks' own fronts, not yet merged: at least the final front size).
     """
     ks = problem.k_values
     lowest = dict.fromkeys(problem.budget, np.inf)
