@@ -15,6 +15,7 @@ import numpy as np
 from .exceptions import InputError
 from .model.acceptance import extend_positions, position_matrix
 from .model.errors import ErrorModel, IndependentErrors, build_error_model, load_empirical
+from .model.evaluate import no_chain_closed_form
 from .spec import COST_METRICS, ProblemSpec, load_problem
 
 
@@ -116,12 +117,7 @@ class Problem:
         """
         if spec.pooling == "longest-chain":
             if spec.errors.model != "independent" and not simulation:
-                raise InputError(
-                    "pooling",
-                    "longest-chain pooling has a closed form only for independent errors "
-                    f"(errors.model is {spec.errors.model!r}); run `allocator simulate` for "
-                    "correlated chains",
-                )
+                raise no_chain_closed_form(spec.errors.model)
             if spec.ensembles:
                 raise InputError(
                     "ensembles",

@@ -41,6 +41,15 @@ METRICS: tuple[str, ...] = (
 )
 
 
+def no_chain_closed_form(model: str) -> InputError:
+    """The refusal of ``longest-chain`` pooling under a correlated error ``model``."""
+    return InputError(
+        "pooling",
+        "longest-chain pooling has a closed form only for independent errors "
+        f"(errors.model is {model!r}); run `allocator simulate` for correlated chains",
+    )
+
+
 def chain_acceptance(members: np.ndarray, acceptance: np.ndarray, k_max: int) -> np.ndarray:
     """Effective per-position acceptance of ``longest-chain`` pooling: ``(B, k_max)``.
 
@@ -73,11 +82,7 @@ def _pooled(problem, members, acceptance, errors, k_max) -> np.ndarray:
     members = np.asarray(members, dtype=bool)
     if problem.pooling == "longest-chain":
         if errors.name != "independent":
-            raise InputError(
-                "pooling",
-                "longest-chain pooling has a closed form only for independent errors "
-                f"(errors.model is {errors.name!r}); `allocator simulate` plays correlated chains",
-            )
+            raise no_chain_closed_form(errors.name)
         return chain_acceptance(members, acceptance, k_max)
     a = 1.0 - errors.fail_prob(members, 1.0 - acceptance)
     for ens in problem.ensembles:
