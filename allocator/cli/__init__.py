@@ -1,5 +1,6 @@
-"""The ``allocator`` command line (typer). One module per command; plots, tables and
-files live here, never in the solvers."""
+"""The ``allocator`` command line (typer). One module per command; tables, output files
+and the ``--plot`` pictures (drawn by :mod:`allocator.plots`) are made here, never in
+the solvers."""
 
 from __future__ import annotations
 
