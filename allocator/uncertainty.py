@@ -166,9 +166,9 @@ def empirical_draws(model, n_draws: int, rng) -> list[tuple[object, np.ndarray]]
     acceptance 1 in every draw. Returns ``(errors, acceptance (N, P))``
     per draw, the acceptance being each drafter's marginal under the draw.
     """
-    from .model.errors.empirical import MAX_TABLE, EmpiricalErrors, zeta_superset
+    from .model.errors.empirical import EmpiricalErrors
 
-    n, positions = model.n, model.positions
+    n = model.n
     weights = [rng.dirichlet(c + PRIOR, size=n_draws) for c in model.counts]  # (D, U_p)
     single = np.int64(1) << np.arange(n, dtype=np.int64)
     fails = np.stack(
@@ -178,18 +178,13 @@ def empirical_draws(model, n_draws: int, rng) -> list[tuple[object, np.ndarray]]
         ],
         axis=2,
     )  # (D, N, P)
-    out = []
-    for d in range(n_draws):
-        counts = [w[d] for w in weights]
-        table = None
-        if (1 << n) * positions <= MAX_TABLE:
-            hist = np.zeros((1 << n, positions))
-            for p, (u, c) in enumerate(zip(model.masks, counts, strict=True)):
-                hist[u, p] = c
-            table = zeta_superset(hist)
-        acc = np.clip(1.0 - fails[d], 1e-12, 1.0)
-        out.append((EmpiricalErrors(n, model.masks, counts, table), acc))
-    return out
+    return [
+        (
+            EmpiricalErrors.from_counts(n, model.masks, [w[d] for w in weights]),
+            np.clip(1.0 - fails[d], 1e-12, 1.0),
+        )
+        for d in range(n_draws)
+    ]
 
 
 def _widen(acc: np.ndarray, width: int) -> np.ndarray:
