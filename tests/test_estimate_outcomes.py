@@ -8,14 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from scipy import stats
 from synthetic_logs import simulate_outcomes, write_outcomes_csv, write_outcomes_jsonl
 from typer.testing import CliRunner
 
 from allocator.cli import app
 from allocator.estimate import estimate
 from allocator.estimate.correlation import (
-    bivariate_normal_cdf,
     fit_loadings,
     latent_correlations,
     phi_correlations,
@@ -85,17 +83,6 @@ def test_positions_trimmed_where_data_run_out(tmp_path):
     keep = int(np.argmax(counts < 30)) if (counts < 30).any() else len(counts)
     assert len(est.drafters[0].trials) == keep
     assert np.all(est.drafters[0].trials >= 30)
-
-
-def test_bivariate_normal_cdf_against_scipy():
-    rng = np.random.default_rng(0)
-    for r in (-0.9, -0.3, 0.0, 0.4, 0.95):
-        h = rng.normal(size=20) * 1.5
-        k = rng.normal(size=20) * 1.5
-        h[0], k[1] = 0.0, 0.0
-        mine = bivariate_normal_cdf(h, k, r)
-        ref = stats.multivariate_normal(cov=[[1, r], [r, 1]]).cdf(np.column_stack([h, k]))
-        np.testing.assert_allclose(mine, ref, atol=2e-6)
 
 
 def test_phi_is_pearson_of_error_indicators():

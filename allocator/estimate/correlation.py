@@ -19,31 +19,10 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
+from ..model.errors.latent import bvn_cdf
+
 #: Latent correlations are kept inside (-R_MAX, R_MAX) (the copula's range is open there).
 R_MAX = 0.999
-
-
-def bivariate_normal_cdf(h: np.ndarray, k: np.ndarray, r: float) -> np.ndarray:
-    """``P(X <= h, Y <= k)`` for standard normals with correlation ``r`` in (-1, 1).
-
-    Vectorised over ``h`` and ``k`` (any common shape) through Owen's T function:
-    ``Phi2 = (Phi(h) + Phi(k))/2 - T(h, a_h) - T(k, a_k) - beta`` with
-    ``a_h = (k - r h) / (h sqrt(1 - r^2))``, ``a_k`` likewise, and ``beta = 1/2``
-    when ``h k < 0`` (or one is 0 and ``h + k < 0``), else 0.
-    """
-    h = np.clip(np.asarray(h, dtype=float), -38.0, 38.0)
-    k = np.clip(np.asarray(k, dtype=float), -38.0, 38.0)
-    h, k = np.broadcast_arrays(h, k)
-    eps = 1e-12
-    h = np.where(np.abs(h) < eps, eps, h)
-    k = np.where(np.abs(k) < eps, eps, k)
-    s = np.sqrt(1.0 - r * r)
-    a_h = (k - r * h) / (h * s)
-    a_k = (h - r * k) / (k * s)
-    beta = np.where(h * k < 0, 0.5, 0.0)
-    out = 0.5 * (special.ndtr(h) + special.ndtr(k)) - special.owens_t(h, a_h)
-    out = out - special.owens_t(k, a_k) - beta
-    return np.clip(out, 0.0, np.minimum(special.ndtr(h), special.ndtr(k)))
 
 
 def phi_correlations(errors: np.ndarray) -> np.ndarray:
@@ -92,7 +71,7 @@ def latent_correlations(
                 continue
 
             def gap(r, a=a, b=b):
-                return float(w @ bivariate_normal_cdf(t[a], t[b], r)) - joint[a, b]
+                return float(w @ bvn_cdf(t[a], t[b], r)) - joint[a, b]
 
             lo, hi = gap(-R_MAX), gap(R_MAX)
             if lo >= 0:
