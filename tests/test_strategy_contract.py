@@ -17,7 +17,6 @@ from random_problems import random_problem
 
 from allocator import solve
 from allocator.exceptions import InputError
-from allocator.model import errors as error_models
 from allocator.problem import Problem
 from allocator.search import STRATEGIES, make_strategy
 from allocator.search.exact import ExactStrategy
@@ -120,9 +119,6 @@ def test_pruning_changes_nothing(errors, seed):
             "loadings": {d["name"]: float(rng.uniform(-0.5, 0.9)) for d in raw["drafters"]},
         }
     raw["errors"] = errors
-    cls = errors["model"].capitalize() + "Errors"
-    if not hasattr(error_models, cls):
-        pytest.skip(f"{errors['model']} errors are not available in this version")
     problem = Problem.from_spec(parse_problem(raw))
     try:
         plain = ExactStrategy(prune=False).solve(problem)
