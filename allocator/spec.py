@@ -242,6 +242,8 @@ class ProblemSpec(_Frozen):
     @model_validator(mode="after")
     def _known_names(self) -> ProblemSpec:
         names = {d.name for d in self.drafters}
+        for i, d in enumerate(self.drafters):
+            _check_interval(d, f"drafters.{i}.acceptance_interval")
         for field in ("require", "exclude"):
             for i, n in enumerate(getattr(self.search, field)):
                 if n not in names:
@@ -262,6 +264,22 @@ class ProblemSpec(_Frozen):
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.drafters)
+
+
+def _check_interval(d: Drafter, field: str) -> None:
+    """An ``acceptance_interval`` has one ``[lo, hi]`` (``lo < hi``) per acceptance position."""
+    iv = d.acceptance_interval
+    if iv is None:
+        return
+    n_acc = len(d.acceptance) if isinstance(d.acceptance, list) else 1
+    nested = isinstance(iv[0], list)
+    if not nested and n_acc > 1:
+        raise _FieldError(field, "give one [lo, hi] per position of the acceptance list")
+    rows = iv if nested else [iv]
+    if len(rows) != n_acc:
+        raise _FieldError(field, f"{len(rows)} intervals for {n_acc} acceptance position(s)")
+    if any(hi <= lo for lo, hi in rows):
+        raise _FieldError(field, "every interval needs lo < hi")
 
 
 class _FieldError(ValueError):

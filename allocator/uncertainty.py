@@ -100,7 +100,10 @@ def beta_from_interval(
 
 
 def _interval_rows(spec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Point values, interval ends and which entries have an interval: each ``(N, J)``."""
+    """Point values, interval ends and which entries have an interval: each ``(N, J)``.
+
+    The spec has already checked each interval's shape and order.
+    """
     acc = position_matrix([d.acceptance for d in spec.drafters])
     width = acc.shape[1]
     lo = np.full_like(acc, np.nan)
@@ -109,24 +112,7 @@ def _interval_rows(spec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
         iv = d.acceptance_interval
         if iv is None:
             continue
-        field_name = f"drafters.{i}.acceptance_interval"
-        nested = isinstance(iv[0], list)
-        n_acc = len(d.acceptance) if isinstance(d.acceptance, list) else 1
-        if not nested:
-            if n_acc > 1:
-                raise InputError(
-                    field_name, "give one [lo, hi] per position of the acceptance list"
-                )
-            rows = [iv]
-        else:
-            rows = iv
-            if len(rows) != n_acc:
-                raise InputError(
-                    field_name, f"{len(rows)} intervals for {n_acc} acceptance position(s)"
-                )
-        r = np.array(rows, dtype=float)
-        if np.any(r[:, 1] <= r[:, 0]):
-            raise InputError(field_name, "every interval needs lo < hi")
+        r = np.array(iv if isinstance(iv[0], list) else [iv], dtype=float)
         lo[i] = position_matrix([r[:, 0].tolist()], width=width)[0]
         hi[i] = position_matrix([r[:, 1].tolist()], width=width)[0]
     return acc, lo, hi, np.isfinite(lo)
