@@ -416,35 +416,6 @@ def plot_breakeven(
 
 
 # ---------------------------------------------------------------- accepted units
-def accepted_shares(problem, drafters: list[str], k: int, rounds: int, seed: int = 0):
-    """Simulated and model distributions of accepted units per round.
-
-    Plays the same rounds as :func:`allocator.simulate.simulate` with the same seed
-    (for a workload mixture, each workload's rounds, weighted by its share of rounds
-    ``∝ p_w / mean_w``). Returns ``(simulated, model)``, both ``(k + 2,)`` shares of
-    rounds for ``u = 0..k+1`` accepted units.
-    """
-    from .simulate import accepted_distribution, simulate_rounds
-
-    members = problem.mask(drafters, "--drafters")
-    size = k + 2
-    if not problem.workloads:
-        units = simulate_rounds(problem, members, k, rounds, seed)
-        simulated = np.bincount(units, minlength=size)[:size] / rounds
-    else:
-        seeds = np.random.SeedSequence(seed).spawn(len(problem.workloads))
-        parts, shares = [], []
-        for i, (w, s) in enumerate(zip(problem.workloads, seeds, strict=True)):
-            units = simulate_rounds(
-                problem.workload_view(i), members, k, rounds, int(s.generate_state(1)[0])
-            )
-            parts.append(np.bincount(units, minlength=size)[:size] / rounds)
-            shares.append(w.weight / units.mean())
-        shares = np.array(shares) / np.sum(shares)
-        simulated = shares @ np.array(parts)
-    return simulated, accepted_distribution(problem, members, k)
-
-
 def plot_accepted(
     simulated,
     model,
@@ -457,7 +428,8 @@ def plot_accepted(
     """Draw the histogram of accepted units per round against the model's distribution.
 
     ``simulated`` and ``model`` are ``(U,)`` shares of rounds with ``u = 0..U-1``
-    accepted units (from :func:`accepted_shares`); ``u = 0`` (always empty) is not
+    accepted units (``Simulation.accepted_shares`` and
+    :func:`allocator.simulate.accepted_distribution`); ``u = 0`` (always empty) is not
     drawn. Returns ``units`` ``(U-1,)`` = ``1..U-1``, ``simulated`` (bar heights read
     back from the bars), ``model`` (read back from the markers), ``xlabel``,
     ``ylabel``, ``format``.

@@ -56,6 +56,10 @@ class Simulation:
     throughput_ci_high: float
     model_throughput: float | None
     round_time: float
+    #: share of rounds with ``u`` accepted units, ``u = 0..k+1`` (rounds-weighted over
+    #: the workloads of a mixture): the histogram to set against
+    #: :func:`accepted_distribution`
+    accepted_shares: list[float]
 
     def document(self) -> dict:
         return dict(self.__dict__)
@@ -173,10 +177,12 @@ def simulate(problem, drafters: list[str], k: int, rounds: int, seed: int = 0) -
         model = evaluate_configs(timing, members[None], np.array([k]))
         model["expected_accepted"] = model["throughput"] = np.array([np.nan])
     z = ndtri(0.5 + LEVEL / 2)
+    size = k + 2
     if not problem.workloads:
         units = simulate_rounds(problem, members, k, rounds, seed)
         mean = float(units.mean())
         se = float(units.std(ddof=1) / np.sqrt(rounds))
+        shares = np.bincount(units, minlength=size)[:size] / rounds
     else:
         per = workload_rounds(problem, members, k, rounds, seed)
         means = np.array([units.mean() for units in per])
@@ -184,6 +190,9 @@ def simulate(problem, drafters: list[str], k: int, rounds: int, seed: int = 0) -
         weights = np.array([w.weight for w in problem.workloads])
         mean = float(1.0 / np.sum(weights / means))
         se = float(np.sqrt(np.sum((mean**2 * weights / means**2 * ses) ** 2)))
+        # workload w plays a share p_w / mean_w of the rounds (normalised)
+        of_rounds = weights / means / np.sum(weights / means)
+        shares = of_rounds @ np.array([np.bincount(u, minlength=size)[:size] / rounds for u in per])
     t = float(model["round_time"][0])
     return Simulation(
         drafters=list(drafters),
@@ -199,6 +208,7 @@ def simulate(problem, drafters: list[str], k: int, rounds: int, seed: int = 0) -
         throughput_ci_high=(mean + z * se) / t,
         model_throughput=_or_none(model["throughput"][0]),
         round_time=t,
+        accepted_shares=[float(x) for x in shares],
     )
 
 

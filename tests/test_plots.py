@@ -16,7 +16,6 @@ from allocator import solve
 from allocator.cli import app
 from allocator.plots import (
     COST_LABELS,
-    accepted_shares,
     boxes_overlap,
     plot_accepted,
     plot_breakeven,
@@ -25,6 +24,7 @@ from allocator.plots import (
     single_drafter_fronts,
 )
 from allocator.problem import Problem
+from allocator.simulate import accepted_distribution
 from allocator.spec import parse_problem
 
 runner = CliRunner()
@@ -322,8 +322,10 @@ def test_simulate_plot_histogram_matches_the_run_and_the_model(tmp_path):
     from allocator.problem import Problem
 
     prob = Problem.from_file(R2, simulation=True)
-    simulated, model = accepted_shares(prob, ["weak-a", "weak-b"], 5, 20000, 7)
-    data = plot_accepted(simulated, model, tmp_path / "again.png", rounds=20000)
+    model = accepted_distribution(prob, prob.mask(["weak-a", "weak-b"]), 5)
+    data = plot_accepted(
+        np.array(doc["accepted_shares"]), model, tmp_path / "again.png", rounds=20000
+    )
     np.testing.assert_array_equal(data["units"], np.arange(1, 7))
     # the bars are the very rounds simulate reported on
     assert data["units"] @ data["simulated"] == pytest.approx(doc["mean_accepted"], rel=1e-12)
@@ -344,8 +346,9 @@ def test_simulate_plot_of_a_workload_mixture(tmp_path):
 
     prob = Problem.from_file(MIXED, simulation=True)
     name = prob.names[0]
-    simulated, model = accepted_shares(prob, [name], 4, 4000, 1)
     report = simulate(prob, [name], 4, 4000, 1)
+    simulated = np.array(report.accepted_shares)
+    model = accepted_distribution(prob, prob.mask([name]), 4)
     u = np.arange(simulated.size)
     # rounds-weighted mixture: its mean is the harmonic mixture simulate reports
     assert u @ simulated == pytest.approx(report.mean_accepted, rel=1e-12)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import typer
 from rich.table import Table
 
 from ..problem import Problem
-from ..simulate import LEVEL, simulate
+from ..simulate import LEVEL, accepted_distribution, simulate
 from . import app
 from .common import JsonOption, ProblemArg, emit_json, handles_input_errors, out, precheck_outputs
 from .evaluate import split_names
@@ -46,11 +47,11 @@ def simulate_command(
     prob = Problem.from_file(problem, simulation=True)
     doc = simulate(prob, split_names(drafters), k, rounds, seed).document()
     if plot_path:
-        from ..plots import accepted_shares, plot_accepted
+        from ..plots import plot_accepted
 
-        simulated, model = accepted_shares(prob, doc["drafters"], k, rounds, seed)
+        model = accepted_distribution(prob, prob.mask(doc["drafters"]), k)
         plot_accepted(
-            simulated,
+            np.array(doc["accepted_shares"]),
             model,
             plot_path,
             rounds=rounds,
