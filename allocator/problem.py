@@ -204,6 +204,12 @@ class Problem:
         """A copy with some fields changed (``dataclasses.replace``)."""
         return replace(self, **changes)
 
+    def with_errors(self, errors: ErrorModel) -> Problem:
+        """A copy under the error model ``errors`` everywhere: workloads' own models
+        (their rows of an outcome log) give way to it too."""
+        workloads = tuple(replace(w, errors=None) for w in self.workloads)
+        return replace(self, errors=errors, workloads=workloads)
+
     # ------------------------------------------------------------------ views
     def workload_view(self, index: int) -> Problem:
         """The single-class problem of workload ``index``: its acceptance, no mixture."""

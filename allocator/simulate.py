@@ -173,7 +173,9 @@ def simulate(problem, drafters: list[str], k: int, rounds: int, seed: int = 0) -
     try:
         model = evaluate_configs(problem, members[None], np.array([k]))
     except InputError:  # no closed form (longest-chain under correlated errors)
-        timing = problem.replace(pooling="any-correct", errors=IndependentErrors(), ensembles=())
+        timing = problem.with_errors(IndependentErrors()).replace(
+            pooling="any-correct", ensembles=()
+        )
         model = evaluate_configs(timing, members[None], np.array([k]))
         model["expected_accepted"] = model["throughput"] = np.array([np.nan])
     z = ndtri(0.5 + LEVEL / 2)

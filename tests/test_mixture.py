@@ -165,3 +165,21 @@ def test_outcome_log_workloads_use_their_own_rows(problems_dir):
             mine = [r for r in rows if r["workload"] == w.name and int(r["position"]) == pos]
             both_fail = sum(all(r[n] == "0" for n in pair) for r in mine)
             assert got[pos - 1] == pytest.approx(1 - both_fail / len(mine), abs=1e-15)
+
+
+def test_with_errors_replaces_the_workloads_own_log_models_too():
+    from pathlib import Path
+
+    from allocator.model.errors import IndependentErrors
+    from allocator.model.evaluate import pooled_acceptance
+
+    path = Path(__file__).resolve().parents[1] / "problems" / "outcome-log" / "problem.yaml"
+    logged = Problem.from_file(path)
+    assert any(w.errors is not None for w in logged.workloads)
+    indep = logged.with_errors(IndependentErrors())
+    members = np.array(list(itertools.product([False, True], repeat=logged.n))[1:])
+    for i, w in enumerate(indep.workloads):
+        got = pooled_acceptance(indep.workload_view(i), members)
+        # independence, by hand: 1 - prod over members of (1 - a_i(j))
+        want = 1.0 - np.prod(np.where(members[:, :, None], 1.0 - w.acceptance[None], 1.0), axis=1)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)

@@ -15,7 +15,7 @@ question is asked of the exchangeable model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -57,9 +57,8 @@ def _check(problem, ensemble, baseline):
 def best_throughput(problem, members: np.ndarray, correlation: float) -> np.ndarray:
     """Best throughput over ``k`` of each subset ``members (B, N)`` under exchangeable
     errors with latent ``correlation``: ``(B,)``."""
-    exch = problem.replace(errors=ExchangeableErrors(correlation=float(correlation)), ensembles=())
-    if exch.workloads:  # workload-specific (log) models give way too
-        exch = exch.replace(workloads=tuple(replace(w, errors=None) for w in exch.workloads))
+    exch = problem.with_errors(ExchangeableErrors(correlation=float(correlation)))
+    exch = exch.replace(ensembles=())
     return evaluate_subsets(exch, members)["throughput"].max(axis=1)
 
 

@@ -234,7 +234,7 @@ class OptunaStrategy(Strategy):
         if record.user_attrs.get("seeded"):
             return "study resumed"
         record.set_user_attr("seeded", True)
-        indep = problem.replace(errors=IndependentErrors())
+        indep = problem.with_errors(IndependentErrors())
         try:
             n_sub = count_subsets(indep)
             if knapsack_blocker(indep) is None:
