@@ -26,14 +26,11 @@ def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> So
     """
     if not isinstance(problem, Problem):
         problem = load(problem)
-    chosen, why = make_strategy(strategy, problem, **params)
+    chosen, notes = make_strategy(strategy, problem, **params)
     t0 = time.perf_counter()
     result = chosen.solve(problem)
     result.seconds = time.perf_counter() - t0
-    if strategy == "auto":
-        result.notes.insert(0, f"auto picked {why}")
-    elif "ignored" in why:
-        result.notes.insert(0, why)
+    result.notes[:0] = notes
     return result
 
 

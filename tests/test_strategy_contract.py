@@ -237,8 +237,8 @@ def test_auto_is_honest_about_exactness():
         "search": {"k": {"max": 8}},
     }
     problem = Problem.from_spec(parse_problem(big))
-    strategy, why = make_strategy("auto", problem, trials=40, seed=0)
-    assert strategy.name == "optuna" and "beyond exact" in why
+    strategy, notes = make_strategy("auto", problem, trials=40, seed=0)
+    assert strategy.name == "optuna" and "beyond exact" in notes[0]
     result = solve(problem, "auto", trials=40, seed=0)
     assert result.exact is False and result.notes[0].startswith("auto picked optuna")
     single = dict(big, drafters=[dict(d, acceptance=0.6) for d in big["drafters"]])

@@ -22,8 +22,9 @@ STRATEGIES: dict[str, type[Strategy]] = {
 }
 
 
-def make_strategy(name: str, problem=None, **params) -> tuple[Strategy, str]:
-    """The strategy called ``name`` (``auto`` picks one for ``problem``), and why.
+def make_strategy(name: str, problem=None, **params) -> tuple[Strategy, list[str]]:
+    """The strategy called ``name`` (``auto`` picks one for ``problem``), and notes for
+    the user: which one ``auto`` picked and why, and which options it does not use.
 
     ``params`` go to the strategy's constructor; those it does not take are left out
     (so one call can carry ``trials``, ``seed``, ``progress`` ... for whichever is picked).
@@ -32,8 +33,9 @@ def make_strategy(name: str, problem=None, **params) -> tuple[Strategy, str]:
         if problem is None:
             raise ValueError("auto needs the problem to choose")
         name, why = choose_strategy(problem)
+        notes = [f"auto picked {why}"]
     else:
-        why = f"{name}: asked for"
+        notes = []
     try:
         cls = STRATEGIES[name]
     except KeyError:
@@ -48,8 +50,8 @@ def make_strategy(name: str, problem=None, **params) -> tuple[Strategy, str]:
     unused = [k for k in unused if k not in ("seed", "progress")]  # always passed along
     if unused:
         options = ", ".join("--" + k for k in unused)
-        why += f" ({options} ignored: {name} does not use them)"
-    return cls(**{k: v for k, v in params.items() if k in accepted}), why
+        notes.append(f"{options} ignored: {name} does not use them")
+    return cls(**{k: v for k, v in params.items() if k in accepted}), notes
 
 
 __all__ = [
