@@ -33,8 +33,11 @@ def breakeven_command(
         metavar="PATH",
     ),
 ) -> None:
-    """Find the correlation at which the ensemble's best throughput (at its own best k)
-    falls to the baseline's, under exchangeable errors (latent Gaussian copula)."""
+    """Find the correlation at which the ensemble's gain over the baseline vanishes.
+
+    The ensemble's and the baseline's best throughputs (each at its own best k) are
+    compared under exchangeable errors (latent Gaussian copula).
+    """
     precheck_outputs(json=json_path)
     if plot_path:
         from ..plots import check_plot_path

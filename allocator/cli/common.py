@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import sys
-from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -64,9 +63,3 @@ def emit_json(doc, path: str | None) -> None:
         sys.stdout.flush()
     else:
         write_atomic(path, text, "--json")
-
-
-def load_problem_file(path: Path):
-    from ..problem import Problem
-
-    return Problem.from_file(path)

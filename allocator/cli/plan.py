@@ -9,6 +9,7 @@ import typer
 from pydantic import BaseModel
 from rich.table import Table
 
+from .. import api
 from ..exceptions import InputError
 from ..planning import MAX_CANDIDATES, Plan, PlanSweep, make_plan, parse_caps, sweep_hosting
 from ..result import Front
@@ -20,7 +21,6 @@ from .common import (
     emit_json,
     err,
     handles_input_errors,
-    load_problem_file,
     out,
     precheck_outputs,
 )
@@ -352,7 +352,7 @@ def plan(
     precheck_outputs(json=json_path)
     caps = parse_budget(budget)
     levels = parse_sweep(sweep) if sweep is not None else False
-    prob = load_problem_file(problem)
+    prob = api.load(problem)
     if levels is False:
         result = make_plan(prob, caps, max_candidates=max_candidates, time_limit=time_limit)
         doc, table = plan_document(result), plan_table
