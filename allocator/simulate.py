@@ -73,25 +73,12 @@ def _positions(problem, k: int) -> int:
 def simulate_rounds(problem, members: np.ndarray, k: int, rounds: int, seed: int) -> np.ndarray:
     """Accepted units in each of ``rounds`` simulated rounds: int ``(rounds,)``.
 
-    ``members`` bool ``(N,)``. For a workload mixture each round belongs to workload
-    ``w`` with the round share ``π_w ∝ p_w / E_w`` (``E_w`` from the closed form: the
-    weights are shares of generated units, so rounds split this way), and its outcomes
-    are drawn from that workload's model; the histogram is then comparable with
-    :func:`accepted_distribution`.
+    ``members`` bool ``(N,)``. One class of traffic: a workload mixture is played
+    workload by workload with :func:`workload_rounds`.
     """
     members = np.asarray(members, dtype=bool)
     if problem.workloads:
-        rng = np.random.default_rng(seed)
-        views = [problem.workload_view(i) for i in range(len(problem.workloads))]
-        means = np.array([accepted_distribution(v, members, k) @ np.arange(k + 2) for v in views])
-        share = np.array([w.weight for w in problem.workloads]) / means
-        which = rng.choice(len(views), size=rounds, p=share / share.sum())
-        seeds = rng.integers(0, 2**63 - 1, size=len(views))
-        out = np.empty(rounds, np.int64)
-        for i, view in enumerate(views):
-            mine = which == i
-            out[mine] = simulate_rounds(view, members, k, int(mine.sum()), int(seeds[i]))
-        return out
+        raise ValueError("a workload mixture is played per workload: use workload_rounds")
     rng = np.random.default_rng(seed)
     n_pos = _positions(problem, k)
     out = np.ones(rounds, np.int64)

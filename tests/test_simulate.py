@@ -17,7 +17,7 @@ from allocator.model.errors import (
     GaussianErrors,
 )
 from allocator.problem import Problem
-from allocator.simulate import accepted_distribution, simulate, simulate_rounds
+from allocator.simulate import accepted_distribution, simulate, simulate_rounds, workload_rounds
 from allocator.spec import parse_problem
 
 runner = CliRunner()
@@ -122,12 +122,18 @@ def test_histogram_matches_model_distribution(convention, mixture):
     assert dist @ np.arange(k + 2) == pytest.approx(
         simulate(p, ["a", "b"], k, 2, 0).model_accepted, rel=1e-12
     )
-    units = simulate_rounds(p, members, k, 50_000, seed=1)
-    observed = np.bincount(units, minlength=k + 2)
-    live = dist > 0
-    assert observed[~live].sum() == 0
-    stat = np.sum((observed[live] - 50_000 * dist[live]) ** 2 / (50_000 * dist[live]))
-    assert chi2.sf(stat, live.sum() - 1) > 1e-4
+    if mixture:  # each workload's rounds against that workload's own distribution
+        played = workload_rounds(p, members, k, 50_000, seed=1)
+        views = [p.workload_view(i) for i in range(len(p.workloads))]
+    else:
+        played, views = [simulate_rounds(p, members, k, 50_000, seed=1)], [p]
+    for units, view in zip(played, views, strict=True):
+        want = accepted_distribution(view, members, k)
+        observed = np.bincount(units, minlength=k + 2)
+        live = want > 0
+        assert observed[~live].sum() == 0
+        stat = np.sum((observed[live] - 50_000 * want[live]) ** 2 / (50_000 * want[live]))
+        assert chi2.sf(stat, live.sum() - 1) > 1e-4
 
 
 def test_correlated_chains_only_by_simulation():
