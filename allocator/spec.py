@@ -35,6 +35,14 @@ COST_METRICS: tuple[str, ...] = (
 Probability = Annotated[float, Field(gt=0.0, le=1.0)]
 Acceptance = Probability | Annotated[list[Probability], Field(min_length=1)]
 NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+BatchSize = Annotated[int, Field(ge=1)]
+
+# What kind of drafter it is, as the serving engines name their speculative methods.
+Method = Literal[
+    "draft_model", "eagle", "eagle3", "mtp", "medusa", "mlp_speculator", "ngram", "suffix"
+]
+RankAcceptance = Annotated[list[Probability], Field(min_length=1)]
 
 
 class _Frozen(BaseModel):
@@ -100,6 +108,19 @@ class Drafter(_Frozen):
     hosting_cost: NonNegative = 0.0
     model: str | None = None
     acceptance_interval: Interval | list[Interval] | None = None
+    # how the engines serve it, and that method's own settings
+    method: Method | None = None
+    prompt_lookup_min: Annotated[int, Field(ge=1)] | None = None
+    prompt_lookup_max: Annotated[int, Field(ge=1)] | None = None
+    # token trees: acceptance of the rank-r candidate at a node given ranks < r rejected,
+    # one list, or one list per depth (the last repeats)
+    acceptance_by_rank: (
+        RankAcceptance | Annotated[list[RankAcceptance], Field(min_length=1)] | None
+    ) = None
+    # serving: wall time of one drafting step (one token per sequence), ms, by batch size
+    draft_ms: dict[BatchSize, Positive] | None = None
+    # serving: accelerator memory hosting it takes from one replica's KV cache, GB
+    memory_gb: NonNegative | None = None
 
 
 class ErrorsSpec(_Frozen):
@@ -213,6 +234,48 @@ class Budget(_Frozen):
         return {k: float(v) for k, v in self.model_dump().items() if v is not None}
 
 
+class StepTable(_Frozen):
+    """Measured wall time of one decoding step (draft + verify) of one configuration.
+
+    ``drafters``: the configuration measured; ``by_batch``: ``{batch: {k: ms}}``, where
+    ``k = 0`` is decoding without speculation (required at every batch size).
+    """
+
+    drafters: list[str]
+    by_batch: dict[BatchSize, dict[Annotated[int, Field(ge=0)], Positive]]
+
+
+class VerifyTable(_Frozen):
+    """Component model: the verifier's forward pass, ms, by batch size and by verified
+    tokens per sequence (``tokens = 1`` is a plain decoding step; a chain of ``k``
+    drafted tokens from ``m`` drafters verifies ``m * k + 1``). ``ms[i][j]`` is at
+    ``batch[i]``, ``tokens[j]``."""
+
+    batch: Annotated[list[BatchSize], Field(min_length=1)]
+    tokens: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
+    ms: Annotated[list[list[Positive]], Field(min_length=1)]
+
+
+class MemorySpec(_Frozen):
+    """What caps the batch of one replica: KV-cache memory with no drafter hosted, and
+    one sequence's KV footprint at the traffic's context length (both GB)."""
+
+    kv_cache_gb: Positive
+    kv_per_seq_gb: Positive
+
+
+class ServingSpec(_Frozen):
+    """Serving under load: batch sizes to plan for, price, and step times (measured
+    tables and/or a component model)."""
+
+    batch_sizes: Annotated[list[BatchSize], Field(min_length=1)]
+    gpu_cost_per_hour: Positive | None = None
+    step_ms: list[StepTable] = []
+    verify_ms: VerifyTable | None = None
+    overhead_ms: NonNegative = 0.0
+    memory: MemorySpec | None = None
+
+
 class ProblemSpec(_Frozen):
     """A whole problem file. Field names and defaults follow DESIGN §3."""
 
@@ -228,6 +291,7 @@ class ProblemSpec(_Frozen):
     search: SearchSpec = SearchSpec()
     budget: Budget = Budget()
     cost_metric: CostMetric = "draft_cost_per_round"
+    serving: ServingSpec | None = None
 
     @field_validator("drafters")
     @classmethod
