@@ -411,3 +411,19 @@ def test_batch_without_serving(tmp_path):
         app, ["evaluate", str(write(tmp_path, data)), "-d", "eagle", "-k", "1", "--batch", "4"]
     )
     assert r.exit_code == 2 and r.output.startswith("error: serving: ")
+
+
+@pytest.mark.parametrize("drafting", ["sequential", "parallel"])
+def test_grid_agrees_with_rows(drafting):
+    """The searches' (subset x k) grid gives the per-row values of the public function."""
+    from allocator.model.serving import step_grid, step_ms_or_nan
+
+    data = component(drafting)
+    data["serving"]["step_ms"] = [{"drafters": ["b"], "by_batch": {1: {0: 5.0, 2: 9.0}}}]
+    p = build(data)
+    members = np.array([[True, False], [False, True], [True, True]])
+    ks = np.arange(0, 5)
+    for batch in (1, 10, 64, 65):
+        grid = step_grid(p, members, ks, batch)
+        rows = step_ms_or_nan(p, np.repeat(members, ks.size, axis=0), np.tile(ks, 3), batch)
+        np.testing.assert_array_equal(grid.ravel(), rows)
