@@ -376,6 +376,7 @@ def test_bad_serving_input(tmp_path, label, data):
         ["-d", "eagle", "-k", "8", "--batch", "1"],  # k past the largest measured
         ["-d", "eagle", "-k", "3", "--batch", "65"],  # batch outside the table
         ["-d", "eagle", "-k", "3", "--batch", "200"],
+        ["-k", "0", "--batch", "200"],
     ],
 )
 def test_requests_outside_the_tables(tmp_path, args):
@@ -384,6 +385,7 @@ def test_requests_outside_the_tables(tmp_path, args):
     r = runner.invoke(app, ["evaluate", str(path), *args, "--json", str(out)])
     assert r.exit_code == 2
     assert r.output.startswith("error: serving: ") and len(r.output.strip().splitlines()) == 1
+    assert "never extrapolated" in r.output
     assert not out.exists()
 
 

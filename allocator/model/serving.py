@@ -328,6 +328,14 @@ def _why(problem: Problem, members: np.ndarray, k: int, batch: float) -> str:
     serving = _serving(problem)
     names = [n for n, on in zip(problem.names, members, strict=True) if on]
     what = f"drafters {'+'.join(names) or '(none)'} at k={k}, batch {batch:g}"
+    ranges = [f"{t.batch[0]:g}..{t.batch[-1]:g}" for t in serving.tables]
+    if serving.has_component_model:
+        ranges.append(f"{serving.verify_batch[0]:g}..{serving.verify_batch[-1]:g}")
+    if k == 0 and not any(np.array_equal(t.members, members) for t in serving.tables):
+        return (
+            f"no k = 0 (plain decoding) step time at batch {batch:g}: outside every measured "
+            f"or modelled batch range ({', '.join(ranges)}); step times are never extrapolated"
+        )
     for t in serving.tables:
         if np.array_equal(t.members, members):
             return (
