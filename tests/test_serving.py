@@ -429,3 +429,22 @@ def test_grid_agrees_with_rows(drafting):
         grid = step_grid(p, members, ks, batch)
         rows = step_ms_or_nan(p, np.repeat(members, ks.size, axis=0), np.tile(ks, 3), batch)
         np.testing.assert_array_equal(grid.ravel(), rows)
+
+
+def test_solve_batch_csv_plot_and_refusals(tmp_path):
+    data = component()
+    data["search"] = {"k": {"max": 3}}
+    path = write(tmp_path, data)
+    csv_path, png = tmp_path / "f.csv", tmp_path / "f.png"
+    r = runner.invoke(
+        app, ["solve", str(path), "--batch", "16", "--csv", str(csv_path), "--plot", str(png)]
+    )
+    assert r.exit_code == 0, r.output
+    header = csv_path.read_text().splitlines()[0].split(",")
+    assert {"batch", "tokens_per_s", "itl_ms", "speedup", "cost_per_mtok"} <= set(header)
+    assert png.stat().st_size > 0
+    for extra in (["--strategy", "knapsack"], ["--samples", "10"], ["--export", "vllm"]):
+        out = tmp_path / "x.json"
+        r = runner.invoke(app, ["solve", str(path), "--batch", "16", *extra, "--json", str(out)])
+        assert r.exit_code == 2 and r.output.startswith("error: --"), r.output
+        assert not out.exists()
