@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from ..engines import TARGETS, convention_warning, pick_point
+from ..engines import export_point as engine_settings
 from ..exceptions import InputError
-from ..export import TARGETS, convention_warning, export_text, pick_point
 from ..outputs import uncertainty_document
 from ..uncertainty import analyse
 
@@ -84,10 +85,10 @@ def export_point(prob, points: list[dict], target: str, pick: int | None) -> Non
     from .common import err
 
     point = pick_point(points, pick)
-    models = {d.name: d.model for d in prob.spec.drafters} if prob.spec is not None else {}
-    text = export_text(target, point, models)
+    drafters = {d.name: d for d in prob.spec.drafters} if prob.spec is not None else {}
+    text, notes = engine_settings(target, point, drafters)
     note = convention_warning(prob.convention)
-    if note:
-        err.print(note, soft_wrap=True)
+    for line in [*notes, *([note] if note else [])]:
+        err.print(line, soft_wrap=True)
     sys.stdout.write(text)
     sys.stdout.flush()
