@@ -102,6 +102,8 @@ def test_several_scrapes_take_the_last(tmp_path):
     first = simulate_chain(rng, [0.7], 1000, 3)
     later = first + simulate_chain(rng, [0.7], 1000, 3)
     text = vllm_exposition({"m": [(1000, first)]}) + vllm_exposition({"m": [(2000, later)]})
+    # two scrapes of one run share their _created times; two registries do not, so drop them
+    text = "".join(line for line in text.splitlines(True) if "_created" not in line)
     path = tmp_path / "m.prom"
     path.write_text(text)
     est = estimate(path, "vllm-metrics", tmp_path / "x.yaml")
@@ -207,7 +209,7 @@ def test_metrics_counter_decreasing_between_scrapes(tmp_path):
     path.write_text(text + restarted)
     out = tmp_path / "p.yaml"
     res = run("estimate", path, "--format", "vllm-metrics", "--out", out)
-    assert res.exit_code == 2 and "decreases from 6000 to 50" in res.stderr, res.stderr
+    assert res.exit_code == 2 and "restart together" in res.stderr, res.stderr
     assert not out.exists()
 
 
@@ -244,11 +246,11 @@ LINE = (
         (LINE.format(rates="0.350, 0.520, 0.750") + "\n", "increase with position"),
         (
             LINE.replace("Drafted: 600", "Drafted: 601").format(rates="0.750, 0.520, 0.350"),
-            "not a multiple",
+            "no number of drafts",
         ),
         (
             LINE.replace("Accepted: 324", "Accepted: 900").format(rates="0.750, 0.520, 0.350"),
-            "disagrees",
+            "disagree",
         ),
         ("SpecDecoding metrics: Accepted: 3 tokens, Drafted: 6 tokens\n", "without"),
     ],
