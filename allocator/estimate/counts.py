@@ -99,8 +99,17 @@ class DrafterCounts:
     trials: np.ndarray
     model: str | None = None
     trials_low: np.ndarray | None = None
+    #: ``(acceptance, lo, hi)``, float ``(J,)`` each: for inputs that give no counts (a log
+    #: of means); :attr:`acceptance` and :attr:`interval` then return these.
+    summary: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def positions(self) -> int:
+        return int(self.summary[0].size) if self.summary is not None else int(self.trials.size)
 
     def trimmed(self, min_trials: int) -> DrafterCounts:
+        if self.summary is not None:
+            return self
         sure = self.trials if self.trials_low is None else self.trials_low
         j = kept_positions(sure, min_trials, f"drafter {self.name!r}")
         low = None if self.trials_low is None else self.trials_low[:j]
@@ -121,11 +130,15 @@ class DrafterCounts:
 
     @property
     def acceptance(self) -> np.ndarray:
+        if self.summary is not None:
+            return self.summary[0]
         lo, hi = self.acceptance_range
         return (lo + hi) / 2.0
 
     @property
     def interval(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.summary is not None:
+            return self.summary[1], self.summary[2]
         lo, _ = jeffreys_interval(self.successes, self.trials)
         if self.trials_low is None:
             return lo, jeffreys_interval(self.successes, self.trials)[1]
