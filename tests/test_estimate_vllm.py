@@ -288,7 +288,11 @@ def test_round_trip_metrics_then_solve_and_export(tmp_path):
     [
         ("vllm-metrics", ["--errors", "factor"], "--errors: applies to --format outcomes only"),
         ("vllm-log", ["--convention", "paper"], "--convention: applies to --format outcomes"),
-        ("vllm-metrics", ["--drafter", "x"], "--drafter: applies to --format vllm-log only"),
+        (
+            "vllm-metrics",
+            ["--drafter", "x"],
+            "--drafter: applies to --format vllm-log or sglang-requests or sglang-log only",
+        ),
         ("vllm-metrics", ["--model", "nobody=x"], "unknown drafter 'nobody'"),
     ],
 )
