@@ -78,17 +78,24 @@ def uncertainty_table(doc: dict) -> Table:
     return t
 
 
-def export_point(prob, points: list[dict], target: str, pick: int | None) -> None:
-    """Print the chosen point as ``target``'s settings on stdout (notes on stderr)."""
-    import sys
-
-    from .common import err
-
+def export_settings(prob, points: list[dict], target: str, pick: int | None):
+    """The chosen point as ``target``'s settings and the notes for stderr; raises
+    :class:`InputError` before anything is printed or written."""
     point = pick_point(points, pick)
     drafters = {d.name: d for d in prob.spec.drafters} if prob.spec is not None else {}
     text, notes = engine_settings(target, point, drafters)
     note = convention_warning(prob.convention)
-    for line in [*notes, *([note] if note else [])]:
+    return text, [*notes, *([note] if note else [])]
+
+
+def print_export(exported: tuple[str, list[str]]) -> None:
+    """Print settings on stdout (only them) and their notes on stderr."""
+    import sys
+
+    from .common import err
+
+    text, notes = exported
+    for line in notes:
         err.print(line, soft_wrap=True)
     sys.stdout.write(text)
     sys.stdout.flush()
