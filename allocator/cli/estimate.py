@@ -135,6 +135,9 @@ def estimate_command(
                 "acceptance_interval": d["acceptance_interval"],
                 "positions": c.positions,
                 "trials": c.trials.tolist(),
+                # drafts shorter than k: the rounds reaching each position lie in
+                # [trials_low, trials] (null when known exactly)
+                "trials_low": None if c.trials_low is None else c.trials_low.tolist(),
                 "successes": c.successes.tolist(),
             }
             for d, c in zip(data["drafters"], est.drafters, strict=True)
