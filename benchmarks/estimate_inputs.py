@@ -4,7 +4,7 @@ For each input format it prints the median wall time of ``--repeats`` whole
 ``allocator estimate`` processes (start-up included) on the bundled sample in
 ``problems/measurements/`` and on a seeded large input written here (vLLM: 10,000 log
 lines; SGLang: 100,000 responses and 10,000 decode lines), beside the start-up floor
-(``allocator schema``, a whole process doing no estimation) run in the same session,
+(``allocator schema``, a whole process doing no estimation) timed in the same run,
 and the ratio of the two.
 """
 
