@@ -9,9 +9,9 @@ SGLang's "acceptance length").
 **Rows to step times.** A step emits ``E`` tokens per sequence, so
 ``step_ms = 1000 · b · E / tokens_per_s``. ``E`` is the row's ``mean_accepted`` when
 given; otherwise the problem's acceptance in the bonus convention, computed by the
-model's own functions (:func:`~allocator.model.evaluate.pooled_acceptance` and
-:func:`~allocator.model.acceptance.expected_accepted`; a workload mixture gives the
-rounds-weighted ``1 / Σ_w p_w / E_w``). ``k = 0`` (no speculation) is ``E = 1``.
+serving model's :func:`~allocator.model.serving.bonus_expected` (the problem's pooling,
+error model, ensembles and workload mixture, whatever its ``convention``). ``k = 0``
+(no speculation) is ``E = 1``.
 
 **The step-time model** (all times in ms, ``b`` sequences, ``t = m·k + 1`` verified
 tokens per sequence for ``m`` drafters drafting ``k`` tokens each)::
@@ -67,8 +67,20 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
-from ..model.acceptance import expected_accepted
-from ..model.evaluate import pooled_acceptance
+from ..model.serving import bonus_expected
+
+__all__ = [
+    "Calibration",
+    "Measured",
+    "StepModel",
+    "bonus_expected",
+    "calibrate",
+    "calibrated_problem_data",
+    "fit_step_model",
+    "holdout_mask",
+    "read_measured",
+    "serving_section",
+]
 from ..problem import Problem
 
 REQUIRED_COLUMNS = ("drafters", "k", "batch", "tokens_per_s")
@@ -228,34 +240,6 @@ def read_measured(path: str | Path, problem: Problem) -> Measured:
                 )
             acc[r] = a
     return Measured(members, k, batch, tps, acc, lines)
-
-
-def bonus_expected(problem: Problem, members: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """Expected tokens per step per sequence in the bonus convention: ``(R,)``.
-
-    ``members (R, N)`` bool, ``k (R,)`` int ``>= 0``; ``k = 0`` gives 1. Uses the model's
-    pooled acceptance and ``E_k`` (any convention the problem states: the bonus count
-    is what engines measure); a workload mixture gives ``1 / Σ_w p_w / E_w``.
-    """
-    k = np.asarray(k, np.int64)
-    out = np.ones(k.shape[0])
-    spec = k > 0
-    if not spec.any():
-        return out
-    k_hi = int(k.max())
-    sub, ks = np.asarray(members, bool)[spec], k[spec]
-    views = (
-        [(1.0, problem)]
-        if not problem.workloads
-        else [(w.weight, problem.workload_view(i)) for i, w in enumerate(problem.workloads)]
-    )
-    inv = np.zeros(ks.shape[0])
-    for weight, view in views:
-        a = pooled_acceptance(view, sub, k_hi)
-        e = expected_accepted(a, k_hi, "bonus")
-        inv += weight / np.take_along_axis(e, (ks - 1)[:, None], axis=1)[:, 0]
-    out[spec] = 1.0 / inv
-    return out
 
 
 @dataclass
@@ -478,6 +462,14 @@ def calibrate(
     problem: Problem, data: Measured, holdout: float | None = None, seed: int = 0
 ) -> Calibration:
     """Convert rows to step times, fit the step-time model, predict every row."""
+    measured = data.members[data.k > 0].any(axis=0)
+    if not measured.all():
+        name = problem.names[int(np.flatnonzero(~measured)[0])]
+        raise InputError(
+            "measured.drafters",
+            f"no speculative row measures {name!r}: the calibrated serving model needs a draft "
+            "time for every drafter of the problem (measure it, or leave it out of the problem)",
+        )
     given = ~np.isnan(data.mean_accepted)
     e = bonus_expected(problem, data.members, data.k)
     e = np.where(given, data.mean_accepted, e)
