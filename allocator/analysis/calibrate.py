@@ -39,8 +39,8 @@ reported), all parameters bounded below by 0, started from a non-negative linear
 compute term touching the most compute-heavy row; the lower cost wins. Parameters the
 rows cannot determine are fixed at 0 and said so in ``notes``: batch slopes
 (``v1``, ``d1_i``) with one batch size measured, ``overhead`` without a speculative
-row. With every speculative row of a drafter at one ``k``, its draft cost and the
-overhead are not separable (a note says so); predictions at the measured points are
+row. When no drafter is measured at two ``k`` or more, draft cost and overhead are not
+separable (a note says so); predictions at the measured points are
 unaffected.
 
 **Output.** The problem's ``serving`` section in the shared format: ``verify_ms`` (the
@@ -337,9 +337,10 @@ def _layout(data: Measured, names: tuple[str, ...]) -> _Layout:
         )
     if not spec.any():
         notes.append("no speculative row: only the verifier's plain decoding step is fitted")
-    for i in used:
-        ks = np.unique(data.k[spec & data.members[:, i]])
-        if ks.size < 2:
+    spread = [np.unique(data.k[spec & data.members[:, i]]).size > 1 for i in used]
+    for i, varied in zip(used, spread, strict=True):
+        if not varied and not any(spread):
+            ks = np.unique(data.k[spec & data.members[:, i]])
             notes.append(
                 f"{names[i]} is measured at one k only ({int(ks[0])}): its draft cost and the "
                 "per-step overhead are not separable, so k other than the measured one is a guess"
