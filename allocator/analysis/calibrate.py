@@ -337,6 +337,14 @@ def _layout(data: Measured, names: tuple[str, ...]) -> _Layout:
         )
     if not spec.any():
         notes.append("no speculative row: only the verifier's plain decoding step is fitted")
+    elif several_batches:
+        lo, hi = int(data.batch[spec].min()), int(data.batch[spec].max())
+        if lo > data.batch.min() or hi < data.batch.max():
+            notes.append(
+                f"speculative rows span batch {lo}..{hi} of the measured "
+                f"{int(data.batch.min())}..{int(data.batch.max())}: speculative step times "
+                "outside that span rest on the model's form alone"
+            )
     spread = [np.unique(data.k[spec & data.members[:, i]]).size > 1 for i in used]
     for i, varied in zip(used, spread, strict=True):
         if not varied and not any(spread):
