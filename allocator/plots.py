@@ -31,6 +31,7 @@ COST_LABELS = {
     "draft_cost_per_token": "draft cost per accepted unit, k·Σρ / E_k  (verifier-units of time)",
     "hosting_cost": "hosting cost, Σh  (the problem's hosting unit: GPUs, GiB, $/h, …)",
     "drafters": "drafters pooled, m  (count)",
+    "cost_per_mtok": "$ per million tokens at the batch size, from serving.gpu_cost_per_hour",
 }
 
 #: Candidate label directions, in order of preference. On a front that rises with
