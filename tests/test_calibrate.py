@@ -5,6 +5,7 @@ and bad input (one line, exit 2, no file)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -325,3 +326,54 @@ def test_written_problem_predicts_through_the_serving_model(problem_file, tmp_pa
     r = runner.invoke(app, ["evaluate", str(out), "-d", "a", "-k", "15", "--batch", "8"])
     assert r.exit_code == 2 and r.output.startswith("error: serving: "), r.output
     assert Problem.from_file(out).k_max == 7  # solve and schedule stay at measured k
+
+
+MEASURED = Path(__file__).resolve().parent.parent / "problems" / "measured"
+
+
+@pytest.mark.parametrize(
+    ("csv_name", "problem_name"),
+    [
+        ("vllm-issue20780-bs1.csv", "llama31-8b-eagle.yaml"),
+        ("vllm-pr16937-h100-bs1.csv", "llama31-8b-eagle.yaml"),
+        ("sglang-specforge339-2xh100.csv", "qwen3-30b-a3b-eagle3.yaml"),
+        ("leviathan2023-table2.csv", "leviathan2023-t5.yaml"),
+    ],
+)
+def test_bundled_measurements_calibrate(tmp_path, csv_name, problem_name):
+    out = tmp_path / "p2.yaml"
+    r = runner.invoke(
+        app,
+        ["calibrate", str(MEASURED / csv_name), "-p", str(MEASURED / problem_name), "-o", str(out)],
+    )
+    assert r.exit_code == 0, r.output
+    assert Problem.from_file(out).serving is not None
+
+
+def test_bundled_acceptance_reproduces_the_measured_accept_lengths():
+    """llama31-8b-eagle.yaml's per-position acceptance was derived from issue 20780's
+    accept lengths; the bonus-convention E of that acceptance gives them back."""
+    prob = Problem.from_file(MEASURED / "llama31-8b-eagle.yaml")
+    data = read_measured(MEASURED / "vllm-issue20780-bs1.csv", prob)
+    spec = data.k > 0
+    got = bonus_expected(prob, data.members[spec], data.k[spec])
+    np.testing.assert_allclose(got, data.mean_accepted[spec], atol=2e-6)
+    # Leviathan's rows: E = (1 - a^(g+1)) / (1 - a) of the alpha in the file's header
+    lev = (MEASURED / "leviathan2023-table2.csv").read_text().splitlines()
+    table = [x.split() for x in lev if x.startswith("#   EnDe") or x.startswith("#   CNNDM")]
+    rows = [x.split(",") for x in lev if x and not x.startswith("#")][2:]
+    assert len(table) == len(rows) == 12
+    for words, row in zip(table, rows, strict=True):
+        g, a = int(words[4]), float(words[5])
+        assert row[0] == words[2] and int(row[1]) == g
+        assert float(row[4]) == pytest.approx((1 - a ** (g + 1)) / (1 - a), abs=1e-6)
+        assert float(row[3]) == float(words[6].rstrip("X"))
+
+
+def test_steps_sweep_reads_in_the_calibrate_format(tmp_path):
+    p = tmp_path / "p.yaml"
+    p.write_text(
+        "name: s\nconvention: bonus\ndrafters: [{name: eagle, acceptance: 0.7, unit_cost: 0.1}]\n"
+    )
+    data = read_measured(MEASURED / "sglang-pr22246-steps.csv", Problem.from_file(p))
+    assert len(data) == 42 and set(data.k.tolist()) == set(range(1, 7))
