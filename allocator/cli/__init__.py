@@ -25,6 +25,7 @@ COMMANDS = (
     "schedule",
     "plan",
     "estimate",
+    "calibrate",
     "simulate",
     "breakeven",
     "paper",
