@@ -35,7 +35,7 @@ def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> So
 
 
 def evaluate(problem: Problem, drafters: list[str], k: int, field: str = "drafters") -> dict:
-    """Every metric of one configuration, as the point dict of DESIGN §4."""
+    """Every metric of one configuration, as the point dict of docs/design.md §6."""
     members = problem.mask(drafters, field)[None, :]
     metrics = evaluate_configs(problem, members, np.array([k]))
     front = Front(members, np.array([k]), metrics, problem.cost_metric)
