@@ -344,12 +344,25 @@ def plan(
     time_limit: float = typer.Option(
         None, "--time-limit", min=0.0, help="Seconds the MILP solver may take per plan."
     ),
+    plot_path: str = typer.Option(
+        None,
+        "--plot",
+        help="With --sweep: draw throughput against hosting cost (beside one configuration "
+        "for all traffic) to PATH (.png or .svg).",
+        metavar="PATH",
+    ),
 ) -> None:
     """Choose the drafters to host and each workload's subset and k (exact, by MILP).
 
     Beside each workload: its throughput under the best single configuration for all traffic.
     """
     precheck_outputs(json=json_path)
+    if plot_path:
+        from ..plots import check_plot_path
+
+        if sweep is None:
+            raise InputError("--plot", "draws the front of --sweep: give --sweep hosting_cost")
+        check_plot_path(plot_path, "--plot")
     caps = parse_budget(budget)
     levels = parse_sweep(sweep) if sweep is not None else False
     prob = api.load(problem)
@@ -361,6 +374,10 @@ def plan(
             prob, levels, caps, max_candidates=max_candidates, time_limit=time_limit
         )
         doc, table = sweep_document(result), sweep_table
+        if plot_path:
+            from ..plots import plot_sweep
+
+            plot_sweep(doc, plot_path)
     if json_path == "-":
         emit_json(doc, "-")
         return
