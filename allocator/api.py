@@ -73,7 +73,7 @@ def evaluate(
     field: str = "drafters",
     batch: int | None = None,
 ) -> dict:
-    """Every metric of one configuration, as the point dict of DESIGN §4.
+    """Every metric of one configuration, as the point dict of docs/design.md §6.
 
     With ``batch`` (the problem needs a ``serving`` section) the point also holds the
     serving metrics at that many concurrent sequences (:mod:`allocator.model.serving`),

@@ -1,4 +1,4 @@
-"""Machine output at the edge: the JSON documents of DESIGN §4 and atomic file writes.
+"""Machine output at the edge: the JSON documents of docs/design.md §6 and atomic file writes.
 
 Nothing is written half-way: every file goes to a temporary name in the same folder
 and is renamed into place once complete.

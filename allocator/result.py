@@ -51,7 +51,7 @@ class Front:
         )
 
     def point(self, i: int, names: tuple[str, ...]) -> dict:
-        """One point as the plain dict of DESIGN §4 (drafters, m, k, throughput, cost, ...)."""
+        """One point as the plain dict of docs/design.md §6 (drafters, m, k, throughput, ...)."""
         row = {m: float(v[i]) for m, v in self.metrics.items()}
         cost = row[self.cost_metric]
         return {

@@ -1,4 +1,4 @@
-"""The problem file (DESIGN §3): frozen pydantic models, read from YAML or JSON.
+"""The problem file (docs/design.md §5): frozen pydantic models, read from YAML or JSON.
 
 This module is the edge of the package: it validates what a user wrote and turns
 pydantic's errors into one :class:`~allocator.exceptions.InputError` naming the
@@ -130,7 +130,7 @@ class Drafter(_Frozen):
 
 
 class ErrorsSpec(_Frozen):
-    """Correlated drafter errors (DESIGN §2); each model takes only its own fields.
+    """Correlated drafter errors (docs/design.md §3); each model takes only its own fields.
 
     ``exchangeable``: one of ``correlation`` (latent, in [0, 1]) or ``error_correlation``
     (Pearson correlation of error indicators, in [0, 1]); ``factor``: ``loadings``
@@ -360,7 +360,7 @@ class ServingSpec(_Frozen):
 
 
 class ProblemSpec(_Frozen):
-    """A whole problem file. Field names and defaults follow DESIGN §3."""
+    """A whole problem file. Field names and defaults follow docs/design.md §5."""
 
     name: Annotated[str, Field(min_length=1)]
     convention: Literal["paper", "bonus"] = "paper"

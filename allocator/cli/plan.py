@@ -352,6 +352,13 @@ def plan(
         "route and the hosted set, as one JSON document.",
         metavar="vllm|sglang",
     ),
+    plot_path: str = typer.Option(
+        None,
+        "--plot",
+        help="With --sweep: draw throughput against hosting cost (beside one configuration "
+        "for all traffic) to PATH (.png or .svg).",
+        metavar="PATH",
+    ),
 ) -> None:
     """Choose the drafters to host and each workload's subset and k (exact, by MILP).
 
@@ -365,6 +372,12 @@ def plan(
         if json_path == "-":
             raise InputError("--export", "prints to stdout, which --json - already uses")
     precheck_outputs(json=json_path)
+    if plot_path:
+        from ..plots import check_plot_path
+
+        if sweep is None:
+            raise InputError("--plot", "draws the front of --sweep: give --sweep hosting_cost")
+        check_plot_path(plot_path, "--plot")
     caps = parse_budget(budget)
     levels = parse_sweep(sweep) if sweep is not None else False
     prob = api.load(problem)
@@ -385,6 +398,10 @@ def plan(
             err.print(note, soft_wrap=True)
         emit_json(settings, "-")
         return
+    if levels is not False and plot_path:
+        from ..plots import plot_sweep
+
+        plot_sweep(doc, plot_path)
     if json_path == "-":
         emit_json(doc, "-")
         return

@@ -12,7 +12,7 @@ def front_table(result: SolveResult) -> Table:
         f"{result.problem}: {len(result.front)} point(s) on the front of throughput against "
         f"{result.cost_metric}\nstrategy {result.strategy}, "
         f"{'exact' if result.exact else 'heuristic (not proven complete)'}, "
-        f"{result.evaluated:,} configurations in {result.seconds:.3g} s"
+        f"{result.evaluated:,} configurations covered in {result.seconds:.3g} s"
     )
     t = Table(title=title, title_justify="left")
     for col, just in (

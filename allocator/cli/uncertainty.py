@@ -36,7 +36,12 @@ def apply_uncertainty(prob, result, samples, seed, robust) -> dict | None:
     if samples is None and robust is None:
         return None
     n = samples if samples is not None else DEFAULT_SAMPLES
-    report = analyse(prob, result.front, n, seed=seed or 0, quantile=robust)
+    try:
+        report = analyse(prob, result.front, n, seed=seed or 0, quantile=robust)
+    except InputError as exc:  # name the option the user gave, not the one implied
+        if samples is None and exc.field == "--samples":
+            raise InputError("--robust", exc.message) from None
+        raise
     if robust is not None:
         result.front = report.front
         result.exact = False

@@ -3,7 +3,7 @@
 Every input format is reduced to the same thing: for drafter ``i`` and position
 ``j`` (1-based), ``trials[j-1]`` rounds reached position ``j`` and in
 ``successes[j-1]`` of them the drafter's unit there was correct. The conditional
-acceptance ``a_i(j)`` (DESIGN §1) is estimated by ``successes / trials``.
+acceptance ``a_i(j)`` (docs/design.md §1) is estimated by ``successes / trials``.
 
 Intervals are equal-tailed Beta posterior intervals under the Jeffreys prior
 ``Beta(1/2, 1/2)``: the posterior after ``s`` successes in ``n`` trials is
@@ -23,7 +23,7 @@ from scipy import special
 from ..exceptions import InputError
 
 #: Positions reached by fewer rounds than this are dropped from the end of the
-#: per-position list (the last kept value then repeats, DESIGN §1).
+#: per-position list (the last kept value then repeats, docs/design.md §1).
 MIN_TRIALS = 30
 #: Level of every interval written into a problem file.
 LEVEL = 0.95

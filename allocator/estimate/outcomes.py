@@ -14,7 +14,7 @@ Format (CSV with a header, or JSON Lines with one object per row):
 Estimation. Because a row at position ``j`` exists exactly when the round
 reached ``j``, the rows at position ``j`` are a sample of "every earlier unit was
 accepted", and the fraction of them where drafter ``i`` is correct estimates the
-conditional acceptance ``a_i(j)`` of DESIGN §1 directly: ``successes = column sum``,
+conditional acceptance ``a_i(j)`` of docs/design.md §1 directly: ``successes = column sum``,
 ``trials = rows at j``. Positions reached by fewer than ``min_trials`` rows (30 by
 default) are dropped from the end of the list, whose last value then repeats;
 with the ``empirical`` error model every logged position is kept, since that model

@@ -1,4 +1,4 @@
-"""Writing an :class:`~.counts.Estimate` as a problem file (DESIGN §3), with comments.
+"""Writing an :class:`~.counts.Estimate` as a problem file (docs/design.md §5), with comments.
 
 Costs are not in any log: they come from ``--unit-cost name=value`` options or a
 costs file (:func:`read_costs`). A drafter without a cost is written with

@@ -3,7 +3,7 @@
 :func:`make_plan` picks the hosted set ``H`` (``Σ_{i∈H} h_i`` within the hosting cap) and,
 per workload ``w``, a configuration (a subset of ``H`` and a ``k``) minimising the
 expected time per generated unit ``Σ_w p_w / S_w``; the overall throughput is its
-inverse (the weighted harmonic mean, DESIGN §1). Beside it stands the best *single*
+inverse (the weighted harmonic mean, docs/design.md §2.4). Beside it stands the best *single*
 configuration for all traffic under the same budget (what ``solve`` picks on the
 mixture), so the value of routing each workload separately is visible.
 

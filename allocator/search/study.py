@@ -275,6 +275,7 @@ class OptunaStrategy(Strategy):
 
     def _solve(self, problem, t0: float) -> SolveResult:
         import optuna
+        from optuna.trial import TrialState
 
         from ..storage import mask_url
 
@@ -282,7 +283,9 @@ class OptunaStrategy(Strategy):
         shared = self.open_study(problem)
         sampler = optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
         local = optuna.create_study(
-            sampler=sampler, directions=DIRECTIONS, study_name=self.study or problem.name
+            sampler=sampler,
+            directions=DIRECTIONS,
+            study_name=self.study or f"allocator-{problem.name}",
         )
         mirror = StudyMirror(shared, local)
         mirror.pull()
@@ -291,6 +294,10 @@ class OptunaStrategy(Strategy):
         seed_note = self.seed_trials(problem, shared or local, local, space)
         dists = space.distributions()
         trials = self.trials if (self.trials is not None or self.timeout is not None) else 1000
+        if trials is not None:  # every enqueued seed runs, even past --trials: none is lost
+            trials = max(
+                trials, len(local.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
+            )
         done = 0
         best: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))  # running front
         while trials is None or done < trials:
