@@ -364,15 +364,19 @@ def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) ->
     d = prob.spec.drafters[index] if prob.spec is not None else None
     method = d.method if d is not None else None
     model = d.model if d is not None else None
-    name = prob.names[index]
     if target == "sglang":
         text = sglang_export(
-            name, method, model, doc["num_steps"], doc["topk"], doc["num_draft_tokens"]
+            f"drafters.{index}.method",
+            method,
+            model,
+            doc["num_steps"],
+            doc["topk"],
+            doc["num_draft_tokens"],
         )
         sys.stdout.write(text)
         return
     tree = sglang_tree(p, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
-    text, note = vllm_export(name, method, model, tree)
+    text, note = vllm_export(f"drafters.{index}.method", method, model, tree)
     sys.stdout.write(text)
     err.print(note, soft_wrap=True, markup=False)
 
