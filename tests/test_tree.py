@@ -264,3 +264,82 @@ def test_bad_rank_acceptance(tmp_path, value, message):
     lines = r.output.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("error: drafters.0.acceptance_by_rank:") and message in lines[0]
+
+
+# ---------------------------------------------------------------- estimation from per-rank logs
+def rank_log(path, p_by_depth, rounds, seed, depth=4):
+    """A CSV log of tree rounds: at each position the drafter's ranks are tried in order
+    (rank r matches with the conditional p_r of that depth); the round goes on while some
+    rank matched. Returns the path."""
+    rng = np.random.default_rng(seed)
+    width = len(p_by_depth[0])
+    lines = ["round,position," + ",".join(f"eagle@{r + 1}" for r in range(width))]
+    for i in range(rounds):
+        for j in range(depth):
+            row = p_by_depth[min(j, len(p_by_depth) - 1)]
+            cells = [0] * width
+            for r in range(width):
+                if rng.random() < row[r]:
+                    cells[r] = 1
+                    break
+            lines.append(f"{i},{j + 1}," + ",".join(map(str, cells)))
+            if not any(cells):
+                break
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_estimate_writes_rank_acceptance_with_intervals(tmp_path):
+    truth = [[0.7, 0.4, 0.3], [0.5, 0.3, 0.2]]
+    log = rank_log(tmp_path / "ranks.csv", truth, 3000, seed=4)
+    out = tmp_path / "est.yaml"
+    r = run("estimate", log, "--out", out, "--errors", "independent", "--unit-cost", "eagle=0.05")
+    assert r.exit_code == 0, r.output
+    import yaml
+
+    d = yaml.safe_load(out.read_text())["drafters"][0]
+    acc = np.array(d["acceptance_by_rank"])
+    iv = np.array(d["acceptance_by_rank_interval"])
+    assert acc.shape == (4, 3) and iv.shape == (4, 3, 2)  # per depth: four positions logged
+    want = np.array([truth[0]] + [truth[1]] * 3)
+    covered = (iv[..., 0] <= want) & (want <= iv[..., 1])
+    assert covered.mean() >= 0.75  # 95% intervals: most of the 12 hold the truth
+    assert np.all(np.abs(acc - want) < 5 * (iv[..., 1] - iv[..., 0]))
+    # the chain acceptance is rank 1's
+    assert d["acceptance"][0] == pytest.approx(acc[0, 0], abs=1e-6)
+    # and the file plans a tree
+    r = run("tree", out, "-d", "eagle", "--nodes", "10", "--json", "-")
+    assert r.exit_code == 0, r.output
+
+
+def test_estimated_rank_intervals_cover_at_the_stated_rate(tmp_path):
+    from allocator.estimate import estimate
+
+    truth = [[0.6, 0.35]]
+    hits = []
+    for seed in range(120):
+        log = rank_log(tmp_path / "r.csv", truth, 60, seed=seed, depth=1)
+        est = estimate(log, "outcomes", tmp_path / "p.yaml", errors="independent", min_trials=5)
+        lo, hi = est.drafters[0].ranks.interval
+        hits.extend(((lo[0] <= truth[0]) & (np.array(truth[0]) <= hi[0])).tolist())
+    assert 0.9 <= np.mean(hits) <= 0.99, np.mean(hits)
+
+
+@pytest.mark.parametrize(
+    ("header", "row", "errors", "field", "needle"),
+    [
+        ("position,eagle@1,eagle@2", "1,1,1", "independent", "ranks.csv", "several"),
+        ("position,eagle@1,eagle@3", "1,1,0", "independent", "ranks.csv", "1..R"),
+        ("position,eagle,eagle@1", "1,1,1", "independent", "ranks.csv", "rank columns"),
+        ("position,eagle@1,eagle@2", "1,1,0", "empirical", "--errors", "NAME@r"),
+    ],
+)
+def test_bad_rank_logs(tmp_path, header, row, errors, field, needle):
+    log = tmp_path / "ranks.csv"
+    log.write_text(header + "\n" + "\n".join([row] * 40) + "\n")
+    out = tmp_path / "est.yaml"
+    r = run("estimate", log, "--out", out, "--errors", errors, "--unit-cost", "eagle=0.05")
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}:") and needle in lines[0]
+    assert not out.exists()

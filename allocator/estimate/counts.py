@@ -83,17 +83,37 @@ def kept_positions(trials: np.ndarray, min_trials: int, what: str) -> int:
 
 
 @dataclass
+class RankCounts:
+    """Per-rank counts of one drafter's tree candidates: ``successes`` and ``trials`` are
+    int ``(J, R)`` (depth ``j + 1``, rank ``r + 1``); ``trials`` counts the rows where every
+    lower rank failed. ``J = 1`` when pooled over depths."""
+
+    successes: np.ndarray
+    trials: np.ndarray
+
+    @property
+    def acceptance(self) -> np.ndarray:
+        return point_estimate(self.successes, self.trials)
+
+    @property
+    def interval(self) -> tuple[np.ndarray, np.ndarray]:
+        return jeffreys_interval(self.successes, self.trials)
+
+
+@dataclass
 class DrafterCounts:
-    """Counts of one drafter: ``successes`` and ``trials`` are int ``(J,)``, position 1 first."""
+    """Counts of one drafter: ``successes`` and ``trials`` are int ``(J,)``, position 1 first;
+    ``ranks``: its per-rank counts when the log has ``NAME@r`` columns."""
 
     name: str
     successes: np.ndarray
     trials: np.ndarray
     model: str | None = None
+    ranks: RankCounts | None = None
 
     def trimmed(self, min_trials: int) -> DrafterCounts:
         j = kept_positions(self.trials, min_trials, f"drafter {self.name!r}")
-        return DrafterCounts(self.name, self.successes[:j], self.trials[:j], self.model)
+        return DrafterCounts(self.name, self.successes[:j], self.trials[:j], self.model, self.ranks)
 
     @property
     def acceptance(self) -> np.ndarray:
