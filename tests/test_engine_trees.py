@@ -221,3 +221,42 @@ def test_export_needs_an_eagle_method(problem):
     r = run("tree", problem, "-d", "nomethod", "--eagle", "2,2,4", "--export", "sglang")
     assert r.exit_code == 2
     assert r.output.startswith("error: drafters.1.method:")
+
+
+def test_front_per_batch_size_with_serving(problem, tmp_path):
+    r = run("tree", problem, "-d", "eagle", "--max-nodes", "30", "--depth", "6", "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    from allocator.model.tree import TreeProgramme
+
+    e = TreeProgramme(np.array(P), 30, 6).values()
+    for row in doc["serving"]:
+        b, n, d = row["batch"], row["nodes"], row["depth"]
+        verify = {1: [10.0, 10.5, 12.0], 64: [14.0, 20.0, 44.0]}[b]
+        draft = {1: 0.5, 64: 0.9}[b]
+        ms = np.interp(n + 1, [1, 8, 32], verify) + d * draft + 0.2
+        assert row["step_ms"] == pytest.approx(ms)
+        assert row["expected_accepted"] == pytest.approx(e[d - 1, n])
+        # no other size and depth inside the table does better, by hand
+        for dd in range(1, 7):
+            for nn in range(1, 31):
+                other = (
+                    1000
+                    * e[dd - 1, nn]
+                    / (np.interp(nn + 1, [1, 8, 32], verify) + dd * draft + 0.2)
+                )
+                assert other <= row["tokens_per_s_per_seq"] + 1e-9
+    out = tmp_path / "front.png"
+    r = run("tree", problem, "-d", "eagle", "--max-nodes", "30", "--plot", out)
+    assert r.exit_code == 0, r.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_serving_without_a_verify_table_is_refused(problem, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    text = problem.read_text()
+    start = text.index("  verify_ms:")
+    bad.write_text(text[:start] + "  overhead_ms: 0.2\n")
+    r = run("tree", bad, "-d", "eagle", "--max-nodes", "10")
+    assert r.exit_code == 2
+    assert r.output.startswith("error: serving.verify_ms:")

@@ -307,6 +307,22 @@ def test_estimate_writes_rank_acceptance_with_intervals(tmp_path):
     assert np.all(np.abs(acc - want) < 5 * (iv[..., 1] - iv[..., 0]))
     # the chain acceptance is rank 1's
     assert d["acceptance"][0] == pytest.approx(acc[0, 0], abs=1e-6)
+    # the JSON report carries the counts behind them
+    r = run(
+        "estimate",
+        log,
+        "--out",
+        tmp_path / "again.yaml",
+        "--errors",
+        "independent",
+        "--unit-cost",
+        "eagle=0.05",
+        "--json",
+        "-",
+    )
+    doc = json.loads(r.stdout)["drafters"][0]
+    trials, succ = np.array(doc["rank_trials"]), np.array(doc["rank_successes"])
+    assert np.allclose(succ / trials, acc, atol=1e-6)
     # and the file plans a tree
     r = run("tree", out, "-d", "eagle", "--nodes", "10", "--json", "-")
     assert r.exit_code == 0, r.output

@@ -107,6 +107,16 @@ def estimate_command(
                 "positions": len(c.trials),
                 "trials": c.trials.tolist(),
                 "successes": c.successes.tolist(),
+                **(
+                    {}
+                    if c.ranks is None
+                    else {
+                        "acceptance_by_rank": d["acceptance_by_rank"],
+                        "acceptance_by_rank_interval": d["acceptance_by_rank_interval"],
+                        "rank_trials": c.ranks.trials.tolist(),
+                        "rank_successes": c.ranks.successes.tolist(),
+                    }
+                ),
             }
             for d, c in zip(data["drafters"], est.drafters, strict=True)
         ],
