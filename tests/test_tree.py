@@ -359,3 +359,35 @@ def test_bad_rank_logs(tmp_path, header, row, errors, field, needle):
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {field}:") and needle in lines[0]
     assert not out.exists()
+
+
+def test_simulate_command_plays_a_tree(problem):
+    r = run(
+        "simulate", problem, "-d", "eagle", "--nodes", "12", "--rounds", "100000", "--json", "-"
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["ci_low"] <= doc["model_accepted"] <= doc["ci_high"]
+    p = np.array([[0.75, 0.3, 0.15, 0.1]])
+    tree = doc["tree"]
+    e = tree_expected(np.array([tree["parents"]]), np.array([tree["ranks"]]), p)[0]
+    assert doc["model_accepted"] == pytest.approx(e)
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        (["--nodes", "5", "--k", "3"], "--k"),
+        (["--rounds", "10"], "--k"),
+        (["--nodes", "0"], "--nodes"),
+        (["--nodes", "5", "--rounds", "1"], "--rounds"),
+    ],
+)
+def test_simulate_tree_bad_input(problem, extra, field):
+    args = ["simulate", problem, "-d", "eagle", *extra]
+    if "--rounds" not in extra:
+        args += ["--rounds", "100"]
+    r = run(*args)
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.output

@@ -100,8 +100,12 @@ def _print_tree(tree: Tree) -> None:
 def _simulation(tree: Tree, p: np.ndarray, rounds: int, seed: int) -> dict:
     from scipy.special import ndtri
 
+    from ..simulate import MAX_ROUNDS
+
     if rounds < 2:
         raise InputError("--rounds", "must be at least 2 (the interval needs a spread)")
+    if rounds > MAX_ROUNDS:
+        raise InputError("--rounds", f"at most {MAX_ROUNDS:,}")
     units = simulate_tree(tree.parents, tree.ranks, p, rounds, seed)
     mean = float(units.mean())
     half = float(ndtri(0.5 + LEVEL / 2) * units.std(ddof=1) / np.sqrt(rounds))
@@ -450,3 +454,41 @@ def _report(doc: dict, p: np.ndarray) -> None:
             f"{s['level']:.0%} interval {s['ci_low']:.5f} - {s['ci_high']:.5f}; "
             f"model {s['model_accepted']:.5f}"
         )
+
+
+def simulate_tree_command(
+    problem: Path,
+    drafters: str,
+    nodes: int,
+    depth: int,
+    rounds: int,
+    seed: int,
+    json_path: str | None,
+) -> None:
+    """``allocator simulate --nodes``: play the optimal tree of at most ``nodes`` nodes."""
+    _check(nodes, depth, None, FRONT_NODES)
+    precheck_outputs(json=json_path)
+    prob = Problem.from_file(problem)
+    index, p = _drafter(prob, drafters)
+    tree = TreeProgramme(p, nodes, depth).best()
+    t = float(_times(prob, index, tree.nodes, tree.depth))
+    sim = _simulation(tree, p, rounds, seed)
+    doc = {
+        "drafters": [prob.names[index]],
+        "tree": tree.document(),
+        **sim,
+        "throughput": sim["mean_accepted"] / t,
+        "model_throughput": tree.expected_accepted / t,
+        "round_time": t,
+    }
+    if json_path == "-":
+        emit_json(doc, "-")
+        return
+    emit_json(doc, json_path)
+    out.print(
+        f"{prob.names[index]}, optimal tree of {tree.nodes} nodes (depth {tree.depth}): "
+        f"{rounds:,} steps, seed {seed}: mean {sim['mean_accepted']:.6f} tokens per step, "
+        f"{LEVEL:.0%} interval {sim['ci_low']:.6f} - {sim['ci_high']:.6f}; "
+        f"model {tree.expected_accepted:.6f}",
+        soft_wrap=True,
+    )
