@@ -13,6 +13,7 @@ from ..exceptions import InputError
 from ..model.tree import (
     MAX_DEPTH,
     MAX_NODES,
+    ServingSteps,
     Tree,
     TreeProgramme,
     rank_matrix,
@@ -235,7 +236,9 @@ def tree_command(
     _report(doc, p)
 
 
-def _front(prob: Problem, index: int, p: np.ndarray, n_max: int, depth: int, width) -> dict:
+def _front(
+    prob: Problem, index: int, p: np.ndarray, n_max: int, depth: int, width: int | None
+) -> dict:
     """E of the best tree per size and depth; throughput is maximised over the depth."""
     prog = TreeProgramme(p, n_max, depth, width)
     e = prog.values()[:, 1:]  # (depth, n_max): sizes 1..n_max
@@ -268,7 +271,7 @@ def _front(prob: Problem, index: int, p: np.ndarray, n_max: int, depth: int, wid
     return doc
 
 
-def _serving_best(steps, e: np.ndarray, n: np.ndarray, d: np.ndarray) -> list[dict]:
+def _serving_best(steps: ServingSteps, e: np.ndarray, n: np.ndarray, d: np.ndarray) -> list[dict]:
     """Per batch size: the tree size and depth with the most tokens/s (measured range only)."""
     rows = []
     for b in steps.batch_sizes:
@@ -297,7 +300,17 @@ def _serving_best(steps, e: np.ndarray, n: np.ndarray, d: np.ndarray) -> list[di
     return rows
 
 
-def _engine(prob, index, p, n_max, depth, width, eagle, rounds, seed) -> dict:
+def _engine(
+    prob: Problem,
+    index: int,
+    p: np.ndarray,
+    n_max: int,
+    depth: int,
+    width: int | None,
+    eagle: str | None,
+    rounds: int | None,
+    seed: int,
+) -> dict:
     from ..engines.trees import check_triple, sglang_tree, sglang_triples
 
     doc: dict = {}
@@ -344,7 +357,8 @@ def _engine(prob, index, p, n_max, depth, width, eagle, rounds, seed) -> dict:
             doc["serving"] = per_batch
     tree = sglang_tree(p, steps, topk, tokens)
     t_step = float(_times(prob, index, tree.nodes, steps))
-    optimal = TreeProgramme(p, tree.nodes, steps, width).tree(tree.nodes, steps)
+    same = TreeProgramme(p, tree.nodes, steps, width).values()[-1]
+    optimal = float(np.max(same[np.isfinite(same)]))  # at most as many nodes, as deep
     doc.update(
         {
             "engine": "sglang",
@@ -354,7 +368,7 @@ def _engine(prob, index, p, n_max, depth, width, eagle, rounds, seed) -> dict:
             **tree.document(),
             "round_time": t_step,
             "throughput": tree.expected_accepted / t_step,
-            "optimal_same_size": optimal.expected_accepted,
+            "optimal_same_size": optimal,
         }
     )
     if rounds is not None:
