@@ -1,12 +1,14 @@
 """The trees SGLang's EAGLE builds from ``(num_steps, topk, num_draft_tokens)``, evaluated
 under the rank-acceptance model of :mod:`allocator.model.tree`, and their export.
 
-How SGLang expands and prunes the candidate tree (followed from sgl-project/sglang:
-``python/sglang/srt/speculative/eagle_utils.py`` / ``spec_utils.py``: ``select_top_k_tokens``
-and ``organize_draft_results``; ``python/sglang/srt/speculative/build_eagle_tree.py``:
-``build_tree_kernel_efficient_preprocess``; ``python/sglang/srt/server_args.py``: the
-``speculative_eagle_topk == 1`` adjustment; versions stored at commits ``009db01a`` of
-build_eagle_tree.py and the ``eagle_utils.py`` of the same period):
+How SGLang expands and prunes the candidate tree, followed from sgl-project/sglang
+(versions stored in the search index): ``python/sglang/srt/speculative/spec_utils.py`` at
+``00731f0b`` (``select_top_k_tokens``: ``_select_top_k_tokens_first`` / ``_later``),
+``python/sglang/srt/speculative/eagle_utils.py`` at ``003ddbce`` (``organize_draft_results``,
+``build_tree_kernel_efficient``, ``verify_tree_greedy_func``: greedy verification walks at
+most one matching child per node), the older ``build_eagle_tree.py`` at ``009db01a``
+(``build_tree_kernel_efficient_preprocess``, the same selection) and
+``python/sglang/srt/server_args.py`` (the ``speculative_eagle_topk == 1`` adjustment):
 
 1. Step 0 (the draft pass after the last verification): the root's ``topk`` most likely
    draft tokens, scored by their draft probability, become candidates *and* the frontier.
