@@ -391,3 +391,11 @@ def test_simulate_tree_bad_input(problem, extra, field):
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.output
+
+
+def test_rank_acceptance_of_one_leaves_later_ranks_worthless():
+    # p1 = 1: rank 1 is always the accepted one, so rank 2 never is (q2 = 0)
+    p = np.array([[1.0, 0.5]])
+    prog = TreeProgramme(p, 6, 3)
+    assert prog.best().expected_accepted == pytest.approx(4.0)  # the chain of 3, all kept
+    assert prog.values()[-1, 6] == pytest.approx(4.0)  # extra nodes add nothing

@@ -197,7 +197,10 @@ class TreeProgramme:
             f[0] = 0.0
             args = np.zeros((weights.size, size + 1), np.int64)
             for j in range(weights.size - 1, -1, -1):
-                qc = np.where(np.isfinite(child), weights[j] * child, -np.inf)[1:]  # sizes 1..
+                finite = np.isfinite(child)
+                qc = np.full(child.shape, -np.inf)
+                qc[finite] = weights[j] * child[finite]  # 0 * -inf would be NaN
+                qc = qc[1:]  # subtree sizes 1..
                 m = np.where(ok, qc[None, :] + f[idx], -np.inf)
                 best = np.argmax(m, axis=1)
                 g = m[np.arange(size + 1), best]
