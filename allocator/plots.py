@@ -662,3 +662,41 @@ def plot_schedule(sched, path: str | Path, *, option: str = "--plot") -> dict:
         "ylabel": ax.get_ylabel(),
         "format": fmt,
     }
+
+
+def plot_tree_front(
+    nodes,
+    expected,
+    throughput,
+    path: str | Path,
+    *,
+    best: int | None = None,
+    title: str | None = None,
+    option: str = "--plot",
+) -> dict:
+    """Draw ``E`` (left axis) and throughput (right axis) of the optimal tree against its
+    size. ``nodes``, ``expected``, ``throughput``: ``(n,)``; ``best``: the size to mark.
+    Returns the drawn ``expected`` and ``throughput`` read back, and the axis labels."""
+    fmt = check_plot_path(path, option)
+    fig = _figure(8.5, 5.2)
+    fig.subplots_adjust(left=0.1, right=0.88, bottom=0.12, top=0.9)
+    ax = fig.add_subplot()
+    (le,) = ax.plot(nodes, expected, "-", color="C0", label="E (tokens per step)")
+    ax.set_xlabel("speculated nodes in the tree, n (tokens)")
+    ax.set_ylabel("expected tokens per step, E (tokens)")
+    ax2 = ax.twinx()
+    (lt,) = ax2.plot(nodes, throughput, "-", color="C3", label="throughput")
+    ax2.set_ylabel("throughput (tokens per verifier-unit of time)")
+    if best is not None:
+        ax2.axvline(best, color="C3", ls=":", lw=1)
+    ax.set_title(title or "Optimal tree: E and throughput against size", loc="left")
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.legend(handles=[le, lt], loc="lower right", fontsize=8)
+    _save(fig, path, fmt, option)
+    return {
+        "expected": np.asarray(le.get_ydata(), float),
+        "throughput": np.asarray(lt.get_ydata(), float),
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }

@@ -48,7 +48,46 @@ BatchSize = Annotated[int, Field(ge=1)]
 Method = Literal[
     "draft_model", "eagle", "eagle3", "mtp", "medusa", "mlp_speculator", "ngram", "suffix"
 ]
-RankAcceptance = Annotated[list[Probability], Field(min_length=1)]
+
+
+def rank_rows(value: list[float] | list[list[float]]) -> list[list[float]]:
+    """``acceptance_by_rank`` as one row per depth (a flat list is one row for every depth)."""
+    items: list = list(value)
+    if items and isinstance(items[0], list):
+        return [[float(x) for x in row] for row in items]
+    return [[float(x) for x in items]]
+
+
+def check_rank_acceptance(value: object) -> object:
+    """Validate ``acceptance_by_rank``: ``[p1, p2, ...]`` or ``[[p1, ...], [p1, ...], ...]``
+    (one row per depth, the last repeating), every value in (0, 1], rows of one length.
+    Raises ``ValueError`` with a message naming the offending entry."""
+    if value is None:
+        return value
+    if not isinstance(value, list) or not value:
+        raise ValueError("give a non-empty list [p1, p2, ...] or one such list per depth")
+    nested = [isinstance(v, list) for v in value]
+    if any(nested) and not all(nested):
+        raise ValueError(
+            "mixes numbers and lists: give one list of ranks, or one list of ranks per depth"
+        )
+    rows = value if all(nested) else [value]
+    width = len(rows[0])
+    for d, row in enumerate(rows):
+        where = f"depth {d + 1}, " if all(nested) else ""
+        if not row:
+            raise ValueError(f"{where}the list of ranks is empty")
+        if len(row) != width:
+            raise ValueError(
+                f"depth {d + 1} gives {len(row)} ranks where depth 1 gives {width}: every "
+                "depth needs the same number of ranks"
+            )
+        for r, p in enumerate(row):
+            if isinstance(p, bool) or not isinstance(p, int | float):
+                raise ValueError(f"{where}rank {r + 1}: {p!r} is not a number")
+            if not 0.0 < float(p) <= 1.0:
+                raise ValueError(f"{where}rank {r + 1}: {p} is outside (0, 1]")
+    return value
 
 
 class _Frozen(BaseModel):
@@ -119,14 +158,40 @@ class Drafter(_Frozen):
     prompt_lookup_min: Annotated[int, Field(ge=1)] | None = None
     prompt_lookup_max: Annotated[int, Field(ge=1)] | None = None
     # token trees: acceptance of the rank-r candidate at a node given ranks < r rejected,
-    # one list, or one list per depth (the last repeats)
-    acceptance_by_rank: (
-        RankAcceptance | Annotated[list[RankAcceptance], Field(min_length=1)] | None
-    ) = None
+    # one list, or one list per depth (the last repeats); checked by _rank_shape below
+    acceptance_by_rank: list[float] | list[list[float]] | None = None
+    # 95% interval of each acceptance_by_rank value, the same shape with [lo, hi] leaves
+    acceptance_by_rank_interval: list[Interval] | list[list[Interval]] | None = None
     # serving: wall time of one drafting step (one token per sequence), ms, by batch size
     draft_ms: dict[BatchSize, Positive] | None = None
     # serving: accelerator memory hosting it takes from one replica's KV cache, GB
     memory_gb: NonNegative | None = None
+
+    @field_validator("acceptance_by_rank", mode="before")
+    @classmethod
+    def _rank_shape(cls, value: object) -> object:
+        """One list of rank acceptances in (0, 1], or one such list per depth, every depth
+        with the same number of ranks."""
+        return check_rank_acceptance(value)
+
+    @model_validator(mode="after")
+    def _rank_interval_shape(self) -> Drafter:
+        iv = self.acceptance_by_rank_interval
+        if iv is None:
+            return self
+        if self.acceptance_by_rank is None:
+            raise ValueError("acceptance_by_rank_interval needs acceptance_by_rank")
+        rows = rank_rows(self.acceptance_by_rank)
+        nested = bool(iv) and isinstance(iv[0][0], list)
+        iv_rows = iv if nested else [iv]
+        if len(iv_rows) != len(rows) or any(
+            len(a) != len(b) for a, b in zip(iv_rows, rows, strict=True)
+        ):
+            raise ValueError(
+                "acceptance_by_rank_interval needs one [lo, hi] per acceptance_by_rank value, "
+                "in the same shape"
+            )
+        return self
 
 
 class ErrorsSpec(_Frozen):

@@ -189,6 +189,7 @@ def test_notebooks_are_stored_without_outputs_and_listed():
         "03-budget-across-m-and-k",
         "04-capacity-planning",
         "05-serving-under-load",
+        "06-width-against-depth",
     ]
     for path in paths:
         nb = nbformat.read(path, as_version=4)

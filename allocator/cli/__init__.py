@@ -27,6 +27,7 @@ COMMANDS = (
     "estimate",
     "calibrate",
     "simulate",
+    "tree",
     "breakeven",
     "paper",
     "schema",

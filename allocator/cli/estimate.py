@@ -139,6 +139,16 @@ def estimate_command(
                 # [trials_low, trials] (null when known exactly)
                 "trials_low": None if c.trials_low is None else c.trials_low.tolist(),
                 "successes": c.successes.tolist(),
+                **(
+                    {}
+                    if c.ranks is None
+                    else {
+                        "acceptance_by_rank": d["acceptance_by_rank"],
+                        "acceptance_by_rank_interval": d["acceptance_by_rank_interval"],
+                        "rank_trials": c.ranks.trials.tolist(),
+                        "rank_successes": c.ranks.successes.tolist(),
+                    }
+                ),
             }
             for d, c in zip(data["drafters"], est.drafters, strict=True)
         ],

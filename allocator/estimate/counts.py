@@ -83,6 +83,24 @@ def kept_positions(trials: np.ndarray, min_trials: int, what: str) -> int:
 
 
 @dataclass
+class RankCounts:
+    """Per-rank counts of one drafter's tree candidates: ``successes`` and ``trials`` are
+    int ``(J, R)`` (depth ``j + 1``, rank ``r + 1``); ``trials`` counts the rows where every
+    lower rank failed. ``J = 1`` when pooled over depths."""
+
+    successes: np.ndarray
+    trials: np.ndarray
+
+    @property
+    def acceptance(self) -> np.ndarray:
+        return point_estimate(self.successes, self.trials)
+
+    @property
+    def interval(self) -> tuple[np.ndarray, np.ndarray]:
+        return jeffreys_interval(self.successes, self.trials)
+
+
+@dataclass
 class DrafterCounts:
     """Counts of one drafter: ``successes`` and ``trials`` are int ``(J,)``, position 1 first.
 
@@ -92,6 +110,8 @@ class DrafterCounts:
     s / trials_low]``: :attr:`acceptance` is the middle of that range and
     :attr:`interval` joins the Jeffreys intervals at both ends, so it holds the truth at
     least at the stated level whatever the true number of trials was.
+
+    ``ranks``: its per-rank counts when the log has ``NAME@r`` columns.
     """
 
     name: str
@@ -99,6 +119,7 @@ class DrafterCounts:
     trials: np.ndarray
     model: str | None = None
     trials_low: np.ndarray | None = None
+    ranks: RankCounts | None = None
     #: ``(acceptance, lo, hi)``, float ``(J,)`` each: for inputs that give no counts (a log
     #: of means); :attr:`acceptance` and :attr:`interval` then return these.
     summary: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -113,7 +134,9 @@ class DrafterCounts:
         sure = self.trials if self.trials_low is None else self.trials_low
         j = kept_positions(sure, min_trials, f"drafter {self.name!r}")
         low = None if self.trials_low is None else self.trials_low[:j]
-        return DrafterCounts(self.name, self.successes[:j], self.trials[:j], self.model, low)
+        return DrafterCounts(
+            self.name, self.successes[:j], self.trials[:j], self.model, low, ranks=self.ranks
+        )
 
     @property
     def bounded(self) -> bool:

@@ -99,6 +99,19 @@ def _interval(c: DrafterCounts) -> list:
     return pairs[0] if len(pairs) == 1 else pairs
 
 
+def _by_rank(c: DrafterCounts) -> tuple[list, list]:
+    """``acceptance_by_rank`` and its intervals: one list, or one list per depth."""
+    assert c.ranks is not None
+    acc = np.clip(np.round(c.ranks.acceptance, DIGITS), 10.0**-DIGITS, 1.0)
+    lo, hi = c.ranks.interval
+    rows = [[float(a) for a in row] for row in acc]
+    ivs = [
+        [[float(round(a, DIGITS)), float(round(b, DIGITS))] for a, b in zip(lr, hr, strict=True)]
+        for lr, hr in zip(lo, hi, strict=True)
+    ]
+    return (rows[0], ivs[0]) if len(rows) == 1 else (rows, ivs)
+
+
 def build_problem(
     est: Estimate,
     name: str,
@@ -139,6 +152,8 @@ def build_problem(
         if c.name in methods:
             d["method"] = methods[c.name]
         d["acceptance_interval"] = _interval(c)
+        if c.ranks is not None:
+            d["acceptance_by_rank"], d["acceptance_by_rank_interval"] = _by_rank(c)
         drafters.append(d)
     data: dict = {"name": name, "convention": est.convention}
     if costs["verifier"]:
