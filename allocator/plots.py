@@ -241,6 +241,7 @@ def plot_front(
     singles: dict | None = None,
     title: str | None = None,
     option: str = "--plot",
+    throughput_label: str | None = None,
 ) -> dict:
     """Draw the front of ``result`` (a :class:`~allocator.result.SolveResult`):
     throughput against its cost metric, each point labelled with its drafters and
@@ -299,7 +300,7 @@ def plot_front(
     )
     metric = result.cost_metric
     ax.set_xlabel(COST_LABELS.get(metric, metric))
-    ax.set_ylabel(THROUGHPUT_LABEL)
+    ax.set_ylabel(throughput_label or THROUGHPUT_LABEL)
     kind = "complete front" if result.exact else "heuristic front, not proven complete"
     ax.set_title(
         title or f"{result.problem}: {n} point(s), strategy {result.strategy} ({kind})",

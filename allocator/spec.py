@@ -24,13 +24,18 @@ from pydantic import (
 
 from .exceptions import InputError
 
-CostMetric = Literal["draft_cost_per_round", "draft_cost_per_token", "hosting_cost", "drafters"]
+CostMetric = Literal[
+    "draft_cost_per_round", "draft_cost_per_token", "hosting_cost", "drafters", "cost_per_mtok"
+]
 COST_METRICS: tuple[str, ...] = (
     "draft_cost_per_round",
     "draft_cost_per_token",
     "hosting_cost",
     "drafters",
 )
+#: Cost metrics that exist only under load (a ``serving`` section and a batch size):
+#: ``cost_per_mtok``, $ per million generated tokens.
+SERVING_COST_METRICS: tuple[str, ...] = ("cost_per_mtok",)
 
 Probability = Annotated[float, Field(gt=0.0, le=1.0)]
 Acceptance = Probability | Annotated[list[Probability], Field(min_length=1)]
@@ -235,25 +240,40 @@ class Budget(_Frozen):
 
 
 class StepTable(_Frozen):
-    """Measured wall time of one decoding step (draft + verify) of one configuration.
+    """Measured wall time of one decoding step (draft + verify) of one configuration, ms.
 
-    ``drafters``: the configuration measured; ``by_batch``: ``{batch: {k: ms}}``, where
-    ``k = 0`` is decoding without speculation (required at every batch size).
+    ``drafters``: the configuration measured (exact set); ``by_batch``: ``{batch: {k: ms}}``,
+    where ``k = 0`` is decoding without speculation (required at every batch size).
+    Between measured ``k`` at one batch size the time is linear in ``k``; between
+    measured batch sizes linear in the batch; nothing is extrapolated.
     """
 
-    drafters: list[str]
-    by_batch: dict[BatchSize, dict[Annotated[int, Field(ge=0)], Positive]]
+    drafters: Annotated[list[str], Field(min_length=1)]
+    by_batch: Annotated[
+        dict[
+            BatchSize, Annotated[dict[Annotated[int, Field(ge=0)], Positive], Field(min_length=1)]
+        ],
+        Field(min_length=1),
+    ]
+
+    def batch_range(self) -> tuple[int, int]:
+        """Smallest and largest measured batch size."""
+        return min(self.by_batch), max(self.by_batch)
 
 
 class VerifyTable(_Frozen):
     """Component model: the verifier's forward pass, ms, by batch size and by verified
     tokens per sequence (``tokens = 1`` is a plain decoding step; a chain of ``k``
     drafted tokens from ``m`` drafters verifies ``m * k + 1``). ``ms[i][j]`` is at
-    ``batch[i]``, ``tokens[j]``."""
+    ``batch[i]``, ``tokens[j]``; bilinear between them, never outside."""
 
     batch: Annotated[list[BatchSize], Field(min_length=1)]
     tokens: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
     ms: Annotated[list[list[Positive]], Field(min_length=1)]
+
+    def batch_range(self) -> tuple[int, int]:
+        """Smallest and largest modelled batch size."""
+        return self.batch[0], self.batch[-1]
 
 
 class MemorySpec(_Frozen):
@@ -266,7 +286,12 @@ class MemorySpec(_Frozen):
 
 class ServingSpec(_Frozen):
     """Serving under load: batch sizes to plan for, price, and step times (measured
-    tables and/or a component model)."""
+    tables and/or a component model).
+
+    ``gpu_cost_per_hour``: $/h of the replica the step times were measured on (gives
+    ``cost_per_mtok``). ``overhead_ms``: added to every speculative step (``k > 0``) of
+    the component model.
+    """
 
     batch_sizes: Annotated[list[BatchSize], Field(min_length=1)]
     gpu_cost_per_hour: Positive | None = None
@@ -274,6 +299,63 @@ class ServingSpec(_Frozen):
     verify_ms: VerifyTable | None = None
     overhead_ms: NonNegative = 0.0
     memory: MemorySpec | None = None
+
+    @model_validator(mode="after")
+    def _tables(self) -> ServingSpec:
+        f = "serving"
+        if not self.step_ms and self.verify_ms is None:
+            raise _FieldError(
+                f, "give step times: measured step_ms tables and/or a verify_ms component model"
+            )
+        if any(b <= a for a, b in zip(self.batch_sizes, self.batch_sizes[1:], strict=False)):
+            raise _FieldError(f"{f}.batch_sizes", "must be strictly increasing")
+        seen: set[frozenset[str]] = set()
+        for i, t in enumerate(self.step_ms):
+            if len(set(t.drafters)) != len(t.drafters):
+                raise _FieldError(f"{f}.step_ms.{i}.drafters", "a drafter is named twice")
+            key = frozenset(t.drafters)
+            if key in seen:
+                raise _FieldError(
+                    f"{f}.step_ms.{i}.drafters", "the same drafters are measured in two tables"
+                )
+            seen.add(key)
+            for b, by_k in t.by_batch.items():
+                if 0 not in by_k:
+                    raise _FieldError(
+                        f"{f}.step_ms.{i}.by_batch.{b}",
+                        "no k = 0 entry: decoding without speculation is the baseline and "
+                        "is required at every batch size",
+                    )
+        v = self.verify_ms
+        if v is not None:
+            g = f"{f}.verify_ms"
+            if any(b <= a for a, b in zip(v.batch, v.batch[1:], strict=False)):
+                raise _FieldError(f"{g}.batch", "must be strictly increasing")
+            if any(b <= a for a, b in zip(v.tokens, v.tokens[1:], strict=False)):
+                raise _FieldError(f"{g}.tokens", "must be strictly increasing")
+            if v.tokens[0] != 1:
+                raise _FieldError(
+                    f"{g}.tokens", "must include 1 (a plain decoding step, the k = 0 baseline)"
+                )
+            if len(v.ms) != len(v.batch):
+                raise _FieldError(f"{g}.ms", f"{len(v.ms)} rows for {len(v.batch)} batch sizes")
+            for i, row in enumerate(v.ms):
+                if len(row) != len(v.tokens):
+                    raise _FieldError(
+                        f"{g}.ms.{i}", f"{len(row)} values for {len(v.tokens)} token counts"
+                    )
+        ranges = [t.batch_range() for t in self.step_ms]
+        if v is not None:
+            ranges.append(v.batch_range())
+        for i, b in enumerate(self.batch_sizes):
+            if not any(lo <= b <= hi for lo, hi in ranges):
+                covered = ", ".join(f"{lo}..{hi}" for lo, hi in ranges)
+                raise _FieldError(
+                    f"{f}.batch_sizes.{i}",
+                    f"batch size {b} is outside every measured or modelled range ({covered}); "
+                    "step times are never extrapolated",
+                )
+        return self
 
 
 class ProblemSpec(_Frozen):
@@ -323,7 +405,39 @@ class ProblemSpec(_Frozen):
             for n in w.acceptance:
                 if n not in names:
                     raise _FieldError(f"workloads.{i}.acceptance", f"unknown drafter {n!r}")
+        self._check_serving(names)
         return self
+
+    def _check_serving(self, names: set[str]) -> None:
+        """Step tables name known drafters; the component model has every draft time it
+        needs; ``cost_per_mtok`` only with a priced ``serving`` section."""
+        s = self.serving
+        if self.cost_metric in SERVING_COST_METRICS:
+            if s is None:
+                raise _FieldError(
+                    "cost_metric",
+                    f"{self.cost_metric} needs a serving section (step times and a GPU price)",
+                )
+            if s.gpu_cost_per_hour is None:
+                raise _FieldError(
+                    "cost_metric", f"{self.cost_metric} needs serving.gpu_cost_per_hour"
+                )
+        if s is None:
+            return
+        for i, t in enumerate(s.step_ms):
+            for n in t.drafters:
+                if n not in names:
+                    raise _FieldError(f"serving.step_ms.{i}.drafters", f"unknown drafter {n!r}")
+        if s.verify_ms is None:
+            return
+        measured = {n for t in s.step_ms for n in t.drafters}
+        for i, d in enumerate(self.drafters):
+            if d.draft_ms is None and d.name not in measured:
+                raise _FieldError(
+                    f"drafters.{i}.draft_ms",
+                    f"no step_ms table measures {d.name!r}, so the component model "
+                    "(serving.verify_ms) needs its draft time per batch size",
+                )
 
     @model_validator(mode="after")
     def _memory_fits(self) -> ProblemSpec:

@@ -43,9 +43,11 @@ def front_table(result: SolveResult) -> Table:
 
 
 def point_table(point: dict) -> Table:
+    who = ", ".join(point["drafters"]) or "no speculation"
+    where = f", batch {point['batch']}" if "batch" in point else ""
     t = Table(
         show_header=False,
-        title=", ".join(point["drafters"]) + f" at k={point['k']}",
+        title=f"{who} at k={point['k']}{where}",
         title_justify="left",
     )
     t.add_column("metric")
@@ -53,5 +55,5 @@ def point_table(point: dict) -> Table:
     for key, v in point.items():
         if key in ("drafters", "cost"):
             continue
-        t.add_row(key, f"{v:.9g}" if isinstance(v, float) else str(v))
+        t.add_row(key, f"{v:.9g}" if isinstance(v, float) else ("-" if v is None else str(v)))
     return t

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from .. import api
+from ..exceptions import InputError
 from ..outputs import front_csv, solve_document, write_atomic
 from . import app
 from .common import (
@@ -71,6 +72,16 @@ def solve(
     pick: int = typer.Option(
         None, "--pick", help="With --export: the N-th front point (default: best throughput)."
     ),
+    batch: int = typer.Option(
+        None,
+        "--batch",
+        "-b",
+        min=1,
+        help="Serve B concurrent sequences: the front's throughput is tokens/s from the "
+        "problem's serving step times (exhaustive search; configurations without a step "
+        "time are left out).",
+        metavar="B",
+    ),
 ) -> None:
     """Search drafters, k and m; print the front of throughput against the cost metric.
 
@@ -85,6 +96,24 @@ def solve(
         check_plot_path(plot_path, "--plot")
     check_search_options(trials, timeout)
     prob = api.load(problem)
+    if batch is not None:
+        _check_batch_options(strategy, samples, robust, export, storage, study, trials, timeout)
+        result = api.solve_at_batch(prob, batch)
+        doc = solve_document(result)
+        if csv_path:
+            write_atomic(csv_path, front_csv(doc["front"]), "--csv")
+        if plot_path:
+            from ..plots import plot_front
+
+            plot_front(result, plot_path, throughput_label=f"tokens/s at batch {batch}")
+        if json_path == "-":
+            emit_json(doc, "-")
+            return
+        emit_json(doc, json_path)
+        for note in result.notes:
+            err.print(note)
+        out.print(front_table(result))
+        return
     with search_progress(f"solving {prob.name}", enabled=json_path != "-") as progress:
         result = api.solve(
             prob,
@@ -118,3 +147,23 @@ def solve(
     out.print(front_table(result))
     if udoc is not None:
         out.print(uncertainty_table(udoc))
+
+
+def _check_batch_options(
+    strategy, samples, robust, export, storage, study, trials, timeout
+) -> None:
+    """``--batch`` searches exhaustively, on the nominal acceptance only."""
+    if strategy not in ("auto", "exact"):
+        raise InputError("--strategy", "--batch searches exhaustively (auto or exact)")
+    given = {
+        "--samples": samples,
+        "--robust": robust,
+        "--export": export,
+        "--storage": storage,
+        "--study": study,
+        "--trials": trials,
+        "--timeout": timeout,
+    }
+    for option, value in given.items():
+        if value is not None:
+            raise InputError(option, "does not apply with --batch")
