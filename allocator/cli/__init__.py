@@ -19,7 +19,17 @@ app = typer.Typer(
 )
 
 # Each command module registers itself on import; this order is the order of --help.
-COMMANDS = ("solve", "evaluate", "plan", "estimate", "simulate", "breakeven", "paper", "schema")
+COMMANDS = (
+    "solve",
+    "evaluate",
+    "plan",
+    "capacity",
+    "estimate",
+    "simulate",
+    "breakeven",
+    "paper",
+    "schema",
+)
 for _command in COMMANDS:
     importlib.import_module(f"{__name__}.{_command}")
 
