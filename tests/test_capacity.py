@@ -340,3 +340,20 @@ def test_infeasible_target_names_the_best_latency(tmp_path):
     assert r.exit_code == 2
     # the lowest latency: drafter a at k = 2, batch 1: 8.0 / 2.44 ms
     assert f"{8.0 / 2.44:.6g} ms" in r.stderr and "batch 1" in r.stderr
+
+
+def test_schedule_applies_the_memory_cap():
+    """The same flip as above, seen by ``schedule``: at batch 64 drafter a's 34 GB leave
+    room for 12 sequences only, so the schedule runs plain decoding there."""
+    from allocator.analysis.schedule import schedule
+
+    tables = _flip_tables()
+    tables["a"][64] = {0: 20.0, 2: 30.0}
+    data = problem_data(tables, {"a": 0.8})
+    data["search"]["k"] = {"min": 2, "max": 2}
+    free = schedule(build(data))
+    assert free.k.tolist() == [2, 2, 2, 2]  # 32: 32·1000·2.44/28 = 2788.6 > 32000/12
+    data["serving"]["memory"] = {"kv_cache_gb": 40.0, "kv_per_seq_gb": 0.5}
+    data["drafters"][0]["memory_gb"] = 34.0
+    capped = schedule(build(data))
+    assert capped.k.tolist() == [2, 2, 0, 0]
