@@ -357,3 +357,42 @@ def test_schedule_applies_the_memory_cap():
     data["drafters"][0]["memory_gb"] = 34.0
     capped = schedule(build(data))
     assert capped.k.tolist() == [2, 2, 0, 0]
+
+
+def test_plan_keeps_the_hosted_drafters_within_the_memory_a_batch_leaves():
+    """Two drafters for two workloads; big (acceptance 0.9) takes 30 GB of a 40 GB KV
+    cache at 0.5 GB per sequence. Without --batch the plan hosts it for workload x; at
+    --batch 32 it may take only 40 - 16 = 24 GB, so x falls back to small; at --batch 81
+    nothing fits (80 sequences at most)."""
+    from allocator.planning import make_plan
+
+    data = {
+        "name": "mem-plan",
+        "drafters": [
+            {"name": "big", "acceptance": 0.9, "unit_cost": 0.05, "memory_gb": 30.0},
+            {"name": "small", "acceptance": 0.6, "unit_cost": 0.05, "memory_gb": 1.0},
+        ],
+        "workloads": [
+            {"name": "x", "weight": 1.0},
+            {"name": "y", "weight": 1.0, "acceptance": {"big": 0.3}},
+        ],
+        "search": {"k": {"max": 6}, "m": {"max": 1}},
+        "serving": {
+            "batch_sizes": [1],
+            "step_ms": [{"drafters": ["big"], "by_batch": {1: {0: 10.0}}}],
+            "memory": {"kv_cache_gb": 40.0, "kv_per_seq_gb": 0.5},
+        },
+    }
+    prob = build(data)
+    free = make_plan(prob)
+    assert free.hosted.tolist() == [True, True]
+    capped = make_plan(prob, batch=32)
+    assert capped.hosted.tolist() == [False, True]
+    assert capped.members.tolist() == [[False, True], [False, True]]
+    with pytest.raises(InputError) as exc:
+        make_plan(prob, batch=81)
+    assert exc.value.field == "--batch" and "at most 80" in exc.value.message
+    data["drafters"][1]["memory_gb"] = 25.0  # now nothing leaves room for 32
+    with pytest.raises(InputError) as exc:
+        make_plan(build(data), batch=32)
+    assert exc.value.field == "--batch"

@@ -101,9 +101,38 @@ def max_batch(problem, members: np.ndarray) -> np.ndarray:
     return model.max_batch(members)
 
 
+def hosting_room(problem, batch: int, option: str = "--batch") -> tuple[np.ndarray, float]:
+    """What hosting may take so that a replica still holds ``batch`` sequences: each
+    drafter's memory ``(N,)`` GB and the cap ``kv_cache_gb - batch · kv_per_seq_gb`` GB on
+    the hosted set's total. Raises :class:`InputError` (field ``option``) without
+    ``serving.memory`` or when ``batch`` sequences do not fit even with nothing hosted."""
+    model = memory_model(problem)
+    if model is None:
+        raise InputError(option, "needs serving.memory (kv_cache_gb, kv_per_seq_gb)")
+    if batch < 1:
+        raise InputError(option, f"must be at least 1 (got {batch})")
+    room = model.kv_cache_gb - batch * model.kv_per_seq_gb
+    if room < -_FIT_SLACK * model.kv_cache_gb:
+        most = int(model.max_batch(np.zeros((1, model.drafter_gb.size), bool))[0])
+        raise InputError(
+            option,
+            f"a replica holds at most {most} sequences (serving.memory) even with no "
+            f"drafter hosted; {batch} do not fit",
+        )
+    return model.drafter_gb, max(room, 0.0) + _FIT_SLACK * model.kv_cache_gb
+
+
 def batch_fits(problem, members: np.ndarray, batch: int) -> np.ndarray:
     """``(B,)`` bool: the replica of each row can hold ``batch`` sequences."""
     return max_batch(problem, members) >= batch
 
 
-__all__ = ["UNCAPPED", "MemoryModel", "batch_fits", "check_memory", "max_batch", "memory_model"]
+__all__ = [
+    "UNCAPPED",
+    "MemoryModel",
+    "batch_fits",
+    "check_memory",
+    "hosting_room",
+    "max_batch",
+    "memory_model",
+]
