@@ -396,3 +396,62 @@ def test_plan_keeps_the_hosted_drafters_within_the_memory_a_batch_leaves():
     with pytest.raises(InputError) as exc:
         make_plan(build(data), batch=32)
     assert exc.value.field == "--batch"
+
+
+def test_routes_sized_together_match_brute_force():
+    """Two workloads on drafter a's table, each with its own acceptance and k: the fleet
+    at batch b needs ceil(Σ_w p_w X / tps_w(b)) replicas (counted up here)."""
+    from allocator.analysis.capacity import size_routes
+
+    rng = np.random.default_rng(3)
+    acc = {"a": 0.8, "b": 0.6}
+    data = problem_data(random_tables(rng, acc), acc)
+    data["workloads"] = [
+        {"name": "chat", "weight": 3.0, "acceptance": {"a": 0.5}},
+        {"name": "code", "weight": 1.0, "acceptance": {"a": 0.9, "b": 0.7}},
+    ]
+    prob = build(data)
+    members = np.array([[False, True], [True, False]])  # chat on b, code on a
+    ks = np.array([2, 4])
+    tables = {t["drafters"][0]: t["by_batch"] for t in data["serving"]["step_ms"]}
+    accs = [0.6, 0.9]  # chat's b, code's a
+    share = [0.75, 0.25]
+    for load, target in [(1e3, 1e9), (4e4, 12.0), (2e5, 30.0)]:
+        best = None
+        for b in BATCHES:
+            need, worst = 0.0, 0.0
+            for w, (name, k) in enumerate([("b", 2), ("a", 4)]):
+                step = tables[name][b][k]
+                e = 1 + sum(accs[w] ** i for i in range(1, k + 1))
+                need += share[w] * load / (b * 1000 * e / step)
+                worst = max(worst, step / e)
+            if worst > target:
+                continue
+            r = 1
+            while r < need * (1 - 1e-12):
+                r += 1
+            if best is None or (r, worst, b) < best:
+                best = (r, worst, b)
+        got = size_routes(prob, load, target, members, ks)
+        if best is None:
+            assert got is None
+            continue
+        assert (got.replicas, got.batch) == (best[0], best[2])
+        assert got.itl_ms == pytest.approx(best[1])
+        assert [r["k"] for r in got.routes] == [2, 4]
+
+
+def test_cli_reports_routes_for_mixed_traffic(tmp_path):
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    data["search"]["k"] = {"min": 2, "max": 2}
+    data["workloads"] = [
+        {"name": "chat", "weight": 1.0},
+        {"name": "code", "weight": 1.0, "acceptance": {"a": 0.95}},
+    ]
+    r = runner.invoke(
+        app, ["capacity", write(tmp_path, data), "--tokens-per-s", "2e4", "--json", "-"]
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["routed"]["hosted"] == ["a"]
+    assert [x["workload"] for x in doc["routed"]["routes"]] == ["chat", "code"]

@@ -35,9 +35,20 @@ so whichever side has the larger ``T*`` costs no more at *every* load. Speculati
 same replicas (speculation is then chosen for its lower latency), and from some load on
 the side without speculation needs fewer. The sweep reports where the costs separate.
 
-Mixed traffic (``workloads``): one configuration serves all traffic, with the mixture's
-expected tokens per step (the serving model's ``E``, ``1 / Σ_w p_w / E_w``). Per-workload
-routes are not sized here; see the README for what that approximates.
+Mixed traffic (``workloads``, shares ``p_w`` of generated tokens): the answer above is one
+configuration for all traffic, with the mixture's expected tokens per step (the serving
+model's ``E = 1 / Σ_w p_w / E_w``). Beside it, :func:`size_routes` sizes the routes of
+``plan`` (each workload its own drafters and ``k``, one hosted set) as one fleet: at batch
+``b`` workload ``w`` needs ``p_w · X / tokens_per_s_w(b)`` replicas' worth of time, so
+
+    replicas = ceil(Σ_w p_w · X / tokens_per_s_w(b))
+
+with every route's ``itl_ms_w(b) <= Y`` and ``b`` within the hosted set's memory cap.
+What this approximates: a replica's batch mixes workloads, each sequence running its own
+route's ``k``; the formula treats the replica as time-shared between batches of one
+workload each (engines run one ``k`` per step, so a mixed batch is slower than this
+says), and the routes are ``plan``'s, chosen for verifier-unit throughput, not re-chosen
+per batch size.
 """
 
 from __future__ import annotations
@@ -131,6 +142,38 @@ class CapacityResult:
         }
 
 
+@dataclass(frozen=True)
+class RoutedFleet:
+    """Plan's per-workload routes sized as one fleet (see :func:`size_routes`).
+
+    hosted : drafter names hosted on every replica; routes : per workload ``{"workload",
+    "weight", "drafters", "k", "itl_ms", "tokens_per_s_per_replica"}`` at the fleet's
+    batch; itl_ms : the worst route's; tokens_per_s_per_replica : the mixture's,
+    ``1 / Σ_w p_w / tokens_per_s_w``.
+    """
+
+    replicas: int
+    batch: int
+    hosted: list[str]
+    itl_ms: float
+    tokens_per_s_per_replica: float
+    cost_per_hour: float
+    cost_per_mtok: float
+    routes: list[dict]
+
+    def document(self) -> dict:
+        return {
+            "replicas": self.replicas,
+            "batch": self.batch,
+            "hosted": self.hosted,
+            "itl_ms": self.itl_ms,
+            "tokens_per_s_per_replica": self.tokens_per_s_per_replica,
+            "cost_per_hour": self.cost_per_hour,
+            "cost_per_mtok": self.cost_per_mtok,
+            "routes": self.routes,
+        }
+
+
 @dataclass
 class LoadSweep:
     """$/h against load: ``loads (L,)`` tokens/s; ``with_speculation`` and
@@ -209,7 +252,7 @@ def serving_grid(problem) -> ServingGrid:
 
 
 # ---------------------------------------------------------------- sizing
-def replicas_needed(load: np.ndarray, tokens_per_s: np.ndarray) -> np.ndarray:
+def replicas_needed(load: np.ndarray | float, tokens_per_s: np.ndarray) -> np.ndarray:
     """Smallest replica count carrying ``load`` (tokens/s) at ``tokens_per_s`` each
     (broadcast shapes; at least 1): ``ceil(load / tokens_per_s)`` up to :data:`SLACK`."""
     r = np.ceil(np.asarray(load, float) * (1.0 - SLACK) / np.asarray(tokens_per_s, float))
@@ -352,13 +395,74 @@ def size_fleet(
     if best is None:
         raise _infeasible(grid, target)
     plain = _fleets(grid, loads, target, price, False)[0]
-    notes = []
-    if problem.workloads:
-        notes.append(
-            "mixed traffic: one configuration serves every workload, with the mixture's "
-            "expected tokens per step; per-workload routes are not sized"
-        )
-    return CapacityResult(problem.name, load, target, best, plain, notes)
+    return CapacityResult(problem.name, load, target, best, plain)
+
+
+def size_routes(
+    problem, tokens_per_s: float, itl_ms: float | None = None, members=None, k=None
+) -> RoutedFleet | None:
+    """Per-workload routes sized as one fleet (module doc); ``None`` when no batch size
+    meets the target for every route.
+
+    members ``(W, N)`` and k ``(W,)``: the routes; by default ``plan``'s (the MILP of
+    :func:`allocator.planning.make_plan` under the problem's budget).
+    """
+    sm = _serving_model()
+    load = check_load(tokens_per_s)
+    target = check_itl(itl_ms)
+    price = _price(problem)
+    if not problem.workloads:
+        raise InputError("workloads", "routes per workload need a problem with workloads")
+    if members is None or k is None:
+        from ..planning import make_plan  # cvxpy: only when routes are asked for
+
+        plan = make_plan(problem)
+        members, k = plan.members, plan.k
+    members = np.asarray(members, bool)
+    k = np.asarray(k, np.int64)
+    weights = np.array([w.weight for w in problem.workloads])
+    e = np.array(
+        [
+            sm.bonus_expected(problem.workload_view(w), members[w : w + 1], k[w : w + 1])[0]
+            for w in range(weights.size)  # a few workloads; each one configuration
+        ]
+    )
+    hosted = members.any(axis=0)
+    room = int(max_batch(problem, hosted[None, :])[0])
+    batch = np.asarray(sm._serving(problem).batch_sizes, dtype=np.int64)
+    step = np.array([sm.step_ms_or_nan(problem, members, k, float(b)) for b in batch])  # (S, W)
+    tps = batch[:, None] * 1000.0 * e[None, :] / step
+    itl = step / e[None, :]
+    ok = np.isfinite(tps).all(axis=1) & (batch <= room)
+    ok &= np.where(np.isfinite(itl), itl, np.inf).max(axis=1) <= target * (1.0 + SLACK)
+    if not ok.any():
+        return None
+    mix = 1.0 / (weights[None, :] / tps).sum(axis=1)  # (S,) tokens/s of one replica
+    rep = np.where(ok, replicas_needed(load, np.where(ok, mix, 1.0)), np.iinfo(np.int64).max)
+    worst = np.where(ok, itl.max(axis=1), np.inf)
+    i = int(np.lexsort((batch, worst, rep))[0])
+    names = problem.names
+    cost = float(rep[i]) * price
+    return RoutedFleet(
+        replicas=int(rep[i]),
+        batch=int(batch[i]),
+        hosted=[n for n, on in zip(names, hosted, strict=True) if on],
+        itl_ms=float(worst[i]),
+        tokens_per_s_per_replica=float(mix[i]),
+        cost_per_hour=cost,
+        cost_per_mtok=cost / (3600.0 * load) * 1e6,
+        routes=[
+            {
+                "workload": wl.name,
+                "weight": float(weights[w]),
+                "drafters": [n for n, on in zip(names, members[w], strict=True) if on],
+                "k": int(k[w]),
+                "itl_ms": float(itl[i, w]),
+                "tokens_per_s_per_replica": float(tps[i, w]),
+            }
+            for w, wl in enumerate(problem.workloads)
+        ],
+    )
 
 
 def crossings(loads: np.ndarray, with_spec: np.ndarray, without: np.ndarray) -> list[dict]:

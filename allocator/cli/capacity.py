@@ -16,6 +16,7 @@ from ..analysis.capacity import (
     parse_load_range,
     serving_grid,
     size_fleet,
+    size_routes,
     sweep_load,
 )
 from . import app
@@ -145,6 +146,20 @@ def capacity_command(
     grid = serving_grid(prob)
     result = size_fleet(prob, tokens_per_s, itl_ms, grid=grid)
     doc = result.document()
+    notes = list(result.notes)
+    if prob.workloads:
+        routed = size_routes(prob, tokens_per_s, itl_ms)
+        doc["routed"] = None if routed is None else routed.document()
+        if routed is None:
+            notes.append("plan's per-workload routes meet the latency target at no batch size")
+        else:
+            cheaper = routed.cost_per_hour < result.best.cost_per_hour
+            notes.append(
+                f"mixed traffic: plan's per-workload routes on one fleet need {routed.replicas} "
+                f"replica(s) at batch {routed.batch} (${routed.cost_per_hour:,.2f}/h), "
+                + ("cheaper than" if cheaper else "no cheaper than")
+                + " one configuration for all traffic (see README: what routing approximates)"
+            )
     swept = None
     if loads is not None:
         swept = sweep_load(prob, loads, itl_ms, grid=grid)
@@ -164,7 +179,7 @@ def capacity_command(
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for note in result.notes:
+    for note in notes:
         err.print(note)
     out.print(capacity_table(result, doc))
     if swept is not None:
