@@ -198,6 +198,7 @@ def test_speculation_wins_at_low_load_and_loses_at_high_load():
     assert sweep.crossings == [
         {"from_tokens_per_s": 500.0, "to_tokens_per_s": 5e4, "cheaper": "no speculation"}
     ]
+    assert sweep.cheaper_from == {"tokens_per_s": 5e4, "cheaper": "no speculation"}
 
 
 def test_a_drafters_memory_flips_the_decision():
@@ -455,3 +456,15 @@ def test_cli_reports_routes_for_mixed_traffic(tmp_path):
     doc = json.loads(r.stdout)
     assert doc["routed"]["hosted"] == ["a"]
     assert [x["workload"] for x in doc["routed"]["routes"]] == ["chat", "code"]
+
+
+def test_cheaper_from_skips_the_flicker_of_ties():
+    from allocator.analysis.capacity import LoadSweep
+
+    x = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    a = np.array([1.0, 1.0, 2.0, 2.0, 2.0])
+    b = np.array([2.0, 1.0, 3.0, 2.0, 3.0])
+    sweep = LoadSweep(x, a, b, [(None, None)] * 5, crossings(x, a, b))
+    assert sweep.cheaper_from == {"tokens_per_s": 5.0, "cheaper": "speculation"}
+    tie = LoadSweep(x, a, a.copy(), [(None, None)] * 5, [])
+    assert tie.cheaper_from is None

@@ -187,6 +187,25 @@ class LoadSweep:
     fleets: list[tuple[Fleet | None, Fleet | None]]
     crossings: list[dict]
 
+    @property
+    def cheaper_from(self) -> dict | None:
+        """Where the sweep settles: the first load from which one side is strictly cheaper
+        at every later load of the sweep, ``{"tokens_per_s", "cheaper"}``; ``None`` when
+        the last load ties (or a side has no fleet there)."""
+        ok = np.isfinite(self.with_speculation) & np.isfinite(self.without_speculation)
+        idx = np.flatnonzero(ok)
+        if idx.size == 0:
+            return None
+        sign = np.sign(self.without_speculation[idx] - self.with_speculation[idx])
+        if sign[-1] == 0:
+            return None
+        other = np.flatnonzero(sign != sign[-1])
+        start = 0 if other.size == 0 else int(other[-1]) + 1
+        return {
+            "tokens_per_s": float(self.loads[idx[start]]),
+            "cheaper": "speculation" if sign[-1] > 0 else "no speculation",
+        }
+
     def document(self) -> dict:
         return {
             "points": [
@@ -198,6 +217,7 @@ class LoadSweep:
                 for x, (a, b) in zip(self.loads, self.fleets, strict=True)
             ],
             "crossings": self.crossings,
+            "cheaper_from": self.cheaper_from,
         }
 
 
