@@ -376,6 +376,7 @@ def test_bad_serving_input(tmp_path, label, data):
         ["-d", "eagle", "-k", "8", "--batch", "1"],  # k past the largest measured
         ["-d", "eagle", "-k", "3", "--batch", "65"],  # batch outside the table
         ["-d", "eagle", "-k", "3", "--batch", "200"],
+        ["-k", "0", "--batch", "200"],
     ],
 )
 def test_requests_outside_the_tables(tmp_path, args):
@@ -384,6 +385,7 @@ def test_requests_outside_the_tables(tmp_path, args):
     r = runner.invoke(app, ["evaluate", str(path), *args, "--json", str(out)])
     assert r.exit_code == 2
     assert r.output.startswith("error: serving: ") and len(r.output.strip().splitlines()) == 1
+    assert "never extrapolated" in r.output
     assert not out.exists()
 
 
@@ -411,3 +413,38 @@ def test_batch_without_serving(tmp_path):
         app, ["evaluate", str(write(tmp_path, data)), "-d", "eagle", "-k", "1", "--batch", "4"]
     )
     assert r.exit_code == 2 and r.output.startswith("error: serving: ")
+
+
+@pytest.mark.parametrize("drafting", ["sequential", "parallel"])
+def test_grid_agrees_with_rows(drafting):
+    """The searches' (subset x k) grid gives the per-row values of the public function."""
+    from allocator.model.serving import step_grid, step_ms_or_nan
+
+    data = component(drafting)
+    data["serving"]["step_ms"] = [{"drafters": ["b"], "by_batch": {1: {0: 5.0, 2: 9.0}}}]
+    p = build(data)
+    members = np.array([[True, False], [False, True], [True, True]])
+    ks = np.arange(0, 5)
+    for batch in (1, 10, 64, 65):
+        grid = step_grid(p, members, ks, batch)
+        rows = step_ms_or_nan(p, np.repeat(members, ks.size, axis=0), np.tile(ks, 3), batch)
+        np.testing.assert_array_equal(grid.ravel(), rows)
+
+
+def test_solve_batch_csv_plot_and_refusals(tmp_path):
+    data = component()
+    data["search"] = {"k": {"max": 3}}
+    path = write(tmp_path, data)
+    csv_path, png = tmp_path / "f.csv", tmp_path / "f.png"
+    r = runner.invoke(
+        app, ["solve", str(path), "--batch", "16", "--csv", str(csv_path), "--plot", str(png)]
+    )
+    assert r.exit_code == 0, r.output
+    header = csv_path.read_text().splitlines()[0].split(",")
+    assert {"batch", "tokens_per_s", "itl_ms", "speedup", "cost_per_mtok"} <= set(header)
+    assert png.stat().st_size > 0
+    for extra in (["--strategy", "knapsack"], ["--samples", "10"], ["--export", "vllm"]):
+        out = tmp_path / "x.json"
+        r = runner.invoke(app, ["solve", str(path), "--batch", "16", *extra, "--json", str(out)])
+        assert r.exit_code == 2 and r.output.startswith("error: --"), r.output
+        assert not out.exists()

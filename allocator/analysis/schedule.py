@@ -30,7 +30,7 @@ import numpy as np
 from ..exceptions import InputError
 from ..model.evaluate import _curves, evaluate_subsets
 from ..model.memory import max_batch
-from ..model.serving import SERVING_METRICS, baseline_ms, metrics_from, step_ms_or_nan
+from ..model.serving import SERVING_METRICS, baseline_ms, metrics_from, step_grid
 from ..pareto import front_order
 from ..problem import Problem
 from ..result import Front
@@ -127,11 +127,8 @@ def _chunks(problem: Problem, ks: np.ndarray) -> Iterator[_Chunk]:
 
 def _serving_at(problem: Problem, c: _Chunk, ks: np.ndarray, batch: int) -> dict[str, np.ndarray]:
     """Serving metrics ``(B, K)`` of a chunk at ``batch`` (NaN where no step time)."""
-    b_rows, k_cols = c.e.shape
-    flat_members = np.repeat(c.members, k_cols, axis=0)
-    flat_k = np.tile(ks, b_rows)
-    step = step_ms_or_nan(problem, flat_members, flat_k, batch).reshape(b_rows, k_cols)
-    base = step_ms_or_nan(problem, c.members, np.zeros(b_rows, np.int64), batch)[:, None]
+    step = step_grid(problem, c.members, ks, batch)
+    base = step_grid(problem, c.members, np.zeros(1, np.int64), batch)
     price = problem.serving.gpu_cost_per_hour if problem.serving else np.nan
     return metrics_from(c.e, step, base, float(batch), price)
 
@@ -165,8 +162,8 @@ def schedule(problem: Problem) -> Schedule:
             m_rows = c.members.sum(axis=1)
             room = max_batch(problem, c.members)  # hosted drafters take KV-cache memory
             for i, b in enumerate(batches):
-                sm = _serving_at(problem, c, ks, int(b))
-                tps = sm["tokens_per_s"]
+                step = step_grid(problem, c.members, ks, float(b))
+                tps = float(b) * 1000.0 * c.e / step
                 has = ~np.isnan(tps)
                 evaluated += int(c.feasible.sum())
                 unmeasured += int((c.feasible & ~has).sum())
@@ -175,23 +172,27 @@ def schedule(problem: Problem) -> Schedule:
                 ok = c.feasible & has & fits
                 if not ok.any():
                     continue
-                col = np.where(ok, tps, -np.inf).max(axis=0)
+                masked = np.where(ok, tps, -np.inf)
+                col = masked.max(axis=0)
                 col[~ok.any(axis=0)] = np.nan
                 by_k[i, 1:] = np.fmax(by_k[i, 1:], col)
                 # best of the chunk: highest tokens/s, then smaller k, then fewer drafters
-                cand = np.flatnonzero(ok.ravel())
-                r, j = np.divmod(cand, ks.size)
-                order = np.lexsort((m_rows[r], ks[j], -tps.ravel()[cand]))
-                top = cand[order[0]]
-                r0, j0 = divmod(int(top), ks.size)
-                key = (-float(tps[r0, j0]), int(ks[j0]), int(m_rows[r0]))
+                top = masked.max()
+                r, j = np.nonzero(masked == top)
+                pick = np.lexsort((m_rows[r], ks[j]))[0]
+                r0, j0 = int(r[pick]), int(j[pick])
+                key = (-float(top), int(ks[j0]), int(m_rows[r0]))
                 cur = (-float(metrics["tokens_per_s"][i]), int(best_k[i]), int(best_m[i]))
                 if key < cur:
                     best_members[i] = c.members[r0]
                     best_k[i] = ks[j0]
                     best_m[i] = m_rows[r0]
+                    base = step_grid(problem, c.members[r0 : r0 + 1], np.zeros(1), float(b))
+                    won = metrics_from(
+                        c.e[r0, j0], step[r0, j0], base[0, 0], float(b), serving.gpu_cost_per_hour
+                    )
                     for name in SERVING_METRICS:
-                        metrics[name][i] = sm[name][r0, j0]
+                        metrics[name][i] = won[name]
     notes = []
     if unmeasured:
         notes.append(

@@ -22,6 +22,7 @@ app = typer.Typer(
 COMMANDS = (
     "solve",
     "evaluate",
+    "schedule",
     "plan",
     "capacity",
     "estimate",

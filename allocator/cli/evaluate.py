@@ -9,7 +9,15 @@ import typer
 from .. import api
 from ..outputs import point_document
 from . import app
-from .common import JsonOption, ProblemArg, emit_json, handles_input_errors, out, precheck_outputs
+from .common import (
+    JsonOption,
+    ProblemArg,
+    emit_json,
+    err,
+    handles_input_errors,
+    out,
+    precheck_outputs,
+)
 from .render import point_table
 
 
@@ -52,6 +60,8 @@ def evaluate(
     prob = api.load(problem)
     names = split_names(drafters or "")
     if k == 0 and batch is not None:
+        if names:
+            err.print("note: --drafters ignored at k = 0 (no speculation)")
         names = []
     point = point_document(api.evaluate(prob, names, k, field="--drafters", batch=batch))
     if json_path == "-":

@@ -277,6 +277,44 @@ def step_ms_or_nan(
     return out
 
 
+def step_grid(problem: Problem, members: np.ndarray, ks: np.ndarray, batch: float) -> np.ndarray:
+    """Step ms of every subset at every ``k``: ``members`` ``(B, N)``, ``ks`` ``(K,)`` ->
+    ``(B, K)``, NaN where there is no step time. The same values as
+    :func:`step_ms_or_nan` on every ``(subset, k)`` pair, computed once per subset
+    (draft time) and once per table (searches call this)."""
+    serving = _serving(problem)
+    members = np.atleast_2d(np.asarray(members, dtype=bool))
+    ks = np.atleast_1d(np.asarray(ks)).astype(float)
+    out = np.full((members.shape[0], ks.size), np.nan)
+    matched = np.zeros(members.shape[0], bool)
+    for t in serving.tables:
+        rows = np.all(members == t.members, axis=1)
+        if rows.any():
+            out[rows] = _table_step(t, ks, batch)[None, :]
+            matched |= rows
+    rest = ~matched
+    if not rest.any():
+        return out
+    mem = members[rest]
+    m = mem.sum(axis=1).astype(float)
+    d = draft_ms_at(serving, batch)
+    missing = np.any(mem & np.isnan(d), axis=1)
+    dz = np.where(np.isnan(d), 0.0, d)
+    if serving.drafting == "parallel":
+        draft = np.max(np.where(mem, dz, 0.0), axis=1, initial=0.0)
+    else:
+        draft = mem.astype(float) @ dz
+    spec = ks > 0
+    model = (
+        verify_ms_at(serving, m[:, None] * ks[None, :] + 1.0, batch)
+        + ks[None, :] * draft[:, None]
+        + np.where(spec, serving.overhead_ms, 0.0)[None, :]
+    )
+    model[(missing | (m == 0))[:, None] & spec[None, :]] = np.nan
+    out[rest] = np.where(spec[None, :], model, baseline_ms(serving, batch))
+    return out
+
+
 # ---------------------------------------------------------------- public interface
 def _serving(problem: Problem) -> Serving:
     s = getattr(problem, "serving", None)
@@ -290,6 +328,14 @@ def _why(problem: Problem, members: np.ndarray, k: int, batch: float) -> str:
     serving = _serving(problem)
     names = [n for n, on in zip(problem.names, members, strict=True) if on]
     what = f"drafters {'+'.join(names) or '(none)'} at k={k}, batch {batch:g}"
+    ranges = [f"{t.batch[0]:g}..{t.batch[-1]:g}" for t in serving.tables]
+    if serving.has_component_model:
+        ranges.append(f"{serving.verify_batch[0]:g}..{serving.verify_batch[-1]:g}")
+    if k == 0 and not any(np.array_equal(t.members, members) for t in serving.tables):
+        return (
+            f"no k = 0 (plain decoding) step time at batch {batch:g}: outside every measured "
+            f"or modelled batch range ({', '.join(ranges)}); step times are never extrapolated"
+        )
     for t in serving.tables:
         if np.array_equal(t.members, members):
             return (
