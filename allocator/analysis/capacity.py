@@ -230,10 +230,21 @@ def _serving_model():
     return serving
 
 
+def _need_serving(problem):
+    """The problem's serving arrays; an :class:`InputError` naming ``serving`` without them."""
+    serving = getattr(problem, "serving", None)
+    if serving is None:
+        raise InputError(
+            "serving",
+            "sizing a fleet needs a serving section (batch sizes, step times, gpu_cost_per_hour)",
+        )
+    return serving
+
+
 def k_range(problem) -> np.ndarray:
     """Speculative ``k`` values to consider: ``search.k`` up to the largest ``k`` any
     step time reaches. ``(K,)`` int (empty when none)."""
-    limit = _serving_model()._serving(problem).k_limit
+    limit = _need_serving(problem).k_limit
     return np.arange(problem.k_min, min(problem.k_max, limit) + 1)
 
 
@@ -256,7 +267,7 @@ def serving_grid(problem) -> ServingGrid:
     Raises :class:`InputError` (field ``serving``) when the problem has no serving section.
     """
     sm = _serving_model()
-    serving = sm._serving(problem)
+    serving = _need_serving(problem)
     members, k = configurations(problem)
     e = sm.bonus_expected(problem, members, k)  # (C,), independent of the batch size
     batch = np.asarray(serving.batch_sizes, dtype=np.int64)
@@ -349,7 +360,7 @@ def _fleets(
 
 
 def _price(problem) -> float:
-    price = float(_serving_model()._serving(problem).gpu_cost_per_hour)
+    price = float(_need_serving(problem).gpu_cost_per_hour)
     if not np.isfinite(price):
         raise InputError(
             "serving.gpu_cost_per_hour",
@@ -449,7 +460,7 @@ def size_routes(
     )
     hosted = members.any(axis=0)
     room = int(max_batch(problem, hosted[None, :])[0])
-    batch = np.asarray(sm._serving(problem).batch_sizes, dtype=np.int64)
+    batch = np.asarray(_need_serving(problem).batch_sizes, dtype=np.int64)
     step = np.array([sm.step_ms_or_nan(problem, members, k, float(b)) for b in batch])  # (S, W)
     tps = batch[:, None] * 1000.0 * e[None, :] / step
     itl = step / e[None, :]
