@@ -468,3 +468,14 @@ def test_cheaper_from_skips_the_flicker_of_ties():
     assert sweep.cheaper_from == {"tokens_per_s": 5.0, "cheaper": "speculation"}
     tie = LoadSweep(x, a, a.copy(), [(None, None)] * 5, [])
     assert tie.cheaper_from is None
+
+
+def test_too_large_a_space_is_refused_before_any_work(monkeypatch):
+    import allocator.analysis.capacity as cap
+
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    monkeypatch.setattr(cap, "MAX_CELLS", 3)
+    with pytest.raises(InputError) as exc:
+        size_fleet(build(data), 100.0)
+    # 1 subset x 4 k x 4 batch sizes = 16 pairs
+    assert exc.value.field == "search.m.max" and "16 (configuration" in exc.value.message

@@ -59,7 +59,11 @@ import numpy as np
 
 from ..exceptions import InputError
 from ..model.memory import max_batch
-from ..search.space import iter_subsets
+from ..search.space import count_subsets, iter_subsets
+
+#: Most (configuration, batch size) pairs sized exactly (two float arrays of this many
+#: cells are held at once, 8 bytes each).
+MAX_CELLS = 20_000_000
 
 #: Relative slack when comparing a fleet's throughput with the load and a latency
 #: with its target, so that an exact fit is not lost to rounding.
@@ -252,6 +256,13 @@ def configurations(problem) -> tuple[np.ndarray, np.ndarray]:
     """Row 0: no drafters, ``k = 0``; then every subset of the search space at every ``k``
     of :func:`k_range`. Returns ``members (C, N)`` bool and ``k (C,)`` int."""
     ks = k_range(problem)
+    cells = count_subsets(problem) * ks.size * _need_serving(problem).batch_sizes.size
+    if cells > MAX_CELLS:
+        raise InputError(
+            "search.m.max",
+            f"{cells:,} (configuration, batch size) pairs are too many to size exactly "
+            f"(at most {MAX_CELLS:,}); lower search.m.max or search.k.max",
+        )
     parts_m = [np.zeros((1, problem.n), bool)]
     parts_k = [np.zeros(1, np.int64)]
     if ks.size:

@@ -19,6 +19,7 @@ from ..analysis.capacity import (
     size_routes,
     sweep_load,
 )
+from ..exceptions import InputError
 from . import app
 from .common import (
     JsonOption,
@@ -138,8 +139,6 @@ def capacity_command(
         from ..plots import check_plot_path
 
         if loads is None:
-            from ..exceptions import InputError
-
             raise InputError("--plot", "draws the load sweep: give --sweep-load LO:HI:STEPS")
         check_plot_path(plot_path, "--plot")
     prob = api.load(problem)
@@ -148,7 +147,11 @@ def capacity_command(
     doc = result.document()
     notes = list(result.notes)
     if prob.workloads:
-        routed = size_routes(prob, tokens_per_s, itl_ms)
+        try:
+            routed = size_routes(prob, tokens_per_s, itl_ms)
+        except InputError as exc:  # the main answer stands without routes
+            routed = None
+            notes.append(f"per-workload routes not sized: {exc.field}: {exc.message}")
         doc["routed"] = None if routed is None else routed.document()
         if routed is None:
             notes.append("plan's per-workload routes meet the latency target at no batch size")
