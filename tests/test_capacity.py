@@ -477,5 +477,5 @@ def test_too_large_a_space_is_refused_before_any_work(monkeypatch):
     monkeypatch.setattr(cap, "MAX_CELLS", 3)
     with pytest.raises(InputError) as exc:
         size_fleet(build(data), 100.0)
-    # 1 subset x 4 k x 4 batch sizes = 16 pairs
-    assert exc.value.field == "search.m.max" and "16 (configuration" in exc.value.message
+    # 1 subset x 2 k (search.k reaches 4, the table only k = 2) x 4 batch sizes = 8 pairs
+    assert exc.value.field == "search.m.max" and "8 (configuration" in exc.value.message
