@@ -479,3 +479,19 @@ def test_too_large_a_space_is_refused_before_any_work(monkeypatch):
         size_fleet(build(data), 100.0)
     # 1 subset x 2 k (search.k reaches 4, the table only k = 2) x 4 batch sizes = 8 pairs
     assert exc.value.field == "search.m.max" and "8 (configuration" in exc.value.message
+
+
+def test_sweep_plot_draws_both_sides(tmp_path):
+    from allocator.plots import plot_capacity_sweep
+
+    x = np.array([100.0, 200.0, 300.0])
+    a = np.array([10.0, 20.0, np.nan])
+    b = np.array([10.0, 10.0, 20.0])
+    got = plot_capacity_sweep(
+        x, a, b, tmp_path / "s.svg", crossings=crossings(x, a, b), itl_ms=30.0
+    )
+    assert got["loads"].tolist() == x.tolist()
+    np.testing.assert_array_equal(got["with_speculation"], a)
+    np.testing.assert_array_equal(got["without_speculation"], b)
+    assert got["crossings"] == [200.0] and got["format"] == "svg"
+    assert "$/h" in got["ylabel"] and (tmp_path / "s.svg").stat().st_size > 0
