@@ -11,7 +11,10 @@ timing only.
 For every case it prints the median wall time of ``R`` whole ``allocator schedule``
 processes (start-up included), and beside it, in the same run, the baseline: ``R`` whole
 ``allocator solve --strategy exact`` processes on the same problem without its
-``serving`` section (the batch-1 front in verifier-units), and the ratio of the two.
+``serving`` section (the batch-1 front in verifier-units), and the ratio of the two; then
+the median of ``R`` schedule computations inside this process (no start-up), and the
+start-up floor (``R`` whole ``allocator schema`` processes). The load average is printed
+at the end: on a shared machine wall times grow with it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import statistics
 import subprocess
@@ -96,9 +100,13 @@ def main() -> None:
     args = ap.parse_args()
     py = sys.executable
     print(f"python {platform.python_version()}, {platform.machine()}, repeats {args.repeats}")
+    from allocator.analysis.schedule import schedule
+    from allocator.problem import Problem
+    from allocator.spec import parse_problem
+
     print(
         f"{'case':<34} {'configs':>10} {'schedule s':>11} {'solve s':>9} {'ratio':>7} "
-        f"{'off from':>9}"
+        f"{'in-process s':>13} {'off from':>9}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         for m_max in args.m_max:
@@ -127,10 +135,20 @@ def main() -> None:
             subsets = sum(math.comb(N_DRAFTERS, m) for m in range(1, m_max + 1))
             cells = subsets * K_MAX * len(BATCH_SIZES)
             name = f"N={N_DRAFTERS} B={len(BATCH_SIZES)} k<={K_MAX} m<={m_max}"
+            prob = Problem.from_spec(parse_problem(problem(args.seed, m_max)))
+            inner = []
+            for _ in range(args.repeats):
+                t0 = time.perf_counter()
+                schedule(prob)
+                inner.append(time.perf_counter() - t0)
             print(
                 f"{name:<34} {cells:>10,} {t_sched:>11.3f} {t_solve:>9.3f} "
-                f"{t_sched / t_solve:>7.2f} {str(doc['speculation_off_from']):>9}"
+                f"{t_sched / t_solve:>7.2f} {statistics.median(inner):>13.3f} "
+                f"{str(doc['speculation_off_from']):>9}"
             )
+    floor, _ = whole_runs([py, "-m", "allocator", "schema"], args.repeats)
+    print(f"start-up floor (allocator schema, whole process): {floor:.3f} s")
+    print(f"load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
