@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -154,6 +155,7 @@ def main() -> None:
     assert best is not None and best[0][0] == fleet.best.replicas
     per = loop_metrics_seconds(problem, grid)
     cap_med, base_med = statistics.median(cap_t), statistics.median(base_t)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (1 min)")
     print(f"case: {data['name']}: {grid.k.size:,} configurations x {len(BATCHES)} batch sizes")
     print(
         f"answer: {doc['replicas']} replicas at batch {doc['batch']}, k={doc['k']}, "
