@@ -495,3 +495,19 @@ def test_sweep_plot_draws_both_sides(tmp_path):
     np.testing.assert_array_equal(got["without_speculation"], b)
     assert got["crossings"] == [200.0] and got["format"] == "svg"
     assert "$/h" in got["ylabel"] and (tmp_path / "s.svg").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "memory,args",
+    [(False, ["--batch", "4"]), (True, ["--batch", "4", "--sweep", "hosting_cost"])],
+)
+def test_plan_batch_bad_input(tmp_path, memory, args):
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    if memory:
+        data["serving"]["memory"] = {"kv_cache_gb": 40.0, "kv_per_seq_gb": 0.5}
+    p = write(tmp_path, data)
+    r = runner.invoke(app, ["plan", p, *args, "--json", str(tmp_path / "o.json")])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --batch:"), r.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["p.yaml"]
