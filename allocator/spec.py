@@ -43,7 +43,8 @@ NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 BatchSize = Annotated[int, Field(ge=1)]
 
-# What kind of drafter it is, as the serving engines name their speculative methods.
+# What kind of drafter it is, as the serving engines name their speculative methods
+# (allocator/engines/methods.py holds the table; a test checks the two agree).
 Method = Literal[
     "draft_model", "eagle", "eagle3", "mtp", "medusa", "mlp_speculator", "ngram", "suffix"
 ]
@@ -390,6 +391,7 @@ class ProblemSpec(_Frozen):
         names = {d.name for d in self.drafters}
         for i, d in enumerate(self.drafters):
             _check_interval(d, f"drafters.{i}.acceptance_interval")
+            _check_method(d, f"drafters.{i}")
         for field in ("require", "exclude"):
             for i, n in enumerate(getattr(self.search, field)):
                 if n not in names:
@@ -473,6 +475,16 @@ def _check_interval(d: Drafter, field: str) -> None:
         raise _FieldError(field, f"{len(rows)} intervals for {n_acc} acceptance position(s)")
     if any(hi <= lo for lo, hi in rows):
         raise _FieldError(field, "every interval needs lo < hi")
+
+
+def _check_method(d: Drafter, where: str) -> None:
+    """A drafter's fields belong to its ``method`` (:mod:`allocator.engines.methods`)."""
+    from .engines.methods import METHOD_FIELDS, method_problem
+
+    given = {f: getattr(d, f) for f in METHOD_FIELDS if getattr(d, f) is not None}
+    problem = method_problem(d.method, given, d.model)
+    if problem is not None:
+        raise _FieldError(f"{where}.{problem[0]}", problem[1])
 
 
 class _FieldError(ValueError):

@@ -26,6 +26,7 @@ COMMANDS = (
     "plan",
     "capacity",
     "estimate",
+    "calibrate",
     "simulate",
     "breakeven",
     "paper",

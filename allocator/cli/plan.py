@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from rich.table import Table
 
 from .. import api
+from ..engines import TARGETS, convention_warning, export_plan
 from ..exceptions import InputError
 from ..planning import MAX_CANDIDATES, Plan, PlanSweep, make_plan, parse_caps, sweep_hosting
 from ..result import Front
@@ -351,11 +352,25 @@ def plan(
         "only what serving.memory's KV cache has left after B sequences.",
         metavar="B",
     ),
+    export: str = typer.Option(
+        None,
+        "--export",
+        help="Print the plan as serving settings (vllm or sglang): one config per workload "
+        "route and the hosted set, as one JSON document.",
+        metavar="vllm|sglang",
+    ),
 ) -> None:
     """Choose the drafters to host and each workload's subset and k (exact, by MILP).
 
     Beside each workload: its throughput under the best single configuration for all traffic.
     """
+    if export is not None:
+        if export not in TARGETS:
+            raise InputError("--export", f"{export!r} is not one of {', '.join(TARGETS)}")
+        if sweep is not None:
+            raise InputError("--export", "exports one plan; it does not apply with --sweep")
+        if json_path == "-":
+            raise InputError("--export", "prints to stdout, which --json - already uses")
     precheck_outputs(json=json_path)
     caps = parse_budget(budget)
     levels = parse_sweep(sweep) if sweep is not None else False
@@ -372,6 +387,15 @@ def plan(
             prob, levels, caps, max_candidates=max_candidates, time_limit=time_limit
         )
         doc, table = sweep_document(result), sweep_table
+    if export is not None:
+        drafters = {d.name: d for d in prob.spec.drafters} if prob.spec is not None else {}
+        settings, notes = export_plan(export, doc, drafters)
+        emit_json(doc, json_path)
+        warning = convention_warning(prob.convention)
+        for note in [*doc["notes"], *notes, *([warning] if warning else [])]:
+            err.print(note, soft_wrap=True)
+        emit_json(settings, "-")
+        return
     if json_path == "-":
         emit_json(doc, "-")
         return

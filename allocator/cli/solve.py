@@ -21,7 +21,13 @@ from .common import (
 )
 from .progress import check_search_options, search_progress
 from .render import front_table
-from .uncertainty import apply_uncertainty, check_options, export_point, uncertainty_table
+from .uncertainty import (
+    apply_uncertainty,
+    check_options,
+    export_settings,
+    print_export,
+    uncertainty_table,
+)
 
 
 @app.command()
@@ -129,6 +135,8 @@ def solve(
     doc = solve_document(result)
     if udoc is not None:
         doc["uncertainty"] = udoc
+    # refused exports fail here, before any output is written or note printed
+    exported = export_settings(prob, doc["front"], export, pick) if export is not None else None
     if csv_path:
         write_atomic(csv_path, front_csv(doc["front"]), "--csv")
     if plot_path:
@@ -141,8 +149,8 @@ def solve(
     emit_json(doc, json_path)
     for note in result.notes:
         err.print(note)
-    if export is not None:
-        export_point(prob, doc["front"], export, pick)
+    if exported is not None:
+        print_export(exported)
         return
     out.print(front_table(result))
     if udoc is not None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from ..engines import TARGETS, convention_warning, pick_point
+from ..engines import export_point as engine_settings
 from ..exceptions import InputError
-from ..export import TARGETS, convention_warning, export_text, pick_point
 from ..outputs import uncertainty_document
 from ..uncertainty import analyse
 
@@ -77,17 +78,24 @@ def uncertainty_table(doc: dict) -> Table:
     return t
 
 
-def export_point(prob, points: list[dict], target: str, pick: int | None) -> None:
-    """Print the chosen point as ``target``'s settings on stdout (notes on stderr)."""
+def export_settings(prob, points: list[dict], target: str, pick: int | None):
+    """The chosen point as ``target``'s settings and the notes for stderr; raises
+    :class:`InputError` before anything is printed or written."""
+    point = pick_point(points, pick)
+    drafters = {d.name: d for d in prob.spec.drafters} if prob.spec is not None else {}
+    text, notes = engine_settings(target, point, drafters)
+    note = convention_warning(prob.convention)
+    return text, [*notes, *([note] if note else [])]
+
+
+def print_export(exported: tuple[str, list[str]]) -> None:
+    """Print settings on stdout (only them) and their notes on stderr."""
     import sys
 
     from .common import err
 
-    point = pick_point(points, pick)
-    models = {d.name: d.model for d in prob.spec.drafters} if prob.spec is not None else {}
-    text = export_text(target, point, models)
-    note = convention_warning(prob.convention)
-    if note:
-        err.print(note, soft_wrap=True)
+    text, notes = exported
+    for line in notes:
+        err.print(line, soft_wrap=True)
     sys.stdout.write(text)
     sys.stdout.flush()

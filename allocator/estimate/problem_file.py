@@ -100,9 +100,16 @@ def _interval(c: DrafterCounts) -> list:
 
 
 def build_problem(
-    est: Estimate, name: str, costs: dict, models: dict[str, str]
+    est: Estimate,
+    name: str,
+    costs: dict,
+    models: dict[str, str],
+    methods: dict[str, str] | None = None,
 ) -> tuple[dict, list[str], list[str]]:
-    """The problem as plain data, the header comments, and the drafters lacking a cost."""
+    """The problem as plain data, the header comments, and the drafters lacking a cost.
+
+    ``methods``: a drafter's serving ``method`` (``--method``), validated with the file."""
+    methods = methods or {}
     known = [c.name for c in est.drafters]
     for key in ("unit_cost", "hosting_cost"):
         for n in costs[key]:
@@ -111,9 +118,10 @@ def build_problem(
                     "--unit-cost" if key == "unit_cost" else f"--costs: {key}",
                     f"unknown drafter {n!r} (drafters: {', '.join(known)})",
                 )
-    for n in models:
-        if n not in known:
-            raise InputError("--model", f"unknown drafter {n!r} (drafters: {', '.join(known)})")
+    for option, given in (("--model", models), ("--method", methods)):
+        for n in given:
+            if n not in known:
+                raise InputError(option, f"unknown drafter {n!r} (drafters: {', '.join(known)})")
     drafters = []
     missing = []
     for c in est.drafters:
@@ -128,6 +136,8 @@ def build_problem(
         model = models.get(c.name, c.model)
         if model:
             d["model"] = model
+        if c.name in methods:
+            d["method"] = methods[c.name]
         d["acceptance_interval"] = _interval(c)
         drafters.append(d)
     data: dict = {"name": name, "convention": est.convention}
