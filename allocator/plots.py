@@ -598,6 +598,69 @@ def plot_sweep(
     }
 
 
+# ---------------------------------------------------------------- capacity
+def plot_capacity_sweep(
+    loads,
+    with_speculation,
+    without_speculation,
+    path: str | Path,
+    *,
+    crossings: list[dict] | None = None,
+    itl_ms: float = float("inf"),
+    option: str = "--plot",
+) -> dict:
+    """Draw the fleet's $/h against the load, with and without speculation.
+
+    ``loads`` ``(L,)`` tokens/s ascending; ``with_speculation``, ``without_speculation``
+    ``(L,)`` $/h of the cheapest fleet of each side (NaN where none meets the latency
+    target: a gap in that line). Both are step functions of the load (whole replicas),
+    drawn as steps. ``crossings`` (from :func:`allocator.analysis.capacity.crossings`)
+    are marked where the cheaper side changes.
+
+    Returns ``loads``, ``with_speculation``, ``without_speculation`` (read back from the
+    lines), ``crossings`` (the marked loads), ``xlabel``, ``ylabel``, ``format``.
+    """
+    fmt = check_plot_path(path, option)
+    x = np.asarray(loads, float)
+    a = np.asarray(with_speculation, float)
+    b = np.asarray(without_speculation, float)
+    fig = _figure(8.5, 5.2)
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.9)
+    ax = fig.add_subplot()
+    (la,) = ax.step(x, a, where="post", color="C0", lw=2, label="with speculation")
+    (lb,) = ax.step(x, b, where="post", color="C1", lw=2, ls="--", label="without speculation")
+    marked = []
+    for c in crossings or []:
+        at = float(c["to_tokens_per_s"])
+        marked.append(at)
+        ax.axvline(at, color="C3", ls=":", lw=1)
+        ax.annotate(
+            f"{c['cheaper']} cheaper\nfrom {at:,.6g} tokens/s",
+            (at, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -28),
+            textcoords="offset points",
+            fontsize=8,
+            color="C3",
+        )
+    ax.set_xlabel("load, generated tokens/s over the fleet")
+    ax.set_ylabel("cost of the cheapest fleet, $/h")
+    target = f"itl ≤ {itl_ms:g} ms" if np.isfinite(itl_ms) else "no latency target"
+    ax.set_title(f"Fleet cost against load ({target})", loc="left")
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.legend(loc="upper left", fontsize=8)
+    _save(fig, path, fmt, option)
+    return {
+        "loads": np.asarray(la.get_xdata(), float),
+        "with_speculation": np.asarray(la.get_ydata(), float),
+        "without_speculation": np.asarray(lb.get_ydata(), float),
+        "crossings": marked,
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }
+
+
 # ---------------------------------------------------------------- serving schedule
 def plot_schedule(sched, path: str | Path, *, option: str = "--plot") -> dict:
     """Tokens/s against batch size: one line per ``k`` (the best configuration within

@@ -506,6 +506,21 @@ class ProblemSpec(_Frozen):
                     "(serving.verify_ms) needs its draft time per batch size",
                 )
 
+    @model_validator(mode="after")
+    def _memory_fits(self) -> ProblemSpec:
+        """``serving.memory`` leaves room for one sequence, with no drafter and with each
+        drafter hosted alone (allocator/model/memory.py gives the batch cap)."""
+        mem = self.serving.memory if self.serving is not None else None
+        if mem is not None:
+            from .model.memory import check_memory
+
+            gb = [d.memory_gb or 0.0 for d in self.drafters]
+            try:
+                check_memory(mem.kv_cache_gb, mem.kv_per_seq_gb, gb)
+            except InputError as exc:
+                raise _FieldError(exc.field, exc.message) from None
+        return self
+
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(d.name for d in self.drafters)

@@ -190,6 +190,7 @@ def test_notebooks_are_stored_without_outputs_and_listed():
         "04-capacity-planning",
         "05-serving-under-load",
         "06-width-against-depth",
+        "07-capacity",
     ]
     for path in paths:
         nb = nbformat.read(path, as_version=4)

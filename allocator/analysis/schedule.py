@@ -29,6 +29,7 @@ import numpy as np
 
 from ..exceptions import InputError
 from ..model.evaluate import _curves, evaluate_subsets
+from ..model.memory import max_batch
 from ..model.serving import SERVING_METRICS, baseline_ms, metrics_from, step_grid
 from ..pareto import front_order
 from ..problem import Problem
@@ -155,16 +156,20 @@ def schedule(problem: Problem) -> Schedule:
     by_k[:, 0] = metrics["tokens_per_s"]
     evaluated = s_count
     unmeasured = 0
+    no_room = 0
     if ks.size:
         for c in _chunks(problem, ks):
             m_rows = c.members.sum(axis=1)
+            room = max_batch(problem, c.members)  # hosted drafters take KV-cache memory
             for i, b in enumerate(batches):
                 step = step_grid(problem, c.members, ks, float(b))
                 tps = float(b) * 1000.0 * c.e / step
                 has = ~np.isnan(tps)
                 evaluated += int(c.feasible.sum())
                 unmeasured += int((c.feasible & ~has).sum())
-                ok = c.feasible & has
+                fits = (room >= b)[:, None]
+                no_room += int((c.feasible & has & ~fits).sum())
+                ok = c.feasible & has & fits
                 if not ok.any():
                     continue
                 masked = np.where(ok, tps, -np.inf)
@@ -193,6 +198,11 @@ def schedule(problem: Problem) -> Schedule:
         notes.append(
             f"{unmeasured:,} configuration(s) within the budget have no step time at their "
             "batch size (no measured table and no component model covering them): left out"
+        )
+    if no_room:
+        notes.append(
+            f"{no_room:,} configuration(s) left out at some batch size: their drafters take "
+            "KV-cache memory the batch needs (serving.memory, drafters[].memory_gb)"
         )
     return Schedule(
         problem=problem.name,
@@ -248,7 +258,7 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
         has = ~np.isnan(sm["tokens_per_s"])
         evaluated += c.e.size
         unmeasured += int((~has).sum())
-        ok = c.feasible & has
+        ok = c.feasible & has & (max_batch(problem, c.members) >= batch)[:, None]
         r, j = np.nonzero(ok)
         if r.size == 0:
             continue

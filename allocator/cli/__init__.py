@@ -24,6 +24,7 @@ COMMANDS = (
     "evaluate",
     "schedule",
     "plan",
+    "capacity",
     "estimate",
     "calibrate",
     "simulate",

@@ -345,6 +345,13 @@ def plan(
     time_limit: float = typer.Option(
         None, "--time-limit", min=0.0, help="Seconds the MILP solver may take per plan."
     ),
+    batch: int = typer.Option(
+        None,
+        "--batch",
+        help="Sequences each replica must hold: the hosted drafters' memory_gb may take "
+        "only what serving.memory's KV cache has left after B sequences.",
+        metavar="B",
+    ),
     export: str = typer.Option(
         None,
         "--export",
@@ -382,9 +389,13 @@ def plan(
     levels = parse_sweep(sweep) if sweep is not None else False
     prob = api.load(problem)
     if levels is False:
-        result = make_plan(prob, caps, max_candidates=max_candidates, time_limit=time_limit)
+        result = make_plan(
+            prob, caps, max_candidates=max_candidates, time_limit=time_limit, batch=batch
+        )
         doc, table = plan_document(result), plan_table
     else:
+        if batch is not None:
+            raise InputError("--batch", "applies to one plan, not to --sweep")
         result = sweep_hosting(
             prob, levels, caps, max_candidates=max_candidates, time_limit=time_limit
         )
