@@ -234,6 +234,44 @@ def baseline_ms(serving: Serving, batch: float) -> float:
     return float("nan")
 
 
+def drafting_ms(serving: Serving, members: np.ndarray, batch: float) -> np.ndarray:
+    """ms of one drafting pass of each row's drafters at ``batch``: ``members`` ``(B, N)``
+    bool -> ``(B,)``, the members' ``draft_ms`` summed (``drafting: sequential``) or their
+    max (``parallel``); 0 for a row without members, NaN where a member has no draft time
+    at ``batch``."""
+    d = draft_ms_at(serving, batch)
+    dz = np.where(np.isnan(d), 0.0, d)
+    if serving.drafting == "parallel":
+        draft = np.max(np.where(members, dz, 0.0), axis=1, initial=0.0)
+    else:
+        draft = members.astype(float) @ dz
+    draft[np.any(members & np.isnan(d), axis=1)] = np.nan
+    return draft
+
+
+def component_ms(
+    serving: Serving,
+    batch: float,
+    tokens: np.ndarray,
+    draft_steps: np.ndarray,
+    draft_ms: np.ndarray,
+) -> np.ndarray:
+    """The component model of one *speculative* step at ``batch``, ms:
+    ``verify_ms(b, tokens) + draft_steps · draft_ms + overhead_ms``.
+
+    ``tokens``: verified tokens per sequence (a chain of ``m`` drafters' ``k`` tokens:
+    ``m·k + 1``; a token tree of ``n`` nodes: ``n + 1``); ``draft_steps``: drafting passes
+    (``k``; a tree's depth); ``draft_ms``: ms of one pass (:func:`drafting_ms`, or one
+    drafter's :func:`draft_ms_at`). Arrays broadcasting together; NaN where the
+    ``verify_ms`` table or a draft time does not reach (never extrapolated).
+    """
+    return (
+        verify_ms_at(serving, tokens, batch)
+        + np.asarray(draft_steps, dtype=float) * draft_ms
+        + serving.overhead_ms
+    )
+
+
 def step_ms_or_nan(
     problem: Problem, members: np.ndarray, k: np.ndarray, batch: float
 ) -> np.ndarray:
@@ -255,25 +293,13 @@ def step_ms_or_nan(
     rest = ~matched
     if not rest.any():
         return out
-    m = members[rest].sum(axis=1)
-    kr = k[rest]
-    d = draft_ms_at(serving, batch)
     mem = members[rest]
-    missing = np.any(mem & np.isnan(d), axis=1)
-    dz = np.where(np.isnan(d), 0.0, d)
-    if serving.drafting == "parallel":
-        draft = np.max(np.where(mem, dz, 0.0), axis=1, initial=0.0)
-    else:
-        draft = mem.astype(float) @ dz
+    m = mem.sum(axis=1)
+    kr = k[rest]
     spec = kr > 0
-    model = (
-        verify_ms_at(serving, m * kr + 1.0, batch)
-        + kr * draft
-        + np.where(spec, serving.overhead_ms, 0.0)
-    )
-    model[spec & (missing | (m == 0))] = np.nan
-    base = baseline_ms(serving, batch)
-    out[rest] = np.where(spec, model, base)
+    model = component_ms(serving, batch, m * kr + 1.0, kr, drafting_ms(serving, mem, batch))
+    model[spec & (m == 0)] = np.nan
+    out[rest] = np.where(spec, model, baseline_ms(serving, batch))
     return out
 
 
@@ -297,20 +323,15 @@ def step_grid(problem: Problem, members: np.ndarray, ks: np.ndarray, batch: floa
         return out
     mem = members[rest]
     m = mem.sum(axis=1).astype(float)
-    d = draft_ms_at(serving, batch)
-    missing = np.any(mem & np.isnan(d), axis=1)
-    dz = np.where(np.isnan(d), 0.0, d)
-    if serving.drafting == "parallel":
-        draft = np.max(np.where(mem, dz, 0.0), axis=1, initial=0.0)
-    else:
-        draft = mem.astype(float) @ dz
     spec = ks > 0
-    model = (
-        verify_ms_at(serving, m[:, None] * ks[None, :] + 1.0, batch)
-        + ks[None, :] * draft[:, None]
-        + np.where(spec, serving.overhead_ms, 0.0)[None, :]
+    model = component_ms(
+        serving,
+        batch,
+        m[:, None] * ks[None, :] + 1.0,
+        ks[None, :],
+        drafting_ms(serving, mem, batch)[:, None],
     )
-    model[(missing | (m == 0))[:, None] & spec[None, :]] = np.nan
+    model[(m == 0)[:, None] & spec[None, :]] = np.nan
     out[rest] = np.where(spec[None, :], model, baseline_ms(serving, batch))
     return out
 
