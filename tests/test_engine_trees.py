@@ -142,8 +142,10 @@ drafters:
     acceptance: 0.7
     unit_cost: 0.05
     acceptance_by_rank: [0.7, 0.3]
+    draft_ms: {1: 0.4, 64: 0.8}
 serving:
   batch_sizes: [1, 64]
+  gpu_cost_per_hour: 4.0
   verify_ms:
     batch: [1, 64]
     tokens: [1, 8, 32]
@@ -237,6 +239,13 @@ def test_front_per_batch_size_with_serving(problem, tmp_path):
         ms = np.interp(n + 1, [1, 8, 32], verify) + d * draft + 0.2
         assert row["step_ms"] == pytest.approx(ms)
         assert row["expected_accepted"] == pytest.approx(e[d - 1, n])
+        # the serving metrics by hand: plain decoding is verify_ms(b, 1)
+        per_seq = 1000 * e[d - 1, n] / ms
+        assert row["tokens_per_s_per_seq"] == pytest.approx(per_seq)
+        assert row["tokens_per_s"] == pytest.approx(b * per_seq)
+        assert row["itl_ms"] == pytest.approx(ms / e[d - 1, n])
+        assert row["speedup"] == pytest.approx(per_seq / (1000 / verify[0]))
+        assert row["cost_per_mtok"] == pytest.approx(4.0 / 3600 / (b * per_seq) * 1e6)
         # no other size and depth inside the table does better, by hand
         for dd in range(1, 7):
             for nn in range(1, 31):
@@ -253,10 +262,34 @@ def test_front_per_batch_size_with_serving(problem, tmp_path):
 
 
 def test_serving_without_a_verify_table_is_refused(problem, tmp_path):
+    # a measured chain table alone: trees verify nodes + 1 tokens, which it does not cover
     bad = tmp_path / "bad.yaml"
     text = problem.read_text()
     start = text.index("  verify_ms:")
-    bad.write_text(text[:start] + "  overhead_ms: 0.2\n")
+    table = "  step_ms:\n    - drafters: [eagle]\n      by_batch: {1: {0: 10.0, 2: 11.0}}\n"
+    bad.write_text(text[:start].replace("[1, 64]", "[1]") + table)
     r = run("tree", bad, "-d", "eagle", "--max-nodes", "10")
     assert r.exit_code == 2
-    assert r.output.startswith("error: serving.verify_ms:")
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: serving:") and "verify_ms" in lines[0]
+
+
+def test_serving_without_the_drafters_draft_time_is_refused(problem, tmp_path):
+    # eagle is measured by a step_ms table, so the problem file may omit its draft_ms;
+    # its trees still need it
+    bad = tmp_path / "bad.yaml"
+    text = problem.read_text().replace("    draft_ms: {1: 0.5, 64: 0.9}\n", "")
+    table = "  step_ms:\n    - drafters: [eagle]\n      by_batch: {1: {0: 10.0, 2: 11.0}}\n"
+    bad.write_text(text + table)
+    r = run("tree", bad, "-d", "eagle", "--max-nodes", "10")
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: serving:") and "draft_ms" in lines[0]
+
+
+def test_draft_time_outside_its_batch_sizes_is_not_extrapolated(problem, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(problem.read_text().replace("draft_ms: {1: 0.5, 64: 0.9}", "draft_ms: {1: 0.5}"))
+    r = run("tree", bad, "-d", "eagle", "--max-nodes", "10")
+    assert r.exit_code == 2
+    assert r.output.startswith("error: serving: batch 64:"), r.output
