@@ -293,3 +293,27 @@ def test_draft_time_outside_its_batch_sizes_is_not_extrapolated(problem, tmp_pat
     r = run("tree", bad, "-d", "eagle", "--max-nodes", "10")
     assert r.exit_code == 2
     assert r.output.startswith("error: serving: batch 64:"), r.output
+
+
+@pytest.mark.parametrize(("memory_gb", "batches"), [(5.0, [1, 64]), (10.0, [1])])
+def test_memory_caps_the_batch_of_per_batch_trees(problem, tmp_path, memory_gb, batches):
+    # 40 GB of KV cache at 0.5 GB a sequence: 80 sequences; hosting 5 GB leaves room for
+    # (40 - 5) / 0.5 = 70 >= 64, hosting 10 GB for (40 - 10) / 0.5 = 60 < 64
+    path = tmp_path / "memory.yaml"
+    text = problem.read_text().replace(
+        "    draft_ms: {1: 0.5, 64: 0.9}\n",
+        f"    draft_ms: {{1: 0.5, 64: 0.9}}\n    memory_gb: {memory_gb}\n",
+    )
+    path.write_text(text + "  memory: {kv_cache_gb: 40.0, kv_per_seq_gb: 0.5}\n")
+    for extra in (["--max-nodes", "12"], ["--engine", "--nodes", "12"]):
+        r = run("tree", path, "-d", "eagle", "--depth", "4", *extra, "--json", "-")
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        assert [row["batch"] for row in doc["serving"]] == batches
+        if batches == [1]:
+            assert doc["notes"] == [
+                "batch 64 left out: hosting 'eagle' (drafters[].memory_gb) leaves KV-cache "
+                "room for 60 sequences (serving.memory)"
+            ]
+        else:
+            assert "notes" not in doc

@@ -288,17 +288,29 @@ def _per_batch(
 
     Step times are :func:`~allocator.model.tree.tree_step_ms` (the serving component
     model, never extrapolated: a batch size where no candidate is inside the tables is an
-    error naming ``serving``).
+    error naming ``serving``). With ``serving.memory``, a batch size the drafter's
+    ``memory_gb`` leaves no room for is left out with a note, as ``schedule`` and
+    ``capacity`` leave it out.
     """
+    from ..model.memory import max_batch
     from ..model.serving import baseline_ms, metrics_from
 
     serving = tree_serving(prob, index)
     if serving is None:
         return None
     e, nodes, depth = (a.ravel() for a in np.broadcast_arrays(e, nodes, depth))
+    hosted = np.zeros((1, prob.n), bool)
+    hosted[0, index] = True
+    room = int(max_batch(prob, hosted)[0])
     rows: list[tuple[int, int, dict]] = []
     notes: list[str] = []
     for b in serving.batch_sizes:
+        if b > room:
+            notes.append(
+                f"batch {int(b)} left out: hosting {prob.names[index]!r} (drafters[].memory_gb) "
+                f"leaves KV-cache room for {room} sequences (serving.memory)"
+            )
+            continue
         ms = tree_step_ms(serving, index, float(b), nodes, depth)
         rate = np.where(np.isfinite(e) & np.isfinite(ms), e / ms, -np.inf)
         if not np.isfinite(rate).any():
