@@ -219,10 +219,30 @@ def test_bad_engine_input(problem, extra, field):
     assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.output
 
 
-def test_export_needs_an_eagle_method(problem):
-    r = run("tree", problem, "-d", "nomethod", "--eagle", "2,2,4", "--export", "sglang")
+@pytest.mark.parametrize("method", [None, "draft_model", "mtp", "ngram", "medusa"])
+@pytest.mark.parametrize("target", ["sglang", "vllm"])
+def test_export_needs_an_eagle_method(problem, tmp_path, method, target):
+    path = problem
+    if method is not None:
+        path = tmp_path / "method.yaml"
+        model = "" if method == "ngram" else "    model: org/draft\n"
+        text = problem.read_text().replace(
+            "    acceptance_by_rank: [0.7, 0.3]\n",
+            f"    acceptance_by_rank: [0.7, 0.3]\n    method: {method}\n{model}",
+        )
+        path.write_text(text)
+    r = run("tree", path, "-d", "nomethod", "--eagle", "2,2,4", "--export", target)
     assert r.exit_code == 2
-    assert r.output.startswith("error: drafters.1.method:")
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: drafters.1.method:"), r.output
+    assert "eagle or eagle3" in lines[0]
+
+
+def test_export_vllm_method_name(problem):
+    r = run("tree", problem, "-d", "eagle", "--eagle", "3,2,5", "--export", "vllm")
+    assert r.exit_code == 0, r.output
+    config = json.loads(r.stdout)
+    assert config == {"method": "eagle3", "num_speculative_tokens": 3, "model": "org/EAGLE3-demo"}
 
 
 def test_front_per_batch_size_with_serving(problem, tmp_path):

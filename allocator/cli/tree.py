@@ -403,6 +403,7 @@ def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) ->
     if target == "sglang":
         text = sglang_export(
             f"drafters.{index}.method",
+            prob.names[index],
             method,
             model,
             doc["num_steps"],
@@ -412,7 +413,7 @@ def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) ->
         sys.stdout.write(text)
         return
     tree = sglang_tree(p, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
-    text, note = vllm_export(f"drafters.{index}.method", method, model, tree)
+    text, note = vllm_export(f"drafters.{index}.method", prob.names[index], method, model, tree)
     sys.stdout.write(text)
     err.print(note, soft_wrap=True, markup=False)
 

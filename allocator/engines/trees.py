@@ -40,9 +40,9 @@ current ``vllm/config/speculative.py`` (stored at ``002e77c1``) has no such fiel
 vLLM drafts chains only (``num_speculative_tokens``), so :func:`vllm_export` says so and
 gives the tree string only for the older versions that took it.
 
-The method → ``--speculative-algorithm`` mapping below is this module's own small copy
-(``eagle`` → ``EAGLE``, ``eagle3`` → ``EAGLE3``); the engine-method module of the package
-keeps the general mapping.
+Names. SGLang's ``--speculative-algorithm`` and vLLM's ``method`` come from the one method
+table, :mod:`allocator.engines.methods`; of those algorithms, the trees here are exported
+for ``EAGLE`` and ``EAGLE3`` (methods ``eagle``, ``eagle3``).
 """
 
 from __future__ import annotations
@@ -55,9 +55,10 @@ import numpy as np
 
 from ..exceptions import InputError
 from ..model.tree import Tree, edge_weights, make_tree
+from .methods import TABLE, sglang_algorithm, vllm_method
 
-#: SGLang's --speculative-algorithm for the drafter methods that build EAGLE trees.
-SGLANG_ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3"}
+#: SGLang's --speculative-algorithm values whose EAGLE trees this module exports.
+TREE_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3")
 
 
 def _weights(p: np.ndarray, depth: int, topk: int) -> np.ndarray:
@@ -172,21 +173,30 @@ def sglang_triples(p: np.ndarray, max_steps: int, max_topk: int, max_nodes: int)
     return Triples(a[0].astype(int), a[1].astype(int), a[2].astype(int), a[3])
 
 
-def _algorithm(method: str | None, field: str) -> str:
-    if method not in SGLANG_ALGORITHM:
+def _algorithm(name: str, method: str | None, field: str) -> tuple[str, str]:
+    """``(method, SGLang's --speculative-algorithm)`` of a drafter whose EAGLE trees are
+    exported; refuses (field ``field``, its ``method``) a drafter without such a method."""
+    tree_methods = [m for m, info in TABLE.items() if info.sglang in TREE_ALGORITHMS]
+    if method not in tree_methods:
         raise InputError(
             field,
-            f"is {method!r}; SGLang builds EAGLE trees for method eagle or eagle3 only",
+            f"is {method!r}; SGLang builds EAGLE trees for method {' or '.join(tree_methods)} only",
         )
-    return SGLANG_ALGORITHM[method]
+    return method, sglang_algorithm(name, method)
 
 
 def sglang_export(
-    field: str, method: str | None, model: str | None, steps: int, topk: int, tokens: int
+    field: str,
+    name: str,
+    method: str | None,
+    model: str | None,
+    steps: int,
+    topk: int,
+    tokens: int,
 ) -> str:
-    """SGLang ``launch_server`` flags for one triple (shell-quoted, one line); ``field``
-    names the drafter's ``method`` in errors (``drafters.<i>.method``)."""
-    flags = ["--speculative-algorithm", _algorithm(method, field)]
+    """SGLang ``launch_server`` flags for one triple of drafter ``name`` (shell-quoted, one
+    line); ``field`` names the drafter's ``method`` in errors (``drafters.<i>.method``)."""
+    flags = ["--speculative-algorithm", _algorithm(name, method, field)[1]]
     if model:
         flags += ["--speculative-draft-model-path", model]
     flags += [
@@ -209,13 +219,15 @@ def vllm_tree_string(tree: Tree) -> str:
     return str(sorted(paths[1:], key=lambda t: (len(t), t)))
 
 
-def vllm_export(field: str, method: str | None, model: str | None, tree: Tree) -> tuple[str, str]:
+def vllm_export(
+    field: str, name: str, method: str | None, model: str | None, tree: Tree
+) -> tuple[str, str]:
     """What ``--export vllm`` prints: ``(stdout text, note)``. Current vLLM takes no tree
     (see the module docstring): the text is the chain it can run instead (the tree's
     depth as ``num_speculative_tokens``), and the note says so and gives the tree string
     for the older versions with ``speculative_token_tree``."""
-    _algorithm(method, field)  # vLLM drafted trees for eagle and eagle3 only
-    config: dict = {"method": method, "num_speculative_tokens": tree.depth}
+    checked, _ = _algorithm(name, method, field)  # vLLM drafted trees for these methods only
+    config: dict = {"method": vllm_method(name, checked), "num_speculative_tokens": tree.depth}
     if model:
         config["model"] = model
     note = (
