@@ -234,19 +234,23 @@ def baseline_ms(serving: Serving, batch: float) -> float:
     return float("nan")
 
 
+def drafting_pass(draft_ms: np.ndarray, members: np.ndarray, drafting: str) -> np.ndarray:
+    """ms of one drafting pass of a configuration from its members' draft times: summed
+    under ``drafting: sequential``, the max under ``parallel``; 0 without members.
+
+    ``draft_ms`` ``(..., N)`` ms per drafter, broadcasting with ``members`` ``(..., N)``
+    bool -> ``(...)``; NaN where a member's draft time is NaN.
+    """
+    d = np.where(members, draft_ms, 0.0)
+    if drafting == "parallel":
+        return np.max(d, axis=-1, initial=0.0)
+    return np.sum(d, axis=-1)
+
+
 def drafting_ms(serving: Serving, members: np.ndarray, batch: float) -> np.ndarray:
-    """ms of one drafting pass of each row's drafters at ``batch``: ``members`` ``(B, N)``
-    bool -> ``(B,)``, the members' ``draft_ms`` summed (``drafting: sequential``) or their
-    max (``parallel``); 0 for a row without members, NaN where a member has no draft time
-    at ``batch``."""
-    d = draft_ms_at(serving, batch)
-    dz = np.where(np.isnan(d), 0.0, d)
-    if serving.drafting == "parallel":
-        draft = np.max(np.where(members, dz, 0.0), axis=1, initial=0.0)
-    else:
-        draft = members.astype(float) @ dz
-    draft[np.any(members & np.isnan(d), axis=1)] = np.nan
-    return draft
+    """:func:`drafting_pass` of each row of ``members`` ``(B, N)`` at ``batch``: ``(B,)``
+    ms, NaN where a member has no draft time at ``batch``."""
+    return drafting_pass(draft_ms_at(serving, batch), members, serving.drafting)
 
 
 def component_ms(
