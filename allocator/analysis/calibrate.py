@@ -67,7 +67,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
-from ..model.serving import bonus_expected, drafting_pass
+from ..model.serving import bonus_expected, drafting_pass, tokens_per_s
 
 __all__ = [
     "Calibration",
@@ -501,7 +501,7 @@ def calibrate(
     if unfitted.any():  # cannot happen by construction of the holdout; guard anyway
         raise InputError("--holdout", "a held-out row's drafter has no fitted row")
     predicted = model.step_ms(data.members, data.k, data.batch)
-    predicted_tps = 1000.0 * data.batch * e / predicted
+    predicted_tps = tokens_per_s(e, predicted, data.batch)
     error = 100.0 * (predicted_tps / data.tokens_per_s - 1.0)
     return Calibration(model, data, e, step, predicted, predicted_tps, error, held, notes)
 

@@ -30,7 +30,7 @@ import numpy as np
 from ..exceptions import InputError
 from ..model.evaluate import _curves, evaluate_subsets
 from ..model.memory import max_batch
-from ..model.serving import SERVING_METRICS, baseline_ms, metrics_from, step_grid
+from ..model.serving import SERVING_METRICS, baseline_ms, metrics_from, step_grid, tokens_per_s
 from ..pareto import front_order
 from ..problem import Problem
 from ..result import Front
@@ -163,7 +163,7 @@ def schedule(problem: Problem) -> Schedule:
             room = max_batch(problem, c.members)  # hosted drafters take KV-cache memory
             for i, b in enumerate(batches):
                 step = step_grid(problem, c.members, ks, float(b))
-                tps = float(b) * 1000.0 * c.e / step
+                tps = tokens_per_s(c.e, step, float(b))
                 has = ~np.isnan(tps)
                 evaluated += int(c.feasible.sum())
                 unmeasured += int((c.feasible & ~has).sum())

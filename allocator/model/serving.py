@@ -428,6 +428,18 @@ def bonus_expected(problem: Problem, members: np.ndarray, k: np.ndarray) -> np.n
     return out
 
 
+def tokens_per_s(e: np.ndarray, step: np.ndarray, batch: float | np.ndarray) -> np.ndarray:
+    """Generated tokens/s of a whole batch: ``batch · 1000 · E / step_ms`` (``E`` tokens
+    per sequence per step, bonus convention); arrays broadcasting together."""
+    return batch * (1000.0 * e / step)
+
+
+def cost_per_mtok(cost_per_hour: float | np.ndarray, tokens_s: float | np.ndarray) -> np.ndarray:
+    """$ per million generated tokens: ``cost_per_hour / (3600 · tokens/s) · 10⁶``
+    (NaN where the price is NaN); arrays broadcasting together."""
+    return np.asarray(cost_per_hour, dtype=float) / (3600.0 * np.asarray(tokens_s)) * 1e6
+
+
 def metrics_from(
     e: np.ndarray,
     step: np.ndarray,
@@ -437,7 +449,7 @@ def metrics_from(
 ) -> dict[str, np.ndarray]:
     """The serving metrics from ``E`` (bonus), the step ms, the ``k = 0`` step ms, the
     batch size and the price ($/h; NaN for none); arrays broadcasting together."""
-    per_seq = 1000.0 * e / step
+    per_seq = tokens_per_s(e, step, 1.0)
     tps = batch * per_seq
     return {
         "step_ms": step,
@@ -446,7 +458,7 @@ def metrics_from(
         "tokens_per_s_per_seq": per_seq,
         "itl_ms": step / e,
         "speedup": e * base / step,
-        "cost_per_mtok": price / (3600.0 * tps) * 1e6,
+        "cost_per_mtok": cost_per_mtok(price, tps),
     }
 
 
