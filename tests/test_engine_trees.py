@@ -281,30 +281,29 @@ def test_front_per_batch_size_with_serving(problem, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_serving_without_a_verify_table_is_refused(problem, tmp_path):
-    # a measured chain table alone: trees verify nodes + 1 tokens, which it does not cover
+CHAIN_TABLE = "  step_ms:\n    - drafters: [eagle]\n      by_batch: {1: {0: 10.0, 2: 11.0}}\n"
+
+
+def no_verify_table(text: str) -> str:
+    """A measured chain table alone: trees verify nodes + 1 tokens, which it does not cover."""
+    return text[: text.index("  verify_ms:")].replace("[1, 64]", "[1]") + CHAIN_TABLE
+
+
+def no_draft_time(text: str) -> str:
+    """eagle measured by a step_ms table, so the file may omit its draft_ms; trees need it."""
+    return text.replace("    draft_ms: {1: 0.5, 64: 0.9}\n", "") + CHAIN_TABLE
+
+
+@pytest.mark.parametrize(
+    ("change", "missing"), [(no_verify_table, "verify_ms"), (no_draft_time, "draft_ms")]
+)
+def test_serving_without_the_component_model_is_refused(problem, tmp_path, change, missing):
     bad = tmp_path / "bad.yaml"
-    text = problem.read_text()
-    start = text.index("  verify_ms:")
-    table = "  step_ms:\n    - drafters: [eagle]\n      by_batch: {1: {0: 10.0, 2: 11.0}}\n"
-    bad.write_text(text[:start].replace("[1, 64]", "[1]") + table)
+    bad.write_text(change(problem.read_text()))
     r = run("tree", bad, "-d", "eagle", "--max-nodes", "10")
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: serving:") and "verify_ms" in lines[0]
-
-
-def test_serving_without_the_drafters_draft_time_is_refused(problem, tmp_path):
-    # eagle is measured by a step_ms table, so the problem file may omit its draft_ms;
-    # its trees still need it
-    bad = tmp_path / "bad.yaml"
-    text = problem.read_text().replace("    draft_ms: {1: 0.5, 64: 0.9}\n", "")
-    table = "  step_ms:\n    - drafters: [eagle]\n      by_batch: {1: {0: 10.0, 2: 11.0}}\n"
-    bad.write_text(text + table)
-    r = run("tree", bad, "-d", "eagle", "--max-nodes", "10")
-    assert r.exit_code == 2
-    lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: serving:") and "draft_ms" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("error: serving:") and missing in lines[0]
 
 
 def test_draft_time_outside_its_batch_sizes_is_not_extrapolated(problem, tmp_path):
