@@ -236,26 +236,16 @@ def _serving_model():
 
 def _need_serving(problem):
     """The problem's serving arrays; an :class:`InputError` naming ``serving`` without them."""
-    serving = getattr(problem, "serving", None)
-    if serving is None:
-        raise InputError(
-            "serving",
-            "sizing a fleet needs a serving section (batch sizes, step times, gpu_cost_per_hour)",
-        )
-    return serving
-
-
-def k_range(problem) -> np.ndarray:
-    """Speculative ``k`` values to consider: ``search.k`` up to the largest ``k`` any
-    step time reaches. ``(K,)`` int (empty when none)."""
-    limit = _need_serving(problem).k_limit
-    return np.arange(problem.k_min, min(problem.k_max, limit) + 1)
+    return _serving_model().need_serving(
+        problem, "sizing a fleet needs batch sizes, step times and gpu_cost_per_hour"
+    )
 
 
 def configurations(problem) -> tuple[np.ndarray, np.ndarray]:
     """Row 0: no drafters, ``k = 0``; then every subset of the search space at every ``k``
-    of :func:`k_range`. Returns ``members (C, N)`` bool and ``k (C,)`` int."""
-    ks = k_range(problem)
+    of the serving model's ``speculative_ks``. Returns ``members (C, N)`` bool and ``k (C,)``
+    int."""
+    ks = _serving_model().speculative_ks(problem)
     cells = count_subsets(problem) * ks.size * _need_serving(problem).batch_sizes.size
     if cells > MAX_CELLS:
         raise InputError(

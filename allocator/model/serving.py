@@ -284,7 +284,7 @@ def step_ms_or_nan(
     ``members`` ``(B, N)`` bool, ``k`` ``(B,)`` int ``>= 0`` -> ``(B,)`` ms. Used by
     searches, which leave such configurations out.
     """
-    serving = _serving(problem)
+    serving = need_serving(problem)
     members = np.atleast_2d(np.asarray(members, dtype=bool))
     k = np.atleast_1d(np.asarray(k)).astype(float)
     out = np.full(k.shape, np.nan)
@@ -312,7 +312,7 @@ def step_grid(problem: Problem, members: np.ndarray, ks: np.ndarray, batch: floa
     ``(B, K)``, NaN where there is no step time. The same values as
     :func:`step_ms_or_nan` on every ``(subset, k)`` pair, computed once per subset
     (draft time) and once per table (searches call this)."""
-    serving = _serving(problem)
+    serving = need_serving(problem)
     members = np.atleast_2d(np.asarray(members, dtype=bool))
     ks = np.atleast_1d(np.asarray(ks)).astype(float)
     out = np.full((members.shape[0], ks.size), np.nan)
@@ -341,16 +341,25 @@ def step_grid(problem: Problem, members: np.ndarray, ks: np.ndarray, batch: floa
 
 
 # ---------------------------------------------------------------- public interface
-def _serving(problem: Problem) -> Serving:
+def need_serving(problem: Problem, what: str = "step times by batch size") -> Serving:
+    """The problem's serving arrays; an :class:`InputError` naming ``serving`` without
+    them, saying ``what`` the section has to give."""
     s = getattr(problem, "serving", None)
     if s is None:
-        raise InputError("serving", "the problem has no serving section (step times by batch size)")
+        raise InputError("serving", f"the problem has no serving section ({what})")
     return s
+
+
+def speculative_ks(problem: Problem) -> np.ndarray:
+    """The ``k >= 1`` a search compares: ``search.k`` up to the largest ``k`` any step
+    time reaches (:attr:`Serving.k_limit`). ``(K,)`` int64, empty when none."""
+    hi = min(problem.k_max, need_serving(problem).k_limit)
+    return np.arange(problem.k_min, hi + 1, dtype=np.int64)
 
 
 def _why(problem: Problem, members: np.ndarray, k: int, batch: float) -> str:
     """Why one configuration has no step time at ``(batch, k)``: a sentence."""
-    serving = _serving(problem)
+    serving = need_serving(problem)
     names = [n for n, on in zip(problem.names, members, strict=True) if on]
     what = f"drafters {'+'.join(names) or '(none)'} at k={k}, batch {batch:g}"
     ranges = [f"{t.batch[0]:g}..{t.batch[-1]:g}" for t in serving.tables]
@@ -478,4 +487,4 @@ def serving_metrics(
     step = step_ms(problem, members, k, batch)
     base = step_ms(problem, members, np.zeros_like(k), batch)
     e = bonus_expected(problem, members, k)
-    return metrics_from(e, step, base, float(batch), _serving(problem).gpu_cost_per_hour)
+    return metrics_from(e, step, base, float(batch), need_serving(problem).gpu_cost_per_hour)
