@@ -336,3 +336,14 @@ def test_memory_caps_the_batch_of_per_batch_trees(problem, tmp_path, memory_gb, 
             ]
         else:
             assert "notes" not in doc
+
+
+@pytest.mark.parametrize("target", ["sglang", "vllm"])
+def test_export_needs_the_heads_model(problem, tmp_path, target):
+    # SGLang's EAGLE and vLLM's eagle3 both load the head from a path: no model, no export
+    path = tmp_path / "nomodel.yaml"
+    path.write_text(problem.read_text().replace("    model: org/EAGLE3-demo\n", ""))
+    r = run("tree", path, "-d", "eagle", "--eagle", "3,2,5", "--export", target)
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --export:") and "model" in lines[0]

@@ -397,25 +397,20 @@ def _engine(
 def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) -> None:
     from ..engines.trees import sglang_export, sglang_tree, vllm_export
 
-    d = prob.spec.drafters[index] if prob.spec is not None else None
-    method = d.method if d is not None else None
-    model = d.model if d is not None else None
-    if target == "sglang":
-        text = sglang_export(
-            f"drafters.{index}.method",
-            prob.names[index],
-            method,
-            model,
-            doc["num_steps"],
-            doc["topk"],
-            doc["num_draft_tokens"],
-        )
-        sys.stdout.write(text)
+    if prob.spec is None:  # _drafter refused a problem without its file's drafters
         return
-    tree = sglang_tree(p, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
-    text, note = vllm_export(f"drafters.{index}.method", prob.names[index], method, model, tree)
+    d = prob.spec.drafters[index]
+    field = f"drafters.{index}.method"
+    if target == "sglang":
+        text, notes = sglang_export(
+            field, d, doc["num_steps"], doc["topk"], doc["num_draft_tokens"]
+        )
+    else:
+        tree = sglang_tree(p, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
+        text, notes = vllm_export(field, d, tree)
     sys.stdout.write(text)
-    err.print(note, soft_wrap=True, markup=False)
+    for note in notes:
+        err.print(note, soft_wrap=True, markup=False)
 
 
 def _report(doc: dict, p: np.ndarray) -> None:
