@@ -15,15 +15,13 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+from processes import timed_runs
 
 PROBLEM = """\
 name: bench-calibrate
@@ -65,18 +63,6 @@ def table(seed: int = 0) -> str:
     return "drafters,k,batch,tokens_per_s\n" + "\n".join(rows) + "\n"
 
 
-def whole(cmd: list[str], repeats: int) -> tuple[float, str]:
-    times, out = [], ""
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        times.append(time.perf_counter() - t0)
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
-        out = r.stdout
-    return statistics.median(times), out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -90,8 +76,9 @@ def main() -> None:
         cal = py + ["calibrate", str(d / "m.csv"), "-p", str(d / "p.yaml")]
         cal += ["-o", str(d / "p2.yaml"), "--json", "-"]
         base = py + ["evaluate", str(d / "p.yaml"), "-d", "a", "-k", "3", "--json", "-"]
-        t_base, _ = whole(base, args.repeats)
-        t_cal, out = whole(cal, args.repeats)
+        t_base = timed_runs(base, args.repeats).median
+        runs = timed_runs(cal, args.repeats)
+        t_cal, out = runs.median, runs.stdout
         doc = json.loads(out)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(

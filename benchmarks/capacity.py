@@ -20,7 +20,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from processes import timed_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -70,17 +70,6 @@ def synthetic(n: int = 20, m_max: int = 2, k_max: int = 16, seed: int = 0) -> di
             "memory": {"kv_cache_gb": 60.0, "kv_per_seq_gb": 0.45},
         },
     }
-
-
-def whole_runs(cmd: list[str], repeats: int) -> list[float]:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        times.append(time.perf_counter() - t0)
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
-    return times
 
 
 def loop_metrics_seconds(problem, grid, sample: int = 200) -> float:
@@ -140,8 +129,8 @@ def main() -> None:
         base = [sys.executable, "-m", "allocator", "schema"]
         cap_t, base_t = [], []
         for _ in range(args.repeats):  # side by side, interleaved
-            cap_t += whole_runs(cmd, 1)
-            base_t += whole_runs(base, 1)
+            cap_t += timed_runs(cmd, 1, ROOT).walls
+            base_t += timed_runs(base, 1, ROOT).walls
         doc = json.loads(out.read_text())
         problem = Problem.from_spec(parse_problem(data))
     t0 = time.perf_counter()

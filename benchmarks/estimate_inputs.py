@@ -14,29 +14,15 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+from processes import timed_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "problems" / "measurements"
-
-
-def whole(cmd: list[str], repeats: int) -> float:
-    """Median wall seconds of ``repeats`` whole processes of ``cmd`` (must exit 0)."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-        times.append(time.perf_counter() - t0)
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
-    return statistics.median(times)
 
 
 def chain(rng: np.random.Generator, acc: list[float], rounds: int, k: int) -> np.ndarray:
@@ -95,7 +81,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="whole runs per row (median)")
     args = ap.parse_args()
     py = [sys.executable, "-m", "allocator"]
-    floor = whole([*py, "schema"], args.repeats)
+    floor = timed_runs([*py, "schema"], args.repeats, ROOT).median
     samples = {
         "vllm-metrics": (SAMPLES / "vllm-metrics.prom", []),
         "vllm-log": (SAMPLES / "vllm-ngram.log", []),
@@ -120,7 +106,7 @@ def main() -> None:
         for label, fmt, path, extra in rows:
             out = folder / "out.yaml"
             cmd = [*py, "estimate", str(path), "--format", fmt, "--out", str(out), *extra]
-            t = whole(cmd, args.repeats)
+            t = timed_runs(cmd, args.repeats, ROOT).median
             print(f"| {label} | {fmt} | {t:.2f} | {floor:.2f} | {t / floor:.2f} |")
 
 

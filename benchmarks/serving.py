@@ -25,7 +25,6 @@ import math
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from processes import timed_runs
 
 N_DRAFTERS = 20
 BATCH_SIZES = [1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384]
@@ -79,19 +79,6 @@ def problem(seed: int, m_max: int, serving: bool = True) -> dict:
     return data
 
 
-def whole_runs(cmd: list[str], repeats: int) -> tuple[float, str]:
-    """Median wall seconds of ``repeats`` whole processes, and the last stdout."""
-    times, out = [], ""
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        times.append(time.perf_counter() - t0)
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
-        out = r.stdout
-    return statistics.median(times), out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5, help="whole runs per case (median)")
@@ -114,10 +101,11 @@ def main() -> None:
             without = Path(tmp) / f"plain-m{m_max}.yaml"
             with_serving.write_text(yaml.safe_dump(problem(args.seed, m_max)))
             without.write_text(yaml.safe_dump(problem(args.seed, m_max, serving=False)))
-            t_sched, out = whole_runs(
+            sched = timed_runs(
                 [py, "-m", "allocator", "schedule", str(with_serving), "--json", "-"], args.repeats
             )
-            t_solve, _ = whole_runs(
+            t_sched, out = sched.median, sched.stdout
+            t_solve = timed_runs(
                 [
                     py,
                     "-m",
@@ -130,7 +118,7 @@ def main() -> None:
                     "-",
                 ],
                 args.repeats,
-            )
+            ).median
             doc = json.loads(out)
             subsets = sum(math.comb(N_DRAFTERS, m) for m in range(1, m_max + 1))
             cells = subsets * K_MAX * len(BATCH_SIZES)
@@ -146,7 +134,7 @@ def main() -> None:
                 f"{t_sched / t_solve:>7.2f} {statistics.median(inner):>13.3f} "
                 f"{str(doc['speculation_off_from']):>9}"
             )
-    floor, _ = whole_runs([py, "-m", "allocator", "schema"], args.repeats)
+    floor = timed_runs([py, "-m", "allocator", "schema"], args.repeats).median
     print(f"start-up floor (allocator schema, whole process): {floor:.3f} s")
     print(f"load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

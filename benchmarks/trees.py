@@ -19,15 +19,14 @@ import argparse
 import json
 import math
 import os
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from processes import timed_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from allocator.model.tree import TreeProgramme, edge_weights  # noqa: E402
@@ -49,20 +48,9 @@ def whole(path: Path, args: list[str], repeats: int) -> tuple[float, float, dict
     """Median wall and CPU (user + system) seconds of ``repeats`` whole ``allocator tree``
     processes, and the last JSON. CPU time is what the process itself used, less sensitive
     than wall time to other work on a shared machine."""
-    walls, cpus, doc = [], [], {}
-    for _ in range(repeats):
-        cmd = [sys.executable, "-m", "allocator", "tree", str(path), "-d", "eagle", *args]
-        cmd += ["--json", "-"]
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        walls.append(time.perf_counter() - t0)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-        if r.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()}")
-        doc = json.loads(r.stdout)
-    return statistics.median(walls), statistics.median(cpus), doc
+    cmd = [sys.executable, "-m", "allocator", "tree", str(path), "-d", "eagle", *args]
+    runs = timed_runs([*cmd, "--json", "-"], repeats)
+    return runs.median, statistics.median(runs.cpus), json.loads(runs.stdout)
 
 
 def python_loop(p: np.ndarray, nodes: int, depth: int, width: int) -> float:

@@ -142,8 +142,10 @@ drafters:
     acceptance: 0.7
     unit_cost: 0.05
     acceptance_by_rank: [0.7, 0.3]
+    draft_ms: {1: 0.4, 64: 0.8}
 serving:
   batch_sizes: [1, 64]
+  gpu_cost_per_hour: 4.0
   verify_ms:
     batch: [1, 64]
     tokens: [1, 8, 32]
@@ -217,10 +219,30 @@ def test_bad_engine_input(problem, extra, field):
     assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.output
 
 
-def test_export_needs_an_eagle_method(problem):
-    r = run("tree", problem, "-d", "nomethod", "--eagle", "2,2,4", "--export", "sglang")
+@pytest.mark.parametrize("method", [None, "draft_model", "mtp", "ngram", "medusa"])
+@pytest.mark.parametrize("target", ["sglang", "vllm"])
+def test_export_needs_an_eagle_method(problem, tmp_path, method, target):
+    path = problem
+    if method is not None:
+        path = tmp_path / "method.yaml"
+        model = "" if method == "ngram" else "    model: org/draft\n"
+        text = problem.read_text().replace(
+            "    acceptance_by_rank: [0.7, 0.3]\n",
+            f"    acceptance_by_rank: [0.7, 0.3]\n    method: {method}\n{model}",
+        )
+        path.write_text(text)
+    r = run("tree", path, "-d", "nomethod", "--eagle", "2,2,4", "--export", target)
     assert r.exit_code == 2
-    assert r.output.startswith("error: drafters.1.method:")
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: drafters.1.method:"), r.output
+    assert "eagle or eagle3" in lines[0]
+
+
+def test_export_vllm_method_name(problem):
+    r = run("tree", problem, "-d", "eagle", "--eagle", "3,2,5", "--export", "vllm")
+    assert r.exit_code == 0, r.output
+    config = json.loads(r.stdout)
+    assert config == {"method": "eagle3", "num_speculative_tokens": 3, "model": "org/EAGLE3-demo"}
 
 
 def test_front_per_batch_size_with_serving(problem, tmp_path):
@@ -237,6 +259,13 @@ def test_front_per_batch_size_with_serving(problem, tmp_path):
         ms = np.interp(n + 1, [1, 8, 32], verify) + d * draft + 0.2
         assert row["step_ms"] == pytest.approx(ms)
         assert row["expected_accepted"] == pytest.approx(e[d - 1, n])
+        # the serving metrics by hand: plain decoding is verify_ms(b, 1)
+        per_seq = 1000 * e[d - 1, n] / ms
+        assert row["tokens_per_s_per_seq"] == pytest.approx(per_seq)
+        assert row["tokens_per_s"] == pytest.approx(b * per_seq)
+        assert row["itl_ms"] == pytest.approx(ms / e[d - 1, n])
+        assert row["speedup"] == pytest.approx(per_seq / (1000 / verify[0]))
+        assert row["cost_per_mtok"] == pytest.approx(4.0 / 3600 / (b * per_seq) * 1e6)
         # no other size and depth inside the table does better, by hand
         for dd in range(1, 7):
             for nn in range(1, 31):
@@ -252,11 +281,69 @@ def test_front_per_batch_size_with_serving(problem, tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_serving_without_a_verify_table_is_refused(problem, tmp_path):
+CHAIN_TABLE = "  step_ms:\n    - drafters: [eagle]\n      by_batch: {1: {0: 10.0, 2: 11.0}}\n"
+
+
+def no_verify_table(text: str) -> str:
+    """A measured chain table alone: trees verify nodes + 1 tokens, which it does not cover."""
+    return text[: text.index("  verify_ms:")].replace("[1, 64]", "[1]") + CHAIN_TABLE
+
+
+def no_draft_time(text: str) -> str:
+    """eagle measured by a step_ms table, so the file may omit its draft_ms; trees need it."""
+    return text.replace("    draft_ms: {1: 0.5, 64: 0.9}\n", "") + CHAIN_TABLE
+
+
+@pytest.mark.parametrize(
+    ("change", "missing"), [(no_verify_table, "verify_ms"), (no_draft_time, "draft_ms")]
+)
+def test_serving_without_the_component_model_is_refused(problem, tmp_path, change, missing):
     bad = tmp_path / "bad.yaml"
-    text = problem.read_text()
-    start = text.index("  verify_ms:")
-    bad.write_text(text[:start] + "  overhead_ms: 0.2\n")
+    bad.write_text(change(problem.read_text()))
     r = run("tree", bad, "-d", "eagle", "--max-nodes", "10")
     assert r.exit_code == 2
-    assert r.output.startswith("error: serving.verify_ms:")
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: serving:") and missing in lines[0]
+
+
+def test_draft_time_outside_its_batch_sizes_is_not_extrapolated(problem, tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(problem.read_text().replace("draft_ms: {1: 0.5, 64: 0.9}", "draft_ms: {1: 0.5}"))
+    r = run("tree", bad, "-d", "eagle", "--max-nodes", "10")
+    assert r.exit_code == 2
+    assert r.output.startswith("error: serving: batch 64:"), r.output
+
+
+@pytest.mark.parametrize(("memory_gb", "batches"), [(5.0, [1, 64]), (10.0, [1])])
+def test_memory_caps_the_batch_of_per_batch_trees(problem, tmp_path, memory_gb, batches):
+    # 40 GB of KV cache at 0.5 GB a sequence: 80 sequences; hosting 5 GB leaves room for
+    # (40 - 5) / 0.5 = 70 >= 64, hosting 10 GB for (40 - 10) / 0.5 = 60 < 64
+    path = tmp_path / "memory.yaml"
+    text = problem.read_text().replace(
+        "    draft_ms: {1: 0.5, 64: 0.9}\n",
+        f"    draft_ms: {{1: 0.5, 64: 0.9}}\n    memory_gb: {memory_gb}\n",
+    )
+    path.write_text(text + "  memory: {kv_cache_gb: 40.0, kv_per_seq_gb: 0.5}\n")
+    for extra in (["--max-nodes", "12"], ["--engine", "--nodes", "12"]):
+        r = run("tree", path, "-d", "eagle", "--depth", "4", *extra, "--json", "-")
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        assert [row["batch"] for row in doc["serving"]] == batches
+        if batches == [1]:
+            assert doc["notes"] == [
+                "batch 64 left out: hosting 'eagle' (drafters[].memory_gb) leaves KV-cache "
+                "room for 60 sequences (serving.memory)"
+            ]
+        else:
+            assert "notes" not in doc
+
+
+@pytest.mark.parametrize("target", ["sglang", "vllm"])
+def test_export_needs_the_heads_model(problem, tmp_path, target):
+    # SGLang's EAGLE and vLLM's eagle3 both load the head from a path: no model, no export
+    path = tmp_path / "nomodel.yaml"
+    path.write_text(problem.read_text().replace("    model: org/EAGLE3-demo\n", ""))
+    r = run("tree", path, "-d", "eagle", "--eagle", "3,2,5", "--export", target)
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --export:") and "model" in lines[0]

@@ -3,6 +3,7 @@
 
 import itertools
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -281,19 +282,50 @@ def test_export_from_the_bundled_problem(problems_dir, tmp_path):
     assert [dense[r["batch"]] for r in rows] == [r["k"] for r in rows]
 
 
+def drafter(name, model, method=None, lookup=(None, None)):
+    """A problem-file drafter as the exports read it."""
+    return SimpleNamespace(
+        name=name,
+        model=model,
+        method=method,
+        prompt_lookup_min=lookup[0],
+        prompt_lookup_max=lookup[1],
+    )
+
+
+def test_export_of_drafters_without_a_model():
+    rows = [{"batch": 1, "drafters": ["a"], "k": 4}, {"batch": 32, "drafters": [], "k": 0}]
+    # prompt lookup takes no model and keeps its window; MTP may use the target's layers
+    got, _ = speculative_config(rows, {"a": drafter("a", None, "ngram", (2, 5))})
+    assert got == {
+        "method": "ngram",
+        "num_speculative_tokens": 4,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 5,
+        "num_speculative_tokens_per_batch_size": [[1, 31, 4], [32, 32, 0]],
+    }
+    got, _ = speculative_config(rows, {"a": drafter("a", None, "mtp")})
+    assert got == {
+        "method": "mtp",
+        "num_speculative_tokens": 4,
+        "num_speculative_tokens_per_batch_size": [[1, 31, 4], [32, 32, 0]],
+    }
+
+
 def test_export_refuses_what_vllm_cannot_serve():
     rows = [
         {"batch": 1, "drafters": ["a", "b"], "k": 3},
         {"batch": 8, "drafters": ["a"], "k": 2},
     ]
-    drafters = {"a": {"model": "org/a"}, "b": {"model": "org/b"}}
+    drafters = {"a": drafter("a", "org/a"), "b": drafter("b", "org/b")}
     with pytest.raises(InputError, match="one drafter"):
         speculative_config(rows, drafters)
     with pytest.raises(InputError, match="never speculates"):
         speculative_config([{"batch": 1, "drafters": [], "k": 0}], drafters)
     with pytest.raises(InputError, match="no `model`"):
-        speculative_config(rows[1:], {"a": {"model": None}})
-    got = speculative_config(rows[1:] + [{"batch": 64, "drafters": [], "k": 0}], drafters)
+        speculative_config(rows[1:], {"a": drafter("a", None)})
+    got, notes = speculative_config(rows[1:] + [{"batch": 64, "drafters": [], "k": 0}], drafters)
+    assert any("no method" in n for n in notes)  # exported as draft_model, and said so
     assert got == {
         "method": "draft_model",
         "model": "org/a",

@@ -67,7 +67,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
-from ..model.serving import bonus_expected
+from ..model.serving import bonus_expected, drafting_pass, tokens_per_s
 
 __all__ = [
     "Calibration",
@@ -279,8 +279,7 @@ class StepModel:
         members = np.asarray(members, bool)
         k = np.asarray(k, float)
         m = members.sum(axis=1)
-        d = np.where(members, self.draft_ms(batch), 0.0)
-        per_token = d.max(axis=1) if self.drafting == "parallel" else d.sum(axis=1)
+        per_token = drafting_pass(self.draft_ms(batch), members, self.drafting)
         spec = k > 0
         return self.verify_ms(batch, m * k + 1) + k * per_token + np.where(spec, self.overhead, 0.0)
 
@@ -502,7 +501,7 @@ def calibrate(
     if unfitted.any():  # cannot happen by construction of the holdout; guard anyway
         raise InputError("--holdout", "a held-out row's drafter has no fitted row")
     predicted = model.step_ms(data.members, data.k, data.batch)
-    predicted_tps = 1000.0 * data.batch * e / predicted
+    predicted_tps = tokens_per_s(e, predicted, data.batch)
     error = 100.0 * (predicted_tps / data.tokens_per_s - 1.0)
     return Calibration(model, data, e, step, predicted, predicted_tps, error, held, notes)
 

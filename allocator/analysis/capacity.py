@@ -236,26 +236,16 @@ def _serving_model():
 
 def _need_serving(problem):
     """The problem's serving arrays; an :class:`InputError` naming ``serving`` without them."""
-    serving = getattr(problem, "serving", None)
-    if serving is None:
-        raise InputError(
-            "serving",
-            "sizing a fleet needs a serving section (batch sizes, step times, gpu_cost_per_hour)",
-        )
-    return serving
-
-
-def k_range(problem) -> np.ndarray:
-    """Speculative ``k`` values to consider: ``search.k`` up to the largest ``k`` any
-    step time reaches. ``(K,)`` int (empty when none)."""
-    limit = _need_serving(problem).k_limit
-    return np.arange(problem.k_min, min(problem.k_max, limit) + 1)
+    return _serving_model().need_serving(
+        problem, "sizing a fleet needs batch sizes, step times and gpu_cost_per_hour"
+    )
 
 
 def configurations(problem) -> tuple[np.ndarray, np.ndarray]:
     """Row 0: no drafters, ``k = 0``; then every subset of the search space at every ``k``
-    of :func:`k_range`. Returns ``members (C, N)`` bool and ``k (C,)`` int."""
-    ks = k_range(problem)
+    of the serving model's ``speculative_ks``. Returns ``members (C, N)`` bool and ``k (C,)``
+    int."""
+    ks = _serving_model().speculative_ks(problem)
     cells = count_subsets(problem) * ks.size * _need_serving(problem).batch_sizes.size
     if cells > MAX_CELLS:
         raise InputError(
@@ -286,7 +276,7 @@ def serving_grid(problem) -> ServingGrid:
     itl = np.full_like(tps, np.nan)
     for i, b in enumerate(batch):  # a few batch sizes; configurations are vectorised
         step = sm.step_ms_or_nan(problem, members, k, float(b))
-        tps[i] = b * 1000.0 * e / step
+        tps[i] = sm.tokens_per_s(e, step, float(b))
         itl[i] = step / e
     return ServingGrid(
         problem.names, batch, members, k, tps, itl, max_batch(problem, members).astype(np.int64)
@@ -345,6 +335,7 @@ def _fleets(
     price: float,
     speculative: bool | None,
 ) -> list[Fleet | None]:
+    sm = _serving_model()
     s_idx, c_idx = _candidates(grid, itl_target, speculative)
     tps, itl = grid.tokens_per_s[s_idx, c_idx], grid.itl_ms[s_idx, c_idx]
     choice, rep = cheapest(tps, itl, loads)
@@ -364,7 +355,7 @@ def _fleets(
                 itl_ms=float(itl[j]),
                 tokens_per_s_per_replica=float(tps[j]),
                 cost_per_hour=cost,
-                cost_per_mtok=cost / (3600.0 * float(x)) * 1e6,
+                cost_per_mtok=float(sm.cost_per_mtok(cost, float(x))),
             )
         )
     return out
@@ -473,7 +464,7 @@ def size_routes(
     room = int(max_batch(problem, hosted[None, :])[0])
     batch = np.asarray(_need_serving(problem).batch_sizes, dtype=np.int64)
     step = np.array([sm.step_ms_or_nan(problem, members, k, float(b)) for b in batch])  # (S, W)
-    tps = batch[:, None] * 1000.0 * e[None, :] / step
+    tps = sm.tokens_per_s(e[None, :], step, batch[:, None])
     itl = step / e[None, :]
     ok = np.isfinite(tps).all(axis=1) & (batch <= room)
     ok &= np.where(np.isfinite(itl), itl, np.inf).max(axis=1) <= target * (1.0 + SLACK)
@@ -492,7 +483,7 @@ def size_routes(
         itl_ms=float(worst[i]),
         tokens_per_s_per_replica=float(mix[i]),
         cost_per_hour=cost,
-        cost_per_mtok=cost / (3600.0 * load) * 1e6,
+        cost_per_mtok=float(sm.cost_per_mtok(cost, load)),
         routes=[
             {
                 "workload": wl.name,

@@ -30,7 +30,15 @@ import numpy as np
 from ..exceptions import InputError
 from ..model.evaluate import _curves, evaluate_subsets
 from ..model.memory import max_batch
-from ..model.serving import SERVING_METRICS, baseline_ms, metrics_from, step_grid
+from ..model.serving import (
+    SERVING_METRICS,
+    baseline_ms,
+    metrics_from,
+    need_serving,
+    speculative_ks,
+    step_grid,
+    tokens_per_s,
+)
 from ..pareto import front_order
 from ..problem import Problem
 from ..result import Front
@@ -90,19 +98,6 @@ class Schedule:
         return out
 
 
-def speculative_ks(problem: Problem) -> np.ndarray:
-    """The ``k >= 1`` compared: ``search.k`` up to the largest ``k`` any step time reaches."""
-    serving = _need_serving(problem)
-    hi = min(problem.k_max, serving.k_limit)
-    return np.arange(problem.k_min, hi + 1, dtype=np.int64)
-
-
-def _need_serving(problem: Problem):
-    if problem.serving is None:
-        raise InputError("serving", "the problem has no serving section (step times by batch size)")
-    return problem.serving
-
-
 @dataclass
 class _Chunk:
     """Subsets ``(B, N)`` with, for ``ks (K,)``: budget feasibility ``(B, K)``, the
@@ -135,7 +130,7 @@ def _serving_at(problem: Problem, c: _Chunk, ks: np.ndarray, batch: int) -> dict
 
 def schedule(problem: Problem) -> Schedule:
     """The best configuration within the budget at each of ``serving.batch_sizes``."""
-    serving = _need_serving(problem)
+    serving = need_serving(problem)
     batches = serving.batch_sizes
     s_count, n = batches.size, problem.n
     ks = speculative_ks(problem)
@@ -163,7 +158,7 @@ def schedule(problem: Problem) -> Schedule:
             room = max_batch(problem, c.members)  # hosted drafters take KV-cache memory
             for i, b in enumerate(batches):
                 step = step_grid(problem, c.members, ks, float(b))
-                tps = float(b) * 1000.0 * c.e / step
+                tps = tokens_per_s(c.e, step, float(b))
                 has = ~np.isnan(tps)
                 evaluated += int(c.feasible.sum())
                 unmeasured += int((c.feasible & ~has).sum())
@@ -238,7 +233,7 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
     model metric and every serving metric, plus ``batch``), the configurations
     evaluated, how many of them had no step time (left out), and notes.
     """
-    serving = _need_serving(problem)
+    serving = need_serving(problem)
     ks = speculative_ks(problem)
     metric = problem.cost_metric
     parts: list[Front] = []

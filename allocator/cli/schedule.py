@@ -68,12 +68,13 @@ def schedule(
     rows = sched.rows()
     doc = {"rows": rows, "speculation_off_from": sched.speculation_off_from}
     text = None
+    export_notes: list[str] = []
     if export is not None:
         from ..engines.vllm_schedule import export_text
 
         spec = prob.spec
-        drafters = {} if spec is None else {d.name: d.model_dump() for d in spec.drafters}
-        text = export_text(rows, drafters)
+        drafters = {} if spec is None else {d.name: d for d in spec.drafters}
+        text, export_notes = export_text(rows, drafters)
     if plot_path:
         from ..plots import plot_schedule
 
@@ -86,6 +87,8 @@ def schedule(
     for note in sched.notes:
         err.print(note)
     if text is not None:
+        for note in export_notes:
+            err.print(note, soft_wrap=True, markup=False)
         out.print(text, end="", soft_wrap=True, markup=False)
         return
     out.print(schedule_table(sched.problem, doc))

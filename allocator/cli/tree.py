@@ -13,13 +13,13 @@ from ..exceptions import InputError
 from ..model.tree import (
     MAX_DEPTH,
     MAX_NODES,
-    ServingSteps,
     Tree,
     TreeProgramme,
     rank_matrix,
     round_time,
-    serving_steps,
     simulate_tree,
+    tree_serving,
+    tree_step_ms,
 )
 from ..problem import Problem
 from . import app
@@ -214,6 +214,8 @@ def tree_command(
     else:
         doc = _front(prob, index, p, max_nodes, depth, width)
     doc["drafter"] = name
+    for note in doc.get("notes", []):
+        err.print(f"note: {note}", soft_wrap=True, markup=False)
     if plot_path:
         from ..plots import plot_tree_front
 
@@ -265,39 +267,64 @@ def _front(
         )
     best = max(rows, key=lambda r: r["throughput"])
     doc: dict = {"max_nodes": n_max, "max_depth": depth, "front": rows, "best": best}
-    steps = serving_steps(prob.spec, index)
-    if steps is not None:
-        doc["serving"] = _serving_best(steps, e, n, d)
+    per_batch = _per_batch(prob, index, e, n[None, :], d)
+    if per_batch is not None:
+        doc["serving"] = [
+            {"batch": b, "nodes": int(n[i % n.size]), "depth": int(i // n.size) + 1, **m}
+            for b, i, m in per_batch[0]
+        ]
+        if per_batch[1]:
+            doc["notes"] = per_batch[1]
     return doc
 
 
-def _serving_best(steps: ServingSteps, e: np.ndarray, n: np.ndarray, d: np.ndarray) -> list[dict]:
-    """Per batch size: the tree size and depth with the most tokens/s (measured range only)."""
-    rows = []
-    for b in steps.batch_sizes:
-        ms = steps.step_ms(int(b), n[None, :], d)
-        base = float(steps.verify(int(b), np.array([1.0]))[0])
-        rate = np.where(np.isfinite(e) & np.isfinite(ms), 1000.0 * e / ms, -np.inf)
+def _per_batch(
+    prob: Problem, index: int, e: np.ndarray, nodes: np.ndarray, depth: np.ndarray
+) -> tuple[list[tuple[int, int, dict]], list[str]] | None:
+    """Per ``serving`` batch size, the tree with the most tokens/s among candidates with
+    ``e`` tokens per step, ``nodes`` speculated nodes and ``depth`` drafting passes (arrays
+    broadcasting together, NaN/-inf ``e`` for no tree): ``([(batch, flat index, serving
+    metrics)], notes)``, or ``None`` without ``serving``.
+
+    Step times are :func:`~allocator.model.tree.tree_step_ms` (the serving component
+    model, never extrapolated: a batch size where no candidate is inside the tables is an
+    error naming ``serving``). With ``serving.memory``, a batch size the drafter's
+    ``memory_gb`` leaves no room for is left out with a note, as ``schedule`` and
+    ``capacity`` leave it out.
+    """
+    from ..model.memory import max_batch
+    from ..model.serving import baseline_ms, metrics_from
+
+    serving = tree_serving(prob, index)
+    if serving is None:
+        return None
+    e, nodes, depth = (a.ravel() for a in np.broadcast_arrays(e, nodes, depth))
+    hosted = np.zeros((1, prob.n), bool)
+    hosted[0, index] = True
+    room = int(max_batch(prob, hosted)[0])
+    rows: list[tuple[int, int, dict]] = []
+    notes: list[str] = []
+    for b in serving.batch_sizes:
+        if b > room:
+            notes.append(
+                f"batch {int(b)} left out: hosting {prob.names[index]!r} (drafters[].memory_gb) "
+                f"leaves KV-cache room for {room} sequences (serving.memory)"
+            )
+            continue
+        ms = tree_step_ms(serving, index, float(b), nodes, depth)
+        rate = np.where(np.isfinite(e) & np.isfinite(ms), e / ms, -np.inf)
         if not np.isfinite(rate).any():
             raise InputError(
-                "serving", f"batch {int(b)}: no tree size lies inside the measured verify_ms table"
+                "serving",
+                f"batch {int(b)}: no tree lies inside the verify_ms table and "
+                f"{prob.names[index]}'s draft_ms; step times are never extrapolated",
             )
-        di, ni = np.unravel_index(int(np.argmax(rate)), rate.shape)
-        per_seq = float(rate[di, ni])
-        row: dict[str, float | int | None] = {
-            "batch": int(b),
-            "nodes": int(n[ni]),
-            "depth": int(di + 1),
-            "expected_accepted": float(e[di, ni]),
-            "step_ms": float(ms[di, ni]),
-            "tokens_per_s_per_seq": per_seq,
-            "tokens_per_s": per_seq * int(b),
-            "speedup": per_seq * base / 1000.0 if np.isfinite(base) else None,
-        }
-        price = steps.gpu_cost_per_hour
-        row["cost_per_mtok"] = None if price is None else price / (3600.0 * per_seq * int(b)) * 1e6
-        rows.append(row)
-    return rows
+        i = int(np.argmax(rate))
+        base = baseline_ms(serving, float(b))
+        met = metrics_from(e[i], ms[i], np.asarray(base), float(b), serving.gpu_cost_per_hour)
+        doc = {key: float(v) if np.isfinite(v) else None for key, v in met.items()}
+        rows.append((int(b), i, doc))
+    return rows, notes
 
 
 def _engine(
@@ -332,29 +359,20 @@ def _engine(
             "num_draft_tokens": int(tri.tokens[j]),
             "expected_accepted": float(tri.expected_accepted[j]),
         }
-        srv = serving_steps(prob.spec, index)
-        if srv is not None:
-            per_batch = []
-            for b in srv.batch_sizes:
-                ms = srv.step_ms(int(b), tri.tokens - 1, tri.steps)
-                rate = np.where(np.isfinite(ms), 1000.0 * tri.expected_accepted / ms, -np.inf)
-                if not np.isfinite(rate).any():
-                    raise InputError(
-                        "serving", f"batch {int(b)}: no setting lies inside the verify_ms table"
-                    )
-                k = int(np.argmax(rate))
-                per_batch.append(
-                    {
-                        "batch": int(b),
-                        "num_steps": int(tri.steps[k]),
-                        "topk": int(tri.topk[k]),
-                        "num_draft_tokens": int(tri.tokens[k]),
-                        "expected_accepted": float(tri.expected_accepted[k]),
-                        "step_ms": float(ms[k]),
-                        "tokens_per_s": float(rate[k]) * int(b),
-                    }
-                )
-            doc["serving"] = per_batch
+        per_batch = _per_batch(prob, index, tri.expected_accepted, tri.tokens - 1, tri.steps)
+        if per_batch is not None:
+            doc["serving"] = [
+                {
+                    "batch": b,
+                    "num_steps": int(tri.steps[i]),
+                    "topk": int(tri.topk[i]),
+                    "num_draft_tokens": int(tri.tokens[i]),
+                    **m,
+                }
+                for b, i, m in per_batch[0]
+            ]
+            if per_batch[1]:
+                doc["notes"] = per_batch[1]
     tree = sglang_tree(p, steps, topk, tokens)
     t_step = float(_times(prob, index, tree.nodes, steps))
     same = TreeProgramme(p, tree.nodes, steps, width).values()[-1]
@@ -379,24 +397,20 @@ def _engine(
 def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) -> None:
     from ..engines.trees import sglang_export, sglang_tree, vllm_export
 
-    d = prob.spec.drafters[index] if prob.spec is not None else None
-    method = d.method if d is not None else None
-    model = d.model if d is not None else None
-    if target == "sglang":
-        text = sglang_export(
-            f"drafters.{index}.method",
-            method,
-            model,
-            doc["num_steps"],
-            doc["topk"],
-            doc["num_draft_tokens"],
-        )
-        sys.stdout.write(text)
+    if prob.spec is None:  # _drafter refused a problem without its file's drafters
         return
-    tree = sglang_tree(p, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
-    text, note = vllm_export(f"drafters.{index}.method", method, model, tree)
+    d = prob.spec.drafters[index]
+    field = f"drafters.{index}.method"
+    if target == "sglang":
+        text, notes = sglang_export(
+            field, d, doc["num_steps"], doc["topk"], doc["num_draft_tokens"]
+        )
+    else:
+        tree = sglang_tree(p, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
+        text, notes = vllm_export(field, d, tree)
     sys.stdout.write(text)
-    err.print(note, soft_wrap=True, markup=False)
+    for note in notes:
+        err.print(note, soft_wrap=True, markup=False)
 
 
 def _report(doc: dict, p: np.ndarray) -> None:

@@ -43,6 +43,20 @@ def launch_flags(drafter: DrafterLike, k: int) -> tuple[list[str], list[str]]:
                 "SGLang's NGRAM matching is set by its own --speculative-ngram-* flags"
             )
         return flags, notes
+    flags, more = eagle_flags(drafter, method, k, 1, k + 1)
+    return flags, notes + more
+
+
+def eagle_flags(
+    drafter: DrafterLike, method: str, steps: int, topk: int, tokens: int
+) -> tuple[list[str], list[str]]:
+    """Flags of the algorithms SGLang runs on its EAGLE worker (``EAGLE``, ``EAGLE3``,
+    ``STANDALONE``, ``NEXTN``) for ``method``, and notes: the draft model path where the
+    method takes one and the draft tree ``(num_steps, eagle_topk, num_draft_tokens)``; a
+    chain of ``k`` is ``(k, 1, k + 1)``, a token tree any triple
+    (:mod:`allocator.engines.trees`)."""
+    notes: list[str] = []
+    flags = ["--speculative-algorithm", sglang_algorithm(drafter.name, method)]
     model = required_model(drafter.name, method, drafter.model)
     if model:
         flags += ["--speculative-draft-model-path", model]
@@ -53,10 +67,10 @@ def launch_flags(drafter: DrafterLike, k: int) -> tuple[list[str], list[str]]:
         )
     flags += [
         "--speculative-num-steps",
-        str(k),
+        str(int(steps)),
         "--speculative-eagle-topk",
-        "1",
+        str(int(topk)),
         "--speculative-num-draft-tokens",
-        str(k + 1),
+        str(int(tokens)),
     ]
     return flags, notes

@@ -40,9 +40,10 @@ current ``vllm/config/speculative.py`` (stored at ``002e77c1``) has no such fiel
 vLLM drafts chains only (``num_speculative_tokens``), so :func:`vllm_export` says so and
 gives the tree string only for the older versions that took it.
 
-The method → ``--speculative-algorithm`` mapping below is this module's own small copy
-(``eagle`` → ``EAGLE``, ``eagle3`` → ``EAGLE3``); the engine-method module of the package
-keeps the general mapping.
+Exports. SGLang's flags are :func:`allocator.engines.sglang.eagle_flags` (algorithm from
+the one method table, :mod:`allocator.engines.methods`; draft path; the triple), vLLM's
+chain :func:`allocator.engines.vllm.speculative_config`: the same code as every other
+export. Trees are exported for ``EAGLE`` and ``EAGLE3`` (methods ``eagle``, ``eagle3``).
 """
 
 from __future__ import annotations
@@ -55,9 +56,12 @@ import numpy as np
 
 from ..exceptions import InputError
 from ..model.tree import Tree, edge_weights, make_tree
+from .methods import TABLE
+from .sglang import eagle_flags
+from .vllm import DrafterLike, speculative_config
 
-#: SGLang's --speculative-algorithm for the drafter methods that build EAGLE trees.
-SGLANG_ALGORITHM = {"eagle": "EAGLE", "eagle3": "EAGLE3"}
+#: SGLang's --speculative-algorithm values whose EAGLE trees this module exports.
+TREE_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3")
 
 
 def _weights(p: np.ndarray, depth: int, topk: int) -> np.ndarray:
@@ -172,32 +176,27 @@ def sglang_triples(p: np.ndarray, max_steps: int, max_topk: int, max_nodes: int)
     return Triples(a[0].astype(int), a[1].astype(int), a[2].astype(int), a[3])
 
 
-def _algorithm(method: str | None, field: str) -> str:
-    if method not in SGLANG_ALGORITHM:
+def _tree_method(drafter: DrafterLike, field: str) -> str:
+    """The drafter's method, one whose SGLang algorithm builds the EAGLE trees exported
+    here; refuses (field ``field``, its ``method``) any other or none."""
+    tree_methods = [m for m, info in TABLE.items() if info.sglang in TREE_ALGORITHMS]
+    if drafter.method not in tree_methods:
         raise InputError(
             field,
-            f"is {method!r}; SGLang builds EAGLE trees for method eagle or eagle3 only",
+            f"is {drafter.method!r}; SGLang builds EAGLE trees for method "
+            f"{' or '.join(tree_methods)} only",
         )
-    return SGLANG_ALGORITHM[method]
+    return drafter.method
 
 
 def sglang_export(
-    field: str, method: str | None, model: str | None, steps: int, topk: int, tokens: int
-) -> str:
-    """SGLang ``launch_server`` flags for one triple (shell-quoted, one line); ``field``
-    names the drafter's ``method`` in errors (``drafters.<i>.method``)."""
-    flags = ["--speculative-algorithm", _algorithm(method, field)]
-    if model:
-        flags += ["--speculative-draft-model-path", model]
-    flags += [
-        "--speculative-num-steps",
-        str(steps),
-        "--speculative-eagle-topk",
-        str(topk),
-        "--speculative-num-draft-tokens",
-        str(tokens),
-    ]
-    return shlex.join(flags) + "\n"
+    field: str, drafter: DrafterLike, steps: int, topk: int, tokens: int
+) -> tuple[str, list[str]]:
+    """SGLang ``launch_server`` flags for one triple (shell-quoted, one line) and notes;
+    ``field`` names the drafter's ``method`` in errors (``drafters.<i>.method``). The
+    flags are :func:`allocator.engines.sglang.eagle_flags`, as for a chain."""
+    flags, notes = eagle_flags(drafter, _tree_method(drafter, field), steps, topk, tokens)
+    return shlex.join(flags) + "\n", notes
 
 
 def vllm_tree_string(tree: Tree) -> str:
@@ -209,19 +208,19 @@ def vllm_tree_string(tree: Tree) -> str:
     return str(sorted(paths[1:], key=lambda t: (len(t), t)))
 
 
-def vllm_export(field: str, method: str | None, model: str | None, tree: Tree) -> tuple[str, str]:
-    """What ``--export vllm`` prints: ``(stdout text, note)``. Current vLLM takes no tree
-    (see the module docstring): the text is the chain it can run instead (the tree's
-    depth as ``num_speculative_tokens``), and the note says so and gives the tree string
-    for the older versions with ``speculative_token_tree``."""
-    _algorithm(method, field)  # vLLM drafted trees for eagle and eagle3 only
-    config: dict = {"method": method, "num_speculative_tokens": tree.depth}
-    if model:
-        config["model"] = model
-    note = (
-        f"note: current vLLM has no tree setting (SpeculativeConfig lost "
-        f"speculative_token_tree); printed is the chain of the tree's depth instead. "
-        f'vLLM versions that took it: "speculative_token_tree": '
-        f"{json.dumps(vllm_tree_string(tree))}"
+def vllm_export(field: str, drafter: DrafterLike, tree: Tree) -> tuple[str, list[str]]:
+    """What ``--export vllm`` prints: ``(stdout text, notes)``. Current vLLM takes no tree
+    (see the module docstring): the text is the chain it can run instead,
+    :func:`allocator.engines.vllm.speculative_config` at the tree's depth, and a note
+    says so and gives the tree string for the older versions with
+    ``speculative_token_tree``."""
+    _tree_method(drafter, field)  # vLLM drafted trees for these methods only
+    config, notes = speculative_config(drafter, tree.depth)
+    notes.insert(
+        0,
+        "note: current vLLM has no tree setting (SpeculativeConfig lost "
+        "speculative_token_tree); printed is the chain of the tree's depth instead. "
+        'vLLM versions that took it: "speculative_token_tree": '
+        f"{json.dumps(vllm_tree_string(tree))}",
     )
-    return json.dumps(config) + "\n", note
+    return json.dumps(config) + "\n", notes

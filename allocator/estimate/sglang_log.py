@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
+from ..model.acceptance import expected_accepted
 from .counts import LEVEL, DrafterCounts, Estimate, read_text
 
 _ACCEPT_LEN = re.compile(r"accept len:\s*(\d+(?:\.\d*)?)")
@@ -41,10 +42,11 @@ DECIMALS = 2
 
 
 def expected_correct(a: np.ndarray, k: int) -> np.ndarray:
-    """``f(a) = Σ_{j=1..k} a^j``: drafts a chain of ``k`` accepts per round, ``a`` any shape."""
+    """``f(a) = Σ_{j=1..k} a^j``: drafts a chain of ``k`` accepts per round, ``a`` any shape
+    (the model's bonus-convention ``E_k`` of a constant acceptance, less the verifier's
+    own token)."""
     a = np.asarray(a, dtype=float)
-    powers = a[..., None] ** np.arange(1, k + 1)
-    return powers.sum(axis=-1)
+    return expected_accepted(a[..., None], k, "bonus")[..., k - 1] - 1.0
 
 
 def inverse_expected(m: np.ndarray, k: int) -> np.ndarray:

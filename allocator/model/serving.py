@@ -234,6 +234,48 @@ def baseline_ms(serving: Serving, batch: float) -> float:
     return float("nan")
 
 
+def drafting_pass(draft_ms: np.ndarray, members: np.ndarray, drafting: str) -> np.ndarray:
+    """ms of one drafting pass of a configuration from its members' draft times: summed
+    under ``drafting: sequential``, the max under ``parallel``; 0 without members.
+
+    ``draft_ms`` ``(..., N)`` ms per drafter, broadcasting with ``members`` ``(..., N)``
+    bool -> ``(...)``; NaN where a member's draft time is NaN.
+    """
+    d = np.where(members, draft_ms, 0.0)
+    if drafting == "parallel":
+        return np.max(d, axis=-1, initial=0.0)
+    return np.sum(d, axis=-1)
+
+
+def drafting_ms(serving: Serving, members: np.ndarray, batch: float) -> np.ndarray:
+    """:func:`drafting_pass` of each row of ``members`` ``(B, N)`` at ``batch``: ``(B,)``
+    ms, NaN where a member has no draft time at ``batch``."""
+    return drafting_pass(draft_ms_at(serving, batch), members, serving.drafting)
+
+
+def component_ms(
+    serving: Serving,
+    batch: float,
+    tokens: np.ndarray,
+    draft_steps: np.ndarray,
+    draft_ms: np.ndarray,
+) -> np.ndarray:
+    """The component model of one *speculative* step at ``batch``, ms:
+    ``verify_ms(b, tokens) + draft_steps · draft_ms + overhead_ms``.
+
+    ``tokens``: verified tokens per sequence (a chain of ``m`` drafters' ``k`` tokens:
+    ``m·k + 1``; a token tree of ``n`` nodes: ``n + 1``); ``draft_steps``: drafting passes
+    (``k``; a tree's depth); ``draft_ms``: ms of one pass (:func:`drafting_ms`, or one
+    drafter's :func:`draft_ms_at`). Arrays broadcasting together; NaN where the
+    ``verify_ms`` table or a draft time does not reach (never extrapolated).
+    """
+    return (
+        verify_ms_at(serving, tokens, batch)
+        + np.asarray(draft_steps, dtype=float) * draft_ms
+        + serving.overhead_ms
+    )
+
+
 def step_ms_or_nan(
     problem: Problem, members: np.ndarray, k: np.ndarray, batch: float
 ) -> np.ndarray:
@@ -242,7 +284,7 @@ def step_ms_or_nan(
     ``members`` ``(B, N)`` bool, ``k`` ``(B,)`` int ``>= 0`` -> ``(B,)`` ms. Used by
     searches, which leave such configurations out.
     """
-    serving = _serving(problem)
+    serving = need_serving(problem)
     members = np.atleast_2d(np.asarray(members, dtype=bool))
     k = np.atleast_1d(np.asarray(k)).astype(float)
     out = np.full(k.shape, np.nan)
@@ -255,25 +297,13 @@ def step_ms_or_nan(
     rest = ~matched
     if not rest.any():
         return out
-    m = members[rest].sum(axis=1)
-    kr = k[rest]
-    d = draft_ms_at(serving, batch)
     mem = members[rest]
-    missing = np.any(mem & np.isnan(d), axis=1)
-    dz = np.where(np.isnan(d), 0.0, d)
-    if serving.drafting == "parallel":
-        draft = np.max(np.where(mem, dz, 0.0), axis=1, initial=0.0)
-    else:
-        draft = mem.astype(float) @ dz
+    m = mem.sum(axis=1)
+    kr = k[rest]
     spec = kr > 0
-    model = (
-        verify_ms_at(serving, m * kr + 1.0, batch)
-        + kr * draft
-        + np.where(spec, serving.overhead_ms, 0.0)
-    )
-    model[spec & (missing | (m == 0))] = np.nan
-    base = baseline_ms(serving, batch)
-    out[rest] = np.where(spec, model, base)
+    model = component_ms(serving, batch, m * kr + 1.0, kr, drafting_ms(serving, mem, batch))
+    model[spec & (m == 0)] = np.nan
+    out[rest] = np.where(spec, model, baseline_ms(serving, batch))
     return out
 
 
@@ -282,7 +312,7 @@ def step_grid(problem: Problem, members: np.ndarray, ks: np.ndarray, batch: floa
     ``(B, K)``, NaN where there is no step time. The same values as
     :func:`step_ms_or_nan` on every ``(subset, k)`` pair, computed once per subset
     (draft time) and once per table (searches call this)."""
-    serving = _serving(problem)
+    serving = need_serving(problem)
     members = np.atleast_2d(np.asarray(members, dtype=bool))
     ks = np.atleast_1d(np.asarray(ks)).astype(float)
     out = np.full((members.shape[0], ks.size), np.nan)
@@ -297,35 +327,39 @@ def step_grid(problem: Problem, members: np.ndarray, ks: np.ndarray, batch: floa
         return out
     mem = members[rest]
     m = mem.sum(axis=1).astype(float)
-    d = draft_ms_at(serving, batch)
-    missing = np.any(mem & np.isnan(d), axis=1)
-    dz = np.where(np.isnan(d), 0.0, d)
-    if serving.drafting == "parallel":
-        draft = np.max(np.where(mem, dz, 0.0), axis=1, initial=0.0)
-    else:
-        draft = mem.astype(float) @ dz
     spec = ks > 0
-    model = (
-        verify_ms_at(serving, m[:, None] * ks[None, :] + 1.0, batch)
-        + ks[None, :] * draft[:, None]
-        + np.where(spec, serving.overhead_ms, 0.0)[None, :]
+    model = component_ms(
+        serving,
+        batch,
+        m[:, None] * ks[None, :] + 1.0,
+        ks[None, :],
+        drafting_ms(serving, mem, batch)[:, None],
     )
-    model[(missing | (m == 0))[:, None] & spec[None, :]] = np.nan
+    model[(m == 0)[:, None] & spec[None, :]] = np.nan
     out[rest] = np.where(spec[None, :], model, baseline_ms(serving, batch))
     return out
 
 
 # ---------------------------------------------------------------- public interface
-def _serving(problem: Problem) -> Serving:
+def need_serving(problem: Problem, what: str = "step times by batch size") -> Serving:
+    """The problem's serving arrays; an :class:`InputError` naming ``serving`` without
+    them, saying ``what`` the section has to give."""
     s = getattr(problem, "serving", None)
     if s is None:
-        raise InputError("serving", "the problem has no serving section (step times by batch size)")
+        raise InputError("serving", f"the problem has no serving section ({what})")
     return s
+
+
+def speculative_ks(problem: Problem) -> np.ndarray:
+    """The ``k >= 1`` a search compares: ``search.k`` up to the largest ``k`` any step
+    time reaches (:attr:`Serving.k_limit`). ``(K,)`` int64, empty when none."""
+    hi = min(problem.k_max, need_serving(problem).k_limit)
+    return np.arange(problem.k_min, hi + 1, dtype=np.int64)
 
 
 def _why(problem: Problem, members: np.ndarray, k: int, batch: float) -> str:
     """Why one configuration has no step time at ``(batch, k)``: a sentence."""
-    serving = _serving(problem)
+    serving = need_serving(problem)
     names = [n for n, on in zip(problem.names, members, strict=True) if on]
     what = f"drafters {'+'.join(names) or '(none)'} at k={k}, batch {batch:g}"
     ranges = [f"{t.batch[0]:g}..{t.batch[-1]:g}" for t in serving.tables]
@@ -403,6 +437,18 @@ def bonus_expected(problem: Problem, members: np.ndarray, k: np.ndarray) -> np.n
     return out
 
 
+def tokens_per_s(e: np.ndarray, step: np.ndarray, batch: float | np.ndarray) -> np.ndarray:
+    """Generated tokens/s of a whole batch: ``batch · 1000 · E / step_ms`` (``E`` tokens
+    per sequence per step, bonus convention); arrays broadcasting together."""
+    return batch * (1000.0 * e / step)
+
+
+def cost_per_mtok(cost_per_hour: float | np.ndarray, tokens_s: float | np.ndarray) -> np.ndarray:
+    """$ per million generated tokens: ``cost_per_hour / (3600 · tokens/s) · 10⁶``
+    (NaN where the price is NaN); arrays broadcasting together."""
+    return np.asarray(cost_per_hour, dtype=float) / (3600.0 * np.asarray(tokens_s)) * 1e6
+
+
 def metrics_from(
     e: np.ndarray,
     step: np.ndarray,
@@ -412,7 +458,7 @@ def metrics_from(
 ) -> dict[str, np.ndarray]:
     """The serving metrics from ``E`` (bonus), the step ms, the ``k = 0`` step ms, the
     batch size and the price ($/h; NaN for none); arrays broadcasting together."""
-    per_seq = 1000.0 * e / step
+    per_seq = tokens_per_s(e, step, 1.0)
     tps = batch * per_seq
     return {
         "step_ms": step,
@@ -421,7 +467,7 @@ def metrics_from(
         "tokens_per_s_per_seq": per_seq,
         "itl_ms": step / e,
         "speedup": e * base / step,
-        "cost_per_mtok": price / (3600.0 * tps) * 1e6,
+        "cost_per_mtok": cost_per_mtok(price, tps),
     }
 
 
@@ -441,4 +487,4 @@ def serving_metrics(
     step = step_ms(problem, members, k, batch)
     base = step_ms(problem, members, np.zeros_like(k), batch)
     e = bonus_expected(problem, members, k)
-    return metrics_from(e, step, base, float(batch), _serving(problem).gpu_cost_per_hour)
+    return metrics_from(e, step, base, float(batch), need_serving(problem).gpu_cost_per_hour)

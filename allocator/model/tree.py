@@ -38,11 +38,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..exceptions import InputError
 from ..spec import rank_rows
+from .serving import Serving, component_ms, draft_ms_at
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 #: Largest tree the command line plans (speculated nodes) and its deepest depth.
 MAX_NODES = 512
@@ -280,91 +285,46 @@ def round_time(
     )
 
 
-@dataclass(frozen=True)
-class ServingSteps:
-    """The serving section's component model for one drafter, as arrays: ``verify_ms``
-    ``(Bv, Tv)`` at ``verify_batch (Bv,)`` × ``verify_tokens (Tv,)``, ``draft_ms (Bd,)`` at
-    ``draft_batch (Bd,)``, ``overhead_ms`` per speculative step, batch sizes to plan for,
-    and the GPU price ($/h, or None)."""
+def tree_serving(problem: Problem, index: int) -> Serving | None:
+    """The problem's serving arrays for token trees of drafter ``index``, or ``None``
+    without a ``serving`` section.
 
-    batch_sizes: np.ndarray
-    verify_batch: np.ndarray
-    verify_tokens: np.ndarray
-    verify_ms: np.ndarray
-    draft_batch: np.ndarray
-    draft_ms: np.ndarray
-    overhead_ms: float
-    gpu_cost_per_hour: float | None
-
-    def verify(self, batch: int, tokens: np.ndarray) -> np.ndarray:
-        """Verifier pass, ms, over ``tokens`` per sequence (root included), bilinear inside
-        the table, NaN outside it: ``tokens``' shape."""
-        tokens = np.asarray(tokens, dtype=float)
-        vb = self.verify_batch
-        if not vb[0] <= batch <= vb[-1]:
-            return np.full(tokens.shape, np.nan)
-        hi = int(np.searchsorted(vb, batch))
-        lo = hi if vb[hi] == batch else hi - 1
-        rows = [
-            np.interp(tokens, self.verify_tokens, self.verify_ms[i], left=np.nan, right=np.nan)
-            for i in (lo, hi)
-        ]
-        if lo == hi:
-            return rows[0]
-        t = (batch - vb[lo]) / (vb[hi] - vb[lo])
-        return (1 - t) * rows[0] + t * rows[1]
-
-    def draft(self, batch: int) -> float:
-        """One drafting step, ms, at ``batch`` (linear between measured sizes, NaN outside)."""
-        return float(np.interp(batch, self.draft_batch, self.draft_ms, left=np.nan, right=np.nan))
-
-    def step_ms(self, batch: int, nodes: np.ndarray, depth: np.ndarray) -> np.ndarray:
-        """``verify_ms(b, nodes + 1) + depth · draft_ms(b) + overhead_ms``; NaN where unmeasured."""
-        nodes = np.asarray(nodes, dtype=float)
-        return (
-            self.verify(batch, nodes + 1.0)
-            + np.asarray(depth, dtype=float) * self.draft(batch)
-            + self.overhead_ms
-        )
-
-
-def serving_steps(spec, drafter_index: int) -> ServingSteps | None:
-    """:class:`ServingSteps` from a problem spec's ``serving`` section, or ``None`` without
-    one. A tree verifies ``nodes + 1`` tokens, which no measured ``step_ms`` table (chains of
-    ``m·k + 1``) covers: trees need the component model (``verify_ms`` and the drafter's
-    ``draft_ms``), an ``InputError`` naming ``serving`` otherwise."""
-    serving = getattr(spec, "serving", None)
+    A tree verifies ``nodes + 1`` tokens per sequence, which no measured ``step_ms`` table
+    (chains of ``m·k + 1``) covers, so trees take the component model of
+    :mod:`allocator.model.serving`: an :class:`InputError` naming ``serving`` without
+    ``serving.verify_ms`` or without the drafter's ``draft_ms``.
+    """
+    serving = problem.serving
     if serving is None:
         return None
-    d = spec.drafters[drafter_index]
-    if serving.verify_ms is None:
+    if not serving.has_component_model:
         raise InputError(
-            "serving.verify_ms",
-            "a token tree verifies nodes + 1 tokens per sequence, which the measured "
-            "step_ms tables (chains) do not cover: give the verify_ms table",
+            "serving",
+            "a token tree verifies nodes + 1 tokens per sequence, which the measured step_ms "
+            "tables (chains) do not cover: give the verify_ms component model",
         )
-    if not d.draft_ms:
+    if serving.draft_ms[index].size == 0:
         raise InputError(
-            f"drafters.{drafter_index}.draft_ms", "serving a tree needs the drafter's draft_ms"
+            "serving",
+            f"a token tree of {problem.names[index]!r} needs its draft time per batch size "
+            f"(drafters.{index}.draft_ms) for the verify_ms component model",
         )
-    v = serving.verify_ms
-    ms = np.asarray(v.ms, dtype=float)
-    if ms.shape != (len(v.batch), len(v.tokens)):
-        raise InputError(
-            "serving.verify_ms.ms", "needs one row per batch and one column per tokens"
-        )
-    bo = np.argsort(v.batch)
-    to = np.argsort(v.tokens)
-    db = np.array(sorted(d.draft_ms), dtype=float)
-    return ServingSteps(
-        batch_sizes=np.asarray(serving.batch_sizes, dtype=np.int64),
-        verify_batch=np.asarray(v.batch, dtype=float)[bo],
-        verify_tokens=np.asarray(v.tokens, dtype=float)[to],
-        verify_ms=ms[bo][:, to],
-        draft_batch=db,
-        draft_ms=np.array([d.draft_ms[int(b)] for b in db]),
-        overhead_ms=float(serving.overhead_ms),
-        gpu_cost_per_hour=serving.gpu_cost_per_hour,
+    return serving
+
+
+def tree_step_ms(
+    serving: Serving, index: int, batch: float, nodes: np.ndarray, depth: np.ndarray
+) -> np.ndarray:
+    """Wall time of one tree step of drafter ``index`` at ``batch``, ms:
+    ``verify_ms(b, nodes + 1) + depth · draft_ms(b) + overhead_ms`` (one draft pass per
+    level over the frontier), through :func:`~allocator.model.serving.component_ms`;
+    ``nodes`` and ``depth`` broadcasting together, NaN where the tables do not reach."""
+    return component_ms(
+        serving,
+        batch,
+        np.asarray(nodes, dtype=float) + 1.0,
+        depth,
+        draft_ms_at(serving, batch)[index],
     )
 
 
