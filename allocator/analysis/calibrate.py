@@ -1,5 +1,7 @@
 """Calibration: a step-time model fitted to measured end-to-end throughput.
 
+The model, the fit and their reasons: docs/design.md §8.7.
+
 Input: rows measured on one deployment, each a configuration (``drafters``, ``k``), a
 batch size ``b`` (concurrent sequences) and the aggregate output rate ``tokens_per_s``
 over the batch, optionally the measured mean tokens per step ``mean_accepted`` (the

@@ -1,5 +1,7 @@
 """Plans under load: the best configuration at each batch size, and the front at one.
 
+The rules and their reasons: docs/design.md §8.5.
+
 Both enumerate the problem's search space (``search.m``, ``require``, ``exclude``)
 exhaustively, every subset at every ``k`` of ``search.k`` up to the largest ``k`` any
 step time reaches, vectorised over subsets (:func:`allocator.search.space.iter_subsets`
