@@ -157,3 +157,39 @@ def test_schedule_export_takes_mtp_without_a_model_like_the_point_export():
     rows = [{"batch": 1, "drafters": ["m"], "k": 2}, {"batch": 8, "drafters": [], "k": 0}]
     got = schedule_config(rows, {"m": drafter.model_dump()})
     assert got["method"] == "mtp" and "model" not in got
+
+
+# ---------------------------------------------------------------- §8.9 short drafts
+def vllm_counters(lengths: np.ndarray, accepted: np.ndarray, k: int):
+    """vLLM's counters of drafts of ``lengths`` (1..k) that accepted ``accepted`` tokens:
+    num_drafts, per-position cumulative counts, num_draft_tokens."""
+    per_pos = np.array([(accepted > i).sum() for i in range(k)])
+    return len(lengths), per_pos, int(lengths.sum())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_short_draft_bounds_hold_the_true_number_of_rounds(seed):
+    """§8.9: whatever the draft lengths, the rounds that reached position j lie in
+    [trials_low, trials], and the interval written contains the Jeffreys interval at the
+    true count. Brute force over random populations, many ending exactly at j - 1."""
+    from allocator.estimate.counts import DrafterCounts, bounded_trials, jeffreys_interval
+
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        k = int(rng.integers(1, 7))
+        d = int(rng.integers(1, 40))
+        lengths = rng.integers(1, k + 1, size=d)
+        if rng.random() < 0.5:  # many short drafts that were accepted in full
+            lengths = np.where(rng.random(d) < 0.6, rng.integers(1, k + 1, size=d), lengths)
+        p = rng.choice([0.3, 0.8, 0.97])
+        accepted = np.array([int(np.argmin(np.r_[rng.random(n) < p, False])) for n in lengths])
+        drafts, per_pos, tokens = vllm_counters(lengths, accepted, k)
+        true_n = np.array([((lengths >= j) & (accepted >= j - 1)).sum() for j in range(1, k + 1)])
+        hi, lo = bounded_trials(drafts, per_pos, tokens)
+        assert np.all(lo <= true_n) and np.all(true_n <= hi), (lengths, accepted)
+        assert hi[0] == lo[0] == drafts  # position 1 is exact
+        ok = true_n > 0
+        c = DrafterCounts("x", per_pos[ok], hi[ok], trials_low=lo[ok])
+        wlo, whi = c.interval
+        tlo, thi = jeffreys_interval(per_pos[ok], true_n[ok])
+        assert np.all(wlo <= tlo + 1e-12) and np.all(thi <= whi + 1e-12)
