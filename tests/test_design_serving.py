@@ -193,3 +193,48 @@ def test_short_draft_bounds_hold_the_true_number_of_rounds(seed):
         wlo, whi = c.interval
         tlo, thi = jeffreys_interval(per_pos[ok], true_n[ok])
         assert np.all(wlo <= tlo + 1e-12) and np.all(thi <= whi + 1e-12)
+
+
+# ---------------------------------------------------------------- §8.1–§8.3 by hand
+def test_a_table_is_never_left_for_the_component_model(tmp_path):
+    """§8.1: past its table's largest k a configuration has no step time, even where the
+    component model would give one (verify_ms reaches 4 tokens, draft_ms is given)."""
+    from allocator.exceptions import InputError
+    from allocator.model.serving import step_ms
+
+    p = tmp_path / "d.yaml"
+    p.write_text(
+        DISAGREE.replace("tokens: [1, 2], ms: [[8.0, 8.5]]", "tokens: [1, 4], ms: [[8.0, 9.5]]")
+    )
+    prob = Problem.from_file(p)
+    one = np.array([[True]])
+    assert step_ms(prob, one, np.array([1]), 1)[0] == 7.0  # the table
+    with pytest.raises(InputError, match="outside its measured step_ms table"):
+        step_ms(prob, one, np.array([2]), 1)
+
+
+def test_tokens_per_step_of_a_mixture_is_the_harmonic_mean_in_the_bonus_convention(tmp_path):
+    """§8.3: E = 1 / Σ_w p_w / E_w with each E_w = 1 + Σ_{i≤k} Π_{j≤i} a_w(j), for a
+    problem written in the paper convention."""
+    p = tmp_path / "w.yaml"
+    p.write_text(
+        """\
+name: w
+convention: paper
+drafters: [{name: d, acceptance: 0.5, unit_cost: 0.1, draft_ms: {1: 0.5}}]
+workloads:
+  - {name: chat, weight: 3, acceptance: {d: 0.9}}
+  - {name: code, weight: 1, acceptance: {d: 0.4}}
+serving:
+  batch_sizes: [1]
+  verify_ms: {batch: [1], tokens: [1, 4], ms: [[10.0, 13.0]]}
+"""
+    )
+    prob = Problem.from_file(p)
+    k = 3
+    e = {a: 1 + sum(a**i for i in range(1, k + 1)) for a in (0.9, 0.4)}
+    want = 1.0 / (0.75 / e[0.9] + 0.25 / e[0.4])
+    got = serving_metrics(prob, np.array([[True]]), np.array([k]), 1)
+    assert got["expected_accepted"][0] == pytest.approx(want, rel=1e-12)
+    assert got["step_ms"][0] == pytest.approx(13.0 + k * 0.5)  # V(1, 4) + k · d(1)
+    assert got["tokens_per_s"][0] == pytest.approx(1000.0 * want / (13.0 + k * 0.5))
