@@ -134,14 +134,22 @@ def test_schedule_decides_against_the_baseline_and_reports_speedup_over_its_own_
     125, so it is chosen, with speedup 1.1 · 6 / 7 = 0.943 below 1."""
     p = tmp_path / "d.yaml"
     p.write_text(DISAGREE)
-    (row,) = schedule(Problem.from_file(p)).rows()
+    sched = schedule(Problem.from_file(p))
+    (row,) = sched.rows()
     assert row["drafters"] == ["eagle"] and row["k"] == 1
     assert row["tokens_per_s"] == pytest.approx(1100.0 / 7.0, rel=1e-12)
     assert row["speedup"] == pytest.approx(1.1 * 6.0 / 7.0, rel=1e-12)
-    # when the file's k = 0 times agree, speedup is the ratio to speculation off
-    p.write_text(DISAGREE.replace("ms: [[8.0, 8.5]]", "ms: [[6.0, 6.5]]"))
-    (row,) = schedule(Problem.from_file(p)).rows()
-    assert row["speedup"] == pytest.approx(row["tokens_per_s"] / (1000.0 / 6.0), rel=1e-12)
+    # ... and the schedule says the file's k = 0 times disagree
+    (note,) = [n for n in sched.notes if "disagree" in n]
+    assert "eagle's table 6 ms against 8 at batch 1" in note
+    # when they agree (within 1%), speedup is the ratio to speculation off, and no note
+    agree = DISAGREE.replace("ms: [[8.0, 8.5]]", "ms: [[6.05, 6.5]]")
+    p.write_text(agree.replace("{0: 6.0, 1: 7.0}", "{0: 6.0, 1: 6.2}"))
+    sched = schedule(Problem.from_file(p))
+    (row,) = sched.rows()
+    assert row["k"] == 1 and row["speedup"] == pytest.approx(1.1 * 6.0 / 6.2, rel=1e-12)
+    assert row["tokens_per_s"] / (1000.0 / 6.05) == pytest.approx(row["speedup"], rel=0.01)
+    assert not any("disagree" in n for n in sched.notes)
 
 
 # ---------------------------------------------------------------- §8.6 / §8.8 exports
