@@ -246,3 +246,28 @@ serving:
     assert got["expected_accepted"][0] == pytest.approx(want, rel=1e-12)
     assert got["step_ms"][0] == pytest.approx(13.0 + k * 0.5)  # V(1, 4) + k · d(1)
     assert got["tokens_per_s"][0] == pytest.approx(1000.0 * want / (13.0 + k * 0.5))
+
+
+def test_calibration_says_when_it_replaces_the_planned_batch_sizes(tmp_path):
+    """§8.7: P2's batch_sizes are the measured ones; P's own plan, replaced, is noted."""
+    p = tmp_path / "p.yaml"
+    p.write_text(
+        PROBLEM
+        + "serving:\n  batch_sizes: [1, 8, 64]\n  gpu_cost_per_hour: 2.0\n"
+        + "  verify_ms: {batch: [1, 64], tokens: [1, 2], ms: [[6, 7], [8, 9]]}\n"
+    )
+    p.write_text(p.read_text().replace("unit_cost: 0.05}", "unit_cost: 0.05, draft_ms: {1: 1}}"))
+    p.write_text(p.read_text().replace("unit_cost: 0.1}", "unit_cost: 0.1, draft_ms: {1: 1}}"))
+    prob = Problem.from_file(p)
+    rows = [([], 0, b) for b in (1, 64)] + [
+        (n, k, b) for b in (1, 64) for n in (["a"], ["b"]) for k in (1, 3)
+    ]
+    csv = tmp_path / "m.csv"
+    csv.write_text(rows_csv(rows))
+    cal = calibrate(prob, read_measured(csv, prob))
+    data, notes = calibrated_problem_data(prob, cal, tmp_path / "p2.yaml")
+    assert data["serving"]["batch_sizes"] == [1, 64]
+    assert data["serving"]["gpu_cost_per_hour"] == 2.0
+    assert any(
+        "batch_sizes [1, 8, 64] replaced by the measured batch sizes [1, 64]" in n for n in notes
+    ), notes

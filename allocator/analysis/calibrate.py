@@ -564,7 +564,8 @@ def calibrated_problem_data(
 
     Everything else of ``P`` is kept as written (a pydantic dump of what the file set;
     comments are not kept). Changes, each returned as a note: ``serving`` replaced (its
-    ``gpu_cost_per_hour`` and ``memory`` kept, measured ``step_ms`` tables dropped), the
+    ``gpu_cost_per_hour`` and ``memory`` kept, measured ``step_ms`` tables dropped, its
+    ``batch_sizes`` the measured ones), the
     fitted drafters' ``draft_ms`` set and other drafters' removed, ``search.k.max``
     lowered to the largest measured ``k``, and ``errors.outcomes`` rewritten relative to
     the new file's folder. The result is validated before it is returned.
@@ -582,6 +583,12 @@ def calibrated_problem_data(
             "serving.step_ms (measured tables) dropped: the calibrated model replaces them"
         )
     serving, draft_ms, k_max = serving_section(problem, cal, previous)
+    planned = list(previous.get("batch_sizes") or []) if previous else []
+    if planned and planned != serving["batch_sizes"]:
+        notes.append(
+            f"serving.batch_sizes {planned} replaced by the measured batch sizes "
+            f"{serving['batch_sizes']}: the calibrated tables cover those"
+        )
     data["serving"] = serving
     for d in data["drafters"]:
         if d["name"] in draft_ms:
