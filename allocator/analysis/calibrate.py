@@ -1,5 +1,7 @@
 """Calibration: a step-time model fitted to measured end-to-end throughput.
 
+The model, the fit and their reasons: docs/design.md §8.7.
+
 Input: rows measured on one deployment, each a configuration (``drafters``, ``k``), a
 batch size ``b`` (concurrent sequences) and the aggregate output rate ``tokens_per_s``
 over the batch, optionally the measured mean tokens per step ``mean_accepted`` (the
@@ -37,19 +39,20 @@ speculation itself (sampling, bookkeeping, the draft model's catch-up pass).
 reported), all parameters bounded below by 0, started from a non-negative linear fit
 (:func:`scipy.optimize.nnls`, compute term left out) and from that start with the
 compute term touching the most compute-heavy row; the lower cost wins. Parameters the
-rows cannot determine are fixed at 0 and said so in ``notes``: batch slopes
-(``v1``, ``d1_i``) with one batch size measured, ``overhead`` without a speculative
-row. When no drafter is measured at two ``k`` or more, draft cost and overhead are not
-separable (a note says so); predictions at the measured points are
-unaffected.
+rows cannot determine are fixed at 0 and said so in ``notes``: the batch slopes
+(``v1`` and every ``d1_i``) with one batch size measured, a drafter's ``d1_i`` when its
+speculative rows are at one batch size, ``overhead`` without a speculative row. When
+no drafter is measured at two ``k`` or more, draft cost and overhead are not separable
+(a note says so); predictions at the measured points are unaffected.
 
 **Output.** The problem's ``serving`` section in the shared format: ``verify_ms`` (the
 fitted ``verify`` at every measured batch size and every integer token count
 ``1..m_max·k_max + 1``, ``k_max`` the largest measured ``k``), each fitted drafter's
 ``draft_ms`` at the measured batch sizes, and ``overhead_ms``, so that the serving
 model's component form ``verify_ms(b, m·k + 1) + k·Σ draft_ms_i(b) + overhead_ms``
-reproduces the fitted step times exactly at every measured batch size and every ``k``
-up to ``k_max``.
+reproduces the fitted step times at every measured batch size and every ``k`` up to
+``k_max``, to the 6 significant digits written (a draft time fitted below
+:data:`MIN_MS` is written as :data:`MIN_MS`, the format needing it positive).
 
 ``--holdout F --seed S`` holds out a seeded random fraction ``F`` of the rows (never the
 last row of a drafter set, so every drafter stays fitted), fits on the rest, and
@@ -291,12 +294,11 @@ class _Layout:
     fit_v1: bool
     fit_overhead: bool
     drafters: np.ndarray  # indices of fitted drafters
-    fit_d1: bool
+    sloped: np.ndarray  # indices of fitted drafters whose batch slope d1 is free
     notes: list[str] = field(default_factory=list)
 
     def size(self) -> int:
-        nd = len(self.drafters)
-        return 2 + int(self.fit_v1) + int(self.fit_overhead) + nd * (1 + int(self.fit_d1))
+        return 2 + int(self.fit_v1) + int(self.fit_overhead) + len(self.drafters) + len(self.sloped)
 
     def unpack(self, x: np.ndarray, n: int, drafting: str) -> StepModel:
         i = 0
@@ -317,8 +319,7 @@ class _Layout:
         nd = len(self.drafters)
         d0[self.drafters] = x[i : i + nd]
         i += nd
-        if self.fit_d1:
-            d1[self.drafters] = x[i : i + nd]
+        d1[self.sloped] = x[i : i + len(self.sloped)]
         fitted = np.zeros(n, bool)
         fitted[self.drafters] = True
         return StepModel(float(v0), float(v1), float(c), float(o), d0, d1, fitted, drafting)
@@ -352,7 +353,18 @@ def _layout(data: Measured, names: tuple[str, ...]) -> _Layout:
                 f"{names[i]} is measured at one k only ({int(ks[0])}): its draft cost and the "
                 "per-step overhead are not separable, so k other than the measured one is a guess"
             )
-    return _Layout(several_batches, bool(spec.any()), used, several_batches, notes)
+    sloped = []
+    for i in used:
+        at = np.unique(data.batch[spec & data.members[:, i]])
+        if at.size > 1:
+            sloped.append(i)
+        elif several_batches:
+            notes.append(
+                f"{names[i]}'s speculative rows are at batch {int(at[0])} only: the batch slope "
+                "of its draft time is not determined and is fixed at 0 (the same draft time at "
+                "every batch size)"
+            )
+    return _Layout(several_batches, bool(spec.any()), used, np.asarray(sloped, np.int64), notes)
 
 
 def fit_step_model(
@@ -378,9 +390,8 @@ def fit_step_model(
         cols.append(spec)
     for i in layout.drafters:
         cols.append(k * data.members[:, i])
-    if layout.fit_d1:
-        for i in layout.drafters:
-            cols.append(k * data.members[:, i] * b)
+    for i in layout.sloped:
+        cols.append(k * data.members[:, i] * b)
     a = np.column_stack(cols) / step_ms[:, None]
     c_index = 2 if layout.fit_v1 else 1
     keep = np.ones(a.shape[1], bool)
@@ -552,7 +563,8 @@ def calibrated_problem_data(
 
     Everything else of ``P`` is kept as written (a pydantic dump of what the file set;
     comments are not kept). Changes, each returned as a note: ``serving`` replaced (its
-    ``gpu_cost_per_hour`` and ``memory`` kept, measured ``step_ms`` tables dropped), the
+    ``gpu_cost_per_hour`` and ``memory`` kept, measured ``step_ms`` tables dropped, its
+    ``batch_sizes`` the measured ones), the
     fitted drafters' ``draft_ms`` set and other drafters' removed, ``search.k.max``
     lowered to the largest measured ``k``, and ``errors.outcomes`` rewritten relative to
     the new file's folder. The result is validated before it is returned.
@@ -570,6 +582,12 @@ def calibrated_problem_data(
             "serving.step_ms (measured tables) dropped: the calibrated model replaces them"
         )
     serving, draft_ms, k_max = serving_section(problem, cal, previous)
+    planned = list(previous.get("batch_sizes") or []) if previous else []
+    if planned and planned != serving["batch_sizes"]:
+        notes.append(
+            f"serving.batch_sizes {planned} replaced by the measured batch sizes "
+            f"{serving['batch_sizes']}: the calibrated tables cover those"
+        )
     data["serving"] = serving
     for d in data["drafters"]:
         if d["name"] in draft_ms:

@@ -1,5 +1,7 @@
 """Plans under load: the best configuration at each batch size, and the front at one.
 
+The rules and their reasons: docs/design.md §8.5.
+
 Both enumerate the problem's search space (``search.m``, ``require``, ``exclude``)
 exhaustively, every subset at every ``k`` of ``search.k`` up to the largest ``k`` any
 step time reaches, vectorised over subsets (:func:`allocator.search.space.iter_subsets`
@@ -47,6 +49,9 @@ from ..search.space import iter_subsets
 
 #: Subset x k cells evaluated per chunk (bounds memory).
 MAX_CELLS = 1 << 20
+#: Relative difference between a table's own ``k = 0`` step and the baseline above which
+#: :func:`schedule` notes that the file's plain-decoding times disagree.
+K0_TOLERANCE = 0.01
 
 
 @dataclass
@@ -199,6 +204,7 @@ def schedule(problem: Problem) -> Schedule:
             f"{no_room:,} configuration(s) left out at some batch size: their drafters take "
             "KV-cache memory the batch needs (serving.memory, drafters[].memory_gb)"
         )
+    notes += baseline_disagreements(problem, batches, off)
     return Schedule(
         problem=problem.name,
         names=problem.names,
@@ -213,6 +219,32 @@ def schedule(problem: Problem) -> Schedule:
         unmeasured=unmeasured,
         notes=notes,
     )
+
+
+def baseline_disagreements(problem: Problem, batch: np.ndarray, off: np.ndarray) -> list[str]:
+    """A note when a table's own ``k = 0`` step differs from the baseline ``off`` ``(S,)``
+    (ms at each of ``batch``) by more than :data:`K0_TOLERANCE`: the schedule decides
+    against the baseline while each row's speedup is over its own ``k = 0``
+    (docs/design.md §8.5), so the two can then disagree."""
+    serving = _need_serving(problem)
+    zero = np.zeros(1, np.int64)
+    found = []
+    for t in serving.tables:
+        names = "+".join(n for n, on in zip(problem.names, t.members, strict=True) if on)
+        for b, base in zip(batch, off, strict=True):
+            own = float(step_grid(problem, t.members[None, :], zero, float(b))[0, 0])
+            if not np.isnan(own) and abs(own - base) > K0_TOLERANCE * base:
+                found.append(f"{names}'s table {own:.4g} ms against {base:.4g} at batch {b}")
+    if not found:
+        return []
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return [
+        "the file's k = 0 (no speculation) step times disagree: "
+        + "; ".join(found[:3])
+        + more
+        + ". The schedule compares tokens/s with the baseline (verify_ms(b, 1), else the "
+        "first table's k = 0); each row's speedup is over its own configuration's k = 0"
+    ]
 
 
 def speculation_off_from(batch: np.ndarray, k: np.ndarray) -> int | None:

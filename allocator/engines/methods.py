@@ -1,5 +1,7 @@
 """The one table of drafter methods: what each is, what it takes, what each engine calls it.
 
+The table and the export rules: docs/design.md §8.8.
+
 A drafter's ``method`` (problem file, ``drafters[].method``) says how a serving engine
 runs it. The names are vLLM's ``--speculative-config`` ``method`` values; SGLang calls
 them by its ``--speculative-algorithm`` names. Read from the engines' source:

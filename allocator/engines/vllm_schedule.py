@@ -1,5 +1,7 @@
 """A k schedule by batch size as vLLM's dynamic speculative decoding takes it.
 
+The ranges and their reasons: docs/design.md §8.6.
+
 vLLM reads ``num_speculative_tokens_per_batch_size`` from ``--speculative-config``:
 a list of ``[range_start, range_end, k]`` entries, each an inclusive range of batch
 sizes (concurrent sequences in a scheduling step). Followed here, as read in

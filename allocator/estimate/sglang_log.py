@@ -1,5 +1,7 @@
 """SGLang's decode log lines (``accept len``) → one scalar acceptance, with a weaker interval.
 
+The estimator and its interval: docs/design.md §8.9.
+
 SGLang's scheduler logs, every ``--decode-log-interval`` decode steps (40 by default;
 ``log_decode_stats`` in the scheduler's metrics mixin, sgl-project/sglang)::
 

@@ -1,5 +1,7 @@
 """SGLang's per-request speculative statistics (JSON Lines of responses) → acceptance counts.
 
+The estimator: docs/design.md §8.9.
+
 One JSON object per line: a response of SGLang's native ``/generate`` (or a list of
 them, as a batch request returns), with its ``meta_info``. SGLang fills, per request
 (``fill_spec_decoding_meta`` in the tokenizer manager, python/sglang/srt/managers/, and

@@ -1,5 +1,7 @@
 """vLLM's ``SpecDecoding metrics:`` log lines → acceptance counts of one drafter.
 
+The estimator: docs/design.md §8.9.
+
 Each line covers one logging interval (vLLM resets its counters after logging;
 ``SpecDecodingLogging.log`` in ``vllm/v1/spec_decode/metrics.py``)::
 

@@ -1,5 +1,7 @@
 """vLLM's Prometheus metrics (text exposition or OpenMetrics) → per-drafter acceptance counts.
 
+The estimator and why its short-draft bounds hold: docs/design.md §8.9.
+
 Counters as vLLM defines them in ``vllm/v1/spec_decode/metrics.py`` (``SpecDecodingProm``)
 and fills them in ``Scheduler.make_spec_decoding_stats`` (``vllm/v1/core/sched/
 scheduler.py``), labelled ``model_name`` and ``engine`` (others are allowed):

@@ -1,5 +1,7 @@
 """Serving under load: step wall time, tokens/s, inter-token latency and $/Mtok at a batch size.
 
+The model and its reasons: docs/design.md §8.1–§8.4.
+
 A decoding *step* drafts ``k`` tokens per sequence and verifies them for the whole
 batch of ``b`` concurrent sequences; ``k = 0`` is plain decoding, the baseline. Its
 wall time ``step_ms(b, k)`` (ms) comes from, in this order:
