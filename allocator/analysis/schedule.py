@@ -226,7 +226,7 @@ def baseline_disagreements(problem: Problem, batch: np.ndarray, off: np.ndarray)
     (ms at each of ``batch``) by more than :data:`K0_TOLERANCE`: the schedule decides
     against the baseline while each row's speedup is over its own ``k = 0``
     (docs/design.md §8.5), so the two can then disagree."""
-    serving = _need_serving(problem)
+    serving = need_serving(problem)
     zero = np.zeros(1, np.int64)
     found = []
     for t in serving.tables:
