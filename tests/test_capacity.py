@@ -317,6 +317,11 @@ def _bad_cases():
         (base, [*ok, "--sweep-load", "0:10:3"], "--sweep-load"),
         (base, [*ok, "--sweep-load", "1:10"], "--sweep-load"),
         (base, [*ok, "--plot", "x.png"], "--plot"),
+        # more replicas than int64 counts hold: refused, not wrapped to a negative fleet
+        (base, ["--tokens-per-s", "1e30"], "--tokens-per-s"),
+        (base, [*ok, "--sweep-load", "1:1e30:3"], "--sweep-load"),
+        # a sweep of 10^8 loads would run for minutes and fill memory: refused up front
+        (base, [*ok, "--sweep-load", "1:10:100000000"], "--sweep-load"),
     ]
 
 
