@@ -121,12 +121,25 @@ def _simulation(tree: Tree, p: np.ndarray, rounds: int, seed: int) -> dict:
     }
 
 
+#: Largest ``topk`` of one ``--eagle`` setting (SGLang's own defaults stay below 10).
+MAX_TOPK = 64
+
+
 def _parse_eagle(text: str) -> tuple[int, int, int]:
     parts = split_names(text)
     try:
         steps, topk, tokens = (int(x) for x in parts)
     except ValueError:
         raise InputError("--eagle", f"{text!r} is not STEPS,TOPK,TOKENS (three integers)") from None
+    # the same caps as the optimal tree's (--depth, --nodes); topk by MAX_TOPK, so the
+    # topk + (steps - 1)·topk² candidates SGLang drafts stay countable
+    for what, value, top in (
+        ("num_steps", steps, MAX_DEPTH),
+        ("topk", topk, MAX_TOPK),
+        ("num_draft_tokens", tokens, MAX_NODES + 1),
+    ):
+        if value > top:
+            raise InputError("--eagle", f"{what} {value} is above {top}, the most planned")
     return steps, topk, tokens
 
 
