@@ -171,7 +171,10 @@ def tree_command(
         "topk <= --width, num_draft_tokens - 1 <= --nodes) and pick the best.",
     ),
     eagle: str = typer.Option(
-        None, "--eagle", help="Evaluate one SGLang setting STEPS,TOPK,TOKENS.", metavar="S,K,T"
+        None,
+        "--eagle",
+        help="Evaluate one SGLang setting STEPS,TOPK,TOKENS (at most 64, 64, 513).",
+        metavar="S,K,T",
     ),
     export: str = typer.Option(
         None, "--export", help="Print the engine tree's settings: sglang or vllm."
@@ -190,6 +193,11 @@ def tree_command(
 ) -> None:
     """The tree of at most NODES nodes and depth <= DEPTH with the most expected tokens per
     step (Sequoia's dynamic programme, exact), from the drafter's acceptance_by_rank.
+
+    acceptance_by_rank is conditional: p_r, rank r accepted once ranks < r at that node
+    were rejected. Sequoia's acceptance-rate vector is unconditional (q_r, the share of
+    steps whose accepted child had rank r): convert it with p_r = q_r / (1 - sum_{s<r}
+    q_s), allocator.model.tree.from_unconditional.
 
     Without --nodes: the front of E and throughput against tree size (the verifier's cost
     of checking n tokens plus one drafting step per level), and per batch size with a
