@@ -377,3 +377,16 @@ def test_steps_sweep_reads_in_the_calibrate_format(tmp_path):
     )
     data = read_measured(MEASURED / "sglang-pr22246-steps.csv", Problem.from_file(p))
     assert len(data) == 42 and set(data.k.tolist()) == set(range(1, 7))
+
+
+def test_spreadsheet_export_with_byte_order_mark_and_crlf(problem_file, tmp_path):
+    # Excel's "CSV UTF-8" starts with a byte-order mark; it read as part of the first
+    # column's name ('\ufeffdrafters'), so the file was refused for a missing column
+    csv = tmp_path / "m.csv"
+    csv.write_bytes(b"\xef\xbb\xbf" + GOOD_ROWS.replace("\n", "\r\n").encode())
+    plain = tmp_path / "plain.csv"
+    plain.write_text(GOOD_ROWS)
+    prob = load(problem_file)
+    got, want = read_measured(csv, prob), read_measured(plain, prob)
+    for name in ("members", "k", "batch", "tokens_per_s", "mean_accepted", "lines"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))

@@ -153,7 +153,8 @@ def read_measured(path: str | Path, problem: Problem) -> Measured:
     if not p.is_file():
         raise InputError("measured", f"file not found: {p}")
     try:
-        text = p.read_text(encoding="utf-8")
+        # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
+        text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError("measured", f"cannot read {p}: {type(exc).__name__}") from None
     numbered = [
