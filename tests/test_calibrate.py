@@ -390,3 +390,18 @@ def test_spreadsheet_export_with_byte_order_mark_and_crlf(problem_file, tmp_path
     got, want = read_measured(csv, prob), read_measured(plain, prob)
     for name in ("members", "k", "batch", "tokens_per_s", "mean_accepted", "lines"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+def test_rows_without_a_baseline_say_the_baseline_is_not_measured(problem_file, tmp_path):
+    # speedups are read against k = 0: without such a row at a batch size the calibrated
+    # baseline there is inferred from the speculative rows, which the notes must say
+    csv = tmp_path / "m.csv"
+    csv.write_text(
+        "drafters,k,batch,tokens_per_s\n,0,1,100\na,2,1,150\na,4,1,160\nb,3,1,140\n"
+        "a,2,8,900\nb,3,8,850\n"
+    )
+    prob = load(problem_file)
+    notes = calibrate(prob, read_measured(csv, prob)).notes
+    assert any("no plain-decoding row (k = 0) at batch 8" in n for n in notes), notes
+    csv.write_text(GOOD_ROWS)
+    assert not any("plain-decoding" in n for n in calibrate(prob, read_measured(csv, prob)).notes)

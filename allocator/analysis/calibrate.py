@@ -338,6 +338,13 @@ def _layout(data: Measured, names: tuple[str, ...]) -> _Layout:
         )
     if not spec.any():
         notes.append("no speculative row: only the verifier's plain decoding step is fitted")
+    bare = sorted(set(data.batch.tolist()) - set(data.batch[~spec].tolist()))
+    if spec.any() and bare:
+        notes.append(
+            f"no plain-decoding row (k = 0) at batch {', '.join(map(str, bare))}: the baseline "
+            "there (speedup, where speculation stops paying) is the model's reading of the "
+            "speculative rows, not a measurement"
+        )
     elif several_batches:
         lo, hi = int(data.batch[spec].min()), int(data.batch[spec].max())
         if lo > data.batch.min() or hi < data.batch.max():
