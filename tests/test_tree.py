@@ -348,6 +348,8 @@ def test_estimated_rank_intervals_cover_at_the_stated_rate(tmp_path):
         ("position,eagle@1,eagle@3", "1,1,0", "independent", "ranks.csv", "1..R"),
         ("position,eagle,eagle@1", "1,1,1", "independent", "ranks.csv", "rank columns"),
         ("position,eagle@1,eagle@2", "1,1,0", "empirical", "--errors", "NAME@r"),
+        # the bad cell quoted as the file has it, not as numpy's repr np.str_('2')
+        ("position,eagle@1,eagle@2", "1,2,0", "independent", "ranks.csv line 2", "'2' is not"),
     ],
 )
 def test_bad_rank_logs(tmp_path, header, row, errors, field, needle):

@@ -153,7 +153,7 @@ def read_outcomes(path: str | Path) -> dict:
         if bad.size:
             raise InputError(
                 f"{path.name} line {first + bad[0]}",
-                f"column {name!r}: {v[bad[0]]!r} is not 0 or 1",
+                f"column {name!r}: {str(v[bad[0]])!r} is not 0 or 1",
             )
         outcomes[:, i] = one
     if "round" not in header:
