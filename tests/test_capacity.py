@@ -346,6 +346,7 @@ def test_infeasible_target_names_the_best_latency(tmp_path):
     assert r.exit_code == 2
     # the lowest latency: drafter a at k = 2, batch 1: 8.0 / 2.44 ms
     assert f"{8.0 / 2.44:.6g} ms" in r.stderr and "batch 1" in r.stderr
+    assert "drafters a, k=2" in r.stderr, r.stderr  # the drafter named, as printed
 
 
 def test_schedule_applies_the_memory_cap():

@@ -421,7 +421,9 @@ def _infeasible(grid: ServingGrid, itl_target: float) -> InputError:
     itl = np.where(ok, grid.itl_ms, np.inf)
     s, c = np.unravel_index(int(np.argmin(itl)), itl.shape)
     names = [n for n, on in zip(grid.names, grid.members[c], strict=True) if on]
-    what = f"drafters [{', '.join(names)}], k={int(grid.k[c])}" if names else "no speculation"
+    # no square brackets: the error line is printed through rich, which took "[eagle3]"
+    # for a style tag and dropped the drafter's name
+    what = f"drafters {'+'.join(names)}, k={int(grid.k[c])}" if names else "no speculation"
     return InputError(
         "--itl-ms",
         f"no configuration meets itl_ms <= {itl_target:g} at any batch size; the lowest "
