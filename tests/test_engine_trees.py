@@ -132,7 +132,7 @@ convention: bonus
 verifier: {pass_cost: 1.0, token_cost: 0.02}
 drafters:
   - name: eagle
-    acceptance: 0.7
+    acceptance: [0.7, 0.6]  # rank 1 of acceptance_by_rank, so chains and trees agree
     unit_cost: 0.05
     method: eagle3
     model: org/EAGLE3-demo

@@ -59,6 +59,25 @@ def _drafter(prob: Problem, names: str) -> tuple[int, np.ndarray]:
     return index, rank_matrix(d.acceptance_by_rank)
 
 
+def _rank_one_note(prob: Problem, index: int, p: np.ndarray) -> str | None:
+    """A note when ``acceptance`` and ``acceptance_by_rank``'s rank 1 disagree (by more
+    than 0.005 at some depth, the last entry of each repeating): the chain commands read
+    the first, trees the second, so their answers would not be of one drafter."""
+    chain = np.asarray(prob.acceptance[index], dtype=float)
+    rank1 = p[:, 0]
+    n = max(chain.size, rank1.size)
+    a = chain[np.minimum(np.arange(n), chain.size - 1)]
+    b = rank1[np.minimum(np.arange(n), rank1.size - 1)]
+    j = int(np.argmax(np.abs(a - b)))
+    if abs(a[j] - b[j]) <= 0.005:
+        return None
+    return (
+        f"drafters.{index}.acceptance gives {a[j]:.4g} at position {j + 1} where "
+        f"acceptance_by_rank's rank 1 gives {b[j]:.4g}: chains (solve, evaluate, capacity) "
+        "read acceptance, trees acceptance_by_rank; make rank 1 the chain's acceptance"
+    )
+
+
 def _check(nodes: int | None, depth: int, width: int | None, max_nodes: int) -> None:
     for option, value, top in (
         ("--nodes", nodes, MAX_NODES),
@@ -237,6 +256,9 @@ def tree_command(
     else:
         doc = _front(prob, index, p, max_nodes, depth, width)
     doc["drafter"] = name
+    mismatch = _rank_one_note(prob, index, p)
+    if mismatch is not None:
+        doc["notes"] = [*doc.get("notes", []), mismatch]
     for note in doc.get("notes", []):
         err.print(f"note: {note}", soft_wrap=True, markup=False)
     if plot_path:
