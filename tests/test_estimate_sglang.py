@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from allocator.cli import app
 from allocator.estimate import estimate
+from allocator.exceptions import InputError
 from allocator.spec import load_problem
 
 runner = CliRunner()
@@ -142,8 +143,29 @@ BAD_REQUESTS = [
     ('{"text": "hi"}', "expected an SGLang response object with meta_info"),
     (json.dumps(sglang_response([5, 3, 1, 1], k=2)), "accepted 3 drafts, more than the 2"),
     (json.dumps({"text": "", "meta_info": {}}), "no response with speculative rounds"),
+    # Python's json reads NaN and Infinity: neither is a count
+    (good().replace("[5, 3, 2]", "[5, NaN, 2]", 1), "histogram[1]: nan is not a whole"),
+    (good(spec_verify_ct=float("inf")), "spec_verify_ct: inf is not a whole number"),
     (good() + "\n" + json.dumps({**json.loads(good()), "workload": "chat"}), "workload: some"),
 ]
+
+
+def test_k_past_the_proposed_drafts_is_refused(tmp_path):
+    """Rounds drafting 2 tokens never reach position 3: --k 3 would read them as rejected
+    there (an acceptance of 0), so it is refused; a smaller --k (a tree's depth) is kept."""
+    path = tmp_path / "r.jsonl"
+    write_jsonl(path, [sglang_response([50, 30, 20], k=2)])
+    out = tmp_path / "p.yaml"
+    res = run("estimate", path, "--format", "sglang-requests", "--out", out, "--k", "3")
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip().splitlines() == [res.stderr.strip()]
+    assert res.stderr.startswith("error: --k: 3 exceeds the 2 drafted"), res.stderr
+    assert not out.exists()
+    with pytest.raises(InputError, match="accepted 2 drafts, more than the 1"):
+        estimate(path, "sglang-requests", out, min_trials=1, k=1)
+    got = estimate(path, "sglang-requests", out, min_trials=1, k=2)
+    assert got.drafters[0].trials.tolist() == [100, 50]
+    assert got.drafters[0].successes.tolist() == [50, 20]
 
 
 @pytest.mark.parametrize("text,needle", BAD_REQUESTS)

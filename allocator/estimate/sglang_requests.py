@@ -34,6 +34,7 @@ Workload weights: each workload's share of the tokens its spec rounds produced,
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -49,7 +50,13 @@ PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts")
 
 
 def _count(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    # JSON lines may hold NaN and Infinity (Python's json reads them): not counts either
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value != int(value)
+    ):
         raise InputError(where, f"{value!r} is not a whole number")
     if value < 0:
         raise InputError(where, f"{value!r} is negative; counts cannot be")
@@ -183,6 +190,14 @@ def estimate_sglang_requests(
             path.name,
             f"responses report different draft lengths ({', '.join(map(str, sorted(lengths)))} "
             "per round, from spec_num_proposed_drafts); keep one server setting per file",
+        )
+    if k is not None and lengths and k > max(lengths):
+        # a position past the drafted ones was never proposed: counting its rounds as
+        # reached-and-rejected would report an acceptance of ~0 there
+        raise InputError(
+            "--k",
+            f"{k} exceeds the {max(lengths)} drafted token(s) per round that "
+            "spec_num_proposed_drafts reports; positions past it were never drafted",
         )
     if k is None and lengths:
         k = lengths.pop()
