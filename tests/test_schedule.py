@@ -14,7 +14,7 @@ from allocator.cli import app
 from allocator.engines.vllm_schedule import batch_ranges, speculative_config
 from allocator.exceptions import InputError
 from allocator.problem import Problem
-from allocator.spec import parse_problem
+from allocator.spec import Drafter, parse_problem
 
 runner = CliRunner()
 
@@ -281,25 +281,60 @@ def test_export_from_the_bundled_problem(problems_dir, tmp_path):
     assert [dense[r["batch"]] for r in rows] == [r["k"] for r in rows]
 
 
+def drafter(name, **fields):
+    return Drafter(name=name, acceptance=0.7, unit_cost=0.05, **fields)
+
+
 def test_export_refuses_what_vllm_cannot_serve():
     rows = [
         {"batch": 1, "drafters": ["a", "b"], "k": 3},
         {"batch": 8, "drafters": ["a"], "k": 2},
     ]
-    drafters = {"a": {"model": "org/a"}, "b": {"model": "org/b"}}
+    drafters = {"a": drafter("a", model="org/a"), "b": drafter("b", model="org/b")}
     with pytest.raises(InputError, match="one drafter"):
         speculative_config(rows, drafters)
     with pytest.raises(InputError, match="never speculates"):
         speculative_config([{"batch": 1, "drafters": [], "k": 0}], drafters)
     with pytest.raises(InputError, match="no `model`"):
-        speculative_config(rows[1:], {"a": {"model": None}})
-    got = speculative_config(rows[1:] + [{"batch": 64, "drafters": [], "k": 0}], drafters)
+        speculative_config(rows[1:], {"a": drafter("a")})
+    got, notes = speculative_config(rows[1:] + [{"batch": 64, "drafters": [], "k": 0}], drafters)
     assert got == {
         "method": "draft_model",
         "model": "org/a",
         "num_speculative_tokens": 2,
         "num_speculative_tokens_per_batch_size": [[1, 63, 2], [64, 64, 0]],
     }
+    # issue 12: a drafter without method exports as draft_model, with a note saying so
+    assert any("has no method" in n for n in notes)
+
+
+def test_export_follows_the_method_table():
+    """The schedule's drafter part is what vLLM's SpeculativeConfig takes for its method
+    (vllm/config/speculative.py): mtp without model loads the target's own MTP layers
+    (no refusal), ngram carries its lookup fields and no model."""
+    rows = [{"batch": 1, "drafters": ["a"], "k": 3}, {"batch": 16, "drafters": ["a"], "k": 1}]
+    got, notes = speculative_config(rows, {"a": drafter("a", method="mtp")})
+    assert got == {
+        "method": "mtp",
+        "num_speculative_tokens": 3,
+        "num_speculative_tokens_per_batch_size": [[1, 15, 3], [16, 16, 1]],
+    }
+    assert any("MTP layers" in n for n in notes) and not any("has no method" in n for n in notes)
+    ngram = drafter("a", method="ngram", prompt_lookup_min=2, prompt_lookup_max=4)
+    got, _ = speculative_config(rows, {"a": ngram})
+    assert got["method"] == "ngram" and "model" not in got
+    assert (got["prompt_lookup_min"], got["prompt_lookup_max"]) == (2, 4)
+
+
+def test_export_cli_prints_notes_on_stderr_only(problems_dir, tmp_path):
+    data = yaml.safe_load((problems_dir / "serving-eagle.yaml").read_text())
+    data["drafters"][0]["method"] = "mtp"
+    del data["drafters"][0]["model"]
+    r = runner.invoke(app, ["schedule", str(write(tmp_path, data)), "--export", "vllm"])
+    assert r.exit_code == 0, r.output
+    config = json.loads(r.stdout)
+    assert config["method"] == "mtp" and "model" not in config
+    assert "MTP layers" in r.stderr
 
 
 # ---------------------------------------------------------------- command line

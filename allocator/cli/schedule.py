@@ -68,12 +68,13 @@ def schedule(
     rows = sched.rows()
     doc = {"rows": rows, "speculation_off_from": sched.speculation_off_from}
     text = None
+    export_notes: list[str] = []
     if export is not None:
         from ..engines.vllm_schedule import export_text
 
         spec = prob.spec
-        drafters = {} if spec is None else {d.name: d.model_dump() for d in spec.drafters}
-        text = export_text(rows, drafters)
+        drafters = {} if spec is None else {d.name: d for d in spec.drafters}
+        text, export_notes = export_text(rows, drafters)
     if plot_path:
         from ..plots import plot_schedule
 
@@ -83,7 +84,7 @@ def schedule(
         return
     if json_path:
         write_atomic(json_path, _json(doc), "--json")
-    for note in sched.notes:
+    for note in sched.notes + export_notes:
         err.print(note)
     if text is not None:
         out.print(text, end="", soft_wrap=True, markup=False)

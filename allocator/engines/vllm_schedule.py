@@ -33,8 +33,11 @@ all use the same single drafter.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from ..exceptions import InputError
+from .vllm import DrafterLike
+from .vllm import speculative_config as drafter_config
 
 #: The first vLLM release whose ``--speculative-config`` takes the schedule.
 VLLM_MIN_VERSION = "0.24.0"
@@ -56,10 +59,16 @@ def batch_ranges(batch: list[int], k: list[int]) -> list[list[int]]:
     return out
 
 
-def speculative_config(rows: list[dict], drafters: dict[str, dict]) -> dict:
+def speculative_config(
+    rows: list[dict], drafters: Mapping[str, DrafterLike]
+) -> tuple[dict[str, object], list[str]]:
     """vLLM's ``--speculative-config`` for a schedule's ``rows`` (``schedule --json``
-    rows); ``drafters`` maps names to their problem-file entries (``model``, ``method``,
-    ``prompt_lookup_min`` / ``_max``)."""
+    rows), and notes for stderr; ``drafters`` maps names to their problem-file entries.
+
+    The drafter's part (``method``, ``model`` where the method takes one, ngram's
+    fields, the notes) is :func:`allocator.engines.vllm.speculative_config`'s, the same
+    as ``solve --export vllm``, at the schedule's largest ``k``.
+    """
     sets = sorted({tuple(r["drafters"]) for r in rows if r["k"] > 0})
     if not sets:
         raise InputError(
@@ -73,26 +82,14 @@ def speculative_config(rows: list[dict], drafters: dict[str, dict]) -> dict:
             f"the schedule uses {used}; vLLM serves one drafter for every batch size "
             "(set search.m.max: 1 and keep one drafter, e.g. with search.require)",
         )
-    name = sets[0][0]
-    d = drafters[name]
-    method = d.get("method") or "draft_model"
-    out: dict = {"method": method}
-    if method not in ("ngram", "suffix"):
-        if not d.get("model"):
-            raise InputError(
-                "--export",
-                f"drafter {name!r} has no `model` (vLLM's model name or path); add `model:`",
-            )
-        out["model"] = d["model"]
-    for key in ("prompt_lookup_min", "prompt_lookup_max"):
-        if d.get(key) is not None:
-            out[key] = d[key]
     ks = [int(r["k"]) for r in rows]
-    out["num_speculative_tokens"] = max(ks)
+    out, notes = drafter_config(drafters[sets[0][0]], max(ks))
     out["num_speculative_tokens_per_batch_size"] = batch_ranges([r["batch"] for r in rows], ks)
-    return out
+    return out, notes
 
 
-def export_text(rows: list[dict], drafters: dict[str, dict]) -> str:
-    """The JSON to pass as ``vllm serve --speculative-config '<this>'``, one line."""
-    return json.dumps(speculative_config(rows, drafters)) + "\n"
+def export_text(rows: list[dict], drafters: Mapping[str, DrafterLike]) -> tuple[str, list[str]]:
+    """The JSON to pass as ``vllm serve --speculative-config '<this>'`` (one line), and
+    notes for stderr."""
+    config, notes = speculative_config(rows, drafters)
+    return json.dumps(config) + "\n", notes
