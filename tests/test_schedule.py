@@ -218,6 +218,48 @@ def test_schedule_turns_speculation_off_when_it_stops_paying():
         assert row["k"] == k and row["tokens_per_s"] == pytest.approx(tps, rel=1e-9)
 
 
+def unmeasured_at_128(data):
+    """No speculative step time at 128: the draft times stop at 64 and the measured
+    table has only its k = 0 entry there (the baseline is still measured)."""
+    for d in data["drafters"]:
+        if "draft_ms" in d:
+            d["draft_ms"] = {1: d["draft_ms"][1], 64: d["draft_ms"][128]}
+    data["serving"]["step_ms"][0]["by_batch"][128] = {0: 16.0}
+
+
+def test_unmeasured_speculation_is_not_reported_as_not_paying(tmp_path):
+    """At a planned batch size where no configuration with k >= 1 has a step time, k = 0
+    would win by default and read as "speculation stops paying" (speculation_off_from):
+    refused, naming the batch size, like every other unmeasured request."""
+    data = random_problem(0)
+    unmeasured_at_128(data)
+    problem = Problem.from_spec(parse_problem(data))
+    with pytest.raises(InputError) as exc:
+        schedule(problem)
+    assert exc.value.field == "serving.batch_sizes.5" and "batch size 128" in exc.value.message
+    out, plot = tmp_path / "s.json", tmp_path / "s.png"
+    r = runner.invoke(
+        app, ["schedule", str(write(tmp_path, data)), "--json", str(out), "--plot", str(plot)]
+    )
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == [r.output.strip()]
+    assert r.output.startswith("error: serving.batch_sizes.5: batch size 128: ")
+    assert not out.exists() and not plot.exists()
+    # without 128 the same problem plans, and k = 0 there is still a measured decision
+    data["serving"]["batch_sizes"] = data["serving"]["batch_sizes"][:-1]
+    rows = schedule(Problem.from_spec(parse_problem(data))).rows()
+    assert [r["batch"] for r in rows] == [1, 3, 16, 40, 64]
+
+
+def test_a_budget_that_excludes_speculation_still_turns_it_off():
+    """Configurations with a step time but over the budget are a measured "no"."""
+    data = random_problem(0)
+    data["budget"] = {"draft_cost_per_round": 1e-6}
+    sched = schedule(Problem.from_spec(parse_problem(data)))
+    assert all(r["k"] == 0 and r["drafters"] == [] for r in sched.rows())
+    assert sched.speculation_off_from == 1
+
+
 @pytest.mark.parametrize(
     ("k", "want"),
     [
