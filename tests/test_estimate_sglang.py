@@ -255,3 +255,26 @@ def test_k_option_only_for_sglang(tmp_path):
     path.write_text("round,position,a\n0,1,1\n")
     res = run("estimate", path, "--out", tmp_path / "p.yaml", "--k", "3")
     assert res.exit_code == 2 and "--k: applies to --format sglang-requests or" in res.stderr
+
+
+def test_outputs_never_overwrite_an_input(tmp_path):
+    """--out or --json naming the input or the --costs file (or each other) is refused
+    before any work; every file is left as it was."""
+    log = tmp_path / "r.jsonl"
+    write_jsonl(log, [sglang_response([50, 30, 20], k=2)])
+    costs = tmp_path / "costs.yaml"
+    costs.write_text("unit_cost: {draft: 0.05}\n")
+    before = {p: p.read_text() for p in (log, costs)}
+    out = tmp_path / "p.yaml"
+    base = ["--format", "sglang-requests", "--costs", costs]
+    for args, option in [
+        (["--out", costs], "--out"),
+        (["--out", out, "--json", log], "--json"),
+        (["--out", out, "--json", out], "--json"),
+    ]:
+        res = run("estimate", log, *base, *args)
+        assert res.exit_code == 2, res.output
+        assert res.stderr.strip().splitlines() == [res.stderr.strip()]
+        assert res.stderr.startswith(f"error: {option}: "), res.stderr
+        assert {p: p.read_text() for p in before} == before
+        assert not out.exists()

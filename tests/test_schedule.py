@@ -456,3 +456,20 @@ def test_schedule_export_bad_options(problems_dir):
     assert r.exit_code == 2 and r.output.startswith("error: --export: ")
     r = runner.invoke(app, ["schedule", path, "--export", "vllm", "--json", "-"])
     assert r.exit_code == 2 and r.output.startswith("error: --export: ")
+
+
+def test_outputs_never_overwrite_the_problem_or_each_other(problems_dir, tmp_path):
+    path = tmp_path / "p.yaml"
+    text = (problems_dir / "serving-eagle.yaml").read_text()
+    path.write_text(text)
+    for args, option in [
+        (["--json", str(path)], "--json"),
+        (["--json", str(tmp_path / ".." / tmp_path.name / "p.yaml")], "--json"),
+        (["--json", str(tmp_path / "s.svg"), "--plot", str(tmp_path / "s.svg")], "--plot"),
+    ]:
+        r = runner.invoke(app, ["schedule", str(path), *args])
+        assert r.exit_code == 2, r.output
+        assert r.output.strip().splitlines() == [r.output.strip()]
+        assert r.output.startswith(f"error: {option}: "), r.output
+        assert path.read_text() == text
+        assert not (tmp_path / "s.svg").exists()

@@ -21,6 +21,7 @@ from .common import (
     out,
     precheck_outputs,
 )
+from .paths import refuse_overwriting
 
 EXPORTS = ("vllm",)
 
@@ -52,6 +53,7 @@ def schedule(
     speculates).
     """
     precheck_outputs(json=json_path)
+    refuse_overwriting({"the problem file": problem}, {"--json": json_path, "--plot": plot_path})
     if plot_path:
         from ..plots import check_plot_path
 
