@@ -444,6 +444,26 @@ def test_openmetrics_underscore_names_read_like_colon_names(tmp_path):
     np.testing.assert_array_equal(ea.drafters[0].trials, eb.drafters[0].trials)
 
 
+def test_openmetrics_exactly_as_prometheus_client_writes_it(tmp_path):
+    """prometheus_client's OpenMetrics exposition of vLLM's counters (no edits): TYPE
+    lines keep the colon, samples use underscores. It used to fail as 'Clashing name'."""
+    rng = np.random.default_rng(12)
+    engines = [(2000, simulate_chain(rng, [0.8, 0.6], 2000, 3))] * 2
+    om = vllm_exposition({"m": engines}, openmetrics=True)
+    assert "# EOF" in om and "vllm:spec_decode_num_drafts" in om
+    a, b = tmp_path / "a.prom", tmp_path / "b.txt"
+    a.write_text(vllm_exposition({"m": engines}))
+    b.write_text(om)
+    ea = estimate(a, "vllm-metrics", tmp_path / "x.yaml")
+    eb = estimate(b, "vllm-metrics", tmp_path / "x.yaml")
+    np.testing.assert_array_equal(eb.drafters[0].trials, ea.drafters[0].trials)
+    np.testing.assert_array_equal(eb.drafters[0].successes, ea.drafters[0].successes)
+    # hand-computed from the simulated counters, summed over both engines
+    per_pos = 2 * np.asarray(engines[0][1])
+    np.testing.assert_array_equal(eb.drafters[0].successes, per_pos)
+    np.testing.assert_array_equal(eb.drafters[0].trials, [4000, *per_pos[:-1]])
+
+
 def test_restarted_server_segments_are_summed(tmp_path):
     """Two runs under one served model name: the second counts from zero (a value goes
     down) or past the first (only _created changes); either way both runs are summed."""

@@ -79,6 +79,13 @@ def _samples(text: str, source: str):
     from prometheus_client.parser import text_string_to_metric_families
 
     for chunk, om in _scrapes(text):
+        if om:
+            # prometheus_client's own OpenMetrics exposition (vLLM serves /metrics
+            # through it; seen with 0.26) writes vLLM's families as `# TYPE
+            # vllm:spec_decode_x counter` but their samples as `vllm_spec_decode_x_total`,
+            # and its strict parser then sees clashing families. One spelling for both
+            # (canonical() maps it back).
+            chunk = chunk.replace(PREFIX, _UNDERSCORE)
         parse = openmetrics_families if om else text_string_to_metric_families
         try:
             for family in parse(chunk):
