@@ -146,6 +146,9 @@ BAD_REQUESTS = [
     # Python's json reads NaN and Infinity: neither is a count
     (good().replace("[5, 3, 2]", "[5, NaN, 2]", 1), "histogram[1]: nan is not a whole"),
     (good(spec_verify_ct=float("inf")), "spec_verify_ct: inf is not a whole number"),
+    # past 2**53: int64 overflow (a traceback, or totals wrapping to negative) before
+    (good().replace("[5, 3, 2]", "[1e+30, 3, 2]", 1), "histogram[0]: 1e+30 is too large"),
+    (good().replace("[5, 3, 2]", f"[{2**62}, {2**62}, 1]", 1), "is too large to be a count"),
     (good() + "\n" + json.dumps({**json.loads(good()), "workload": "chat"}), "workload: some"),
 ]
 

@@ -47,6 +47,8 @@ HISTOGRAM = "spec_correct_drafts_histogram"
 HISTOGRAM_ALIAS = "spec_accept_histogram"
 CORRECT = ("spec_num_correct_drafts", "spec_accepted_drafts")
 PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts")
+#: The largest count taken (exact as a float; far past any server's).
+MAX_COUNT = 2**53
 
 
 def _count(value: object, where: str) -> int:
@@ -60,6 +62,10 @@ def _count(value: object, where: str) -> int:
         raise InputError(where, f"{value!r} is not a whole number")
     if value < 0:
         raise InputError(where, f"{value!r} is negative; counts cannot be")
+    if value > MAX_COUNT:
+        # past 2**53 a JSON number is no longer an exact count, and sums of such
+        # counts overflow the int64 totals
+        raise InputError(where, f"{value!r} is too large to be a count (more than 2**53)")
     return int(value)
 
 
