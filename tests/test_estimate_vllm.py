@@ -507,3 +507,19 @@ def test_metrics_more_draft_tokens_than_positions_refused(tmp_path):
     path.write_text(text)
     res = run("estimate", path, "--format", "vllm-metrics", "--out", tmp_path / "p.yaml")
     assert res.exit_code == 2 and "exceeds num_drafts x 2 positions" in res.stderr, res.stderr
+
+
+def test_huge_counters_still_write_a_valid_interval(tmp_path):
+    """5e16 drafts (a very long-lived deployment): the interval is narrower than the
+    file's 6 decimals; rounded to nearest it was written lo == hi and the file did not
+    validate. Rounded outward it holds the computed interval and stays lo < hi."""
+    drafts = 5 * 10**16
+    per_pos = np.array([4 * 10**16, 2.88 * 10**16])  # 0.8, then 0.72
+    path = tmp_path / "m.prom"
+    path.write_text(vllm_exposition({"m": [(drafts, per_pos)]}))
+    out = tmp_path / "p.yaml"
+    res = run("estimate", path, "--format", "vllm-metrics", "--out", out, "--unit-cost", "m=0.1")
+    assert res.exit_code == 0, res.output
+    d = load_problem(out).drafters[0]
+    for (lo, hi), a in zip(d.acceptance_interval, [0.8, 0.72], strict=True):
+        assert lo < a < hi and hi - lo <= 2.1e-6
