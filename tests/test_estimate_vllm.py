@@ -254,6 +254,12 @@ LINE = (
             "disagree",
         ),
         ("SpecDecoding metrics: Accepted: 3 tokens, Drafted: 6 tokens\n", "without"),
+        (  # past 2**53: int64 overflow, a traceback before
+            LINE.replace("Accepted: 324", "Accepted: 324" + "0" * 21)
+            .replace("Drafted: 600", "Drafted: 600" + "0" * 21)
+            .format(rates="0.750, 0.520, 0.350"),
+            "too large to be a token count",
+        ),
     ],
 )
 def test_bad_logs(tmp_path, text, needle):
