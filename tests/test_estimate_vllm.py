@@ -185,6 +185,10 @@ BAD_METRICS = [
     ),
     ('vllm:spec_decode_num_drafts_total{model_name="m"} 10\n', "missing"),
     ("this is { not prometheus\n", "not Prometheus text"),
+    (  # past 2**53 the int64 counts wrapped: "only -9223372036854775808 round(s)"
+        'vllm:spec_decode_num_drafts_total{model_name="m"} 1e30\n',
+        "num_drafts_total has value 1e+30, too large to be a count",
+    ),
 ]
 
 
@@ -516,11 +520,11 @@ def test_metrics_more_draft_tokens_than_positions_refused(tmp_path):
 
 
 def test_huge_counters_still_write_a_valid_interval(tmp_path):
-    """5e16 drafts (a very long-lived deployment): the interval is narrower than the
+    """2e15 drafts (a very long-lived deployment): the interval is narrower than the
     file's 6 decimals; rounded to nearest it was written lo == hi and the file did not
     validate. Rounded outward it holds the computed interval and stays lo < hi."""
-    drafts = 5 * 10**16
-    per_pos = np.array([4 * 10**16, 2.88 * 10**16])  # 0.8, then 0.72
+    drafts = 2 * 10**15
+    per_pos = np.array([1.6 * 10**15, 1.152 * 10**15])  # 0.8, then 0.72
     path = tmp_path / "m.prom"
     path.write_text(vllm_exposition({"m": [(drafts, per_pos)]}))
     out = tmp_path / "p.yaml"

@@ -46,6 +46,8 @@ FAMILIES = {
 }
 _BY_NAME = {v: k for k, v in FAMILIES.items()}
 _UNDERSCORE = "vllm_spec_decode_"
+#: The largest counter value taken (exact as a float; far past any server's).
+MAX_COUNT = 2**53
 
 
 def canonical(name: str) -> str:
@@ -117,6 +119,9 @@ def parse_counters(text: str, source: str, notes: list[str] | None = None) -> di
             continue
         if not np.isfinite(value) or value < 0:
             raise InputError(source, f"{name} has value {value}")
+        if value > MAX_COUNT:
+            # int64 counts past this wrapped silently ("-9223372036854775808 rounds")
+            raise InputError(source, f"{name} has value {value:g}, too large to be a count")
         values[key].append(value)
     last: dict[tuple, float] = {}
     restarted: dict[str, int] = defaultdict(int)
