@@ -7,13 +7,15 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ..exceptions import InputError
 from ..outputs import check_writable, to_json, write_atomic
 
-#: Human output (tables) goes to stdout; messages and progress to stderr.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True, highlight=False)
+#: Human output (tables) goes to stdout; messages and progress to stderr. Neither
+#: interprets rich markup: names and labels from a file (``[bold]``) print as written.
+out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True, highlight=False, markup=False)
 
 JsonOption = typer.Option(
     None,
@@ -26,7 +28,7 @@ ProblemArg = typer.Argument(..., help="Problem file (YAML or JSON).", show_defau
 
 
 def fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    err.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)
     return typer.Exit(2)
 
 
