@@ -7,15 +7,18 @@ from pathlib import Path
 
 import numpy as np
 
+from .exceptions import InputError
 from .model.evaluate import evaluate_configs
 from .problem import Problem
 from .result import Front, SolveResult
 from .search import make_strategy
+from .spec import MAX_K
 
 
-def load(path: str | Path) -> Problem:
-    """Read, validate and build a problem file."""
-    return Problem.from_file(path)
+def load(path: str | Path, *, check_search: bool = True) -> Problem:
+    """Read, validate and build a problem file (``check_search=False``: do not require
+    the search section to be satisfiable, as for evaluating one configuration)."""
+    return Problem.from_file(path, check_search=check_search)
 
 
 def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> SolveResult:
@@ -36,6 +39,8 @@ def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> So
 
 def evaluate(problem: Problem, drafters: list[str], k: int, field: str = "drafters") -> dict:
     """Every metric of one configuration, as the point dict of DESIGN §4."""
+    if not 1 <= k <= MAX_K:
+        raise InputError("--k" if field.startswith("--") else "k", f"must be in 1..{MAX_K:,}")
     members = problem.mask(drafters, field)[None, :]
     metrics = evaluate_configs(problem, members, np.array([k]))
     front = Front(members, np.array([k]), metrics, problem.cost_metric)

@@ -15,14 +15,18 @@ CSVs) goes through :func:`read_input_text`, and every YAML or JSON document thro
 
 YAML is parsed with libyaml's C safe loader when PyYAML was built with it
 (``yaml.CSafeLoader``), else with the pure-Python safe loader; both build only plain
-Python data (no object tags).
+Python data (no object tags). ``1e-3`` is a number (as in YAML 1.2).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import stat
+from collections.abc import Iterator
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +47,46 @@ MAX_NUMBER_CHARS = 64
 #: Integers must satisfy ``|n| < INT_LIMIT``.
 INT_LIMIT = 2**63
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """The safe loader, reading ``1e-3`` as a number as YAML 1.2 does (YAML 1.1 needs a
+    dot in the mantissa and would read it as text)."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
 _NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+#: (device, inode) of every input file read inside :func:`recording_inputs`.
+_READ: ContextVar[set[tuple[int, int]] | None] = ContextVar("allocator_inputs_read", default=None)
+
+
+@contextlib.contextmanager
+def recording_inputs() -> Iterator[set[tuple[int, int]]]:
+    """Within: every file checked by :func:`check_regular_file` is recorded, so that an
+    output about to replace one of them can be refused (:func:`is_input`)."""
+    seen: set[tuple[int, int]] = set()
+    token = _READ.set(seen)
+    try:
+        yield seen
+    finally:
+        _READ.reset(token)
+
+
+def is_input(path: str | Path) -> bool:
+    """Whether ``path`` is a file read as input inside the current :func:`recording_inputs`."""
+    seen = _READ.get()
+    if not seen:
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) in seen
 
 
 def _size_text(n: int) -> str:
@@ -72,6 +114,9 @@ def check_regular_file(path: str | Path, field: str, limit: int = MAX_DOCUMENT_B
         raise InputError(
             field, f"{p} is {st.st_size:,} bytes; input files are limited to {_size_text(limit)}"
         )
+    seen = _READ.get()
+    if seen is not None:
+        seen.add((st.st_dev, st.st_ino))
     return p
 
 

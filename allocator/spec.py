@@ -195,9 +195,13 @@ class WorkloadSpec(_Frozen):
     acceptance: dict[str, Acceptance] = {}
 
 
+#: Longest draft length searched or evaluated (every array over k stays small).
+MAX_K = 100_000
+
+
 class KRange(_Frozen):
-    min: Annotated[int, Field(ge=1)] = 1
-    max: Annotated[int, Field(ge=1)] = 64
+    min: Annotated[int, Field(ge=1, le=MAX_K)] = 1
+    max: Annotated[int, Field(ge=1, le=MAX_K)] = 64
 
     @model_validator(mode="after")
     def _order(self) -> KRange:

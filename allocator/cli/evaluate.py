@@ -8,6 +8,7 @@ import typer
 
 from .. import api
 from ..outputs import point_document
+from ..spec import MAX_K
 from . import app
 from .common import JsonOption, ProblemArg, emit_json, handles_input_errors, out, precheck_outputs
 from .render import point_table
@@ -24,12 +25,14 @@ def evaluate(
     drafters: str = typer.Option(
         ..., "--drafters", "-d", help="Comma-separated drafter names.", show_default=False
     ),
-    k: int = typer.Option(..., "--k", "-k", min=1, help="Draft length.", show_default=False),
+    k: int = typer.Option(
+        ..., "--k", "-k", min=1, max=MAX_K, help="Draft length.", show_default=False
+    ),
     json_path: str = JsonOption,
 ) -> None:
     """Evaluate one configuration (drafters and k), ignoring the search space and budget."""
     precheck_outputs(json=json_path)
-    prob = api.load(problem)
+    prob = api.load(problem, check_search=False)  # the search section does not apply
     point = point_document(api.evaluate(prob, split_names(drafters), k, field="--drafters"))
     if json_path == "-":
         emit_json(point, "-")

@@ -19,8 +19,8 @@ from .common import (
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
@@ -233,6 +233,8 @@ def parse_budget(items: list[str] | None) -> dict[str, float]:
         least = 1 if name == "drafters" else 0
         if not math.isfinite(cap) or cap < least:
             raise InputError("--budget", f"{name}: {value!r} must be a finite number >= {least}")
+        if name == "drafters" and not cap.is_integer():
+            raise InputError("--budget", f"drafters: {value!r} is not a whole number of drafters")
         caps[name] = cap
     return caps
 
@@ -354,17 +356,17 @@ def plan(
     levels = parse_sweep(sweep) if sweep is not None else False
     prob = api.load(problem)
     if levels is False:
-        result = make_plan(prob, caps, max_candidates=max_candidates, time_limit=time_limit)
-        doc, table = plan_document(result), plan_table
+        one = make_plan(prob, caps, max_candidates=max_candidates, time_limit=time_limit)
+        doc, table = plan_document(one), plan_table
     else:
-        result = sweep_hosting(
+        swept = sweep_hosting(
             prob, levels, caps, max_candidates=max_candidates, time_limit=time_limit
         )
-        doc, table = sweep_document(result), sweep_table
+        doc, table = sweep_document(swept), sweep_table
     if json_path == "-":
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for note in doc["notes"]:
-        err.print(note)
+    for message in doc["notes"]:
+        note(message)
     out.print(table(doc))

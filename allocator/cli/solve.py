@@ -7,20 +7,29 @@ from pathlib import Path
 import typer
 
 from .. import api
+from ..exceptions import InputError
 from ..outputs import front_csv, solve_document, write_atomic
 from . import app
 from .common import (
+    MAX_SEED,
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
+    emit_text,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
 from .progress import check_search_options, search_progress
 from .render import front_table
-from .uncertainty import apply_uncertainty, check_options, export_point, uncertainty_table
+from .uncertainty import (
+    MAX_SAMPLES,
+    apply_uncertainty,
+    check_options,
+    export_point,
+    uncertainty_table,
+)
 
 
 @app.command()
@@ -49,7 +58,11 @@ def solve(
     ),
     json_path: str = JsonOption,
     csv_path: str = typer.Option(
-        None, "--csv", help="Write the front as CSV to PATH.", metavar="PATH"
+        None,
+        "--csv",
+        help="Write the front as CSV to PATH, or to stdout with '-' (stdout then holds "
+        "only the CSV).",
+        metavar="PATH|-",
     ),
     plot_path: str = typer.Option(
         None,
@@ -59,12 +72,18 @@ def solve(
         metavar="PATH",
     ),
     samples: int = typer.Option(
-        None, "--samples", help="Re-solve on N posterior draws of the acceptance intervals."
+        None,
+        "--samples",
+        min=1,
+        max=MAX_SAMPLES,
+        help="Re-solve on N posterior draws of the acceptance intervals.",
     ),
     robust: float = typer.Option(
         None, "--robust", help="Build the front from the Q-quantile of throughput over draws."
     ),
-    seed: int = typer.Option(None, "--seed", help="Seed of every random path (default 0)."),
+    seed: int = typer.Option(
+        None, "--seed", min=0, max=MAX_SEED, help="Seed of every random path (default 0)."
+    ),
     export: str = typer.Option(
         None, "--export", help="Print a point as serving settings: vllm or sglang."
     ),
@@ -78,6 +97,8 @@ def solve(
     throughput and cost within the problem's budget.
     """
     precheck_outputs(json=json_path, csv=csv_path)
+    if json_path == "-" and csv_path == "-":
+        raise InputError("--csv", "stdout ('-') is already taken by --json -")
     check_options(samples, robust, export, pick, json_path)
     if plot_path:
         from ..plots import check_plot_path
@@ -100,7 +121,7 @@ def solve(
     doc = solve_document(result)
     if udoc is not None:
         doc["uncertainty"] = udoc
-    if csv_path:
+    if csv_path and csv_path != "-":
         write_atomic(csv_path, front_csv(doc["front"]), "--csv")
     if plot_path:
         from ..plots import plot_front, single_drafter_fronts
@@ -110,8 +131,11 @@ def solve(
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for note in result.notes:
-        err.print(note)
+    if csv_path == "-":
+        emit_text(front_csv(doc["front"]))
+        return
+    for message in result.notes:
+        note(message)
     if export is not None:
         export_point(prob, doc["front"], export, pick)
         return

@@ -11,12 +11,14 @@ from ..uncertainty import analyse
 
 #: Draws used by ``--robust`` when ``--samples`` is not given.
 DEFAULT_SAMPLES = 200
+#: Most posterior draws ``--samples`` takes (each draw re-solves the problem).
+MAX_SAMPLES = 100_000
 
 
 def check_options(samples, robust, export, pick, json_path) -> None:
     """Refuse option combinations that make no sense, before any work."""
-    if samples is not None and samples < 1:
-        raise InputError("--samples", "must be at least 1")
+    if samples is not None and not 1 <= samples <= MAX_SAMPLES:
+        raise InputError("--samples", f"must be in 1..{MAX_SAMPLES:,}")
     if robust is not None and not 0.0 < robust < 1.0:
         raise InputError("--robust", f"{robust} is not a quantile strictly between 0 and 1")
     if export is not None and export not in TARGETS:
@@ -81,13 +83,13 @@ def export_point(prob, points: list[dict], target: str, pick: int | None) -> Non
     """Print the chosen point as ``target``'s settings on stdout (notes on stderr)."""
     import sys
 
-    from .common import err
+    from .common import note
 
     point = pick_point(points, pick)
     models = {d.name: d.model for d in prob.spec.drafters} if prob.spec is not None else {}
     text = export_text(target, point, models)
-    note = convention_warning(prob.convention)
-    if note:
-        err.print(note, soft_wrap=True)
+    warning = convention_warning(prob.convention)
+    if warning:
+        note(warning)
     sys.stdout.write(text)
     sys.stdout.flush()

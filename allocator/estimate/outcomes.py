@@ -102,7 +102,7 @@ def _int_column(values: np.ndarray, name: str, path: Path, first_line: int) -> n
         bad = next(i for i, v in enumerate(values) if not v.lstrip("-").isdigit())
         raise InputError(
             f"{path.name} line {first_line + bad}",
-            f"column {name!r}: {values[bad]!r} is not an integer",
+            f"column {name!r}: {str(values[bad])!r} is not an integer",
         ) from None
 
 
@@ -131,7 +131,7 @@ def read_outcomes(path: str | Path) -> dict:
         if bad.size:
             raise InputError(
                 f"{path.name} line {first + bad[0]}",
-                f"column {name!r}: {v[bad[0]]!r} is not 0 or 1",
+                f"column {name!r}: {str(v[bad[0]])!r} is not 0 or 1",
             )
         outcomes[:, i] = one
     if "round" not in header:
@@ -145,7 +145,7 @@ def read_outcomes(path: str | Path) -> dict:
         r = bad[0]
         raise InputError(
             f"{path.name} line {first + r}",
-            f"round {rounds[r]!r}: position {positions[r]} where {expected[r]} was expected "
+            f"round {str(rounds[r])!r}: position {positions[r]} where {expected[r]} was expected "
             "(positions count 1, 2, 3, ... in order within each round)",
         )
     starts = rounds[new_round]
@@ -153,7 +153,7 @@ def read_outcomes(path: str | Path) -> dict:
         vals, counts = np.unique(starts, return_counts=True)
         raise InputError(
             path.name,
-            f"round {vals[counts > 1][0]!r} appears in two places (a round's rows must be "
+            f"round {str(vals[counts > 1][0])!r} appears in two places (a round's rows must be "
             "contiguous)",
         )
     workloads = None
@@ -163,7 +163,7 @@ def read_outcomes(path: str | Path) -> dict:
             r = np.flatnonzero((workloads != np.roll(workloads, 1)) & ~new_round)[0]
             raise InputError(
                 f"{path.name} line {first + r}",
-                f"round {rounds[r]!r} changes workload within the round",
+                f"round {str(rounds[r])!r} changes workload within the round",
             )
     return {
         "rounds": rounds,
@@ -280,7 +280,7 @@ def estimate_outcomes(
             try:
                 counts = _counts(names, outcomes[rows], positions[rows], min_trials)
             except InputError as exc:
-                raise InputError(f"workload {label!r}", exc.message) from None
+                raise InputError(f"workload {str(label)!r}", exc.message) from None
             workloads.append(WorkloadCounts(str(label), float(rows.mean()), counts))
         notes.append("workload weights: each workload's share of the log's rows")
     return Estimate(
