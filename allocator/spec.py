@@ -437,8 +437,11 @@ def validation_error_to_input_error(err: ValidationError, data: object = None) -
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
     field = _loc_to_field(first["loc"], data)
+    got = first.get("input")
     if first["type"] == "extra_forbidden":
         msg = "unknown field (check its spelling against `allocator schema`)"
+    elif isinstance(got, float) and got != got:
+        msg = "nan is not a number a problem file may hold"
     elif first["type"].endswith("_type"):
         want = _TYPE_ERRORS.get(first["type"], first["type"].removesuffix("_type"))
         got = first.get("input")

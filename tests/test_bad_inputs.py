@@ -357,3 +357,43 @@ def test_yaml_uses_the_c_safe_loader_when_available():
         pytest.skip("PyYAML built without libyaml")
     assert issubclass(inputs._Loader, yaml.CSafeLoader)
     assert inputs.parse_yaml("a: [1e-3, 2]", "x") == {"a": [0.001, 2]}
+
+
+# ------------------------------------------------------------ found by an adversarial pass
+
+
+def test_newline_in_a_name_keeps_the_error_on_one_line(tmp_path):
+    p = write(
+        tmp_path,
+        'name: x\ndrafters:\n  - {name: "a\\nb", acceptance: 0.5, unit_cost: -1}\n',
+    )
+    refused(["solve", p], "drafters[a\\nb].unit_cost")
+
+
+def test_nan_acceptance(tmp_path):
+    p = write(tmp_path, GOOD.replace("acceptance: 0.5", "acceptance: .nan"))
+    refused(["solve", p], "drafters[weak-a].acceptance", contains="nan is not a number")
+
+
+def test_log_position_beyond_int64(tmp_path):
+    log = write(tmp_path, "a,b,position,round\n1,0,99999999999999999999999,1\n", "log.csv")
+    out = tmp_path / "p.yaml"
+    refused(["estimate", log, "--out", out], "log.csv line 2", outputs=[out], contains="18 digits")
+
+
+def test_metrics_counts_beyond_exact_floats(tmp_path):
+    text = (
+        "vllm:spec_decode_num_drafts_total 1e30\n"
+        "vllm:spec_decode_num_draft_tokens_total 3e30\n"
+        "vllm:spec_decode_num_accepted_tokens_total 5e29\n"
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="0"} 3e29\n'
+        'vllm:spec_decode_num_accepted_tokens_per_pos_total{position="1"} 2e29\n'
+    )
+    m = write(tmp_path, text, "metrics.txt")
+    out = tmp_path / "p.yaml"
+    refused(
+        ["estimate", m, "--format", "vllm-metrics", "--out", out],
+        "metrics.txt",
+        outputs=[out],
+        contains="2**53",
+    )

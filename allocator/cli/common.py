@@ -37,8 +37,14 @@ MAX_SEED = 2**63 - 1
 ProblemArg = typer.Argument(..., help="Problem file (YAML or JSON).", show_default=False)
 
 
+#: Control characters (a newline in a drafter's name) shown escaped: the error stays one line.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), 127]} | {10: "\\n", 13: "\\r", 9: "\\t"}
+
+
 def fail(message: str) -> typer.Exit:
-    err.print(Text.assemble(("error:", "bold red"), " ", message), soft_wrap=True)
+    """Print ``error: <message>`` as one line on stderr; the exit (status 2) to raise."""
+    line = message.translate(_CONTROL)
+    err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=True)
     return typer.Exit(2)
 
 

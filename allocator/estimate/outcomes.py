@@ -95,15 +95,21 @@ def _jsonl_value(v) -> str:
     return str(v)
 
 
+def _fits(text: str) -> bool:
+    """An integer of at most 18 digits (always within int64)."""
+    s = text.strip()
+    digits = s[1:] if s[:1] in ("+", "-") else s
+    return digits.isdigit() and len(digits) <= 18
+
+
 def _int_column(values: np.ndarray, name: str, path: Path, first_line: int) -> np.ndarray:
-    try:
-        return np.array([int(v) for v in values], dtype=np.int64)
-    except ValueError:
-        bad = next(i for i, v in enumerate(values) if not v.lstrip("-").isdigit())
+    bad = next((i for i, v in enumerate(values) if not _fits(str(v))), None)
+    if bad is not None:
         raise InputError(
             f"{path.name} line {first_line + bad}",
-            f"column {name!r}: {str(values[bad])!r} is not an integer",
-        ) from None
+            f"column {name!r}: {str(values[bad])[:40]!r} is not an integer of at most 18 digits",
+        )
+    return np.array([int(v) for v in values], dtype=np.int64)
 
 
 def read_outcomes(path: str | Path) -> dict:

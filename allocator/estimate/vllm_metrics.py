@@ -119,6 +119,10 @@ def cumulative_to_counts(
             f"model {name!r}: accepted at position {i} ({per_pos[i]:g}) exceeds {prev} "
             f"({reached[i]:g}); the per-position counts are cumulative and cannot increase",
         )
+    if drafts >= 2**53 or not np.isfinite(drafts):  # counts stay exact integers in a float
+        raise InputError(
+            source, f"model {name!r}: num_drafts {drafts:g} is beyond the counts this reads (2**53)"
+        )
     return DrafterCounts(name, per_pos.astype(np.int64), reached.astype(np.int64))
 
 

@@ -216,7 +216,7 @@ def _read_careful(path: Path, names: tuple[str, ...]) -> dict:
     if "position" in cols:
         try:
             position = np.asarray(cols["position"], dtype=np.int64)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise InputError(
                 FIELD, f"column 'position' of {path.name} must hold integers"
             ) from None
