@@ -58,7 +58,9 @@ _Loader.add_implicit_resolver(
     re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
     list("-+0123456789"),
 )
-_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+_INT_TAG = "tag:yaml.org,2002:int"
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 #: (device, inode) of every input file read inside :func:`recording_inputs`.
@@ -173,52 +175,75 @@ def _join(path: str, key: object) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
-def _check_nodes(node: yaml.Node, field: str) -> None:
-    """Depth, size, number length and duplicate keys of a composed YAML tree.
+def _check_nodes(loader: Any, node: yaml.Node, field: str) -> None:
+    """Depth, size, numbers and duplicate keys of a composed YAML tree.
 
-    Recursion is bounded by :data:`MAX_DEPTH`; shared (aliased) nodes are walked once
-    and their expanded size counted each time they are used.
+    Recursion is bounded by :data:`MAX_DEPTH`; shared (aliased) collections are walked
+    once and their expanded size counted each time they are used. The path of a node
+    (``drafters.0.name``) is only spelled out for an error.
     """
     sizes: dict[int, int] = {}
+    trail: list[object] = []
 
-    def walk(n: yaml.Node, path: str, depth: int) -> int:
-        if depth > MAX_DEPTH:
-            top = path.split(".")[0] or field
-            raise InputError(top, f"nested deeper than {MAX_DEPTH} levels")
+    def where() -> str:
+        return ".".join(str(k) for k in trail) or field
+
+    def scalar(n: yaml.ScalarNode) -> None:
+        if n.tag == _INT_TAG and len(n.value) > 18:
+            if len(n.value) > MAX_NUMBER_CHARS:
+                raise InputError(
+                    where(),
+                    f"a number of {len(n.value):,} characters (numbers are limited to "
+                    f"{MAX_NUMBER_CHARS})",
+                )
+            value = loader.construct_yaml_int(n)
+            if abs(value) >= INT_LIMIT:
+                raise InputError(where(), f"integer out of range (|n| < 2**63): {value:.3g}")
+        elif n.tag == _FLOAT_TAG and len(n.value) > MAX_NUMBER_CHARS:
+            raise InputError(
+                where(),
+                f"a number of {len(n.value):,} characters (numbers are limited to "
+                f"{MAX_NUMBER_CHARS})",
+            )
+
+    def walk(n: yaml.Node, depth: int) -> int:
+        if isinstance(n, yaml.ScalarNode):
+            scalar(n)
+            return 1
+        if depth >= MAX_DEPTH:
+            raise InputError(
+                str(trail[0]) if trail else field, f"nested deeper than {MAX_DEPTH} levels"
+            )
         known = sizes.get(id(n))
         if known is not None:
             return known
         size = 1
-        if isinstance(n, yaml.ScalarNode):
-            if n.tag in _NUMBER_TAGS and len(n.value) > MAX_NUMBER_CHARS:
-                raise InputError(
-                    path or field,
-                    f"a number of {len(n.value):,} characters (numbers are limited to "
-                    f"{MAX_NUMBER_CHARS})",
-                )
-        elif isinstance(n, yaml.SequenceNode):
+        if isinstance(n, yaml.SequenceNode):
             for i, child in enumerate(n.value):
-                size += walk(child, _join(path, i), depth + 1)
+                trail.append(i)
+                size += walk(child, depth + 1)
+                trail.pop()
         elif isinstance(n, yaml.MappingNode):
             seen: set[object] = set()
             for key, value in n.value:
                 label: object = key.value if isinstance(key, yaml.ScalarNode) else "<key>"
-                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                trail.append(label)
+                if isinstance(key, yaml.ScalarNode) and key.tag != _MERGE_TAG:
                     if label in seen:
                         raise InputError(
-                            _join(path, label),
+                            where(),
                             f"duplicate key (line {key.start_mark.line + 1}); each key may "
                             "appear once",
                         )
                     seen.add(label)
-                size += walk(key, path, depth + 1)
-                size += walk(value, _join(path, label), depth + 1)
+                size += walk(key, depth + 1) + walk(value, depth + 1)
+                trail.pop()
         if size > MAX_VALUES:
             raise InputError(field, f"holds more than {MAX_VALUES:,} values (aliases expanded)")
         sizes[id(n)] = size
         return size
 
-    walk(node, "", 0)
+    walk(node, 0)
 
 
 def _check_data(data: object, field: str) -> None:
@@ -257,7 +282,7 @@ def parse_yaml(text: str, field: str, source: str = "input") -> object:
             raise InputError(field, f"nested deeper than {MAX_DEPTH} levels") from None
         if node is None:
             return None
-        _check_nodes(node, field)
+        _check_nodes(loader, node, field)
         try:
             data = loader.construct_document(node)
         except yaml.YAMLError as exc:
@@ -268,7 +293,6 @@ def parse_yaml(text: str, field: str, source: str = "input") -> object:
             raise InputError(field, f"{source}: {exc}") from None
     finally:
         loader.dispose()
-    _check_data(data, field)
     return data
 
 
