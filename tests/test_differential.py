@@ -121,6 +121,9 @@ def make(feature: str, seed: int, folder, lists: bool = True) -> dict:
         p["verifier"] = {"pass_cost_curve": {"tokens": [1, 8, 16], "cost": [1.0, 1.6, 1.4]}}
     elif feature == "parallel":
         p["drafting"] = "parallel"
+        # a wide spread of unit costs: the slowest member, not the sum, sets the round
+        for d in drafters:
+            d["unit_cost"] = float(np.round(rng.uniform(0.005, 0.5), 3))
     elif feature == "token-cost":
         p["verifier"] = {"pass_cost": 2.0, "token_cost": float(rng.choice([0.01, 0.03]))}
     elif feature == "hosting-cap":
