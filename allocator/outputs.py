@@ -236,6 +236,9 @@ def write_atomic(path: str | Path, text: str | bytes, option: str = "output") ->
     stage = _STAGE.get()
     direct = p.exists() and not p.is_file()
     if stage is not None:
+        for other in stage:
+            if other.path is not None and other.path.resolve() == p.resolve() and not direct:
+                raise InputError(option, f"{path} is also the {other.option} output")
         tmp = None if direct else _prepare(p, text, option)
         stage.append(_Staged(p, option, tmp, text))
         return

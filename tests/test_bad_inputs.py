@@ -242,6 +242,11 @@ def test_second_output_failing_leaves_no_first_output(good, tmp_path):
     assert not list(tmp_path.glob(".front.csv.*"))  # no temporary file left either
 
 
+def test_two_outputs_onto_one_path(good, tmp_path):
+    out = tmp_path / "out.txt"
+    refused(["solve", good, "--json", out, "--csv", out], "--csv", outputs=[out])
+
+
 def test_unwritable_destination(good, tmp_path):
     refused(["solve", good, "--csv", "/proc/front.csv"], "--csv", contains="cannot write")
     refused(["solve", good, "--json", good / "x.json"], "--json")

@@ -6,6 +6,7 @@ import functools
 import sys
 from collections.abc import Callable
 from contextvars import ContextVar
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import typer
@@ -100,9 +101,15 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
 def precheck_outputs(**paths: str | None) -> None:
     """Check that every output PATH (not '-') can be written, before any work."""
+    seen: dict[Path, str] = {}
     for option, path in paths.items():
         if path and path != "-":
-            check_writable(path, "--" + option.replace("_", "-"))
+            name = "--" + option.replace("_", "-")
+            check_writable(path, name)
+            where = Path(path).resolve()
+            if where in seen and not (where.exists() and not where.is_file()):
+                raise InputError(name, f"{path} is also the {seen[where]} output")
+            seen[where] = name
 
 
 def emit_text(text: str) -> None:
