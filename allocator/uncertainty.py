@@ -38,7 +38,7 @@ from scipy import special
 from .estimate.counts import LEVEL, PRIOR  # the intervals' level; Jeffreys prior weight
 from .exceptions import InputError
 from .model.acceptance import expected_accepted, extend_positions, position_matrix
-from .model.errors import build_error_model
+from .model.errors import EmpiricalErrors
 from .model.evaluate import METRICS, evaluate_configs, evaluate_subsets
 from .pareto import front_order
 from .result import Front
@@ -99,13 +99,26 @@ def beta_from_interval(
     return a, b
 
 
-def _interval_rows(spec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _interval_rows(
+    spec, acceptance: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Point values, interval ends and which entries have an interval: each ``(N, J)``.
 
-    The spec has already checked each interval's shape and order.
+    ``acceptance``: the problem's point values (default: the file's). The spec has
+    already checked each interval's shape and order.
     """
     acc = position_matrix([d.acceptance for d in spec.drafters])
-    width = acc.shape[1]
+    if acceptance is not None:
+        acc = np.array(acceptance, dtype=float)
+    width = max(
+        [acc.shape[1]]
+        + [
+            len(d.acceptance_interval)
+            for d in spec.drafters
+            if _per_position(d.acceptance_interval)
+        ]
+    )
+    acc = extend_positions(acc, width)
     lo = np.full_like(acc, np.nan)
     hi = np.full_like(acc, np.nan)
     for i, d in enumerate(spec.drafters):
@@ -118,12 +131,19 @@ def _interval_rows(spec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     return acc, lo, hi, np.isfinite(lo)
 
 
-def posterior_draws(spec, n_draws: int, seed: int) -> tuple[np.ndarray, list[str]]:
+def _per_position(iv) -> bool:
+    return iv is not None and isinstance(iv[0], list)
+
+
+def posterior_draws(
+    spec, n_draws: int, seed: int, acceptance: np.ndarray | None = None
+) -> tuple[np.ndarray, list[str]]:
     """``n_draws`` posterior draws of the ``(N, J)`` acceptance: ``(D, N, J)``, and the
-    names of the drafters that vary."""
+    names of the drafters that vary. ``acceptance``: the point values of drafters
+    without an interval (default: the file's)."""
     if n_draws < 1:
         raise InputError("--samples", "must be at least 1")
-    acc, lo, hi, has = _interval_rows(spec)
+    acc, lo, hi, has = _interval_rows(spec, acceptance)
     rng = np.random.default_rng(seed)
     out = np.broadcast_to(acc, (n_draws,) + acc.shape).copy()
     if has.any():
@@ -135,11 +155,15 @@ def posterior_draws(spec, n_draws: int, seed: int) -> tuple[np.ndarray, list[str
 
 
 def draw_problem(problem, acceptance: np.ndarray):
-    """``problem`` with acceptance ``(N, J)`` replaced (and its error model rebuilt on it)."""
-    errors = problem.errors
-    if problem.spec is not None and problem.spec.errors.model != "independent":
-        errors = build_error_model(problem.spec.errors, problem.names, acceptance, problem.base_dir)
-    return problem.replace(acceptance=acceptance, errors=errors)
+    """``problem`` with acceptance ``(N, J)`` replaced, under the problem's own error model.
+
+    The parametric models take the marginals at call time, so the model object carries
+    over as it is (whatever :meth:`~allocator.problem.Problem.with_errors` put there; the
+    file's ``errors:`` section is not read again); it is checked against the drawn
+    marginals.
+    """
+    problem.errors.validate(1.0 - acceptance)
+    return problem.replace(acceptance=acceptance)
 
 
 def empirical_draws(model, n_draws: int, rng) -> list[tuple[object, np.ndarray]]:
@@ -152,8 +176,6 @@ def empirical_draws(model, n_draws: int, rng) -> list[tuple[object, np.ndarray]]
     acceptance 1 in every draw. Returns ``(errors, acceptance (N, P))``
     per draw, the acceptance being each drafter's marginal under the draw.
     """
-    from .model.errors.empirical import EmpiricalErrors
-
     n = model.n
     weights = [rng.dirichlet(c + PRIOR, size=n_draws) for c in model.counts]  # (D, U_p)
     single = np.int64(1) << np.arange(n, dtype=np.int64)
@@ -188,7 +210,7 @@ def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
     """
     spec = problem.spec
     rng = np.random.default_rng(seed)
-    if spec.errors.model == "empirical":
+    if isinstance(problem.errors, EmpiricalErrors):
         whole = empirical_draws(problem.errors, n_draws, rng)
         parts = [
             None if w.errors is None else empirical_draws(w.errors, n_draws, rng)
@@ -212,7 +234,7 @@ def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
                 )
             )
         return problems, list(problem.names)
-    draws, resampled = posterior_draws(spec, n_draws, seed)
+    draws, resampled = posterior_draws(spec, n_draws, seed, problem.acceptance)
     if problem.workloads:
         free = np.array(
             [[d.name not in w.acceptance for d in spec.drafters] for w in spec.workloads]

@@ -487,7 +487,7 @@ def test_outputs_never_overwrite_the_problem_or_each_other(problems_dir, tmp_pat
     for args, option in [
         (["--json", str(path)], "--json"),
         (["--json", str(tmp_path / ".." / tmp_path.name / "p.yaml")], "--json"),
-        (["--json", str(tmp_path / "s.svg"), "--plot", str(tmp_path / "s.svg")], "--plot"),
+        (["--json", str(tmp_path / "s.svg"), "--plot", str(tmp_path / "s.svg")], "--json"),
     ]:
         r = runner.invoke(app, ["schedule", str(path), *args])
         assert r.exit_code == 2, r.output

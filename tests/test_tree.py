@@ -263,7 +263,7 @@ def test_bad_rank_acceptance(tmp_path, value, message):
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("error: drafters.0.acceptance_by_rank:") and message in lines[0]
+    assert lines[0].startswith("error: drafters[eagle].acceptance_by_rank:") and message in lines[0]
 
 
 # ---------------------------------------------------------------- estimation from per-rank logs

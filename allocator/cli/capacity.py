@@ -25,8 +25,8 @@ from .common import (
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
@@ -182,8 +182,8 @@ def capacity_command(
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for note in notes:
-        err.print(note)
+    for message in notes:
+        note(message)
     out.print(capacity_table(result, doc))
     if swept is not None:
         out.print(sweep_table(swept))

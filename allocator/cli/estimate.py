@@ -14,8 +14,7 @@ from ..exceptions import InputError
 from ..model.acceptance import CONVENTIONS
 from ..outputs import write_atomic
 from . import app
-from .common import JsonOption, emit_json, err, handles_input_errors, out, precheck_outputs
-from .paths import refuse_overwriting
+from .common import JsonOption, emit_json, handles_input_errors, note, out, precheck_outputs
 
 InputArg = typer.Argument(..., metavar="INPUT", help="Log or metrics file.", show_default=False)
 UnitCostOption = typer.Option(
@@ -107,10 +106,6 @@ def estimate_command(
     if Path(out_path).suffix.lower() not in (".yaml", ".yml"):
         raise InputError("--out", "write the problem as .yaml or .yml")
     precheck_outputs(out=out_path, json=json_path)
-    refuse_overwriting(
-        {"the input": input_path, "the --costs file": costs_path},
-        {"--out": out_path, "--json": json_path},
-    )
     costs = read_costs(costs_path, unit_cost or [])
     models = parse_assignments(model or [], "--model")
     methods = parse_assignments(method or [], "--method")
@@ -163,10 +158,9 @@ def estimate_command(
         "report": est.report,
     }
     if missing:
-        err.print(
+        note(
             f"costs must be filled in: unit_cost of {', '.join(missing)} is marked FILL IN in "
-            f"{out_path} (or pass --unit-cost NAME=VALUE / --costs FILE)",
-            soft_wrap=True,
+            f"{out_path} (or pass --unit-cost NAME=VALUE / --costs FILE)"
         )
     if json_path == "-":
         emit_json(doc, "-")

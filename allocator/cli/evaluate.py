@@ -14,8 +14,8 @@ from .common import (
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
@@ -61,11 +61,11 @@ def evaluate(
         raise InputError("--k", f"must be >= 0, got {k}")
     if batch is not None and batch < 1:
         raise InputError("--batch", f"must be at least 1, got {batch}")
-    prob = api.load(problem)
+    prob = api.load(problem, check_search=False)  # the search section does not apply
     names = split_names(drafters or "")
     if k == 0 and batch is not None:
         if names:
-            err.print("note: --drafters ignored at k = 0 (no speculation)")
+            note("note: --drafters ignored at k = 0 (no speculation)")
         names = []
     point = point_document(api.evaluate(prob, names, k, field="--drafters", batch=batch))
     if json_path == "-":

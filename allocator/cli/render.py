@@ -22,7 +22,7 @@ def front_table(result: SolveResult) -> Table:
         ("k", "right"),
         ("throughput", "right"),
         ("cost", "right"),
-        ("E\\[accepted]", "right"),
+        ("E[accepted]", "right"),
         ("pooled α", "right"),
         ("round time", "right"),
     ):

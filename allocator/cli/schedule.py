@@ -16,12 +16,11 @@ from .common import (
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
-from .paths import refuse_overwriting
 
 EXPORTS = ("vllm",)
 
@@ -53,7 +52,6 @@ def schedule(
     speculates).
     """
     precheck_outputs(json=json_path)
-    refuse_overwriting({"the problem file": problem}, {"--json": json_path, "--plot": plot_path})
     if plot_path:
         from ..plots import check_plot_path
 
@@ -86,11 +84,11 @@ def schedule(
         return
     if json_path:
         write_atomic(json_path, _json(doc), "--json")
-    for note in sched.notes + export_notes:
-        err.print(note)
+    for message in sched.notes + export_notes:
+        note(message)
     if text is not None:
-        for note in export_notes:
-            err.print(note, soft_wrap=True, markup=False)
+        for message in export_notes:
+            note(message)
         out.print(text, end="", soft_wrap=True, markup=False)
         return
     out.print(schedule_table(sched.problem, doc))

@@ -27,8 +27,8 @@ from .common import (
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
@@ -214,8 +214,8 @@ def tree_command(
     else:
         doc = _front(prob, index, p, max_nodes, depth, width)
     doc["drafter"] = name
-    for note in doc.get("notes", []):
-        err.print(f"note: {note}", soft_wrap=True, markup=False)
+    for message in doc.get("notes", []):
+        note(f"note: {message}")
     if plot_path:
         from ..plots import plot_tree_front
 
@@ -400,7 +400,7 @@ def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) ->
     if prob.spec is None:  # _drafter refused a problem without its file's drafters
         return
     d = prob.spec.drafters[index]
-    field = f"drafters.{index}.method"
+    field = f"drafters[{d.name}].method"
     if target == "sglang":
         text, notes = sglang_export(
             field, d, doc["num_steps"], doc["topk"], doc["num_draft_tokens"]
@@ -409,8 +409,8 @@ def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) ->
         tree = sglang_tree(p, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
         text, notes = vllm_export(field, d, tree)
     sys.stdout.write(text)
-    for note in notes:
-        err.print(note, soft_wrap=True, markup=False)
+    for message in notes:
+        note(message)
 
 
 def _report(doc: dict, p: np.ndarray) -> None:

@@ -12,12 +12,14 @@ from ..uncertainty import analyse
 
 #: Draws used by ``--robust`` when ``--samples`` is not given.
 DEFAULT_SAMPLES = 200
+#: Most posterior draws ``--samples`` takes (each draw re-solves the problem).
+MAX_SAMPLES = 100_000
 
 
 def check_options(samples, robust, export, pick, json_path) -> None:
     """Refuse option combinations that make no sense, before any work."""
-    if samples is not None and samples < 1:
-        raise InputError("--samples", "must be at least 1")
+    if samples is not None and not 1 <= samples <= MAX_SAMPLES:
+        raise InputError("--samples", f"must be in 1..{MAX_SAMPLES:,}")
     if robust is not None and not 0.0 < robust < 1.0:
         raise InputError("--robust", f"{robust} is not a quantile strictly between 0 and 1")
     if export is not None and export not in TARGETS:
@@ -97,10 +99,10 @@ def print_export(exported: tuple[str, list[str]]) -> None:
     """Print settings on stdout (only them) and their notes on stderr."""
     import sys
 
-    from .common import err
+    from .common import note
 
     text, notes = exported
     for line in notes:
-        err.print(line, soft_wrap=True)
+        note(line)
     sys.stdout.write(text)
     sys.stdout.flush()

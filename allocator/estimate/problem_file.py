@@ -16,6 +16,7 @@ import numpy as np
 import yaml
 
 from ..exceptions import InputError
+from ..inputs import parse_document, read_input_text
 from ..spec import parse_problem
 from .counts import DrafterCounts, Estimate
 
@@ -54,12 +55,9 @@ def read_costs(path: str | Path | None, unit_costs: list[str]) -> dict:
     data: dict = {}
     if path is not None:
         p = Path(path)
-        try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except FileNotFoundError:
-            raise InputError("--costs", f"file not found: {p}") from None
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise InputError("--costs", f"cannot read {p}: {type(exc).__name__}") from None
+        text = read_input_text(p, "--costs")
+        parsed = parse_document(text, "--costs", str(p), json_format=p.suffix.lower() == ".json")
+        data = {} if parsed is None else parsed  # type: ignore[assignment]
         if not isinstance(data, dict):
             raise InputError("--costs", "must hold a mapping (unit_cost: {name: value}, ...)")
         unknown = set(data) - {"unit_cost", "hosting_cost", "verifier"}

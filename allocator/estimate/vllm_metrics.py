@@ -123,7 +123,9 @@ def parse_counters(text: str, source: str, notes: list[str] | None = None) -> di
             raise InputError(source, f"{name} has value {value}")
         if value > MAX_COUNT:
             # int64 counts past this wrapped silently ("-9223372036854775808 rounds")
-            raise InputError(source, f"{name} has value {value:g}, too large to be a count")
+            raise InputError(
+                source, f"{name} has value {value:g}, too large to be a count (more than 2**53)"
+            )
         values[key].append(value)
     last: dict[tuple, float] = {}
     restarted: dict[str, int] = defaultdict(int)
@@ -210,6 +212,10 @@ def cumulative_to_counts(
             source,
             f"model {name!r}: accepted at position {i} ({per_pos[i]:g}) exceeds {prev} "
             f"({reached[i]:g}); the per-position counts are cumulative and cannot increase",
+        )
+    if drafts >= 2**53 or not np.isfinite(drafts):  # counts stay exact integers in a float
+        raise InputError(
+            source, f"model {name!r}: num_drafts {drafts:g} is beyond the counts this reads (2**53)"
         )
     return DrafterCounts(name, per_pos.astype(np.int64), reached.astype(np.int64))
 

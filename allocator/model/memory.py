@@ -60,7 +60,7 @@ def memory_model(problem) -> MemoryModel | None:
 
     Raises :class:`InputError` when the KV cache cannot hold one sequence (field
     ``serving.memory.kv_cache_gb``) or when hosting one drafter leaves no room for a
-    single sequence (field ``drafters.<i>.memory_gb``).
+    single sequence (field ``drafters[<name>].memory_gb``).
     """
     spec = getattr(problem, "spec", None)
     serving = getattr(spec, "serving", None) if spec is not None else None
@@ -73,7 +73,10 @@ def memory_model(problem) -> MemoryModel | None:
 
 
 def check_memory(
-    kv_cache_gb: float, kv_per_seq_gb: float, drafter_gb: Sequence[float] | np.ndarray
+    kv_cache_gb: float,
+    kv_per_seq_gb: float,
+    drafter_gb: Sequence[float] | np.ndarray,
+    names: Sequence[str] | None = None,
 ) -> None:
     """Refuse memory fields that leave no room for a single sequence (see :func:`memory_model`)."""
     if kv_cache_gb < kv_per_seq_gb * (1.0 - _FIT_SLACK):
@@ -86,7 +89,7 @@ def check_memory(
     for i, gb in enumerate(drafter_gb):
         if gb > room + _FIT_SLACK * kv_cache_gb:
             raise InputError(
-                f"drafters.{i}.memory_gb",
+                f"drafters[{names[i]}].memory_gb" if names else f"drafters.{i}.memory_gb",
                 f"{gb:g} GB leaves no room for a single sequence (the KV cache holds "
                 f"{kv_cache_gb:g} GB, one sequence needs {kv_per_seq_gb:g} GB)",
             )
