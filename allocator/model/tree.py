@@ -1,5 +1,7 @@
 """Token trees: expected tokens per step of a draft tree, and the optimal tree (Sequoia).
 
+The model, the programme and why it is exact, and the step time: docs/design.md §8.10.
+
 Rank acceptance. A drafter's ``acceptance_by_rank`` gives ``p_r(ℓ)``: the probability that
 its rank-``r`` candidate at a node of depth ``ℓ - 1`` (so the candidate sits at depth ``ℓ``)
 is accepted given that the candidates of rank ``< r`` at that node were rejected (Sequoia's
