@@ -1,7 +1,7 @@
 """Claims of docs/design.md §8.10 (token trees) and §8.11 (capacity) checked against
 hand-computed values and brute force: why an edge weighs ``q`` and not ``p``, the tree's
-step time, SGLang's tree against the programme (and where the programme's class of trees
-is too narrow), the memory cap at an exact fit, and why a load sweep shows no strict
+step time, SGLang's tree against the programme (also when a tree must skip a rank), the
+memory cap at an exact fit, and why a load sweep shows no strict
 crossing."""
 
 from __future__ import annotations
@@ -70,20 +70,26 @@ def test_sglang_tree_never_beats_the_programme_when_q_falls_with_rank(seed):
         assert tree.expected_accepted <= np.max(best[np.isfinite(best)]) + 1e-12, (s, k, t)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="docs/design.md §8.10: the programme searches trees whose siblings hold ranks "
-    "1..c; when q rises with rank a tree skipping a rank (as SGLang's selection by score "
-    "builds) is better and the programme misses it",
-)
 def test_programme_covers_trees_that_skip_a_rank():
     # p = (0.3, 0.6): q = (0.3, 0.42). One node: the rank-2 candidate alone gives 1.42;
-    # SGLang (1 step, topk 2, 2 tokens) keeps exactly that node.
+    # SGLang (1 step, topk 2, 2 tokens) keeps exactly that node, and so must the programme
     p = np.array([[0.3, 0.6]])
     engine = sglang_tree(p, 1, 2, 2)
     assert engine.ranks.tolist() == [0, 2]
     assert engine.expected_accepted == pytest.approx(1.42)
-    assert TreeProgramme(p, 1, 1).best().expected_accepted >= 1.42 - 1e-12
+    best = TreeProgramme(p, 1, 1).best()
+    assert best.ranks.tolist() == [0, 2]
+    assert best.expected_accepted == pytest.approx(1.42)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sglang_tree_never_beats_the_programme_whatever_the_ranks(seed):
+    rng = np.random.default_rng(100 + seed)
+    p = rng.uniform(0.05, 0.95, (2, 3))  # q may rise with rank
+    for s, k, t in _all_triples(4, 3, 10):
+        tree = sglang_tree(p, s, k, t)
+        best = TreeProgramme(p, t - 1, s).values()[-1]
+        assert tree.expected_accepted <= np.max(best[np.isfinite(best)]) + 1e-12, (s, k, t)
 
 
 # ---------------------------------------------------------------- §8.11 capacity
