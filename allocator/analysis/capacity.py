@@ -1,5 +1,6 @@
 """Fleet sizing under a latency target: replicas, batch size, drafters and ``k`` that
-carry a load at the lowest $/h, against the cheapest fleet that does not speculate.
+carry a load at the lowest $/h, against the cheapest fleet that does not speculate
+(docs/design.md §8.11).
 
 (:mod:`allocator.planning.capacity` is a different question: which drafters to *host*
 under a hosting budget. This module sizes a *fleet of replicas* for a traffic load.)

@@ -1,5 +1,6 @@
 """``allocator capacity``: replicas, batch size, drafters and k that carry a load under a
-latency target at the lowest $/h (fleet sizing; ``plan --sweep`` is about hosting)."""
+latency target at the lowest $/h (fleet sizing, docs/design.md §8.11; ``plan --sweep`` is
+about hosting)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """``allocator tree``: the optimal draft tree of one drafter (Sequoia's programme), the front
-of tree size against throughput, and the trees SGLang's EAGLE builds, with their export."""
+of tree size against throughput, and the trees SGLang's EAGLE builds, with their export
+(docs/design.md §8.10)."""
 
 from __future__ import annotations
 

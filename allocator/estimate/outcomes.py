@@ -33,7 +33,7 @@ its successes: ``p_r(j) = successes / trials`` with 95% Jeffreys intervals. Rank
 trials over all positions fall below ``min_trials`` are dropped from the end; when at
 least two leading positions have ``min_trials`` trials at every kept rank the list is
 written per depth (those positions, the last repeating), otherwise pooled over positions
-into one list (Sequoia's positional acceptance).
+into one list (Sequoia's positional acceptance; docs/design.md §8.10).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Memory caps the batch: the largest number of sequences one replica can hold.
+"""Memory caps the batch: the largest number of sequences one replica can hold
+(docs/design.md §8.11).
 
 A replica's accelerator memory left after the verifier's weights and activations is its
 KV cache (``serving.memory.kv_cache_gb``, what the engine reports at start-up with no

@@ -1,4 +1,5 @@
-"""The capacity-planning curve: the best plan's throughput against hosting cost.
+"""The capacity-planning curve: the best plan's throughput against hosting cost
+(docs/design.md §4.6; fleet sizing for a load is §8.11).
 
 :func:`sweep_hosting` solves the plan programme under a series of hosting caps and
 returns the Pareto front of overall throughput against the hosted set's cost.
