@@ -26,7 +26,6 @@ import numpy as np
 from ..exceptions import InputError
 from .counts import MIN_TRIALS, DrafterCounts, Estimate, read_text
 
-PREFIX = "vllm:spec_decode_"
 FAMILIES = {
     "drafts": "vllm:spec_decode_num_drafts",
     "draft_tokens": "vllm:spec_decode_num_draft_tokens",

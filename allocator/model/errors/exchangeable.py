@@ -40,7 +40,6 @@ from .latent import (
     thresholds,
 )
 
-FIELD_R = "errors.correlation"
 FIELD_PHI = "errors.error_correlation"
 #: Marginals whose evaluation plan is kept (one per workload is the usual need).
 MAX_PLANS = 16
