@@ -8,6 +8,8 @@ import importlib
 
 import typer
 
+from .. import __version__
+
 app = typer.Typer(
     name="allocator",
     help="Plan draft-then-verify inference: the Pareto front of throughput against cost "
@@ -17,6 +19,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"allocator {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    pass
+
 
 # Each command module registers itself on import; this order is the order of --help.
 COMMANDS = ("solve", "evaluate", "plan", "estimate", "simulate", "breakeven", "paper", "schema")
