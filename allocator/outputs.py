@@ -107,13 +107,13 @@ def write_atomic(path: str | Path, text: str | bytes, option: str = "output") ->
     p = Path(path)
     mode = "wb" if isinstance(text, bytes) else "w"
     if p.exists() and not p.is_file():
-        with open(p, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
+        with open(p, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:  # type: ignore[call-overload]
             f.write(text)
         return
     fd, tmp = tempfile.mkstemp(dir=p.resolve().parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual file mode
-        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:
+        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8"})) as f:  # type: ignore[call-overload]
             f.write(text)
         os.replace(tmp, p)
     except BaseException:

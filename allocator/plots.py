@@ -14,11 +14,15 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .exceptions import InputError
 from .outputs import check_writable, write_atomic
+
+if TYPE_CHECKING:
+    from .problem import Problem
 
 #: Output formats by file extension.
 FORMATS = {".png": "png", ".svg": "svg"}
@@ -168,10 +172,10 @@ def place_labels(
                     best = (penalty, off, ha, va, box, r)
                 if penalty == 0.0:
                     break
-            if best[0] == 0.0:
+            if best[0] == 0.0:  # type: ignore[index]
                 break
         probe.remove()
-        penalty, off, ha, va, box, r = best
+        penalty, off, ha, va, box, r = best  # type: ignore[misc]
         if penalty > 0.0:
             continue
         leader = r > _RADII[2]
@@ -208,7 +212,7 @@ def point_label(drafters: list[str] | tuple[str, ...], k: int) -> str:
     return f"{'+'.join(drafters)}, k={k}"
 
 
-def single_drafter_fronts(problem) -> dict:
+def single_drafter_fronts(problem: Problem) -> dict:
     """Each drafter's own front: ``problem`` restricted to that drafter alone.
 
     Solved with the public API (``m = 1``, every other drafter excluded, the same

@@ -31,6 +31,7 @@ import csv
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -261,7 +262,10 @@ def estimate_outcomes(
                 )
     if errors == "empirical":
         rel = os.path.relpath(path.resolve(), Path(out_path).resolve().parent)
-        err_section = {"model": "empirical", "outcomes": Path(rel).as_posix()}
+        err_section: dict[str, Any] | None = {
+            "model": "empirical",
+            "outcomes": Path(rel).as_posix(),
+        }
     elif errors == "factor":
         beta = fit_loadings(latent)
         err_section = {

@@ -176,7 +176,7 @@ def render(data: dict, header: list[str]) -> str:
         if line.strip().endswith("unit_cost: null"):
             line += f"  # {FILL_IN}: draft cost per unit (verifier per-unit cost = 1)"
         lines.append(line)
-    comments = []
+    comments: list[str] = []
     for h in header:
         comments.extend("# " + part if part else "#" for part in h.splitlines())
     return "\n".join(comments + lines) + "\n"

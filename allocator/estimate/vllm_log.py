@@ -46,7 +46,7 @@ def parse_line(line: str, where: str) -> tuple[int, np.ndarray] | None:
     ]
     if missing:
         raise InputError(where, f"SpecDecoding line without {', '.join(missing)}")
-    accepted, drafted = int(acc.group(1)), int(dra.group(1))
+    accepted, drafted = int(acc.group(1)), int(dra.group(1))  # type: ignore[union-attr]
     values = []
     for item in body.split(_RATES, 1)[1].split(","):
         if not _NUMBER.fullmatch(item):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ FAMILIES = {
 _BY_NAME = {v: k for k, v in FAMILIES.items()}
 
 
-def parse_counters(text: str, source: str) -> dict[str, dict[str, dict]]:
+def parse_counters(text: str, source: str) -> dict[str, dict[str, Any]]:
     """``{model_name: {"drafts": v, "draft_tokens": v, "accepted": v, "per_pos": {i: v}}}``."""
     # slow to import: only when reading metrics
     from prometheus_client.parser import text_string_to_metric_families
@@ -64,7 +65,7 @@ def parse_counters(text: str, source: str) -> dict[str, dict[str, dict]]:
         if isinstance(exc, InputError):
             raise
         raise InputError(source, f"not Prometheus text exposition: {exc}") from None
-    models: dict[str, dict] = defaultdict(
+    models: dict[str, dict[str, Any]] = defaultdict(
         lambda: {"drafts": 0.0, "draft_tokens": 0.0, "accepted": 0.0, "per_pos": defaultdict(float)}
     )
     seen: dict[str, set] = defaultdict(set)
