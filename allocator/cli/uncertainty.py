@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 
 from ..exceptions import InputError
 from ..export import TARGETS, convention_warning, export_text, pick_point
 from ..outputs import uncertainty_document
 from ..uncertainty import analyse
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 #: Draws used by ``--robust`` when ``--samples`` is not given.
 DEFAULT_SAMPLES = 200
@@ -27,7 +32,7 @@ def check_options(samples, robust, export, pick, json_path) -> None:
         raise InputError("--export", "prints to stdout, which --json - already uses")
 
 
-def apply_uncertainty(prob, result, samples, seed, robust) -> dict | None:
+def apply_uncertainty(prob: Problem, result, samples, seed, robust) -> dict | None:
     """Run the sampling analysis when asked; with ``robust`` the result's front is replaced.
 
     Returns the ``uncertainty`` JSON object, or ``None`` when not asked.
@@ -77,7 +82,7 @@ def uncertainty_table(doc: dict) -> Table:
     return t
 
 
-def export_point(prob, points: list[dict], target: str, pick: int | None) -> None:
+def export_point(prob: Problem, points: list[dict], target: str, pick: int | None) -> None:
     """Print the chosen point as ``target``'s settings on stdout (notes on stderr)."""
     import sys
 
