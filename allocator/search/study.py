@@ -375,7 +375,9 @@ class OptunaStrategy(Strategy):
                 runner.run([None] * size, deadline)
                 done += size
         except DeadlinePassed as stop:
-            unfinished = "seeding unfinished (the next run completes it); "
+            unfinished = "seeding unfinished" + (
+                "; " if shared is None else " (the next run completes it); "
+            )
             seed_note = f"{seed_note}; {stop}" if seed_note else f"{unfinished}{stop}"
         front, finished = study_front(problem, shared or local, space)
         notes = [
