@@ -7,10 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .exceptions import InputError
 from .model.evaluate import evaluate_configs
 from .problem import Problem
 from .result import Front, SolveResult
 from .search import make_strategy
+from .spec import SERVING_COST_METRICS
 
 
 def load(path: str | Path) -> Problem:
@@ -26,6 +28,7 @@ def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> So
     """
     if not isinstance(problem, Problem):
         problem = load(problem)
+    needs_batch(problem)
     chosen, notes = make_strategy(strategy, problem, **params)
     t0 = time.perf_counter()
     result = chosen.solve(problem)
@@ -34,9 +37,88 @@ def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> So
     return result
 
 
-def evaluate(problem: Problem, drafters: list[str], k: int, field: str = "drafters") -> dict:
-    """Every metric of one configuration, as the point dict of DESIGN §4."""
-    members = problem.mask(drafters, field)[None, :]
-    metrics = evaluate_configs(problem, members, np.array([k]))
+def solve_at_batch(problem: Problem, batch: int) -> SolveResult:
+    """``solve --batch B``: the front of tokens/s against the cost metric at ``batch``
+    concurrent sequences (:func:`allocator.analysis.schedule.serving_front`)."""
+    from .analysis.schedule import serving_front
+
+    t0 = time.perf_counter()
+    front, evaluated, _, notes = serving_front(problem, batch)
+    return SolveResult(
+        problem=problem.name,
+        names=problem.names,
+        strategy="exact",
+        exact=True,
+        front=front,
+        evaluated=evaluated,
+        seconds=time.perf_counter() - t0,
+        notes=notes,
+    )
+
+
+def needs_batch(problem: Problem, batch: int | None = None) -> None:
+    """Refuse a cost metric priced under load (``cost_per_mtok``) without a batch size."""
+    if batch is None and problem.cost_metric in SERVING_COST_METRICS:
+        raise InputError(
+            "cost_metric",
+            f"{problem.cost_metric} is priced at a batch size: pass --batch B "
+            "(or choose a cost metric of the model)",
+        )
+
+
+def evaluate(
+    problem: Problem,
+    drafters: list[str],
+    k: int,
+    field: str = "drafters",
+    batch: int | None = None,
+) -> dict:
+    """Every metric of one configuration, as the point dict of docs/design.md §6.
+
+    With ``batch`` (the problem needs a ``serving`` section) the point also holds the
+    serving metrics at that many concurrent sequences (:mod:`allocator.model.serving`),
+    and ``k = 0`` is allowed: decoding without speculation (``drafters`` is then
+    ignored and reported empty; its model metrics are one token per plain
+    verification pass, no draft cost).
+    """
+    needs_batch(problem, batch)
+    if batch is None:
+        if k < 1:
+            raise InputError("--k", "must be >= 1 (k = 0, no speculation, needs --batch)")
+        members = problem.mask(drafters, field)[None, :]
+        metrics = evaluate_configs(problem, members, np.array([k]))
+        front = Front(members, np.array([k]), metrics, problem.cost_metric)
+        return front.point(0, problem.names)
+    from .model.serving import serving_metrics
+    from .model.timing import verify_time
+
+    if problem.serving is None:
+        raise InputError(
+            "serving", "--batch needs a serving section in the problem (step times by batch)"
+        )
+    if k < 0:
+        raise InputError("--k", "must be >= 0")
+    if k == 0:
+        members = np.zeros((1, problem.n), bool)
+        t = verify_time(np.zeros(1), problem.pass_cost, problem.token_cost, problem.pass_cost_curve)
+        t1 = float(np.asarray(t).ravel()[0])
+        zero = np.zeros(1)
+        metrics = {
+            "throughput": np.array([1.0 / t1]),
+            "expected_accepted": np.ones(1),
+            "pooled_acceptance": zero,
+            "round_time": np.array([t1]),
+            "draft_cost_per_round": zero,
+            "draft_cost_per_token": zero,
+            "hosting_cost": zero,
+            "drafters": zero,
+        }
+    else:
+        members = problem.mask(drafters, field)[None, :]
+        metrics = evaluate_configs(problem, members, np.array([k]))
+    sm = serving_metrics(problem, members, np.array([k]), batch)
+    metrics["tokens_per_step"] = sm.pop("expected_accepted")
+    metrics.update(sm)
+    metrics["batch"] = np.array([float(batch)])
     front = Front(members, np.array([k]), metrics, problem.cost_metric)
     return front.point(0, problem.names)

@@ -1,4 +1,4 @@
-"""Machine output at the edge: the JSON documents of DESIGN §4 and atomic file writes.
+"""Machine output at the edge: the JSON documents of docs/design.md §6 and atomic file writes.
 
 Nothing is written half-way: every file goes to a temporary name in the same folder
 and is renamed into place once complete.
@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, SerializeAsAny
 
 from .exceptions import InputError
 from .result import SolveResult
@@ -35,6 +35,28 @@ class PointOut(BaseModel):
     hosting_cost: float
 
 
+class ServingPointOut(PointOut):
+    """A point under load (``evaluate --batch``, ``solve --batch``): the model's fields
+    and, at ``batch`` concurrent sequences, the step wall time (ms), ``tokens_per_step``
+    (E in the bonus convention), ``tokens_per_s`` (whole batch),
+    ``tokens_per_s_per_seq``, ``itl_ms``, ``speedup`` over no speculation and
+    ``cost_per_mtok`` ($ per million tokens; null without a GPU price)."""
+
+    batch: int
+    step_ms: float
+    tokens_per_step: float
+    tokens_per_s: float
+    tokens_per_s_per_seq: float
+    itl_ms: float
+    speedup: float
+    cost_per_mtok: float | None
+
+
+def point_out(point: dict) -> PointOut:
+    """The output model of a point: with serving fields when it has them."""
+    return ServingPointOut(**point) if "tokens_per_s" in point else PointOut(**point)
+
+
 class SolveOut(BaseModel):
     """``solve --json``: one object, ``front`` sorted by cost ascending."""
 
@@ -44,7 +66,7 @@ class SolveOut(BaseModel):
     cost_metric: str
     evaluated: int
     seconds: float
-    front: list[PointOut]
+    front: list[SerializeAsAny[PointOut]]
     notes: list[str] = []
 
 
@@ -56,13 +78,13 @@ def solve_document(result: SolveResult) -> dict:
         cost_metric=result.cost_metric,
         evaluated=result.evaluated,
         seconds=round(result.seconds, 6),
-        front=[PointOut(**p) for p in result.points()],
+        front=[point_out(p) for p in result.points()],
         notes=result.notes,
     ).model_dump()
 
 
 def point_document(point: dict) -> dict:
-    return PointOut(**point).model_dump()
+    return point_out(point).model_dump()
 
 
 def to_json(doc) -> str:
@@ -70,11 +92,14 @@ def to_json(doc) -> str:
 
 
 CSV_COLUMNS = list(PointOut.model_fields)
+SERVING_CSV_COLUMNS = list(ServingPointOut.model_fields)
 
 
 def front_csv(points: list[dict]) -> str:
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    serving = bool(points) and "tokens_per_s" in points[0]
+    columns = SERVING_CSV_COLUMNS if serving else CSV_COLUMNS
+    w = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
     w.writeheader()
     for p in points:
         w.writerow({**p, "drafters": "+".join(p["drafters"])})

@@ -29,12 +29,13 @@ FORMATS = {".png": "png", ".svg": "svg"}
 
 THROUGHPUT_LABEL = "throughput S = E_k / T  (accepted units per verifier-unit of time)"
 
-#: Axis names (with units) of the cost metrics of DESIGN §1.
+#: Axis names (with units) of the cost metrics of docs/design.md §2.5.
 COST_LABELS = {
     "draft_cost_per_round": "draft cost per round, k·Σρ  (verifier-units of time)",
     "draft_cost_per_token": "draft cost per accepted unit, k·Σρ / E_k  (verifier-units of time)",
     "hosting_cost": "hosting cost, Σh  (the problem's hosting unit: GPUs, GiB, $/h, …)",
     "drafters": "drafters pooled, m  (count)",
+    "cost_per_mtok": "$ per million tokens at the batch size, from serving.gpu_cost_per_hour",
 }
 
 #: Candidate label directions, in order of preference. On a front that rises with
@@ -243,13 +244,18 @@ def plot_front(
     path: str | Path,
     *,
     singles: dict | None = None,
+    budget: float | None = None,
     title: str | None = None,
     option: str = "--plot",
+    throughput_label: str | None = None,
 ) -> dict:
     """Draw the front of ``result`` (a :class:`~allocator.result.SolveResult`):
     throughput against its cost metric, each point labelled with its drafters and
     ``k``; the fronts in ``singles`` (``{name: SolveResult}``, e.g. from
-    :func:`single_drafter_fronts`) drawn faintly behind.
+    :func:`single_drafter_fronts`) drawn faintly behind; ``budget``, the problem's cap
+    on the cost metric (same unit as the axis), as a dashed vertical line (widening the
+    axis to show it when it lies at most twice the axis' width to the right; further
+    out, the legend gives its value).
 
     Every point is labelled where a label fits without overlapping another label, a
     point or the front's line (on a front of a few dozen points, all of them); the
@@ -259,6 +265,7 @@ def plot_front(
     ``(P,)`` of the front line, ``labels`` (L texts) of the points ``labelled`` (L,),
     their ``label_boxes`` ``(L, 4)`` and the ``axes_box`` ``(4,)`` in pixels,
     ``leaders`` (L bools), ``singles`` ``{name: (cost (Q,), throughput (Q,))}``,
+    ``budget`` (the cap's x as drawn, or ``None`` when not drawn on the axis),
     ``xlabel``, ``ylabel``, ``format``.
     """
     fmt = check_plot_path(path, option)
@@ -303,7 +310,7 @@ def plot_front(
     )
     metric = result.cost_metric
     ax.set_xlabel(COST_LABELS.get(metric, metric))
-    ax.set_ylabel(THROUGHPUT_LABEL)
+    ax.set_ylabel(throughput_label or THROUGHPUT_LABEL)
     kind = "complete front" if result.exact else "heuristic front, not proven complete"
     ax.set_title(
         title or f"{result.problem}: {n} point(s), strategy {result.strategy} ({kind})",
@@ -311,11 +318,25 @@ def plot_front(
         fontsize=11,
     )
     ax.grid(True, lw=0.4, alpha=0.5)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.margins(x=0.18, y=0.14)
     ax.autoscale_view()
     ax.set_xlim(ax.get_xlim())
     ax.set_ylim(ax.get_ylim())
+    budget_x = None
+    if budget is not None:
+        lo, hi = ax.get_xlim()
+        text = f"budget: {metric} ≤ {budget:g}"
+        if budget <= hi + 2.0 * (hi - lo):
+            if budget > hi:
+                ax.set_xlim(lo, budget + 0.05 * (budget - lo))
+            (cap_line,) = ax.plot(
+                [budget, budget], [0, 1], ls="--", color="C3", lw=1.2, label=text, zorder=2
+            )
+            cap_line.set_transform(ax.get_xaxis_transform())
+            budget_x = float(cap_line.get_xdata()[0])
+        else:  # far to the right: say it rather than squash the front
+            ax.plot([], [], ls="--", color="C3", lw=1.2, label=text + " (off the axis)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     labels = [point_label(p["drafters"], p["k"]) for p in points]
     placed = place_labels(ax, cost, thr, labels)
     if len(placed) < n:
@@ -337,6 +358,7 @@ def plot_front(
         "label_boxes": np.array([p.box for p in placed]).reshape(-1, 4),
         "leaders": [p.leader for p in placed],
         "singles": drawn_singles,
+        "budget": budget_x,
         "xlabel": ax.get_xlabel(),
         "ylabel": ax.get_ylabel(),
         "format": fmt,
@@ -361,6 +383,9 @@ def plot_breakeven(
     ensemble: str = "ensemble",
     baseline: str = "baseline",
     note: str = "",
+    file_gain: float | None = None,
+    file_correlation: float | None = None,
+    file_errors: str = "",
     option: str = "--plot",
 ) -> dict:
     """Draw the ensemble's relative gain against the latent error correlation.
@@ -370,9 +395,13 @@ def plot_breakeven(
     break-even ``breakeven`` (latent) is marked where the gain crosses zero, with
     the error (Pearson) correlation it corresponds to in its label; without one,
     ``note`` says why (e.g. the ensemble stays ahead even with identical errors).
+    ``file_gain`` (a fraction), the gain under the problem file's own error model
+    ``file_errors``, is marked at ``file_correlation`` (latent, its first two drafters),
+    or drawn as a dotted level when that model has no latent correlation (a log).
 
     Returns ``correlation``, ``gain_percent`` (read back from the line),
-    ``breakeven``, ``xlabel``, ``ylabel``, ``format``.
+    ``breakeven``, ``file_point`` (``(r, gain %)`` as marked, ``(None, gain %)`` as a
+    level, or ``None``), ``xlabel``, ``ylabel``, ``format``.
     """
     fmt = check_plot_path(path, option)
     r = np.asarray(correlation, float)
@@ -401,6 +430,24 @@ def plot_breakeven(
         )
     elif note:
         ax.text(0.02, 0.04, note, transform=ax.transAxes, fontsize=9, color="C3")
+    file_point: tuple[float | None, float] | None = None
+    if file_gain is not None:
+        text = f"this file ({file_errors or 'its errors'}): gain {100.0 * file_gain:+.2f}%"
+        if file_correlation is not None:
+            text += f" at latent r = {file_correlation:.4f}"
+            (mark,) = ax.plot(
+                [file_correlation],
+                [100.0 * file_gain],
+                "D",
+                color="C1",
+                ms=8,
+                zorder=6,
+                label=text,
+            )
+            file_point = (float(mark.get_xdata()[0]), float(mark.get_ydata()[0]))
+        else:
+            level = ax.axhline(100.0 * file_gain, color="C1", ls=":", lw=1.4, label=text)
+            file_point = (None, float(level.get_ydata()[0]))
     ax.set_xlim(0.0, 1.0)
     ax.set_xlabel("latent error correlation r between drafters (exchangeable model, 0 to 1)")
     ax.set_ylabel("gain in throughput over the baseline (%), each at its own best k")
@@ -413,6 +460,7 @@ def plot_breakeven(
         "correlation": np.asarray(xs, float),
         "gain_percent": np.asarray(ys, float),
         "breakeven": breakeven,
+        "file_point": file_point,
         "xlabel": ax.get_xlabel(),
         "ylabel": ax.get_ylabel(),
         "format": fmt,
@@ -436,15 +484,16 @@ def plot_accepted(
     :func:`allocator.simulate.accepted_distribution`); ``u = 0`` (always empty) is not
     drawn. Returns ``units`` ``(U-1,)`` = ``1..U-1``, ``simulated`` (bar heights read
     back from the bars), ``model`` (read back from the markers), ``xlabel``,
-    ``ylabel``, ``format``.
+    ``ylabel``, ``format``, ``legend_box`` and ``axes_box`` ``(4,)`` in pixels (the
+    legend sits right of the axes, clear of the bars and lines).
     """
     fmt = check_plot_path(path, option)
     # u = 0 never happens (the first unit is always kept): start at 1
     sim = np.asarray(simulated, float)[1:]
     mod = np.asarray(model, float)[1:]
     u = np.arange(1, sim.size + 1)
-    fig = _figure(8.5, 5.2)
-    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.9)
+    fig = _figure(10.5, 5.2)
+    fig.subplots_adjust(left=0.09, right=0.74, bottom=0.12, top=0.9)
     ax = fig.add_subplot()
     label = "simulated rounds" + (f" ({rounds:,})" if rounds else "")
     bars = ax.bar(u, sim, width=0.8, color="C0", alpha=0.55, label=label)
@@ -453,17 +502,267 @@ def plot_accepted(
     ax.axvline(mean_sim, color="C0", ls="--", lw=1, label=f"simulated mean {mean_sim:.4f}")
     ax.axvline(mean_mod, color="C3", ls=":", lw=1.2, label=f"model mean {mean_mod:.4f}")
     ax.set_xticks(u)
-    ax.set_ylim(0.0, 1.45 * max(float(sim.max()), float(mod.max()), 1e-12))
+    ax.set_ylim(0.0, 1.1 * max(float(sim.max()), float(mod.max()), 1e-12))
     ax.set_xlabel("accepted units in a round, u (units)")
     ax.set_ylabel("share of rounds (fraction)")
     ax.set_title(title or "Accepted units per round: simulation against the model", loc="left")
     ax.grid(True, axis="y", lw=0.4, alpha=0.5)
-    ax.legend(loc="upper center", ncol=2, fontsize=8)
+    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    renderer = fig.canvas.get_renderer()
+    lb, fb = legend.get_window_extent(renderer), ax.get_window_extent(renderer)
     _save(fig, path, fmt, option)
     return {
+        "legend_box": np.array([lb.x0, lb.y0, lb.x1, lb.y1]),
+        "axes_box": np.array([fb.x0, fb.y0, fb.x1, fb.y1]),
         "units": u,
         "simulated": np.array([b.get_height() for b in bars]),
         "model": np.asarray(marks.get_ydata(), float),
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }
+
+
+# ---------------------------------------------------------------- plan --sweep
+def plot_sweep(
+    doc: dict, path: str | Path, *, title: str | None = None, option: str = "--plot"
+) -> dict:
+    """Draw ``plan --sweep``'s front: overall throughput against hosting cost.
+
+    ``doc`` is the sweep's JSON document (``front``: points with ``hosting_cost``,
+    ``throughput``, ``hosted`` and ``single_throughput``). The front is a black
+    staircase (a cap between two points buys the cheaper plan), each point labelled with
+    the drafters hosted; the best *single* configuration for all traffic within the same
+    hosting cost is drawn faintly beside it, so the value of routing each workload shows.
+    Throughput in accepted units per verifier-unit of time; hosting cost in the problem's
+    own unit.
+
+    Returns ``cost``, ``throughput`` ``(P,)`` (read back from the front line),
+    ``single`` ``(cost (Q,), throughput (Q,))`` of the points that have one, ``labels``,
+    ``xlabel``, ``ylabel``, ``format``.
+    """
+    fmt = check_plot_path(path, option)
+    points = doc["front"]
+    n = len(points)
+    cost = np.array([p["hosting_cost"] for p in points], float)
+    thr = np.array([p["throughput"] for p in points], float)
+    fig = _figure(11.0, min(12.0, max(6.0, 3.0 + 0.2 * n)))
+    fig.subplots_adjust(left=0.09, right=0.76, bottom=0.1, top=0.92)
+    ax = fig.add_subplot()
+    has = [i for i, p in enumerate(points) if p["single_throughput"] is not None]
+    (single_line,) = ax.plot(
+        cost[has],
+        [points[i]["single_throughput"] for i in has],
+        "s--",
+        color="C0",
+        alpha=0.5,
+        lw=1.2,
+        ms=4,
+        drawstyle="steps-post",
+        label="one config for all traffic",
+        zorder=2,
+    )
+    (front_line,) = ax.plot(
+        cost,
+        thr,
+        "o-",
+        drawstyle="steps-post",
+        color="black",
+        lw=1.6,
+        ms=4.5,
+        label="plan: routing per workload",
+        zorder=3,
+    )
+    ax.set_xlabel(COST_LABELS["hosting_cost"])
+    ax.set_ylabel("overall throughput 1 / Σ_w p_w / S_w  (accepted units per verifier-unit)")
+    ax.set_title(
+        title
+        or f"{doc.get('problem', '')}: {n} plan(s) on the front of throughput against hosting cost",
+        loc="left",
+        fontsize=11,
+    )
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    ax.margins(x=0.18, y=0.14)
+    ax.autoscale_view()
+    ax.set_xlim(ax.get_xlim())
+    ax.set_ylim(ax.get_ylim())
+    placed = place_labels(ax, cost, thr, ["+".join(p["hosted"]) or "(none)" for p in points])
+    _save(fig, path, fmt, option)
+    xs, ys = front_line.get_data()
+    sx, sy = single_line.get_data()
+    return {
+        "cost": np.asarray(xs, float),
+        "throughput": np.asarray(ys, float),
+        "single": (np.asarray(sx, float), np.asarray(sy, float)),
+        "labels": [p.text for p in placed],
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }
+
+
+# ---------------------------------------------------------------- capacity
+def plot_capacity_sweep(
+    loads,
+    with_speculation,
+    without_speculation,
+    path: str | Path,
+    *,
+    crossings: list[dict] | None = None,
+    itl_ms: float = float("inf"),
+    option: str = "--plot",
+) -> dict:
+    """Draw the fleet's $/h against the load, with and without speculation.
+
+    ``loads`` ``(L,)`` tokens/s ascending; ``with_speculation``, ``without_speculation``
+    ``(L,)`` $/h of the cheapest fleet of each side (NaN where none meets the latency
+    target: a gap in that line). Both are step functions of the load (whole replicas),
+    drawn as steps. ``crossings`` (from :func:`allocator.analysis.capacity.crossings`)
+    are marked where the cheaper side changes.
+
+    Returns ``loads``, ``with_speculation``, ``without_speculation`` (read back from the
+    lines), ``crossings`` (the marked loads), ``xlabel``, ``ylabel``, ``format``.
+    """
+    fmt = check_plot_path(path, option)
+    x = np.asarray(loads, float)
+    a = np.asarray(with_speculation, float)
+    b = np.asarray(without_speculation, float)
+    fig = _figure(8.5, 5.2)
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.9)
+    ax = fig.add_subplot()
+    (la,) = ax.step(x, a, where="post", color="C0", lw=2, label="with speculation")
+    (lb,) = ax.step(x, b, where="post", color="C1", lw=2, ls="--", label="without speculation")
+    marked = []
+    for c in crossings or []:
+        at = float(c["to_tokens_per_s"])
+        marked.append(at)
+        ax.axvline(at, color="C3", ls=":", lw=1)
+        ax.annotate(
+            f"{c['cheaper']} cheaper\nfrom {at:,.6g} tokens/s",
+            (at, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -28),
+            textcoords="offset points",
+            fontsize=8,
+            color="C3",
+        )
+    ax.set_xlabel("load, generated tokens/s over the fleet")
+    ax.set_ylabel("cost of the cheapest fleet, $/h")
+    target = f"itl ≤ {itl_ms:g} ms" if np.isfinite(itl_ms) else "no latency target"
+    ax.set_title(f"Fleet cost against load ({target})", loc="left")
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.legend(loc="upper left", fontsize=8)
+    _save(fig, path, fmt, option)
+    return {
+        "loads": np.asarray(la.get_xdata(), float),
+        "with_speculation": np.asarray(la.get_ydata(), float),
+        "without_speculation": np.asarray(lb.get_ydata(), float),
+        "crossings": marked,
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }
+
+
+# ---------------------------------------------------------------- serving schedule
+def plot_schedule(sched, path: str | Path, *, option: str = "--plot") -> dict:
+    """Tokens/s against batch size: one line per ``k`` (the best configuration within
+    the budget at that ``k``; ``k = 0`` is no speculation), the schedule's envelope
+    (the best over every ``k``) drawn over them and labelled with its ``k``.
+
+    ``sched`` is an :class:`allocator.analysis.schedule.Schedule`. Returns ``batch``
+    ``(S,)``, ``envelope`` ``(S,)`` tokens/s read back from the figure, ``lines``
+    ``{k: (S,) tokens/s}`` (NaN where no configuration has that ``k``), ``xlabel``,
+    ``ylabel``, ``format``.
+    """
+    fmt = check_plot_path(path, option)
+    batch = np.asarray(sched.batch, float)
+    fig = _figure(10.0, 6.0)
+    fig.subplots_adjust(left=0.1, right=0.8, bottom=0.11, top=0.9)
+    ax = fig.add_subplot()
+    colors = _colors(len(sched.ks))
+    lines = {}
+    for j, k in enumerate(sched.ks):
+        y = sched.by_k[:, j]
+        if np.all(np.isnan(y)):
+            continue
+        style = {"color": "0.35", "ls": "--"} if k == 0 else {"color": colors[j], "ls": "-"}
+        ax.plot(batch, y, marker="o", lw=1.0, ms=3, alpha=0.75, label=f"k = {int(k)}", **style)
+        lines[int(k)] = np.asarray(y, float)
+    env = np.asarray(sched.metrics["tokens_per_s"], float)
+    (envelope,) = ax.plot(
+        batch, env, "-", color="black", lw=2.4, alpha=0.6, label="schedule (best k)", zorder=4
+    )
+    for b, y, k in zip(batch, env, sched.k, strict=True):
+        ax.annotate(
+            f"k={int(k)}",
+            (b, y),
+            xytext=(0, 7),
+            textcoords="offset points",
+            fontsize=8,
+            ha="center",
+        )
+    if sched.speculation_off_from is not None:
+        ax.axvline(sched.speculation_off_from, color="C3", ls=":", lw=1)
+        ax.text(
+            sched.speculation_off_from,
+            ax.get_ylim()[0],
+            " speculation off from here",
+            color="C3",
+            fontsize=8,
+            va="bottom",
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("batch size (concurrent sequences)")
+    ax.set_ylabel("tokens/s, whole batch")
+    ax.set_title(f"{sched.problem}: tokens/s by batch size and k", loc="left", fontsize=11)
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    _save(fig, path, fmt, option)
+    xs, ys = envelope.get_data()
+    return {
+        "batch": np.asarray(xs, float),
+        "envelope": np.asarray(ys, float),
+        "lines": lines,
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }
+
+
+def plot_tree_front(
+    nodes,
+    expected,
+    throughput,
+    path: str | Path,
+    *,
+    best: int | None = None,
+    title: str | None = None,
+    option: str = "--plot",
+) -> dict:
+    """Draw ``E`` (left axis) and throughput (right axis) of the optimal tree against its
+    size. ``nodes``, ``expected``, ``throughput``: ``(n,)``; ``best``: the size to mark.
+    Returns the drawn ``expected`` and ``throughput`` read back, and the axis labels."""
+    fmt = check_plot_path(path, option)
+    fig = _figure(8.5, 5.2)
+    fig.subplots_adjust(left=0.1, right=0.88, bottom=0.12, top=0.9)
+    ax = fig.add_subplot()
+    (le,) = ax.plot(nodes, expected, "-", color="C0", label="E (tokens per step)")
+    ax.set_xlabel("speculated nodes in the tree, n (tokens)")
+    ax.set_ylabel("expected tokens per step, E (tokens)")
+    ax2 = ax.twinx()
+    (lt,) = ax2.plot(nodes, throughput, "-", color="C3", label="throughput")
+    ax2.set_ylabel("throughput (tokens per verifier-unit of time)")
+    if best is not None:
+        ax2.axvline(best, color="C3", ls=":", lw=1)
+    ax.set_title(title or "Optimal tree: E and throughput against size", loc="left")
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.legend(handles=[le, lt], loc="lower right", fontsize=8)
+    _save(fig, path, fmt, option)
+    return {
+        "expected": np.asarray(le.get_ydata(), float),
+        "throughput": np.asarray(lt.get_ydata(), float),
         "xlabel": ax.get_xlabel(),
         "ylabel": ax.get_ylabel(),
         "format": fmt,

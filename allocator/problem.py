@@ -16,7 +16,8 @@ from .exceptions import InputError
 from .model.acceptance import extend_positions, position_matrix
 from .model.errors import ErrorModel, IndependentErrors, build_error_model, load_empirical
 from .model.evaluate import no_chain_closed_form
-from .spec import COST_METRICS, ProblemSpec, load_problem
+from .model.serving import Serving
+from .spec import COST_METRICS, SERVING_COST_METRICS, ProblemSpec, load_problem
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +63,8 @@ class Problem:
     ensembles : measured pooled acceptance of named subsets (overrides the model).
     pass_cost_curve : ``(tokens (P,), cost (P,))`` measured verification cost against
         verified tokens ``m * k``, or ``None`` for ``pass_cost + token_cost * m * k``.
+    serving : step times, batch sizes and price under load (:mod:`allocator.model.serving`),
+        or ``None`` without a ``serving`` section.
     """
 
     name: str
@@ -86,6 +89,7 @@ class Problem:
     workloads: tuple[Workload, ...] = ()
     ensembles: tuple[Ensemble, ...] = ()
     pass_cost_curve: tuple[np.ndarray, np.ndarray] | None = None
+    serving: Serving | None = None
     spec: ProblemSpec | None = None
     base_dir: Path | None = None
 
@@ -102,7 +106,7 @@ class Problem:
             set_(self, mask, np.zeros(n, bool) if v is None else np.asarray(v, dtype=bool))
         if self.acceptance.shape[0] != n:
             raise ValueError("acceptance must have one row per drafter")
-        if self.cost_metric not in COST_METRICS:
+        if self.cost_metric not in COST_METRICS + SERVING_COST_METRICS:
             raise ValueError(f"unknown cost metric {self.cost_metric!r}")
 
     # ------------------------------------------------------------------ build
@@ -189,6 +193,7 @@ class Problem:
             pass_cost_curve=None
             if curve is None
             else (np.asarray(curve.tokens, dtype=float), np.asarray(curve.cost, dtype=float)),
+            serving=Serving.from_spec(spec),
             spec=spec,
             base_dir=base,
         )

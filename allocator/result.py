@@ -51,21 +51,48 @@ class Front:
         )
 
     def point(self, i: int, names: tuple[str, ...]) -> dict:
-        """One point as the plain dict of DESIGN §4 (drafters, m, k, throughput, cost, ...)."""
+        """One point as the plain dict of docs/design.md §6 (drafters, m, k, throughput, ...)."""
         row = {m: float(v[i]) for m, v in self.metrics.items()}
+        cost = row[self.cost_metric]
         return {
             "drafters": [n for n, on in zip(names, self.members[i], strict=True) if on],
             "m": int(self.members[i].sum()),
             "k": int(self.k[i]),
             "throughput": row["throughput"],
-            "cost": row[self.cost_metric],
+            "cost": cost,
             "expected_accepted": row["expected_accepted"],
             "pooled_acceptance": row["pooled_acceptance"],
             "round_time": row["round_time"],
             "draft_cost_per_round": row["draft_cost_per_round"],
             "draft_cost_per_token": row["draft_cost_per_token"],
             "hosting_cost": row["hosting_cost"],
+            **serving_fields(row),
         }
+
+
+#: Fields a point gains under load (``evaluate --batch``, ``solve --batch``).
+SERVING_FIELDS: tuple[str, ...] = (
+    "batch",
+    "step_ms",
+    "tokens_per_step",
+    "tokens_per_s",
+    "tokens_per_s_per_seq",
+    "itl_ms",
+    "speedup",
+    "cost_per_mtok",
+)
+
+
+def serving_fields(row: dict[str, float]) -> dict:
+    """The serving fields of a metrics row (none when it has no ``tokens_per_s``);
+    ``batch`` as int, ``cost_per_mtok`` ``None`` without a price."""
+    if "tokens_per_s" not in row:
+        return {}
+    out: dict = {f: row[f] for f in SERVING_FIELDS}
+    out["batch"] = int(row["batch"])
+    if np.isnan(out["cost_per_mtok"]):
+        out["cost_per_mtok"] = None
+    return out
 
 
 @dataclass

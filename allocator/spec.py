@@ -1,4 +1,4 @@
-"""The problem file (DESIGN §3): frozen pydantic models, read from YAML or JSON.
+"""The problem file (docs/design.md §5): frozen pydantic models, read from YAML or JSON.
 
 This module is the edge of the package: it validates what a user wrote and turns
 pydantic's errors into one :class:`~allocator.exceptions.InputError` naming the
@@ -24,13 +24,18 @@ from pydantic import (
 
 from .exceptions import InputError
 
-CostMetric = Literal["draft_cost_per_round", "draft_cost_per_token", "hosting_cost", "drafters"]
+CostMetric = Literal[
+    "draft_cost_per_round", "draft_cost_per_token", "hosting_cost", "drafters", "cost_per_mtok"
+]
 COST_METRICS: tuple[str, ...] = (
     "draft_cost_per_round",
     "draft_cost_per_token",
     "hosting_cost",
     "drafters",
 )
+#: Cost metrics that exist only under load (a ``serving`` section and a batch size):
+#: ``cost_per_mtok``, $ per million generated tokens.
+SERVING_COST_METRICS: tuple[str, ...] = ("cost_per_mtok",)
 
 Probability = Annotated[float, Field(gt=0.0, le=1.0)]
 Acceptance = Probability | Annotated[list[Probability], Field(min_length=1)]
@@ -38,11 +43,51 @@ NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 BatchSize = Annotated[int, Field(ge=1)]
 
-# What kind of drafter it is, as the serving engines name their speculative methods.
+# What kind of drafter it is, as the serving engines name their speculative methods
+# (allocator/engines/methods.py holds the table; a test checks the two agree).
 Method = Literal[
     "draft_model", "eagle", "eagle3", "mtp", "medusa", "mlp_speculator", "ngram", "suffix"
 ]
-RankAcceptance = Annotated[list[Probability], Field(min_length=1)]
+
+
+def rank_rows(value: list[float] | list[list[float]]) -> list[list[float]]:
+    """``acceptance_by_rank`` as one row per depth (a flat list is one row for every depth)."""
+    items: list = list(value)
+    if items and isinstance(items[0], list):
+        return [[float(x) for x in row] for row in items]
+    return [[float(x) for x in items]]
+
+
+def check_rank_acceptance(value: object) -> object:
+    """Validate ``acceptance_by_rank``: ``[p1, p2, ...]`` or ``[[p1, ...], [p1, ...], ...]``
+    (one row per depth, the last repeating), every value in (0, 1], rows of one length.
+    Raises ``ValueError`` with a message naming the offending entry."""
+    if value is None:
+        return value
+    if not isinstance(value, list) or not value:
+        raise ValueError("give a non-empty list [p1, p2, ...] or one such list per depth")
+    nested = [isinstance(v, list) for v in value]
+    if any(nested) and not all(nested):
+        raise ValueError(
+            "mixes numbers and lists: give one list of ranks, or one list of ranks per depth"
+        )
+    rows = value if all(nested) else [value]
+    width = len(rows[0])
+    for d, row in enumerate(rows):
+        where = f"depth {d + 1}, " if all(nested) else ""
+        if not row:
+            raise ValueError(f"{where}the list of ranks is empty")
+        if len(row) != width:
+            raise ValueError(
+                f"depth {d + 1} gives {len(row)} ranks where depth 1 gives {width}: every "
+                "depth needs the same number of ranks"
+            )
+        for r, p in enumerate(row):
+            if isinstance(p, bool) or not isinstance(p, int | float):
+                raise ValueError(f"{where}rank {r + 1}: {p!r} is not a number")
+            if not 0.0 < float(p) <= 1.0:
+                raise ValueError(f"{where}rank {r + 1}: {p} is outside (0, 1]")
+    return value
 
 
 class _Frozen(BaseModel):
@@ -113,18 +158,44 @@ class Drafter(_Frozen):
     prompt_lookup_min: Annotated[int, Field(ge=1)] | None = None
     prompt_lookup_max: Annotated[int, Field(ge=1)] | None = None
     # token trees: acceptance of the rank-r candidate at a node given ranks < r rejected,
-    # one list, or one list per depth (the last repeats)
-    acceptance_by_rank: (
-        RankAcceptance | Annotated[list[RankAcceptance], Field(min_length=1)] | None
-    ) = None
+    # one list, or one list per depth (the last repeats); checked by _rank_shape below
+    acceptance_by_rank: list[float] | list[list[float]] | None = None
+    # 95% interval of each acceptance_by_rank value, the same shape with [lo, hi] leaves
+    acceptance_by_rank_interval: list[Interval] | list[list[Interval]] | None = None
     # serving: wall time of one drafting step (one token per sequence), ms, by batch size
     draft_ms: dict[BatchSize, Positive] | None = None
     # serving: accelerator memory hosting it takes from one replica's KV cache, GB
     memory_gb: NonNegative | None = None
 
+    @field_validator("acceptance_by_rank", mode="before")
+    @classmethod
+    def _rank_shape(cls, value: object) -> object:
+        """One list of rank acceptances in (0, 1], or one such list per depth, every depth
+        with the same number of ranks."""
+        return check_rank_acceptance(value)
+
+    @model_validator(mode="after")
+    def _rank_interval_shape(self) -> Drafter:
+        iv = self.acceptance_by_rank_interval
+        if iv is None:
+            return self
+        if self.acceptance_by_rank is None:
+            raise ValueError("acceptance_by_rank_interval needs acceptance_by_rank")
+        rows = rank_rows(self.acceptance_by_rank)
+        nested = bool(iv) and isinstance(iv[0][0], list)
+        iv_rows = iv if nested else [iv]
+        if len(iv_rows) != len(rows) or any(
+            len(a) != len(b) for a, b in zip(iv_rows, rows, strict=True)
+        ):
+            raise ValueError(
+                "acceptance_by_rank_interval needs one [lo, hi] per acceptance_by_rank value, "
+                "in the same shape"
+            )
+        return self
+
 
 class ErrorsSpec(_Frozen):
-    """Correlated drafter errors (DESIGN §2); each model takes only its own fields.
+    """Correlated drafter errors (docs/design.md §3); each model takes only its own fields.
 
     ``exchangeable``: one of ``correlation`` (latent, in [0, 1]) or ``error_correlation``
     (Pearson correlation of error indicators, in [0, 1]); ``factor``: ``loadings``
@@ -235,25 +306,40 @@ class Budget(_Frozen):
 
 
 class StepTable(_Frozen):
-    """Measured wall time of one decoding step (draft + verify) of one configuration.
+    """Measured wall time of one decoding step (draft + verify) of one configuration, ms.
 
-    ``drafters``: the configuration measured; ``by_batch``: ``{batch: {k: ms}}``, where
-    ``k = 0`` is decoding without speculation (required at every batch size).
+    ``drafters``: the configuration measured (exact set); ``by_batch``: ``{batch: {k: ms}}``,
+    where ``k = 0`` is decoding without speculation (required at every batch size).
+    Between measured ``k`` at one batch size the time is linear in ``k``; between
+    measured batch sizes linear in the batch; nothing is extrapolated.
     """
 
-    drafters: list[str]
-    by_batch: dict[BatchSize, dict[Annotated[int, Field(ge=0)], Positive]]
+    drafters: Annotated[list[str], Field(min_length=1)]
+    by_batch: Annotated[
+        dict[
+            BatchSize, Annotated[dict[Annotated[int, Field(ge=0)], Positive], Field(min_length=1)]
+        ],
+        Field(min_length=1),
+    ]
+
+    def batch_range(self) -> tuple[int, int]:
+        """Smallest and largest measured batch size."""
+        return min(self.by_batch), max(self.by_batch)
 
 
 class VerifyTable(_Frozen):
     """Component model: the verifier's forward pass, ms, by batch size and by verified
     tokens per sequence (``tokens = 1`` is a plain decoding step; a chain of ``k``
     drafted tokens from ``m`` drafters verifies ``m * k + 1``). ``ms[i][j]`` is at
-    ``batch[i]``, ``tokens[j]``."""
+    ``batch[i]``, ``tokens[j]``; bilinear between them, never outside."""
 
     batch: Annotated[list[BatchSize], Field(min_length=1)]
     tokens: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
     ms: Annotated[list[list[Positive]], Field(min_length=1)]
+
+    def batch_range(self) -> tuple[int, int]:
+        """Smallest and largest modelled batch size."""
+        return self.batch[0], self.batch[-1]
 
 
 class MemorySpec(_Frozen):
@@ -266,7 +352,12 @@ class MemorySpec(_Frozen):
 
 class ServingSpec(_Frozen):
     """Serving under load: batch sizes to plan for, price, and step times (measured
-    tables and/or a component model)."""
+    tables and/or a component model).
+
+    ``gpu_cost_per_hour``: $/h of the replica the step times were measured on (gives
+    ``cost_per_mtok``). ``overhead_ms``: added to every speculative step (``k > 0``) of
+    the component model.
+    """
 
     batch_sizes: Annotated[list[BatchSize], Field(min_length=1)]
     gpu_cost_per_hour: Positive | None = None
@@ -275,9 +366,66 @@ class ServingSpec(_Frozen):
     overhead_ms: NonNegative = 0.0
     memory: MemorySpec | None = None
 
+    @model_validator(mode="after")
+    def _tables(self) -> ServingSpec:
+        f = "serving"
+        if not self.step_ms and self.verify_ms is None:
+            raise _FieldError(
+                f, "give step times: measured step_ms tables and/or a verify_ms component model"
+            )
+        if any(b <= a for a, b in zip(self.batch_sizes, self.batch_sizes[1:], strict=False)):
+            raise _FieldError(f"{f}.batch_sizes", "must be strictly increasing")
+        seen: set[frozenset[str]] = set()
+        for i, t in enumerate(self.step_ms):
+            if len(set(t.drafters)) != len(t.drafters):
+                raise _FieldError(f"{f}.step_ms.{i}.drafters", "a drafter is named twice")
+            key = frozenset(t.drafters)
+            if key in seen:
+                raise _FieldError(
+                    f"{f}.step_ms.{i}.drafters", "the same drafters are measured in two tables"
+                )
+            seen.add(key)
+            for b, by_k in t.by_batch.items():
+                if 0 not in by_k:
+                    raise _FieldError(
+                        f"{f}.step_ms.{i}.by_batch.{b}",
+                        "no k = 0 entry: decoding without speculation is the baseline and "
+                        "is required at every batch size",
+                    )
+        v = self.verify_ms
+        if v is not None:
+            g = f"{f}.verify_ms"
+            if any(b <= a for a, b in zip(v.batch, v.batch[1:], strict=False)):
+                raise _FieldError(f"{g}.batch", "must be strictly increasing")
+            if any(b <= a for a, b in zip(v.tokens, v.tokens[1:], strict=False)):
+                raise _FieldError(f"{g}.tokens", "must be strictly increasing")
+            if v.tokens[0] != 1:
+                raise _FieldError(
+                    f"{g}.tokens", "must include 1 (a plain decoding step, the k = 0 baseline)"
+                )
+            if len(v.ms) != len(v.batch):
+                raise _FieldError(f"{g}.ms", f"{len(v.ms)} rows for {len(v.batch)} batch sizes")
+            for i, row in enumerate(v.ms):
+                if len(row) != len(v.tokens):
+                    raise _FieldError(
+                        f"{g}.ms.{i}", f"{len(row)} values for {len(v.tokens)} token counts"
+                    )
+        ranges = [t.batch_range() for t in self.step_ms]
+        if v is not None:
+            ranges.append(v.batch_range())
+        for i, b in enumerate(self.batch_sizes):
+            if not any(lo <= b <= hi for lo, hi in ranges):
+                covered = ", ".join(f"{lo}..{hi}" for lo, hi in ranges)
+                raise _FieldError(
+                    f"{f}.batch_sizes.{i}",
+                    f"batch size {b} is outside every measured or modelled range ({covered}); "
+                    "step times are never extrapolated",
+                )
+        return self
+
 
 class ProblemSpec(_Frozen):
-    """A whole problem file. Field names and defaults follow DESIGN §3."""
+    """A whole problem file. Field names and defaults follow docs/design.md §5."""
 
     name: Annotated[str, Field(min_length=1)]
     convention: Literal["paper", "bonus"] = "paper"
@@ -308,6 +456,7 @@ class ProblemSpec(_Frozen):
         names = {d.name for d in self.drafters}
         for i, d in enumerate(self.drafters):
             _check_interval(d, f"drafters.{i}.acceptance_interval")
+            _check_method(d, f"drafters.{i}")
         for field in ("require", "exclude"):
             for i, n in enumerate(getattr(self.search, field)):
                 if n not in names:
@@ -323,6 +472,53 @@ class ProblemSpec(_Frozen):
             for n in w.acceptance:
                 if n not in names:
                     raise _FieldError(f"workloads.{i}.acceptance", f"unknown drafter {n!r}")
+        self._check_serving(names)
+        return self
+
+    def _check_serving(self, names: set[str]) -> None:
+        """Step tables name known drafters; the component model has every draft time it
+        needs; ``cost_per_mtok`` only with a priced ``serving`` section."""
+        s = self.serving
+        if self.cost_metric in SERVING_COST_METRICS:
+            if s is None:
+                raise _FieldError(
+                    "cost_metric",
+                    f"{self.cost_metric} needs a serving section (step times and a GPU price)",
+                )
+            if s.gpu_cost_per_hour is None:
+                raise _FieldError(
+                    "cost_metric", f"{self.cost_metric} needs serving.gpu_cost_per_hour"
+                )
+        if s is None:
+            return
+        for i, t in enumerate(s.step_ms):
+            for n in t.drafters:
+                if n not in names:
+                    raise _FieldError(f"serving.step_ms.{i}.drafters", f"unknown drafter {n!r}")
+        if s.verify_ms is None:
+            return
+        measured = {n for t in s.step_ms for n in t.drafters}
+        for i, d in enumerate(self.drafters):
+            if d.draft_ms is None and d.name not in measured:
+                raise _FieldError(
+                    f"drafters.{i}.draft_ms",
+                    f"no step_ms table measures {d.name!r}, so the component model "
+                    "(serving.verify_ms) needs its draft time per batch size",
+                )
+
+    @model_validator(mode="after")
+    def _memory_fits(self) -> ProblemSpec:
+        """``serving.memory`` leaves room for one sequence, with no drafter and with each
+        drafter hosted alone (allocator/model/memory.py gives the batch cap)."""
+        mem = self.serving.memory if self.serving is not None else None
+        if mem is not None:
+            from .model.memory import check_memory
+
+            gb = [d.memory_gb or 0.0 for d in self.drafters]
+            try:
+                check_memory(mem.kv_cache_gb, mem.kv_per_seq_gb, gb)
+            except InputError as exc:
+                raise _FieldError(exc.field, exc.message) from None
         return self
 
     @property
@@ -344,6 +540,16 @@ def _check_interval(d: Drafter, field: str) -> None:
         raise _FieldError(field, f"{len(rows)} intervals for {n_acc} acceptance position(s)")
     if any(hi <= lo for lo, hi in rows):
         raise _FieldError(field, "every interval needs lo < hi")
+
+
+def _check_method(d: Drafter, where: str) -> None:
+    """A drafter's fields belong to its ``method`` (:mod:`allocator.engines.methods`)."""
+    from .engines.methods import METHOD_FIELDS, method_problem
+
+    given = {f: getattr(d, f) for f in METHOD_FIELDS if getattr(d, f) is not None}
+    problem = method_problem(d.method, given, d.model)
+    if problem is not None:
+        raise _FieldError(f"{where}.{problem[0]}", problem[1])
 
 
 class _FieldError(ValueError):

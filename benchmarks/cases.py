@@ -1,4 +1,4 @@
-"""Problem files for the cases of DESIGN §5, generated from a seed.
+"""Problem files for the cases of docs/design.md §7, generated from a seed.
 
 Drafter statistics are drawn from ranges typical of small draft models: acceptance
 0.3-0.9 and unit cost 0.01-0.2 verifier-units. Correlated cases draw their

@@ -1,4 +1,4 @@
-"""Benchmarks for the cases of DESIGN §5: ``python benchmarks/run.py [--repeats R] [--quick]``.
+"""Benchmarks of docs/design.md §7: ``python benchmarks/run.py [--repeats R] [--quick]``.
 
 For every case it prints the median wall time of ``R`` whole ``allocator solve``
 processes (start-up included), the front size, the hypervolume ratio of that front

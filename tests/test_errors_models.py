@@ -194,7 +194,7 @@ def test_exact_limits():
 
 
 def test_error_correlation_conversion():
-    # two drafters at a = 0.5: φ = (2/π) asin(r)  (DESIGN §2)
+    # two drafters at a = 0.5: φ = (2/π) asin(r)  (docs/design.md §3.2)
     for phi in (0.1, 0.3, 0.7, 0.95):
         r = latent_from_error_correlation(phi, 0.5, 0.5)
         assert float(r) == pytest.approx(np.sin(np.pi * phi / 2), abs=1e-12)

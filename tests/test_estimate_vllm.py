@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synthetic_logs import simulate_chain, vllm_exposition, vllm_log_line
+from synthetic_logs import simulate_chain, simulate_short_drafts, vllm_exposition, vllm_log_line
 from typer.testing import CliRunner
 
 from allocator.cli import app
@@ -102,6 +102,8 @@ def test_several_scrapes_take_the_last(tmp_path):
     first = simulate_chain(rng, [0.7], 1000, 3)
     later = first + simulate_chain(rng, [0.7], 1000, 3)
     text = vllm_exposition({"m": [(1000, first)]}) + vllm_exposition({"m": [(2000, later)]})
+    # two scrapes of one run share their _created times; two registries do not, so drop them
+    text = "".join(line for line in text.splitlines(True) if "_created" not in line)
     path = tmp_path / "m.prom"
     path.write_text(text)
     est = estimate(path, "vllm-metrics", tmp_path / "x.yaml")
@@ -197,7 +199,8 @@ def test_bad_metrics(tmp_path, text, needle):
     assert not out.exists()
 
 
-def test_metrics_counter_decreasing_between_scrapes(tmp_path):
+def test_metrics_partial_restart_refused(tmp_path):
+    """One counter of a server goes down while the others do not: not a restart."""
     text = (FIXTURES / "vllm_metrics.prom").read_text()
     restarted = text.replace(
         'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 6000.0',
@@ -207,7 +210,7 @@ def test_metrics_counter_decreasing_between_scrapes(tmp_path):
     path.write_text(text + restarted)
     out = tmp_path / "p.yaml"
     res = run("estimate", path, "--format", "vllm-metrics", "--out", out)
-    assert res.exit_code == 2 and "decreases from 6000 to 50" in res.stderr, res.stderr
+    assert res.exit_code == 2 and "restart together" in res.stderr, res.stderr
     assert not out.exists()
 
 
@@ -244,11 +247,11 @@ LINE = (
         (LINE.format(rates="0.350, 0.520, 0.750") + "\n", "increase with position"),
         (
             LINE.replace("Drafted: 600", "Drafted: 601").format(rates="0.750, 0.520, 0.350"),
-            "not a multiple",
+            "no number of drafts",
         ),
         (
             LINE.replace("Accepted: 324", "Accepted: 900").format(rates="0.750, 0.520, 0.350"),
-            "disagrees",
+            "disagree",
         ),
         ("SpecDecoding metrics: Accepted: 3 tokens, Drafted: 6 tokens\n", "without"),
     ],
@@ -286,7 +289,11 @@ def test_round_trip_metrics_then_solve_and_export(tmp_path):
     [
         ("vllm-metrics", ["--errors", "factor"], "--errors: applies to --format outcomes only"),
         ("vllm-log", ["--convention", "paper"], "--convention: applies to --format outcomes"),
-        ("vllm-metrics", ["--drafter", "x"], "--drafter: applies to --format vllm-log only"),
+        (
+            "vllm-metrics",
+            ["--drafter", "x"],
+            "--drafter: applies to --format vllm-log or sglang-requests or sglang-log only",
+        ),
         ("vllm-metrics", ["--model", "nobody=x"], "unknown drafter 'nobody'"),
     ],
 )
@@ -313,3 +320,170 @@ def test_older_log_format_with_rates_last(tmp_path):
     est = estimate(path, "vllm-log", tmp_path / "x.yaml", min_trials=1)
     np.testing.assert_array_equal(est.drafters[0].successes, per_pos)
     np.testing.assert_array_equal(est.drafters[0].trials, [drafts, *per_pos[:-1]])
+
+
+# ----------------------------------------------------------------- drafts shorter than k
+
+
+def _coverage_short(tmp_path, lengths_of, seeds=200):
+    """Coverage of the intervals (and of the old ratio's intervals) over seeded scrapes."""
+    from scipy.stats import beta
+
+    truth = np.array([0.8, 0.7, 0.6, 0.5])
+    hits, old_hits, first = [], [], []
+    for seed in range(seeds):
+        rng = np.random.default_rng(1000 + seed)
+        engines = []
+        for n in (1500, 1000):
+            per_pos, tokens = simulate_short_drafts(rng, truth, n, 4, lengths_of(rng, n))
+            engines.append((n, per_pos, tokens))
+        path = tmp_path / f"s{seed}.prom"
+        path.write_text(vllm_exposition({"m": engines}))
+        try:
+            est = estimate(path, "vllm-metrics", tmp_path / "x.yaml", min_trials=1)
+        finally:
+            path.unlink()
+        d = est.drafters[0]
+        lo, hi = d.interval
+        hits.append((lo <= truth) & (truth <= hi))
+        s = sum(e[1] for e in engines)
+        n = sum(e[0] for e in engines)
+        naive_trials = np.concatenate(([n], s[:-1]))
+        olo = beta.ppf(0.025, s + 0.5, naive_trials - s + 0.5)
+        ohi = beta.ppf(0.975, s + 0.5, naive_trials - s + 0.5)
+        old_hits.append((olo <= truth) & (truth <= ohi))
+        first.append(d.trials[0] == n and d.trials_low[0] == n)
+    return np.array(hits), np.array(old_hits), all(first)
+
+
+def test_short_drafts_heavy_intervals_hold_the_truth(tmp_path):
+    """Prompt-lookup-like drafts of 1 to 4 tokens: the old per_pos ratio misses the truth
+    at later positions almost always; the bounded intervals hold it at every position."""
+    hits, old, first_exact = _coverage_short(tmp_path, lambda rng, n: rng.integers(1, 5, n))
+    assert first_exact
+    assert old[:, 1:].mean() < 0.1  # the bias the issue reported
+    rates = hits.mean(axis=0)
+    assert 0.92 <= rates[0] <= 0.98, rates  # position 1 is exact: nominal coverage
+    assert np.all(rates[1:] >= 0.95), rates
+
+
+def test_short_drafts_few_keep_tight_intervals(tmp_path):
+    """2% of drafts truncated: the intervals stay close to nominal and narrow."""
+
+    def lengths(rng, n):
+        out = np.full(n, 4)
+        cut = rng.random(n) < 0.02
+        out[cut] = rng.integers(1, 4, cut.sum())
+        return out
+
+    hits, _, _ = _coverage_short(tmp_path, lengths, seeds=150)
+    rates = hits.mean(axis=0)
+    assert np.all(rates >= 0.92), rates
+
+
+def test_short_drafts_range_is_reported_and_point_is_inside(tmp_path):
+    rng = np.random.default_rng(7)
+    per_pos, tokens = simulate_short_drafts(rng, [0.8, 0.7, 0.6], 4000, 3, rng.integers(1, 4, 4000))
+    path = tmp_path / "m.prom"
+    path.write_text(vllm_exposition({"m": [(4000, per_pos, tokens)]}))
+    out = tmp_path / "p.yaml"
+    res = run("estimate", path, "--format", "vllm-metrics", "--out", out, "--json", "-")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    rep = doc["report"]["models"]["m"]
+    assert rep["short_drafts"] is True
+    # hand-computed: deficit = 3 * 4000 - tokens; position 2's trials lie in
+    # [per_pos[0] - min(deficit // 2, per_pos[0] - per_pos[1]), per_pos[0]]
+    deficit = 3 * 4000 - tokens
+    low2 = per_pos[0] - min(deficit // 2, per_pos[0] - per_pos[1])
+    lo, hi = rep["acceptance_range"][1]
+    assert lo == pytest.approx(per_pos[1] / per_pos[0]) and hi == pytest.approx(per_pos[1] / low2)
+    (d,) = doc["drafters"]
+    assert d["acceptance"][0] == pytest.approx(per_pos[0] / 4000, abs=1e-6)
+    assert lo <= d["acceptance"][1] <= hi
+    assert "shorter than the 3 positions" in out.read_text()
+
+
+def test_log_short_drafts_no_longer_refused_and_cover(tmp_path):
+    """vllm-log lines whose Drafted is not drafts x k: read, not refused; intervals hold."""
+    truth = np.array([0.7, 0.6, 0.5])
+    hits = []
+    for seed in range(120):
+        rng = np.random.default_rng(seed)
+        lines = []
+        for n in rng.integers(200, 500, size=4):
+            per_pos, tokens = simulate_short_drafts(rng, truth, int(n), 3, rng.integers(1, 4, n))
+            lines.append(vllm_log_line(int(n), per_pos, drafted=tokens))
+        path = tmp_path / f"l{seed}.log"
+        path.write_text("\n".join(lines) + "\n")
+        try:
+            est = estimate(path, "vllm-log", tmp_path / "x.yaml", min_trials=1)
+        finally:
+            path.unlink()
+        lo, hi = est.drafters[0].interval
+        hits.append((lo <= truth) & (truth <= hi))
+    rates = np.mean(hits, axis=0)
+    assert rates[0] >= 0.9 and np.all(rates[1:] >= 0.95), rates
+
+
+# ----------------------------------------------------------------- names and restarts
+
+
+def test_openmetrics_underscore_names_read_like_colon_names(tmp_path):
+    rng = np.random.default_rng(11)
+    engines = [(3000, simulate_chain(rng, [0.8, 0.6], 3000, 3))]
+    colon = vllm_exposition({"m": engines})
+    om = vllm_exposition({"m": engines}, openmetrics=True).replace("vllm:", "vllm_")
+    assert "# EOF" in om and "vllm_spec_decode_num_drafts_total" in om
+    a, b = tmp_path / "a.prom", tmp_path / "b.txt"
+    a.write_text(colon)
+    b.write_text(om + om)  # two OpenMetrics scrapes of one run
+    ea = estimate(a, "vllm-metrics", tmp_path / "x.yaml")
+    eb = estimate(b, "vllm-metrics", tmp_path / "x.yaml")
+    np.testing.assert_array_equal(ea.drafters[0].successes, eb.drafters[0].successes)
+    np.testing.assert_array_equal(ea.drafters[0].trials, eb.drafters[0].trials)
+
+
+def test_restarted_server_segments_are_summed(tmp_path):
+    """Two runs under one served model name: the second counts from zero (a value goes
+    down) or past the first (only _created changes); either way both runs are summed."""
+    rng = np.random.default_rng(5)
+    first = simulate_chain(rng, [0.7], 1000, 3)
+    second = simulate_chain(rng, [0.7], 1500, 3)
+    run1 = vllm_exposition({"m": [(1000, first)]})
+    import time
+
+    time.sleep(0.01)  # a later registry: a later _created time
+    run2 = vllm_exposition({"m": [(1500, second)]})
+    path = tmp_path / "m.prom"
+    path.write_text(run1 + run2)
+    out = tmp_path / "p.yaml"
+    res = run("estimate", path, "--format", "vllm-metrics", "--out", out, "--min-count", "1")
+    assert res.exit_code == 0, res.output
+    est = estimate(path, "vllm-metrics", tmp_path / "x.yaml")
+    assert est.drafters[0].trials[0] == 2500
+    np.testing.assert_array_equal(est.drafters[0].successes, first + second)
+    assert any("restarted 1 time" in n for n in est.notes)
+    assert "restarted 1 time" in out.read_text()
+
+
+def test_metrics_without_per_position_counter(tmp_path):
+    text = vllm_exposition({"m": [(100, np.array([80, 60]))]})
+    text = "".join(line for line in text.splitlines(True) if "per_pos" not in line)
+    path = tmp_path / "m.prom"
+    path.write_text(text)
+    out = tmp_path / "p.yaml"
+    res = run("estimate", path, "--format", "vllm-metrics", "--out", out)
+    assert res.exit_code == 2
+    assert res.stderr.startswith("error: m.prom: ")
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert "missing vllm:spec_decode_num_accepted_tokens_per_pos_total" in res.stderr
+    assert not out.exists()
+
+
+def test_metrics_more_draft_tokens_than_positions_refused(tmp_path):
+    text = vllm_exposition({"m": [(100, np.array([80, 60]), 201)]})
+    path = tmp_path / "m.prom"
+    path.write_text(text)
+    res = run("estimate", path, "--format", "vllm-metrics", "--out", tmp_path / "p.yaml")
+    assert res.exit_code == 2 and "exceeds num_drafts x 2 positions" in res.stderr, res.stderr

@@ -8,7 +8,8 @@ import yaml
 from typer.testing import CliRunner
 
 from allocator.cli import app
-from allocator.export import export_text, pick_point
+from allocator.engines import export_text, pick_point
+from allocator.spec import Drafter
 
 runner = CliRunner()
 
@@ -81,7 +82,8 @@ def test_sglang_flags(single):
 
 def test_paths_with_spaces_are_quoted():
     point = {"drafters": ["a"], "k": 3, "throughput": 1.0}
-    text = export_text("sglang", point, {"a": "/models/my draft"})
+    drafter = Drafter(name="a", acceptance=0.5, unit_cost=0.1, model="/models/my draft")
+    text = export_text("sglang", point, {"a": drafter})
     assert shlex.split(text)[3] == "/models/my draft"
 
 

@@ -41,7 +41,7 @@ def e_any(accs, subset, k, convention):
 
 
 def e_chain(accs, subset, k, convention):
-    """DESIGN §1's longest-chain formula, by loops."""
+    """docs/design.md §2.1's longest-chain formula, by loops."""
 
     def surv(d, i, paper):
         return np.prod([acc_at(accs[d], j) for j in range(1, i + (0 if paper else 1))])

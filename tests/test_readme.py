@@ -188,6 +188,9 @@ def test_notebooks_are_stored_without_outputs_and_listed():
         "02-correlation-breakeven",
         "03-budget-across-m-and-k",
         "04-capacity-planning",
+        "05-serving-under-load",
+        "06-width-against-depth",
+        "07-capacity",
     ]
     for path in paths:
         nb = nbformat.read(path, as_version=4)

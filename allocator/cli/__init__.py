@@ -41,7 +41,20 @@ def _global_options(
 
 
 # Each command module registers itself on import; this order is the order of --help.
-COMMANDS = ("solve", "evaluate", "plan", "estimate", "simulate", "breakeven", "paper", "schema")
+COMMANDS = (
+    "solve",
+    "evaluate",
+    "schedule",
+    "plan",
+    "capacity",
+    "estimate",
+    "calibrate",
+    "simulate",
+    "tree",
+    "breakeven",
+    "paper",
+    "schema",
+)
 for _command in COMMANDS:
     importlib.import_module(f"{__name__}.{_command}")
 

@@ -1,4 +1,5 @@
-"""``allocator estimate``: a problem file from outcome logs or vLLM metrics/logs."""
+"""``allocator estimate``: a problem file from outcome logs, vLLM metrics/logs or SGLang
+responses/logs."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from ..engines.methods import METHODS
 from ..estimate import FORMATS, MIN_TRIALS, estimate, problem_text, read_costs
 from ..estimate.problem_file import parse_assignments
 from ..exceptions import InputError
@@ -29,12 +31,24 @@ ModelOption = typer.Option(
 )
 
 
+MethodOption = typer.Option(
+    None,
+    "--method",
+    help="Serving method of a drafter (eagle3, ngram, ...; see allocator schema), NAME=METHOD "
+    "(repeatable).",
+    metavar="N=METHOD",
+)
+
+
 @app.command("estimate")
 @handles_input_errors
 def estimate_command(
     input_path: Path = InputArg,
     fmt: str = typer.Option(
-        "outcomes", "--format", "-f", help="outcomes | vllm-metrics | vllm-log."
+        "outcomes",
+        "--format",
+        "-f",
+        help="outcomes | vllm-metrics | vllm-log | sglang-requests | sglang-log.",
     ),
     out_path: str = typer.Option(
         ..., "--out", "-o", help="Problem file to write (YAML).", metavar="PROBLEM.yaml"
@@ -42,12 +56,21 @@ def estimate_command(
     unit_cost: list[str] = UnitCostOption,
     costs_path: Path = CostsOption,
     model: list[str] = ModelOption,
+    method: list[str] = MethodOption,
     errors: str = typer.Option(
         None, "--errors", help="outcomes only: empirical (default) | factor | independent."
     ),
     name: str = typer.Option(None, "--name", help="Problem name (default: the output's stem)."),
     drafter: str = typer.Option(
-        None, "--drafter", help="vllm-log only: the drafter's name (default: draft)."
+        None,
+        "--drafter",
+        help="vllm-log, sglang-requests, sglang-log: the drafter's name (default: draft).",
+    ),
+    k: int = typer.Option(
+        None,
+        "--k",
+        help="sglang-requests, sglang-log: tokens drafted per round (--speculative-num-steps); "
+        "required by sglang-log.",
     ),
     min_count: int = typer.Option(
         MIN_TRIALS,
@@ -67,13 +90,14 @@ def estimate_command(
     if fmt not in FORMATS:
         raise InputError("--format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
     only = {
-        "--errors": (errors, "outcomes"),
-        "--convention": (convention, "outcomes"),
-        "--drafter": (drafter, "vllm-log"),
+        "--errors": (errors, ("outcomes",)),
+        "--convention": (convention, ("outcomes",)),
+        "--drafter": (drafter, ("vllm-log", "sglang-requests", "sglang-log")),
+        "--k": (k, ("sglang-requests", "sglang-log")),
     }
     for option, (value, applies) in only.items():
-        if value is not None and fmt != applies:
-            raise InputError(option, f"applies to --format {applies} only")
+        if value is not None and fmt not in applies:
+            raise InputError(option, f"applies to --format {' or '.join(applies)} only")
     errors = errors or "empirical"
     convention = convention or "bonus"
     drafter = drafter or "draft"
@@ -84,6 +108,10 @@ def estimate_command(
     precheck_outputs(out=out_path, json=json_path)
     costs = read_costs(costs_path, unit_cost or [])
     models = parse_assignments(model or [], "--model")
+    methods = parse_assignments(method or [], "--method")
+    for n, m in methods.items():
+        if m not in METHODS:
+            raise InputError("--method", f"{n}: {m!r} is not one of {', '.join(METHODS)}")
     est = estimate(
         input_path,
         fmt,
@@ -92,8 +120,9 @@ def estimate_command(
         min_trials=min_count,
         drafter_name=drafter,
         convention=convention,
+        k=k,
     )
-    text, data, missing = problem_text(est, name or Path(out_path).stem, costs, models)
+    text, data, missing = problem_text(est, name or Path(out_path).stem, costs, models, methods)
     write_atomic(out_path, text, "--out")
     doc = {
         "problem": data["name"],
@@ -104,9 +133,22 @@ def estimate_command(
                 "name": d["name"],
                 "acceptance": d["acceptance"],
                 "acceptance_interval": d["acceptance_interval"],
-                "positions": len(c.trials),
+                "positions": c.positions,
                 "trials": c.trials.tolist(),
+                # drafts shorter than k: the rounds reaching each position lie in
+                # [trials_low, trials] (null when known exactly)
+                "trials_low": None if c.trials_low is None else c.trials_low.tolist(),
                 "successes": c.successes.tolist(),
+                **(
+                    {}
+                    if c.ranks is None
+                    else {
+                        "acceptance_by_rank": d["acceptance_by_rank"],
+                        "acceptance_by_rank_interval": d["acceptance_by_rank_interval"],
+                        "rank_trials": c.ranks.trials.tolist(),
+                        "rank_successes": c.ranks.successes.tolist(),
+                    }
+                ),
             }
             for d, c in zip(data["drafters"], est.drafters, strict=True)
         ],

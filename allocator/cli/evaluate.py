@@ -9,7 +9,15 @@ import typer
 from .. import api
 from ..outputs import point_document
 from . import app
-from .common import JsonOption, ProblemArg, emit_json, handles_input_errors, out, precheck_outputs
+from .common import (
+    JsonOption,
+    ProblemArg,
+    emit_json,
+    err,
+    handles_input_errors,
+    out,
+    precheck_outputs,
+)
 from .render import point_table
 
 
@@ -22,15 +30,40 @@ def split_names(text: str) -> list[str]:
 def evaluate(
     problem: Path = ProblemArg,
     drafters: str = typer.Option(
-        ..., "--drafters", "-d", help="Comma-separated drafter names.", show_default=False
+        None,
+        "--drafters",
+        "-d",
+        help="Comma-separated drafter names (not needed for k = 0).",
+        show_default=False,
     ),
-    k: int = typer.Option(..., "--k", "-k", min=1, help="Draft length.", show_default=False),
+    k: int = typer.Option(
+        ...,
+        "--k",
+        "-k",
+        min=0,
+        help="Draft length (0, no speculation, only with --batch).",
+        show_default=False,
+    ),
+    batch: int = typer.Option(
+        None,
+        "--batch",
+        "-b",
+        min=1,
+        help="Also give tokens/s, inter-token latency, speedup and $/Mtok at B concurrent "
+        "sequences (needs the problem's serving section).",
+        metavar="B",
+    ),
     json_path: str = JsonOption,
 ) -> None:
     """Evaluate one configuration (drafters and k), ignoring the search space and budget."""
     precheck_outputs(json=json_path)
     prob = api.load(problem)
-    point = point_document(api.evaluate(prob, split_names(drafters), k, field="--drafters"))
+    names = split_names(drafters or "")
+    if k == 0 and batch is not None:
+        if names:
+            err.print("note: --drafters ignored at k = 0 (no speculation)")
+        names = []
+    point = point_document(api.evaluate(prob, names, k, field="--drafters", batch=batch))
     if json_path == "-":
         emit_json(point, "-")
         return

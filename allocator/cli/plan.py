@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from rich.table import Table
 
 from .. import api
+from ..engines import TARGETS, convention_warning, export_plan
 from ..exceptions import InputError
 from ..planning import MAX_CANDIDATES, Plan, PlanSweep, make_plan, parse_caps, sweep_hosting
 from ..result import Front
@@ -344,24 +345,75 @@ def plan(
     time_limit: float = typer.Option(
         None, "--time-limit", min=0.0, help="Seconds the MILP solver may take per plan."
     ),
+    batch: int = typer.Option(
+        None,
+        "--batch",
+        help="Sequences each replica must hold: the hosted drafters' memory_gb may take "
+        "only what serving.memory's KV cache has left after B sequences.",
+        metavar="B",
+    ),
+    export: str = typer.Option(
+        None,
+        "--export",
+        help="Print the plan as serving settings (vllm or sglang): one config per workload "
+        "route and the hosted set, as one JSON document.",
+        metavar="vllm|sglang",
+    ),
+    plot_path: str = typer.Option(
+        None,
+        "--plot",
+        help="With --sweep: draw throughput against hosting cost (beside one configuration "
+        "for all traffic) to PATH (.png or .svg).",
+        metavar="PATH",
+    ),
 ) -> None:
     """Choose the drafters to host and each workload's subset and k (exact, by MILP).
 
     Beside each workload: its throughput under the best single configuration for all traffic.
     """
+    if export is not None:
+        if export not in TARGETS:
+            raise InputError("--export", f"{export!r} is not one of {', '.join(TARGETS)}")
+        if sweep is not None:
+            raise InputError("--export", "exports one plan; it does not apply with --sweep")
+        if json_path == "-":
+            raise InputError("--export", "prints to stdout, which --json - already uses")
     precheck_outputs(json=json_path)
+    if plot_path:
+        from ..plots import check_plot_path
+
+        if sweep is None:
+            raise InputError("--plot", "draws the front of --sweep: give --sweep hosting_cost")
+        check_plot_path(plot_path, "--plot")
     caps = parse_budget(budget)
     levels = parse_sweep(sweep) if sweep is not None else False
     prob = api.load(problem)
     result: Plan | PlanSweep
     if levels is False:
-        result = make_plan(prob, caps, max_candidates=max_candidates, time_limit=time_limit)
+        result = make_plan(
+            prob, caps, max_candidates=max_candidates, time_limit=time_limit, batch=batch
+        )
         doc, table = plan_document(result), plan_table
     else:
+        if batch is not None:
+            raise InputError("--batch", "applies to one plan, not to --sweep")
         result = sweep_hosting(
             prob, levels, caps, max_candidates=max_candidates, time_limit=time_limit
         )
         doc, table = sweep_document(result), sweep_table
+    if export is not None:
+        drafters = {d.name: d for d in prob.spec.drafters} if prob.spec is not None else {}
+        settings, notes = export_plan(export, doc, drafters)
+        emit_json(doc, json_path)
+        warning = convention_warning(prob.convention)
+        for note in [*doc["notes"], *notes, *([warning] if warning else [])]:
+            err.print(note, soft_wrap=True)
+        emit_json(settings, "-")
+        return
+    if levels is not False and plot_path:
+        from ..plots import plot_sweep
+
+        plot_sweep(doc, plot_path)
     if json_path == "-":
         emit_json(doc, "-")
         return

@@ -12,7 +12,7 @@ def front_table(result: SolveResult) -> Table:
         f"{result.problem}: {len(result.front)} point(s) on the front of throughput against "
         f"{result.cost_metric}\nstrategy {result.strategy}, "
         f"{'exact' if result.exact else 'heuristic (not proven complete)'}, "
-        f"{result.evaluated:,} configurations in {result.seconds:.3g} s"
+        f"{result.evaluated:,} configurations covered in {result.seconds:.3g} s"
     )
     t = Table(title=title, title_justify="left")
     for col, just in (
@@ -43,9 +43,11 @@ def front_table(result: SolveResult) -> Table:
 
 
 def point_table(point: dict) -> Table:
+    who = ", ".join(point["drafters"]) or "no speculation"
+    where = f", batch {point['batch']}" if "batch" in point else ""
     t = Table(
         show_header=False,
-        title=", ".join(point["drafters"]) + f" at k={point['k']}",
+        title=f"{who} at k={point['k']}{where}",
         title_justify="left",
     )
     t.add_column("metric")
@@ -53,5 +55,5 @@ def point_table(point: dict) -> Table:
     for key, v in point.items():
         if key in ("drafters", "cost"):
             continue
-        t.add_row(key, f"{v:.9g}" if isinstance(v, float) else str(v))
+        t.add_row(key, f"{v:.9g}" if isinstance(v, float) else ("-" if v is None else str(v)))
     return t

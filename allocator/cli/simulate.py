@@ -8,6 +8,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from ..exceptions import InputError
 from ..problem import Problem
 from ..simulate import LEVEL, accepted_distribution, simulate
 from . import app
@@ -22,9 +23,17 @@ def simulate_command(
     drafters: str = typer.Option(
         ..., "--drafters", "-d", help="Comma-separated drafter names.", show_default=False
     ),
-    k: int = typer.Option(..., "--k", "-k", help="Draft length.", show_default=False),
+    k: int = typer.Option(None, "--k", "-k", help="Draft length.", show_default=False),
     rounds: int = typer.Option(..., "--rounds", "-n", help="Rounds to play.", show_default=False),
     seed: int = typer.Option(0, "--seed", help="Random seed (results are reproducible)."),
+    nodes: int = typer.Option(
+        None,
+        "--nodes",
+        help="Instead of --k: play the optimal token tree of at most this many nodes "
+        "(one drafter with acceptance_by_rank; see `allocator tree`).",
+        show_default=False,
+    ),
+    depth: int = typer.Option(16, "--depth", help="With --nodes: the tree's deepest depth."),
     json_path: str = JsonOption,
     plot_path: str = typer.Option(
         None,
@@ -39,6 +48,17 @@ def simulate_command(
     Reports the mean accepted units per round with a 99% interval beside the closed
     form (model_accepted), and the throughputs they imply.
     """
+    if nodes is not None:
+        if k is not None:
+            raise InputError("--k", "give --k for a chain or --nodes for a tree, not both")
+        if plot_path:
+            raise InputError("--plot", "draws chains only; leave it out with --nodes")
+        from .tree import simulate_tree_command
+
+        simulate_tree_command(problem, drafters, nodes, depth, rounds, seed, json_path)
+        return
+    if k is None:
+        raise InputError("--k", "give the draft length (or --nodes to play a token tree)")
     precheck_outputs(json=json_path)
     if plot_path:
         from ..plots import check_plot_path

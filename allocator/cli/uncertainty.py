@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from ..engines import TARGETS, convention_warning, pick_point
+from ..engines import export_point as engine_settings
 from ..exceptions import InputError
-from ..export import TARGETS, convention_warning, export_text, pick_point
 from ..outputs import uncertainty_document
 from ..uncertainty import analyse
 
@@ -40,7 +41,12 @@ def apply_uncertainty(prob: Problem, result, samples, seed, robust) -> dict | No
     if samples is None and robust is None:
         return None
     n = samples if samples is not None else DEFAULT_SAMPLES
-    report = analyse(prob, result.front, n, seed=seed or 0, quantile=robust)
+    try:
+        report = analyse(prob, result.front, n, seed=seed or 0, quantile=robust)
+    except InputError as exc:  # name the option the user gave, not the one implied
+        if samples is None and exc.field == "--samples":
+            raise InputError("--robust", exc.message) from None
+        raise
     if robust is not None:
         result.front = report.front
         result.exact = False
@@ -82,17 +88,24 @@ def uncertainty_table(doc: dict) -> Table:
     return t
 
 
-def export_point(prob: Problem, points: list[dict], target: str, pick: int | None) -> None:
-    """Print the chosen point as ``target``'s settings on stdout (notes on stderr)."""
+def export_settings(prob: Problem, points: list[dict], target: str, pick: int | None):
+    """The chosen point as ``target``'s settings and the notes for stderr; raises
+    :class:`InputError` before anything is printed or written."""
+    point = pick_point(points, pick)
+    drafters = {d.name: d for d in prob.spec.drafters} if prob.spec is not None else {}
+    text, notes = engine_settings(target, point, drafters)
+    note = convention_warning(prob.convention)
+    return text, [*notes, *([note] if note else [])]
+
+
+def print_export(exported: tuple[str, list[str]]) -> None:
+    """Print settings on stdout (only them) and their notes on stderr."""
     import sys
 
     from .common import err
 
-    point = pick_point(points, pick)
-    models = {d.name: d.model for d in prob.spec.drafters} if prob.spec is not None else {}
-    text = export_text(target, point, models)
-    note = convention_warning(prob.convention)
-    if note:
-        err.print(note, soft_wrap=True)
+    text, notes = exported
+    for line in notes:
+        err.print(line, soft_wrap=True)
     sys.stdout.write(text)
     sys.stdout.flush()

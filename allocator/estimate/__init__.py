@@ -3,6 +3,8 @@
 - :mod:`.outcomes`: joint outcome logs (CSV or JSONL), one 0/1 column per drafter.
 - :mod:`.vllm_metrics`: vLLM's Prometheus metrics (``/metrics`` text).
 - :mod:`.vllm_log`: vLLM's ``SpecDecoding metrics:`` log lines.
+- :mod:`.sglang_requests`: SGLang responses (JSONL) with per-request acceptance histograms.
+- :mod:`.sglang_log`: SGLang's ``accept len`` decode log lines (one scalar acceptance).
 
 Each yields an :class:`~.counts.Estimate` (per-drafter per-position counts with
 95% intervals); :mod:`.problem_file` writes it as a problem file.
@@ -16,10 +18,12 @@ from ..exceptions import InputError
 from .counts import LEVEL, MIN_TRIALS, DrafterCounts, Estimate, jeffreys_interval
 from .outcomes import estimate_outcomes
 from .problem_file import build_problem, check_problem, read_costs, render
+from .sglang_log import estimate_sglang_log
+from .sglang_requests import estimate_sglang_requests
 from .vllm_log import estimate_vllm_log
 from .vllm_metrics import estimate_vllm_metrics
 
-FORMATS = ("outcomes", "vllm-metrics", "vllm-log")
+FORMATS = ("outcomes", "vllm-metrics", "vllm-log", "sglang-requests", "sglang-log")
 
 
 def estimate(
@@ -31,8 +35,12 @@ def estimate(
     min_trials: int = MIN_TRIALS,
     drafter_name: str = "draft",
     convention: str = "bonus",
+    k: int | None = None,
 ) -> Estimate:
-    """Read ``path`` in format ``fmt`` (one of :data:`FORMATS`) into an :class:`Estimate`."""
+    """Read ``path`` in format ``fmt`` (one of :data:`FORMATS`) into an :class:`Estimate`.
+
+    ``k``: the draft length, for the SGLang formats (their inputs may not say it).
+    """
     if min_trials < 1:
         raise InputError("--min-count", "must be at least 1")
     if fmt == "outcomes":
@@ -41,14 +49,24 @@ def estimate(
         return estimate_vllm_metrics(path, min_trials)
     if fmt == "vllm-log":
         return estimate_vllm_log(path, drafter_name, min_trials)
+    if fmt == "sglang-requests":
+        if k is not None and k < 1:
+            raise InputError("--k", "must be at least 1")
+        return estimate_sglang_requests(path, drafter_name, min_trials, k)
+    if fmt == "sglang-log":
+        return estimate_sglang_log(path, k, drafter_name)
     raise InputError("--format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
 
 
 def problem_text(
-    est: Estimate, name: str, costs: dict, models: dict[str, str]
+    est: Estimate,
+    name: str,
+    costs: dict,
+    models: dict[str, str],
+    methods: dict[str, str] | None = None,
 ) -> tuple[str, dict, list[str]]:
     """The problem file's text, its data, and the drafters still lacking a cost."""
-    data, header, missing = build_problem(est, name, costs, models)
+    data, header, missing = build_problem(est, name, costs, models, methods)
     check_problem(data)
     return render(data, header), data, missing
 

@@ -3,7 +3,7 @@
 Two measures per pair of drafters, both pooled over positions:
 
 - ``phi``: the Pearson correlation of the two 0/1 error indicators over all rows.
-- ``latent``: the correlation ``r`` of the Gaussian copula (DESIGN §2) that
+- ``latent``: the correlation ``r`` of the Gaussian copula (docs/design.md §3) that
   reproduces the observed number of rows where both fail, given each drafter's
   per-position failure rate: ``sum_j n_j Phi2(t_a(j), t_b(j); r) = joint fails``
   with ``t(j) = Phi^-1(1 - a(j))``, solved for ``r`` (a tetrachoric correlation

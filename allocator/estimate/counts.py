@@ -3,7 +3,7 @@
 Every input format is reduced to the same thing: for drafter ``i`` and position
 ``j`` (1-based), ``trials[j-1]`` rounds reached position ``j`` and in
 ``successes[j-1]`` of them the drafter's unit there was correct. The conditional
-acceptance ``a_i(j)`` (DESIGN §1) is estimated by ``successes / trials``.
+acceptance ``a_i(j)`` (docs/design.md §1) is estimated by ``successes / trials``.
 
 Intervals are equal-tailed Beta posterior intervals under the Jeffreys prior
 ``Beta(1/2, 1/2)``: the posterior after ``s`` successes in ``n`` trials is
@@ -23,7 +23,7 @@ from scipy import special
 from ..exceptions import InputError
 
 #: Positions reached by fewer rounds than this are dropped from the end of the
-#: per-position list (the last kept value then repeats, DESIGN §1).
+#: per-position list (the last kept value then repeats, docs/design.md §1).
 MIN_TRIALS = 30
 #: Level of every interval written into a problem file.
 LEVEL = 0.95
@@ -83,17 +83,13 @@ def kept_positions(trials: np.ndarray, min_trials: int, what: str) -> int:
 
 
 @dataclass
-class DrafterCounts:
-    """Counts of one drafter: ``successes`` and ``trials`` are int ``(J,)``, position 1 first."""
+class RankCounts:
+    """Per-rank counts of one drafter's tree candidates: ``successes`` and ``trials`` are
+    int ``(J, R)`` (depth ``j + 1``, rank ``r + 1``); ``trials`` counts the rows where every
+    lower rank failed. ``J = 1`` when pooled over depths."""
 
-    name: str
     successes: np.ndarray
     trials: np.ndarray
-    model: str | None = None
-
-    def trimmed(self, min_trials: int) -> DrafterCounts:
-        j = kept_positions(self.trials, min_trials, f"drafter {self.name!r}")
-        return DrafterCounts(self.name, self.successes[:j], self.trials[:j], self.model)
 
     @property
     def acceptance(self) -> np.ndarray:
@@ -102,6 +98,102 @@ class DrafterCounts:
     @property
     def interval(self) -> tuple[np.ndarray, np.ndarray]:
         return jeffreys_interval(self.successes, self.trials)
+
+
+@dataclass
+class DrafterCounts:
+    """Counts of one drafter: ``successes`` and ``trials`` are int ``(J,)``, position 1 first.
+
+    ``trials_low`` (int ``(J,)``, optional): when the number of rounds reaching a position
+    is only known to lie in ``[trials_low, trials]`` (drafts shorter than the positions,
+    :func:`bounded_trials`). The acceptance is then only bounded, ``[s / trials,
+    s / trials_low]``: :attr:`acceptance` is the middle of that range and
+    :attr:`interval` joins the Jeffreys intervals at both ends, so it holds the truth at
+    least at the stated level whatever the true number of trials was.
+
+    ``ranks``: its per-rank counts when the log has ``NAME@r`` columns.
+    """
+
+    name: str
+    successes: np.ndarray
+    trials: np.ndarray
+    model: str | None = None
+    trials_low: np.ndarray | None = None
+    ranks: RankCounts | None = None
+    #: ``(acceptance, lo, hi)``, float ``(J,)`` each: for inputs that give no counts (a log
+    #: of means); :attr:`acceptance` and :attr:`interval` then return these.
+    summary: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    @property
+    def positions(self) -> int:
+        return int(self.summary[0].size) if self.summary is not None else int(self.trials.size)
+
+    def trimmed(self, min_trials: int) -> DrafterCounts:
+        if self.summary is not None:
+            return self
+        sure = self.trials if self.trials_low is None else self.trials_low
+        j = kept_positions(sure, min_trials, f"drafter {self.name!r}")
+        low = None if self.trials_low is None else self.trials_low[:j]
+        return DrafterCounts(
+            self.name, self.successes[:j], self.trials[:j], self.model, low, ranks=self.ranks
+        )
+
+    @property
+    def bounded(self) -> bool:
+        """Whether some position's trials are only bounded (not known exactly)."""
+        return self.trials_low is not None and bool(np.any(self.trials_low < self.trials))
+
+    @property
+    def acceptance_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """What the counts identify: ``(s / trials, s / trials_low)`` (equal when exact)."""
+        lo = point_estimate(self.successes, self.trials)
+        if self.trials_low is None:
+            return lo, lo
+        return lo, point_estimate(self.successes, self.trials_low)
+
+    @property
+    def acceptance(self) -> np.ndarray:
+        if self.summary is not None:
+            return self.summary[0]
+        lo, hi = self.acceptance_range
+        return (lo + hi) / 2.0
+
+    @property
+    def interval(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.summary is not None:
+            return self.summary[1], self.summary[2]
+        lo, _ = jeffreys_interval(self.successes, self.trials)
+        if self.trials_low is None:
+            return lo, jeffreys_interval(self.successes, self.trials)[1]
+        return lo, jeffreys_interval(self.successes, self.trials_low)[1]
+
+
+def bounded_trials(
+    drafts: float, per_pos: np.ndarray, draft_tokens: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds on the rounds reaching each position when drafts may be shorter than ``k``.
+
+    ``per_pos`` ``(k,)``: cumulative accepted counts (vLLM's ``per_pos[i]`` = drafts whose
+    first ``i + 1`` tokens were accepted); ``drafts`` drafts of at least one token
+    (vLLM records no empty draft) holding ``draft_tokens`` tokens in all.
+
+    Position ``j`` (1-based) is reached by the drafts whose first ``j − 1`` tokens were
+    accepted and which drafted a ``j``-th token: at most ``per_pos[j−2]`` (``drafts`` for
+    ``j = 1``, exactly, as every draft has a first token). The ones missing are drafts of
+    length exactly ``j − 1`` with everything accepted; each leaves ``k − j + 1`` of the
+    ``deficit = k · drafts − draft_tokens`` positions undrafted, so at most
+    ``deficit // (k − j + 1)`` of them exist, and no more than ``per_pos[j−2] −
+    per_pos[j−1]``. Returns ``(trials, trials_low)``, both int ``(k,)``.
+    """
+    per_pos = np.asarray(per_pos, dtype=np.int64)
+    k = per_pos.size
+    trials = np.concatenate(([int(drafts)], per_pos[:-1])).astype(np.int64)
+    deficit = max(int(round(k * drafts - draft_tokens)), 0)
+    missing = np.zeros(k, np.int64)
+    if deficit and k > 1:
+        j = np.arange(2, k + 1)  # 1-based positions 2..k
+        missing[1:] = np.minimum(deficit // (k - j + 1), trials[1:] - per_pos[1:])
+    return trials, trials - np.maximum(missing, 0)
 
 
 @dataclass

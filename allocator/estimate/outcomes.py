@@ -14,7 +14,7 @@ Format (CSV with a header, or JSON Lines with one object per row):
 Estimation. Because a row at position ``j`` exists exactly when the round
 reached ``j``, the rows at position ``j`` are a sample of "every earlier unit was
 accepted", and the fraction of them where drafter ``i`` is correct estimates the
-conditional acceptance ``a_i(j)`` of DESIGN §1 directly: ``successes = column sum``,
+conditional acceptance ``a_i(j)`` of docs/design.md §1 directly: ``successes = column sum``,
 ``trials = rows at j``. Positions reached by fewer than ``min_trials`` rows (30 by
 default) are dropped from the end of the list, whose last value then repeats;
 with the ``empirical`` error model every logged position is kept, since that model
@@ -23,6 +23,17 @@ reads the log at every position and the file's acceptance must agree with it.
 Workloads: each workload's acceptance comes from its own rows; its weight is its
 share of the log's rows (verified positions, a proxy for its share of generated
 units).
+
+Token trees: per-rank columns ``NAME@1``, ``NAME@2``, … (0/1: the drafter's rank-``r``
+candidate at that position was the verifier's token; at most one per row) give the
+drafter ``NAME`` its ``acceptance_by_rank``. ``NAME@1`` is also its chain column (a
+plain ``NAME`` column beside them is refused). At position ``j`` the rows where ranks
+``< r`` all failed are the trials of rank ``r`` and those where rank ``r`` then matched
+its successes: ``p_r(j) = successes / trials`` with 95% Jeffreys intervals. Ranks whose
+trials over all positions fall below ``min_trials`` are dropped from the end; when at
+least two leading positions have ``min_trials`` trials at every kept rank the list is
+written per depth (those positions, the last repeating), otherwise pooled over positions
+into one list (Sequoia's positional acceptance).
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +49,18 @@ import numpy as np
 
 from ..exceptions import InputError
 from .correlation import fit_loadings, latent_correlations, phi_correlations
-from .counts import MIN_TRIALS, DrafterCounts, Estimate, WorkloadCounts, read_text
+from .counts import (
+    MIN_TRIALS,
+    DrafterCounts,
+    Estimate,
+    RankCounts,
+    WorkloadCounts,
+    read_text,
+)
 
 RESERVED = ("round", "position", "workload")
+#: A per-rank column: ``NAME@r``.
+RANK_COLUMN = re.compile(r"^(?P<name>.+)@(?P<rank>[0-9]+)$")
 ERROR_MODELS = ("empirical", "factor", "independent")
 
 
@@ -197,6 +218,80 @@ def _unordered(path, first, positions, outcomes, names, col) -> dict:
     }
 
 
+def split_rank_columns(
+    names: list[str], outcomes: np.ndarray, path: Path
+) -> tuple[list[str], np.ndarray, dict[str, np.ndarray]]:
+    """Separate ``NAME@r`` columns: the drafter names (plain columns, then each ranked
+    drafter once), their chain outcomes ``(R, N)`` (``NAME@1`` for a ranked drafter), and
+    each ranked drafter's ``(rows, ranks)`` 0/1 matrix."""
+    ranked: dict[str, dict[int, int]] = {}
+    plain: list[int] = []
+    for i, n in enumerate(names):
+        m = RANK_COLUMN.match(n)
+        if m is None:
+            plain.append(i)
+        else:
+            ranked.setdefault(m["name"], {})[int(m["rank"])] = i
+    if not ranked:
+        return names, outcomes, {}
+    out_names = [names[i] for i in plain]
+    cols = [outcomes[:, i] for i in plain]
+    matrices: dict[str, np.ndarray] = {}
+    for base, by_rank in ranked.items():
+        if base in out_names:
+            raise InputError(
+                path.name, f"columns {base!r} and {base}@r: give rank columns or one column"
+            )
+        want = list(range(1, len(by_rank) + 1))
+        if sorted(by_rank) != want:
+            raise InputError(
+                path.name,
+                f"rank columns of {base!r} are {sorted(by_rank)}; they must be 1..R without gaps",
+            )
+        mat = outcomes[:, [by_rank[r] for r in want]]
+        many = np.flatnonzero(mat.sum(axis=1) > 1)
+        if many.size:
+            raise InputError(
+                path.name,
+                f"data row {many[0] + 1}: {base!r} has several ranks correct; at most one "
+                "candidate can be the verifier's token",
+            )
+        matrices[base] = mat
+        out_names.append(base)
+        cols.append(mat[:, 0])
+    return out_names, np.stack(cols, axis=1), matrices
+
+
+def rank_counts(
+    matrix: np.ndarray, positions: np.ndarray, min_trials: int, name: str
+) -> RankCounts:
+    """Per-depth per-rank counts of one drafter (see the module docstring), trimmed."""
+    rows, width = matrix.shape
+    before = np.concatenate(
+        [np.ones((rows, 1), np.int64), np.cumprod(1 - matrix, axis=1)[:, :-1]], axis=1
+    )
+    j = int(positions.max())
+    idx = positions - 1
+    trials = np.zeros((j, width), np.int64)
+    succ = np.zeros((j, width), np.int64)
+    np.add.at(trials, idx, before)
+    np.add.at(succ, idx, before * matrix)
+    pooled = trials.sum(axis=0)
+    short = np.flatnonzero(pooled < min_trials)
+    keep = int(short[0]) if short.size else width
+    if keep == 0:
+        raise InputError(
+            f"drafter {name!r}",
+            f"only {int(pooled[0])} row(s) for rank 1; at least {min_trials} are needed",
+        )
+    trials, succ = trials[:, :keep], succ[:, :keep]
+    thin = np.flatnonzero((trials < min_trials).any(axis=1))
+    depths = int(thin[0]) if thin.size else j
+    if depths >= 2:
+        return RankCounts(succ[:depths], trials[:depths])
+    return RankCounts(succ.sum(axis=0)[None], trials.sum(axis=0)[None])
+
+
 def _counts(names, outcomes, positions, min_trials) -> list[DrafterCounts]:
     j = int(positions.max())
     idx = positions - 1
@@ -234,8 +329,18 @@ def estimate_outcomes(
         # must agree with it there: keep every position
         min_trials = 1
     log = read_outcomes(path)
-    names, outcomes, positions = log["names"], log["outcomes"], log["positions"]
+    names, outcomes, ranks = split_rank_columns(log["names"], log["outcomes"], path)
+    positions = log["positions"]
+    if ranks and errors == "empirical":
+        raise InputError(
+            "--errors",
+            "the log has per-rank columns (NAME@r), which the empirical error model does not "
+            "read: choose --errors independent or factor",
+        )
     drafters = _counts(names, outcomes, positions, min_trials)
+    for d in drafters:
+        if d.name in ranks:
+            d.ranks = rank_counts(ranks[d.name], positions, min_trials, d.name)
     fails = 1 - outcomes
     phi = phi_correlations(fails)
     latent = latent_correlations(fails, positions - 1, int(positions.max()))
@@ -250,6 +355,11 @@ def estimate_outcomes(
         ),
         "acceptance_interval: 95% Jeffreys (Beta posterior) intervals",
     ]
+    if ranks:
+        notes.append(
+            "acceptance_by_rank: at each position, rank r's successes over the rows where "
+            "ranks < r all failed (NAME@r columns); 95% Jeffreys intervals"
+        )
     if len(names) > 1:
         notes.append(
             "pairwise error correlations (phi = Pearson of error indicators; "

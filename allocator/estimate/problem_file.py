@@ -1,4 +1,4 @@
-"""Writing an :class:`~.counts.Estimate` as a problem file (DESIGN §3), with comments.
+"""Writing an :class:`~.counts.Estimate` as a problem file (docs/design.md §5), with comments.
 
 Costs are not in any log: they come from ``--unit-cost name=value`` options or a
 costs file (:func:`read_costs`). A drafter without a cost is written with
@@ -99,10 +99,30 @@ def _interval(c: DrafterCounts) -> list:
     return pairs[0] if len(pairs) == 1 else pairs
 
 
+def _by_rank(c: DrafterCounts) -> tuple[list, list]:
+    """``acceptance_by_rank`` and its intervals: one list, or one list per depth."""
+    assert c.ranks is not None
+    acc = np.clip(np.round(c.ranks.acceptance, DIGITS), 10.0**-DIGITS, 1.0)
+    lo, hi = c.ranks.interval
+    rows = [[float(a) for a in row] for row in acc]
+    ivs = [
+        [[float(round(a, DIGITS)), float(round(b, DIGITS))] for a, b in zip(lr, hr, strict=True)]
+        for lr, hr in zip(lo, hi, strict=True)
+    ]
+    return (rows[0], ivs[0]) if len(rows) == 1 else (rows, ivs)
+
+
 def build_problem(
-    est: Estimate, name: str, costs: dict, models: dict[str, str]
+    est: Estimate,
+    name: str,
+    costs: dict,
+    models: dict[str, str],
+    methods: dict[str, str] | None = None,
 ) -> tuple[dict, list[str], list[str]]:
-    """The problem as plain data, the header comments, and the drafters lacking a cost."""
+    """The problem as plain data, the header comments, and the drafters lacking a cost.
+
+    ``methods``: a drafter's serving ``method`` (``--method``), validated with the file."""
+    methods = methods or {}
     known = [c.name for c in est.drafters]
     for key in ("unit_cost", "hosting_cost"):
         for n in costs[key]:
@@ -111,9 +131,10 @@ def build_problem(
                     "--unit-cost" if key == "unit_cost" else f"--costs: {key}",
                     f"unknown drafter {n!r} (drafters: {', '.join(known)})",
                 )
-    for n in models:
-        if n not in known:
-            raise InputError("--model", f"unknown drafter {n!r} (drafters: {', '.join(known)})")
+    for option, given in (("--model", models), ("--method", methods)):
+        for n in given:
+            if n not in known:
+                raise InputError(option, f"unknown drafter {n!r} (drafters: {', '.join(known)})")
     drafters = []
     missing = []
     for c in est.drafters:
@@ -128,7 +149,11 @@ def build_problem(
         model = models.get(c.name, c.model)
         if model:
             d["model"] = model
+        if c.name in methods:
+            d["method"] = methods[c.name]
         d["acceptance_interval"] = _interval(c)
+        if c.ranks is not None:
+            d["acceptance_by_rank"], d["acceptance_by_rank_interval"] = _by_rank(c)
         drafters.append(d)
     data: dict = {"name": name, "convention": est.convention}
     if costs["verifier"]:

@@ -1,52 +1,97 @@
 """vLLM's ``SpecDecoding metrics:`` log lines → acceptance counts of one drafter.
 
-Each line covers one logging interval (vLLM resets its counters after logging)::
+The estimator: docs/design.md §8.9.
+
+Each line covers one logging interval (vLLM resets its counters after logging;
+``SpecDecodingLogging.log`` in ``vllm/v1/spec_decode/metrics.py``)::
 
     SpecDecoding metrics: Mean acceptance length: 2.94, Accepted throughput: …,
     Drafted throughput: …, Accepted: 1944 tokens, Drafted: 3000 tokens,
     Per-position acceptance rate: 0.812, 0.655, 0.477, Avg Draft acceptance rate: 64.8%
 
-The per-position rates are cumulative: ``rate[i] = per_pos[i] / num_drafts``. Per
-line, ``k`` is the number of rates, ``num_drafts = Drafted / k`` and
-``per_pos[i] = rate[i] * num_drafts``; the rates are printed with 3 decimals, so
-the counts are rounded to integers summing to ``Accepted`` (largest remainders),
-which places each within ``0.0005 * num_drafts + 1`` of the truth. Lines are
-summed position by position (lines with fewer positions add nothing beyond them);
-every other line, and fields after the rates, are ignored. The metrics endpoint
-gives exact counts and is preferred when available.
+The per-position rates are cumulative: ``rate[i] = per_pos[i] / num_drafts``, printed
+with 3 decimals; ``k`` is the number of rates. The line does not print ``num_drafts``.
+When every draft is ``k`` tokens long it is ``Drafted / k``; drafts may be shorter (see
+:mod:`.vllm_metrics`), so it is read from the line itself: ``Accepted / Σ rate``, within
+the rounding of the rates and of the mean acceptance length ``1 + Accepted / num_drafts``
+(2 decimals), and between ``Drafted / k`` and ``Drafted`` (each draft holds 1 to ``k``
+tokens). ``Drafted / k`` is taken when it is consistent with all of that; otherwise
+the drafts were shorter than ``k`` and, as for the metrics, position 1 stays exact and
+later positions are bounded (:func:`~.counts.bounded_trials`), line by line. Counts are
+``rate[i] * num_drafts`` rounded to integers summing to ``Accepted`` (largest
+remainders), each within ``0.0005 * num_drafts + 1`` of the truth. Lines are summed
+position by position (lines with fewer positions add nothing beyond them); every other
+line, and fields after the rates, are ignored. The metrics endpoint gives exact counts
+and is preferred when available.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 import numpy as np
 
 from ..exceptions import InputError
-from .counts import MIN_TRIALS, DrafterCounts, Estimate, read_text
+from .counts import MIN_TRIALS, DrafterCounts, Estimate, bounded_trials, read_text
 from .vllm_metrics import cumulative_to_counts
 
 MARK = "SpecDecoding metrics:"
 _ACCEPTED = re.compile(r"Accepted:\s*(\d+)\s*tokens")
 _DRAFTED = re.compile(r"Drafted:\s*(\d+)\s*tokens")
+_MEAN_LENGTH = re.compile(r"Mean acceptance length:\s*(\d+(?:\.\d*)?)")
 _RATES = "Per-position acceptance rate:"
 _NUMBER = re.compile(r"\s*\d+(?:\.\d*)?\s*")
 #: Decimals vLLM prints the per-position rates with.
 RATE_DECIMALS = 3
+#: Decimals vLLM prints the mean acceptance length with.
+LENGTH_DECIMALS = 2
 
 
-def parse_line(line: str, where: str) -> tuple[int, np.ndarray] | None:
-    """``(num_drafts, per_pos counts (k,))`` of one log line, or ``None`` without drafts."""
+def _drafts(accepted: int, drafted: int, rates: np.ndarray, length: float | None, where: str):
+    """``(num_drafts, full)``: the drafts of one line and whether all were ``k`` long."""
+    k = rates.size
+    lo, hi = float(math.ceil(drafted / k)), float(drafted)
+    half = 0.5 * 10.0**-RATE_DECIMALS * k
+    total = float(rates.sum())
+    if accepted > 0:
+        if total <= 0:
+            raise InputError(where, f"Accepted ({accepted}) but every per-position rate is 0")
+        lo = max(lo, accepted / (total + half))
+        if total > half:
+            hi = min(hi, accepted / (total - half))
+        if length is not None and length > 1.0:
+            slack = 0.5 * 10.0**-LENGTH_DECIMALS
+            lo = max(lo, accepted / (length - 1.0 + slack))
+            if length - 1.0 > slack:
+                hi = min(hi, accepted / (length - 1.0 - slack))
+    eps = 1e-9 * max(hi, 1.0)
+    full = drafted % k == 0 and lo - eps <= drafted // k <= hi + eps
+    if full:
+        return drafted // k, True
+    if math.ceil(lo - eps) > math.floor(hi + eps):
+        raise InputError(
+            where,
+            f"Accepted ({accepted}), Drafted ({drafted}) and the {k} per-position rates "
+            "disagree: no number of drafts of 1 to k tokens fits them",
+        )
+    n = round(accepted / total) if accepted > 0 else math.ceil(drafted / k)
+    return int(min(max(n, math.ceil(drafted / k)), drafted)), False
+
+
+def parse_line(line: str, where: str) -> tuple[int, np.ndarray, int] | None:
+    """``(num_drafts, per_pos counts (k,), Drafted)`` of one log line, or ``None`` without
+    drafts."""
     body = line.split(MARK, 1)[1]
     acc, dra = _ACCEPTED.search(body), _DRAFTED.search(body)
     has_rates = _RATES in body
     missing = [
         n for n, ok in (("Accepted", acc), ("Drafted", dra), (_RATES[:-1], has_rates)) if not ok
     ]
-    if missing:
+    if missing or acc is None or dra is None:
         raise InputError(where, f"SpecDecoding line without {', '.join(missing)}")
-    accepted, drafted = int(acc.group(1)), int(dra.group(1))  # type: ignore[union-attr]
+    accepted, drafted = int(acc.group(1)), int(dra.group(1))
     values = []
     for item in body.split(_RATES, 1)[1].split(","):
         if not _NUMBER.fullmatch(item):
@@ -58,15 +103,16 @@ def parse_line(line: str, where: str) -> tuple[int, np.ndarray] | None:
     if drafted == 0:
         return None
     k = r.size
-    if drafted % k:
-        raise InputError(where, f"Drafted ({drafted}) is not a multiple of the {k} positions")
-    drafts = drafted // k
     if np.any(r > 1.0) or np.any(np.diff(r) > 10.0**-RATE_DECIMALS):
         raise InputError(
             where,
             f"per-position rates {r.tolist()} increase with position or exceed 1 "
             "(they are cumulative and cannot)",
         )
+    if accepted > drafted:
+        raise InputError(where, f"Accepted ({accepted}) exceeds Drafted ({drafted}): they disagree")
+    mean = _MEAN_LENGTH.search(body)
+    drafts, _ = _drafts(accepted, drafted, r, float(mean.group(1)) if mean else None, where)
     raw = r * drafts
     slack = 0.5 * 10.0**-RATE_DECIMALS * drafts * k + k
     if abs(raw.sum() - accepted) > slack:
@@ -83,7 +129,13 @@ def parse_line(line: str, where: str) -> tuple[int, np.ndarray] | None:
     else:
         counts = np.rint(raw).astype(np.int64)
     counts = np.minimum(np.minimum.accumulate(counts), drafts)
-    return drafts, counts
+    if drafted < counts.sum() + drafts - counts[0]:
+        raise InputError(
+            where,
+            f"Drafted ({drafted}) is fewer tokens than {drafts} drafts accepting "
+            f"{int(counts.sum())} need: the counts disagree",
+        )
+    return drafts, counts, drafted
 
 
 def estimate_vllm_log(
@@ -99,21 +151,27 @@ def estimate_vllm_log(
     text = read_text(path)
     successes: np.ndarray = np.zeros(0, np.int64)
     trials: np.ndarray = np.zeros(0, np.int64)
-    lines = 0
+    trials_low: np.ndarray = np.zeros(0, np.int64)
+    lines = short_lines = 0
     for number, line in enumerate(text.splitlines(), start=1):
         if MARK not in line:
             continue
         parsed = parse_line(line, f"{path.name} line {number}")
         if parsed is None:
             continue
-        drafts, per_pos = parsed
+        drafts, per_pos, drafted = parsed
         c = cumulative_to_counts(name, drafts, per_pos, f"{path.name} line {number}")
         k = per_pos.size
+        hi, low = bounded_trials(drafts, per_pos, drafted)
+        short_lines += int(np.any(low < hi) or drafted < k * drafts)
         if k > successes.size:
-            successes = np.pad(successes, (0, k - successes.size))
-            trials = np.pad(trials, (0, k - trials.size))
+            pad = (0, k - successes.size)
+            successes, trials, trials_low = (
+                np.pad(a, pad) for a in (successes, trials, trials_low)
+            )
         successes[:k] += c.successes
-        trials[:k] += c.trials
+        trials[:k] += hi
+        trials_low[:k] += low
         lines += 1
     if lines == 0:
         raise InputError(
@@ -121,19 +179,30 @@ def estimate_vllm_log(
             f"no '{MARK}' lines with drafts (is speculative decoding enabled and "
             "stats logging on?)",
         )
-    counts = DrafterCounts(name, successes, trials).trimmed(min_trials)
+    counts = DrafterCounts(
+        name, successes, trials, trials_low=trials_low if short_lines else None
+    ).trimmed(min_trials)
+    notes = [
+        f"estimated from {lines} '{MARK}' line(s) of {path.name}",
+        "per-position counts reconstructed from 3-decimal rates (within 0.0005 x drafts)",
+    ]
+    if short_lines:
+        notes.append(
+            f"{short_lines} line(s) drafted fewer tokens than drafts x positions (drafts "
+            "shorter than k): position 1 is exact; later positions are only bounded: the "
+            "value written is the middle of what the counts allow and acceptance_interval "
+            "covers the whole range plus sampling error"
+        )
+    notes.append("acceptance_interval: 95% Jeffreys (Beta posterior) intervals")
     return Estimate(
         source="vllm-log",
         drafters=[counts],
         convention="bonus",
         k_max=int(successes.size),
-        notes=[
-            f"estimated from {lines} '{MARK}' line(s) of {path.name}",
-            "per-position counts reconstructed from 3-decimal rates (within 0.0005 x drafts)",
-            "acceptance_interval: 95% Jeffreys (Beta posterior) intervals",
-        ],
+        notes=notes,
         report={
             "lines": lines,
+            "short_draft_lines": short_lines,
             "num_drafts": int(trials[0]),
             "accepted_per_position": successes.tolist(),
         },

@@ -1,32 +1,45 @@
-"""vLLM's Prometheus metrics (text exposition) → per-drafter acceptance counts.
+"""vLLM's Prometheus metrics (text exposition or OpenMetrics) → per-drafter acceptance counts.
 
-Four counter families, labelled ``model_name`` and ``engine`` (others are allowed):
+The estimator and why its short-draft bounds hold: docs/design.md §8.9.
+
+Counters as vLLM defines them in ``vllm/v1/spec_decode/metrics.py`` (``SpecDecodingProm``)
+and fills them in ``Scheduler.make_spec_decoding_stats`` (``vllm/v1/core/sched/
+scheduler.py``), labelled ``model_name`` and ``engine`` (others are allowed):
 ``vllm:spec_decode_num_drafts_total``, ``…_num_draft_tokens_total``,
 ``…_num_accepted_tokens_total`` and ``…_num_accepted_tokens_per_pos_total{position="i"}``.
-``_created`` series are ignored; series differing only in other labels (engines
-of one deployment) are summed; one drafter per ``model_name``.
+Names with underscores instead of the colon (``vllm_spec_decode_…``, as OpenMetrics
+pipelines rewrite them) are read the same. Series differing only in other labels
+(engines of one deployment) are summed; one drafter per ``model_name``.
 
 The per-position counters are cumulative: ``per_pos[i]`` counts drafts whose first
-``i + 1`` tokens were all accepted. So position ``i + 1`` (1-based) was reached by
-``per_pos[i - 1]`` drafts (``per_pos[-1] = num_drafts``) and accepted by ``per_pos[i]``:
-``successes = per_pos[i]``, ``trials = per_pos[i - 1]``.
+``i + 1`` tokens were all accepted. With every draft ``k`` tokens long, position ``i + 1``
+(1-based) was reached by ``per_pos[i - 1]`` drafts (``per_pos[-1] = num_drafts``) and
+accepted by ``per_pos[i]``. vLLM records only drafts of at least one token, but a draft
+may be shorter than ``k`` (prompt lookup and suffix decoding propose what they find,
+structured output drops tokens, the scheduler truncates near the length limit):
+``num_draft_tokens < k · num_drafts`` then, later positions were reached by fewer drafts
+than ``per_pos[i - 1]``, and ``per_pos[i] / per_pos[i - 1]`` would be biased low. The
+counters then identify position 1 exactly and bound the rest
+(:func:`~.counts.bounded_trials`); the file gets the middle of each range and an
+interval covering the whole range plus its sampling error.
 
-A file may hold several scrapes one after another (``curl … >> metrics.txt``):
-the last value of each series is used, and a counter that goes down between
-scrapes (a restart) is refused.
+A file may hold several scrapes one after another (``curl … >> metrics.txt``; each
+OpenMetrics scrape ends with ``# EOF``). A series is read in order: a value that goes
+down, or a ``_created`` time that changes, starts a new segment (a restarted server),
+and the segments' last values are summed, with a note.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..exceptions import InputError
-from .counts import MIN_TRIALS, DrafterCounts, Estimate, read_text
+from .counts import MIN_TRIALS, DrafterCounts, Estimate, bounded_trials, read_text
 
+PREFIX = "vllm:spec_decode_"
 FAMILIES = {
     "drafts": "vllm:spec_decode_num_drafts",
     "draft_tokens": "vllm:spec_decode_num_draft_tokens",
@@ -34,38 +47,105 @@ FAMILIES = {
     "per_pos": "vllm:spec_decode_num_accepted_tokens_per_pos",
 }
 _BY_NAME = {v: k for k, v in FAMILIES.items()}
+_UNDERSCORE = "vllm_spec_decode_"
 
 
-def parse_counters(text: str, source: str) -> dict[str, dict[str, Any]]:
-    """``{model_name: {"drafts": v, "draft_tokens": v, "accepted": v, "per_pos": {i: v}}}``."""
-    # slow to import: only when reading metrics
+def canonical(name: str) -> str:
+    """``vllm_spec_decode_x`` → ``vllm:spec_decode_x`` (other names unchanged)."""
+    if name.startswith(_UNDERSCORE):
+        return PREFIX + name[len(_UNDERSCORE) :]
+    return name
+
+
+def _scrapes(text: str) -> list[tuple[str, bool]]:
+    """The text cut into ``(chunk, is_openmetrics)``: OpenMetrics scrapes end at ``# EOF``."""
+    lines = text.splitlines(keepends=True)
+    if not any(line.strip() == "# EOF" for line in lines):
+        return [(text, False)]
+    chunks, current = [], []
+    for line in lines:
+        current.append(line)
+        if line.strip() == "# EOF":
+            chunks.append(("".join(current), True))
+            current = []
+    if "".join(current).strip():
+        chunks.append(("".join(current), False))
+    return chunks
+
+
+def _samples(text: str, source: str):
+    """Every ``(name, labels, value)`` sample, in file order (slow imports only here)."""
+    from prometheus_client.openmetrics.parser import (
+        text_string_to_metric_families as openmetrics_families,
+    )
     from prometheus_client.parser import text_string_to_metric_families
 
+    for chunk, om in _scrapes(text):
+        parse = openmetrics_families if om else text_string_to_metric_families
+        try:
+            for family in parse(chunk):
+                for sample in family.samples:
+                    yield canonical(sample.name), dict(sample.labels), float(sample.value)
+        except ValueError as exc:
+            if isinstance(exc, InputError):
+                raise
+            kind = "OpenMetrics" if om else "Prometheus text exposition"
+            raise InputError(source, f"not {kind}: {exc}") from None
+
+
+def parse_counters(text: str, source: str, notes: list[str] | None = None) -> dict[str, dict]:
+    """``{model_name: {"drafts": v, "draft_tokens": v, "accepted": v, "per_pos": {i: v}}}``.
+
+    Restarts (module docstring) are summed; a note for each model that had one is
+    appended to ``notes``.
+    """
+    values: dict[tuple, list[float]] = defaultdict(list)
+    created: dict[tuple, list[float]] = defaultdict(list)
+    for name, labels, value in _samples(text, source):
+        is_created = name.endswith("_created")
+        base = name.removesuffix("_created") if is_created else name.removesuffix("_total")
+        if base not in _BY_NAME:
+            continue
+        key = (base, tuple(sorted(labels.items())))
+        if is_created:
+            created[key].append(value)
+            continue
+        if not np.isfinite(value) or value < 0:
+            raise InputError(source, f"{name} has value {value}")
+        values[key].append(value)
     last: dict[tuple, float] = {}
-    try:
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                base = sample.name.removesuffix("_total")
-                if sample.name.endswith("_created") or base not in _BY_NAME:
-                    continue
-                labels = dict(sample.labels)
-                key = (base, tuple(sorted(labels.items())))
-                value = float(sample.value)
-                if not np.isfinite(value) or value < 0:
-                    raise InputError(source, f"{sample.name} has value {value}")
-                if key in last and value < last[key]:
-                    raise InputError(
-                        source,
-                        f"counter {sample.name}{_labels(labels)} decreases from "
-                        f"{last[key]:g} to {value:g} between scrapes (was the server "
-                        "restarted? keep scrapes of one run only)",
-                    )
-                last[key] = value
-    except ValueError as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(source, f"not Prometheus text exposition: {exc}") from None
-    models: dict[str, dict[str, Any]] = defaultdict(
+    restarted: dict[str, int] = defaultdict(int)
+    breaks: dict[tuple, dict[tuple[int, ...], str]] = defaultdict(dict)
+    for key, seq in values.items():
+        times = created.get(key, [])
+        total, cut = 0.0, []
+        for i in range(1, len(seq)):
+            new_time = len(times) == len(seq) and times[i] != times[i - 1]
+            if seq[i] < seq[i - 1] or new_time:
+                total += seq[i - 1]
+                cut.append(i)
+        last[key] = total + seq[-1]
+        series = tuple(sorted((n, v) for n, v in key[1] if n != "position"))
+        breaks[series][tuple(cut)] = key[0] + "_total" + _labels(dict(key[1]))
+        if cut:
+            model = dict(key[1]).get("model_name", "draft")
+            restarted[model] = max(restarted[model], len(cut))
+    for kinds in breaks.values():
+        if len(kinds) > 1:
+            (a, name_a), (b, name_b) = sorted(kinds.items(), key=lambda kv: len(kv[0]))[-2:]
+            raise InputError(
+                source,
+                f"{name_b} restarts at scrape(s) {', '.join(str(i + 1) for i in b)} but "
+                f"{name_a} {'at ' + ', '.join(str(i + 1) for i in a) if a else 'never'}: "
+                "counters of one server restart together (keep scrapes of one deployment only)",
+            )
+    for model, n in sorted(restarted.items()):
+        if notes is not None:
+            notes.append(
+                f"{model}: counters restarted {n} time(s) between scrapes (a value went down "
+                "or its _created time changed); the runs' counts are summed"
+            )
+    models: dict[str, dict] = defaultdict(
         lambda: {"drafts": 0.0, "draft_tokens": 0.0, "accepted": 0.0, "per_pos": defaultdict(float)}
     )
     seen: dict[str, set] = defaultdict(set)
@@ -92,8 +172,8 @@ def parse_counters(text: str, source: str) -> dict[str, dict[str, Any]]:
             "no vllm:spec_decode_* counters found (is speculative decoding enabled on "
             "this server? expected " + ", ".join(f + "_total" for f in FAMILIES.values()) + ")",
         )
-    for model, kinds in seen.items():
-        missing = [FAMILIES[k] + "_total" for k in FAMILIES if k not in kinds]
+    for model, have in seen.items():
+        missing = [FAMILIES[k] + "_total" for k in FAMILIES if k not in have]
         if missing:
             raise InputError(source, f"model {model!r}: missing {', '.join(missing)}")
     return dict(models)
@@ -130,9 +210,9 @@ def estimate_vllm_metrics(path: str | Path, min_trials: int = MIN_TRIALS) -> Est
     """
     path = Path(path)
     source = path.name
-    models = parse_counters(read_text(path), source)
-    drafters = []
     notes = [f"estimated from vLLM metrics in {path.name} (cumulative spec-decode counters)"]
+    models = parse_counters(read_text(path), source, notes)
+    drafters = []
     k_seen = 0
     report = {}
     for name in sorted(models):
@@ -146,22 +226,39 @@ def estimate_vllm_metrics(path: str | Path, min_trials: int = MIN_TRIALS) -> Est
         counts = cumulative_to_counts(name, m["drafts"], per_pos, source)
         k = len(positions)
         k_seen = max(k_seen, k)
-        if abs(m["draft_tokens"] - k * m["drafts"]) > 0.5:
-            notes.append(
-                f"{name}: num_draft_tokens / num_drafts = {m['draft_tokens'] / m['drafts']:.4g}, "
-                f"not the {k} positions seen (k changed during the run?)"
+        full = k * m["drafts"]
+        if m["draft_tokens"] > full + 0.5:
+            raise InputError(
+                source,
+                f"model {name!r}: num_draft_tokens ({m['draft_tokens']:g}) exceeds num_drafts x "
+                f"{k} positions ({full:g}); drafts cannot be longer than the positions counted",
             )
-        if abs(m["accepted"] - per_pos.sum()) > 0.5:
-            notes.append(
-                f"{name}: num_accepted_tokens ({m['accepted']:g}) differs from the sum over "
-                f"positions ({per_pos.sum():g})"
-            )
-        report[name] = {
+        entry: dict = {
             "num_drafts": m["drafts"],
             "num_draft_tokens": m["draft_tokens"],
             "num_accepted_tokens": m["accepted"],
             "accepted_per_position": per_pos.tolist(),
         }
+        least = per_pos.sum() + m["drafts"] - per_pos[0]
+        if m["draft_tokens"] < least - 0.5:
+            raise InputError(
+                source,
+                f"model {name!r}: num_draft_tokens ({m['draft_tokens']:g}) is fewer than the "
+                f"{least:g} tokens its drafts accepted or proposed (one at least per draft)",
+            )
+        if m["draft_tokens"] < full - 0.5:
+            trials, low = bounded_trials(m["drafts"], per_pos, m["draft_tokens"])
+            counts = DrafterCounts(name, counts.successes, trials, trials_low=low)
+            notes.append(short_drafts_note(name, m["draft_tokens"], m["drafts"], k))
+            lo, hi = counts.acceptance_range
+            entry["short_drafts"] = True
+            entry["acceptance_range"] = [[float(a), float(b)] for a, b in zip(lo, hi, strict=True)]
+        if abs(m["accepted"] - per_pos.sum()) > 0.5:
+            notes.append(
+                f"{name}: num_accepted_tokens ({m['accepted']:g}) differs from the sum over "
+                f"positions ({per_pos.sum():g})"
+            )
+        report[name] = entry
         drafters.append(counts.trimmed(min_trials))
     notes.append("acceptance at position i: per_pos[i] / per_pos[i-1] (per_pos[-1] = num_drafts)")
     notes.append("acceptance_interval: 95% Jeffreys (Beta posterior) intervals")
@@ -172,4 +269,15 @@ def estimate_vllm_metrics(path: str | Path, min_trials: int = MIN_TRIALS) -> Est
         k_max=k_seen,
         notes=notes,
         report={"models": report},
+    )
+
+
+def short_drafts_note(name: str, draft_tokens: float, drafts: float, k: int) -> str:
+    """What the file says when drafts were shorter than the positions."""
+    return (
+        f"{name}: drafts shorter than the {k} positions ({draft_tokens:g} draft tokens in "
+        f"{drafts:g} drafts, {draft_tokens / drafts:.3g} per draft): position 1 is exact; "
+        "later positions were reached by an unknown number of drafts, so each acceptance is "
+        "only bounded: the value written is the middle of what the counters allow and "
+        "acceptance_interval covers the whole range plus sampling error"
     )

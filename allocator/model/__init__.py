@@ -1,4 +1,4 @@
-"""The draft-then-verify model (DESIGN §1–§2), vectorised over a leading batch axis."""
+"""The draft-then-verify model (docs/design.md §2–§3), vectorised over a leading batch axis."""
 
 from .acceptance import expected_accepted, position_matrix
 from .evaluate import METRICS, evaluate_configs, evaluate_subsets

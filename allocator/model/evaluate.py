@@ -61,7 +61,7 @@ def chain_acceptance(members: np.ndarray, acceptance: np.ndarray, k_max: int) ->
     Each member drafts its own chain; ``P_any(i) = 1 - Π_{d∈S} (1 - Π_{j<=i} a_d(j))`` is the
     probability that some chain survives position ``i`` (independent errors). Column
     ``j - 1`` holds ``P_any(j) / P_any(j - 1)``, so that the ``paper`` and ``bonus``
-    sums of :func:`~.acceptance.expected_accepted` reproduce DESIGN §1's
+    sums of :func:`~.acceptance.expected_accepted` reproduce docs/design.md §2.1's
     ``Σ_i [1 - Π_d (1 - survival_d(i))]`` exactly.
     """
     surv = survival(acceptance, k_max)[:, 1:]  # (N, k_max): positions 1..k_max

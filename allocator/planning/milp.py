@@ -75,6 +75,7 @@ def solve_assignment(
     hosting_cap: float | None = None,
     objective: str = "time",
     time_limit: float | None = None,
+    memory: tuple[np.ndarray, float] | None = None,
 ) -> Assignment:
     """Solve the programme.
 
@@ -88,6 +89,8 @@ def solve_assignment(
     objective : ``"time"`` minimises ``Σ cost_c x_c``; ``"hosting"`` minimises
         ``Σ h_i y_i`` (the cheapest hosted set that serves every workload).
     time_limit : seconds for HiGHS (``None``: no limit).
+    memory : ``(gb (N,), cap)``: the hosted drafters' memory ``Σ gb_i y_i <= cap`` (GB of
+        KV cache they may take, :func:`allocator.model.memory.hosting_room`), or ``None``.
     """
     import cvxpy as cp  # about half a second to import: only when a plan is solved
     import scipy.sparse as sp  # likewise kept off `import allocator.cli`
@@ -107,6 +110,8 @@ def solve_assignment(
     constraints = [choose @ x == 1, link @ x - spread @ y <= 0]
     if hosting_cap is not None and np.isfinite(hosting_cap):
         constraints.append(hosting_cost @ y <= hosting_cap)
+    if memory is not None:
+        constraints.append(memory[0] @ y <= memory[1])
     goal = cost @ x if objective == "time" else hosting_cost @ y
     prog = cp.Problem(cp.Minimize(goal), constraints)
     options = dict(HIGHS_OPTIONS)

@@ -3,7 +3,7 @@
 :func:`make_plan` picks the hosted set ``H`` (``Σ_{i∈H} h_i`` within the hosting cap) and,
 per workload ``w``, a configuration (a subset of ``H`` and a ``k``) minimising the
 expected time per generated unit ``Σ_w p_w / S_w``; the overall throughput is its
-inverse (the weighted harmonic mean, DESIGN §1). Beside it stands the best *single*
+inverse (the weighted harmonic mean, docs/design.md §2.4). Beside it stands the best *single*
 configuration for all traffic under the same budget (what ``solve`` picks on the
 mixture), so the value of routing each workload separately is visible.
 
@@ -22,6 +22,7 @@ import numpy as np
 
 from ..exceptions import InputError
 from ..model.evaluate import evaluate_configs
+from ..model.memory import hosting_room
 from ..search.base import budget_limit
 from .candidates import Candidates, SingleFront, Traffic, build_candidates, within
 from .milp import solve_assignment
@@ -92,19 +93,39 @@ def make_plan(
     budget: dict[str, float] | None = None,
     max_candidates: int = MAX_CANDIDATES,
     time_limit: float | None = None,
+    batch: int | None = None,
 ) -> Plan:
     """The optimal plan of ``problem`` under its budget (``budget`` overrides caps).
 
-    Raises :class:`InputError` (field ``budget.<metric>``) when no plan meets the budget.
+    ``batch``: each replica must still hold that many sequences, so the hosted drafters'
+    ``memory_gb`` may take at most ``kv_cache_gb - batch · kv_per_seq_gb`` of the KV cache
+    (``serving.memory``; :mod:`allocator.model.memory`).
+
+    Raises :class:`InputError` (field ``budget.<metric>``) when no plan meets the budget,
+    (``--batch``) when none leaves room for the batch.
     """
     t0 = time.perf_counter()
     problem = with_budget(problem, budget)
     traffic = Traffic.of(problem)
     cap = problem.budget.get("hosting_cost", np.inf)
+    memory = None if batch is None else hosting_room(problem, batch)
     cands, single = build_candidates(problem, traffic, cap, max_candidates)
-    plan = plan_from_candidates(problem, traffic, cands, single, cap, time_limit)
+    plan = plan_from_candidates(problem, traffic, cands, single, cap, time_limit, memory)
+    if plan is None and memory is not None:
+        free = plan_from_candidates(problem, traffic, cands, single, cap, time_limit)
+        if free is not None:
+            raise InputError(
+                "--batch",
+                f"no plan's hosted drafters leave KV-cache memory for {batch} sequences "
+                f"(they may take {memory[1]:.6g} GB; serving.memory, drafters[].memory_gb)",
+            )
     if plan is None:
         raise hosting_infeasible(problem, traffic, cap, max_candidates)
+    if memory is not None:
+        plan.notes.append(
+            f"hosted drafters take {float(memory[0][plan.hosted].sum()):.6g} GB of KV cache, "
+            f"leaving room for {batch} sequences per replica"
+        )
     plan.seconds = time.perf_counter() - t0
     return plan
 
@@ -143,15 +164,21 @@ def plan_from_candidates(
     single: SingleFront,
     cap: float,
     time_limit: float | None = None,
+    memory: tuple[np.ndarray, float] | None = None,
 ) -> Plan | None:
     """Solve the programme over ``cands`` under hosting cap ``cap``; ``None`` if infeasible.
 
     ``cands`` may have been built for a larger cap (a sweep builds them once).
+    ``memory``: ``(gb (N,), cap)`` on the hosted drafters' memory (see :func:`make_plan`).
     """
     cost = traffic.weights[cands.workload] / cands.throughput
     usable = within(cands.members.astype(float) @ problem.hosting_cost, cap)
     n_w = len(traffic)
     one = single.best_within(cap)
+    if memory is not None:
+        usable &= cands.members.astype(float) @ memory[0] <= memory[1]
+        fits = within(single.hosting_cost, cap) & (single.members @ memory[0] <= memory[1])
+        one = int(np.flatnonzero(fits)[-1]) if fits.any() else None
     # without a per-token cap, one configuration for all traffic is a routed plan too
     one_routable = one is not None and "draft_cost_per_token" not in problem.budget
     notes = []
@@ -172,6 +199,7 @@ def plan_from_candidates(
             n_w,
             hosting_cap=budget_limit(cap),
             time_limit=time_limit,
+            memory=memory,
         )
         if found.choice is None and found.status not in ("infeasible", "infeasible_inaccurate"):
             field = "--time-limit" if found.status == "user_limit" else "plan"

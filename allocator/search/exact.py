@@ -77,8 +77,12 @@ class ExactStrategy(Strategy):
             report = self.progress
         front, evaluated = evaluate_front(problem, chunks, report, total)
         if blocker is None:
-            notes[-1] += f"; the model evaluated {evaluated:,} configurations"
-            evaluated = total * len(problem.k_values)  # the rest are proven dominated
+            space = total * len(problem.k_values)
+            notes[-1] += (
+                f"; the model evaluated {evaluated:,} of the {space:,} configurations, the "
+                f"other {space - evaluated:,} being proven dominated"
+            )
+            evaluated = space  # the rest are proven dominated
         return self.result(problem, front, evaluated, t0, notes)
 
 

@@ -356,7 +356,9 @@ class OptunaStrategy(Strategy):
         shared = self.open_study(problem)
         sampler = optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
         local = optuna.create_study(
-            sampler=sampler, directions=DIRECTIONS, study_name=self.study or problem.name
+            sampler=sampler,
+            directions=DIRECTIONS,
+            study_name=self.study or f"allocator-{problem.name}",
         )
         mirror = StudyMirror(shared, local)
         mirror.pull()

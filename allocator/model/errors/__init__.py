@@ -1,4 +1,4 @@
-"""Correlated-error models (DESIGN §2): one module per model, one factory."""
+"""Correlated-error models (docs/design.md §3): one module per model, one factory."""
 
 from __future__ import annotations
 

@@ -1,0 +1,567 @@
+"""Fleet sizing under a latency target: replicas, batch size, drafters and ``k`` that
+carry a load at the lowest $/h, against the cheapest fleet that does not speculate.
+
+(:mod:`allocator.planning.capacity` is a different question: which drafters to *host*
+under a hosting budget. This module sizes a *fleet of replicas* for a traffic load.)
+
+The serving model (:mod:`allocator.model.serving`) gives, at each batch size ``b`` of
+``serving.batch_sizes``, every configuration's ``tokens_per_s(b)`` (one replica, whole
+batch) and ``itl_ms(b)`` (ms between tokens of one sequence). A configuration here is a
+subset of the search space with a ``k`` in ``search.k`` up to the largest ``k`` any step
+time reaches, plus ``k = 0`` (no speculation, no drafter). A candidate ``(b, config)`` is
+*feasible* when it has a measured or modelled step time, ``itl_ms(b) <= Y`` and the
+replica can hold ``b`` sequences (:mod:`allocator.model.memory`: hosted drafters take
+KV-cache memory). For a load of ``X`` tokens/s (generated, over the whole fleet) it needs
+
+    replicas = ceil(X / tokens_per_s(b))      cost_per_hour = replicas · gpu_cost_per_hour
+
+and the answer is the feasible candidate of least cost; ties go to fewer replicas (the
+same thing at one price), then lower ``itl_ms``, then smaller batch, fewer drafters,
+smaller ``k``. ``cost_per_mtok`` is the fleet's cost per million tokens *at the load
+served*: ``cost_per_hour / (3600 · X) · 10⁶`` (idle headroom of the last replica included).
+
+Why the search is small: if candidate ``c'`` comes before ``c`` in the tie order above
+(so ``itl' <= itl``) and ``tokens_per_s' >= tokens_per_s``, then ``c'`` needs no more
+replicas than ``c`` at any load, so ``c`` never wins. Sorting the feasible candidates by
+that order and keeping those that beat every earlier one's throughput leaves a short
+staircase; each load takes the lexicographic minimum of ``(replicas, position)`` on it.
+Everything is vectorised over configurations (the only Python loop is over the batch
+sizes of ``serving``, at most a few dozen).
+
+The same argument shows what a load sweep can show: cost is ``ceil(X / T*) · price``
+with ``T*`` the largest feasible throughput of each side (with and without speculation),
+so whichever side has the larger ``T*`` costs no more at *every* load. Speculation
+"winning at low load and losing at high load" means: at low load both sides need the
+same replicas (speculation is then chosen for its lower latency), and from some load on
+the side without speculation needs fewer. The sweep reports where the costs separate.
+
+Mixed traffic (``workloads``, shares ``p_w`` of generated tokens): the answer above is one
+configuration for all traffic, with the mixture's expected tokens per step (the serving
+model's ``E = 1 / Σ_w p_w / E_w``). Beside it, :func:`size_routes` sizes the routes of
+``plan`` (each workload its own drafters and ``k``, one hosted set) as one fleet: at batch
+``b`` workload ``w`` needs ``p_w · X / tokens_per_s_w(b)`` replicas' worth of time, so
+
+    replicas = ceil(Σ_w p_w · X / tokens_per_s_w(b))
+
+with every route's ``itl_ms_w(b) <= Y`` and ``b`` within the hosted set's memory cap.
+What this approximates: a replica's batch mixes workloads, each sequence running its own
+route's ``k``; the formula treats the replica as time-shared between batches of one
+workload each (engines run one ``k`` per step, so a mixed batch is slower than this
+says), and the routes are ``plan``'s, chosen for verifier-unit throughput, not re-chosen
+per batch size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..exceptions import InputError
+from ..model.memory import max_batch
+from ..search.space import count_subsets, iter_subsets
+
+if TYPE_CHECKING:
+    from ..problem import Problem
+
+#: Most (configuration, batch size) pairs sized exactly (two float arrays of this many
+#: cells are held at once, 8 bytes each).
+MAX_CELLS = 20_000_000
+
+#: Relative slack when comparing a fleet's throughput with the load and a latency
+#: with its target, so that an exact fit is not lost to rounding.
+SLACK = 1e-12
+
+
+@dataclass(frozen=True, eq=False)
+class ServingGrid:
+    """Every configuration at every batch size of ``serving``.
+
+    batch : ``(S,)`` int, the batch sizes; members : ``(C, N)`` bool; k : ``(C,)`` int
+    (row 0 is ``k = 0`` without drafters); tokens_per_s : ``(S, C)`` tokens/s of one
+    replica (NaN: no step time); itl_ms : ``(S, C)`` ms; max_batch : ``(C,)`` int, the
+    largest batch the replica holds with that configuration's drafters (memory).
+    """
+
+    names: tuple[str, ...]
+    batch: np.ndarray
+    members: np.ndarray
+    k: np.ndarray
+    tokens_per_s: np.ndarray
+    itl_ms: np.ndarray
+    max_batch: np.ndarray
+
+    def fits(self) -> np.ndarray:
+        """``(S, C)`` bool: a step time exists and the batch fits in memory."""
+        return np.isfinite(self.tokens_per_s) & (self.batch[:, None] <= self.max_batch[None, :])
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """One sized fleet (``cost_per_hour`` in $/h, ``itl_ms`` in ms, throughput tokens/s)."""
+
+    replicas: int
+    batch: int
+    drafters: list[str]
+    k: int
+    itl_ms: float
+    tokens_per_s_per_replica: float
+    cost_per_hour: float
+    cost_per_mtok: float
+
+    def document(self) -> dict:
+        return {
+            "replicas": self.replicas,
+            "batch": self.batch,
+            "drafters": self.drafters,
+            "k": self.k,
+            "itl_ms": self.itl_ms,
+            "tokens_per_s_per_replica": self.tokens_per_s_per_replica,
+            "cost_per_hour": self.cost_per_hour,
+            "cost_per_mtok": self.cost_per_mtok,
+        }
+
+
+@dataclass
+class CapacityResult:
+    """The cheapest fleet for a load, and the cheapest without speculation (``None``: no
+    configuration without speculation meets the target). ``saving`` is the fraction of
+    the latter's cost the former saves (``None`` without it)."""
+
+    problem: str
+    tokens_per_s: float
+    itl_target_ms: float
+    best: Fleet
+    without_speculation: Fleet | None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def saving(self) -> float | None:
+        w = self.without_speculation
+        return None if w is None else 1.0 - self.best.cost_per_hour / w.cost_per_hour
+
+    def document(self) -> dict:
+        w = self.without_speculation
+        return {
+            **self.best.document(),
+            "without_speculation": None if w is None else w.document(),
+            "saving": self.saving,
+        }
+
+
+@dataclass(frozen=True)
+class RoutedFleet:
+    """Plan's per-workload routes sized as one fleet (see :func:`size_routes`).
+
+    hosted : drafter names hosted on every replica; routes : per workload ``{"workload",
+    "weight", "drafters", "k", "itl_ms", "tokens_per_s_per_replica"}`` at the fleet's
+    batch; itl_ms : the worst route's; tokens_per_s_per_replica : the mixture's,
+    ``1 / Σ_w p_w / tokens_per_s_w``.
+    """
+
+    replicas: int
+    batch: int
+    hosted: list[str]
+    itl_ms: float
+    tokens_per_s_per_replica: float
+    cost_per_hour: float
+    cost_per_mtok: float
+    routes: list[dict]
+
+    def document(self) -> dict:
+        return {
+            "replicas": self.replicas,
+            "batch": self.batch,
+            "hosted": self.hosted,
+            "itl_ms": self.itl_ms,
+            "tokens_per_s_per_replica": self.tokens_per_s_per_replica,
+            "cost_per_hour": self.cost_per_hour,
+            "cost_per_mtok": self.cost_per_mtok,
+            "routes": self.routes,
+        }
+
+
+@dataclass
+class LoadSweep:
+    """$/h against load: ``loads (L,)`` tokens/s; ``with_speculation`` and
+    ``without_speculation`` ``(L,)`` $/h of the cheapest fleet of each side (NaN: none
+    meets the target); ``fleets``: per load, each side's :class:`Fleet` or ``None``;
+    ``crossings``: loads where the cheaper side changes (see :func:`crossings`)."""
+
+    loads: np.ndarray
+    with_speculation: np.ndarray
+    without_speculation: np.ndarray
+    fleets: list[tuple[Fleet | None, Fleet | None]]
+    crossings: list[dict]
+
+    @property
+    def cheaper_from(self) -> dict | None:
+        """Where the sweep settles: the first load from which one side is strictly cheaper
+        at every later load of the sweep, ``{"tokens_per_s", "cheaper"}``; ``None`` when
+        the last load ties (or a side has no fleet there)."""
+        ok = np.isfinite(self.with_speculation) & np.isfinite(self.without_speculation)
+        idx = np.flatnonzero(ok)
+        if idx.size == 0:
+            return None
+        sign = np.sign(self.without_speculation[idx] - self.with_speculation[idx])
+        if sign[-1] == 0:
+            return None
+        other = np.flatnonzero(sign != sign[-1])
+        start = 0 if other.size == 0 else int(other[-1]) + 1
+        return {
+            "tokens_per_s": float(self.loads[idx[start]]),
+            "cheaper": "speculation" if sign[-1] > 0 else "no speculation",
+        }
+
+    def document(self) -> dict:
+        return {
+            "points": [
+                {
+                    "tokens_per_s": float(x),
+                    "with_speculation": None if a is None else a.document(),
+                    "without_speculation": None if b is None else b.document(),
+                }
+                for x, (a, b) in zip(self.loads, self.fleets, strict=True)
+            ],
+            "crossings": self.crossings,
+            "cheaper_from": self.cheaper_from,
+        }
+
+
+# ---------------------------------------------------------------- the grid
+def _serving_model():
+    """The serving model's functions (imported here: the module belongs to the serving
+    work and is read only when a capacity question is asked)."""
+    from ..model import serving
+
+    return serving
+
+
+def _need_serving(problem: Problem):
+    """The problem's serving arrays; an :class:`InputError` naming ``serving`` without them."""
+    return _serving_model().need_serving(
+        problem, "sizing a fleet needs batch sizes, step times and gpu_cost_per_hour"
+    )
+
+
+def configurations(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """Row 0: no drafters, ``k = 0``; then every subset of the search space at every ``k``
+    of the serving model's ``speculative_ks``. Returns ``members (C, N)`` bool and ``k (C,)``
+    int."""
+    ks = _serving_model().speculative_ks(problem)
+    cells = count_subsets(problem) * ks.size * _need_serving(problem).batch_sizes.size
+    if cells > MAX_CELLS:
+        raise InputError(
+            "search.m.max",
+            f"{cells:,} (configuration, batch size) pairs are too many to size exactly "
+            f"(at most {MAX_CELLS:,}); lower search.m.max or search.k.max",
+        )
+    parts_m = [np.zeros((1, problem.n), bool)]
+    parts_k = [np.zeros(1, np.int64)]
+    if ks.size:
+        for chunk in iter_subsets(problem, 1 << 16):
+            parts_m.append(np.repeat(chunk, ks.size, axis=0))
+            parts_k.append(np.tile(ks, chunk.shape[0]))
+    return np.concatenate(parts_m), np.concatenate(parts_k)
+
+
+def serving_grid(problem: Problem) -> ServingGrid:
+    """Tokens/s and ITL of every configuration at every batch size (see the module doc).
+
+    Raises :class:`InputError` (field ``serving``) when the problem has no serving section.
+    """
+    sm = _serving_model()
+    serving = _need_serving(problem)
+    members, k = configurations(problem)
+    e = sm.bonus_expected(problem, members, k)  # (C,), independent of the batch size
+    batch = np.asarray(serving.batch_sizes, dtype=np.int64)
+    tps = np.full((batch.size, k.size), np.nan)
+    itl = np.full_like(tps, np.nan)
+    for i, b in enumerate(batch):  # a few batch sizes; configurations are vectorised
+        step = sm.step_ms_or_nan(problem, members, k, float(b))
+        tps[i] = sm.tokens_per_s(e, step, float(b))
+        itl[i] = step / e
+    return ServingGrid(
+        problem.names, batch, members, k, tps, itl, max_batch(problem, members).astype(np.int64)
+    )
+
+
+# ---------------------------------------------------------------- sizing
+def replicas_needed(load: np.ndarray | float, tokens_per_s: np.ndarray) -> np.ndarray:
+    """Smallest replica count carrying ``load`` (tokens/s) at ``tokens_per_s`` each
+    (broadcast shapes; at least 1): ``ceil(load / tokens_per_s)`` up to :data:`SLACK`."""
+    r = np.ceil(np.asarray(load, float) * (1.0 - SLACK) / np.asarray(tokens_per_s, float))
+    return np.maximum(r, 1.0).astype(np.int64)
+
+
+def cheapest(
+    tokens_per_s: np.ndarray, itl_ms: np.ndarray, loads: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The cheapest feasible candidate at each load.
+
+    tokens_per_s, itl_ms : ``(F,)`` of feasible candidates, listed in tie-break order
+    after ``itl_ms`` (an earlier row wins a tie of replicas and latency); loads : ``(L,)``.
+    Returns ``choice (L,)`` indices into ``F`` and ``replicas (L,)``; both empty-safe
+    (``F = 0`` gives ``-1`` and ``0``).
+    """
+    loads = np.atleast_1d(np.asarray(loads, float))
+    f = tokens_per_s.size
+    if f == 0:
+        return np.full(loads.size, -1), np.zeros(loads.size, np.int64)
+    order = np.lexsort((np.arange(f), itl_ms))  # latency first, then the given order
+    t = tokens_per_s[order]
+    earlier = np.maximum.accumulate(np.concatenate([[-np.inf], t[:-1]]))
+    stairs = order[t > earlier]  # each beats the throughput of all before it
+    rep = replicas_needed(loads[:, None], tokens_per_s[stairs][None, :])  # (L, P)
+    key = rep * stairs.size + np.arange(stairs.size)[None, :]
+    j = np.argmin(key, axis=1)
+    return stairs[j], rep[np.arange(loads.size), j]
+
+
+def _candidates(grid: ServingGrid, itl_target: float, speculative: bool | None):
+    """Feasible ``(batch index, config index)`` pairs in tie-break order after latency:
+    smaller batch, fewer drafters, smaller ``k``. ``speculative``: only ``k > 0``
+    (True), only ``k = 0`` (False), or both (None)."""
+    ok = grid.fits() & (grid.itl_ms <= itl_target * (1.0 + SLACK))
+    if speculative is not None:
+        ok &= ((grid.k > 0) == speculative)[None, :]
+    s_idx, c_idx = np.nonzero(ok)
+    m = grid.members.sum(axis=1)
+    order = np.lexsort((grid.k[c_idx], m[c_idx], grid.batch[s_idx]))
+    return s_idx[order], c_idx[order]
+
+
+def _fleets(
+    grid: ServingGrid,
+    loads: np.ndarray,
+    itl_target: float,
+    price: float,
+    speculative: bool | None,
+) -> list[Fleet | None]:
+    sm = _serving_model()
+    s_idx, c_idx = _candidates(grid, itl_target, speculative)
+    tps, itl = grid.tokens_per_s[s_idx, c_idx], grid.itl_ms[s_idx, c_idx]
+    choice, rep = cheapest(tps, itl, loads)
+    out: list[Fleet | None] = []
+    for x, j, r in zip(loads, choice, rep, strict=True):  # one per load, not per configuration
+        if j < 0:
+            out.append(None)
+            continue
+        c = int(c_idx[j])
+        cost = float(r) * price
+        out.append(
+            Fleet(
+                replicas=int(r),
+                batch=int(grid.batch[s_idx[j]]),
+                drafters=[n for n, on in zip(grid.names, grid.members[c], strict=True) if on],
+                k=int(grid.k[c]),
+                itl_ms=float(itl[j]),
+                tokens_per_s_per_replica=float(tps[j]),
+                cost_per_hour=cost,
+                cost_per_mtok=float(sm.cost_per_mtok(cost, float(x))),
+            )
+        )
+    return out
+
+
+def _price(problem: Problem) -> float:
+    price = float(_need_serving(problem).gpu_cost_per_hour)
+    if not np.isfinite(price):
+        raise InputError(
+            "serving.gpu_cost_per_hour",
+            "required to size a fleet: the price of one replica in $/h (the deployment "
+            "the step times were measured on)",
+        )
+    return price
+
+
+def check_load(tokens_per_s: float, option: str = "--tokens-per-s") -> float:
+    if not (np.isfinite(tokens_per_s) and tokens_per_s > 0):
+        raise InputError(
+            option, f"the load must be a positive number of tokens/s (got {tokens_per_s:g})"
+        )
+    return float(tokens_per_s)
+
+
+def check_itl(itl_ms: float | None) -> float:
+    if itl_ms is None:
+        return float("inf")
+    if not (np.isfinite(itl_ms) and itl_ms > 0):
+        raise InputError(
+            "--itl-ms", f"the latency target must be a positive number of ms (got {itl_ms:g})"
+        )
+    return float(itl_ms)
+
+
+def _infeasible(grid: ServingGrid, itl_target: float) -> InputError:
+    """The error when nothing meets the target: the lowest latency any candidate reaches."""
+    ok = grid.fits()
+    if not ok.any():
+        return InputError(
+            "serving",
+            "no configuration has a step time at any of serving.batch_sizes within its memory cap",
+        )
+    itl = np.where(ok, grid.itl_ms, np.inf)
+    s, c = np.unravel_index(int(np.argmin(itl)), itl.shape)
+    names = [n for n, on in zip(grid.names, grid.members[c], strict=True) if on]
+    what = f"drafters [{', '.join(names)}], k={int(grid.k[c])}" if names else "no speculation"
+    return InputError(
+        "--itl-ms",
+        f"no configuration meets itl_ms <= {itl_target:g} at any batch size; the lowest "
+        f"latency reachable is {float(itl[s, c]):.6g} ms ({what}, batch {int(grid.batch[s])})",
+    )
+
+
+def size_fleet(
+    problem: Problem,
+    tokens_per_s: float,
+    itl_ms: float | None = None,
+    grid: ServingGrid | None = None,
+) -> CapacityResult:
+    """The cheapest fleet carrying ``tokens_per_s`` (generated tokens/s over the fleet)
+    with every sequence's inter-token latency at most ``itl_ms`` (ms; ``None``: no target).
+
+    Raises :class:`InputError` on a non-positive load or target (``--tokens-per-s``,
+    ``--itl-ms``), without ``serving.gpu_cost_per_hour``, or when no configuration meets
+    the target (``--itl-ms``, naming the lowest latency reachable).
+    """
+    load = check_load(tokens_per_s)
+    target = check_itl(itl_ms)
+    price = _price(problem)
+    grid = serving_grid(problem) if grid is None else grid
+    loads = np.array([load])
+    best = _fleets(grid, loads, target, price, None)[0]
+    if best is None:
+        raise _infeasible(grid, target)
+    plain = _fleets(grid, loads, target, price, False)[0]
+    return CapacityResult(problem.name, load, target, best, plain)
+
+
+def size_routes(
+    problem: Problem, tokens_per_s: float, itl_ms: float | None = None, members=None, k=None
+) -> RoutedFleet | None:
+    """Per-workload routes sized as one fleet (module doc); ``None`` when no batch size
+    meets the target for every route.
+
+    members ``(W, N)`` and k ``(W,)``: the routes; by default ``plan``'s (the MILP of
+    :func:`allocator.planning.make_plan` under the problem's budget).
+    """
+    sm = _serving_model()
+    load = check_load(tokens_per_s)
+    target = check_itl(itl_ms)
+    price = _price(problem)
+    if not problem.workloads:
+        raise InputError("workloads", "routes per workload need a problem with workloads")
+    if members is None or k is None:
+        from ..planning import make_plan  # cvxpy: only when routes are asked for
+
+        plan = make_plan(problem)
+        members, k = plan.members, plan.k
+    members = np.asarray(members, bool)
+    k = np.asarray(k, np.int64)
+    weights = np.array([w.weight for w in problem.workloads])
+    e = np.array(
+        [
+            sm.bonus_expected(problem.workload_view(w), members[w : w + 1], k[w : w + 1])[0]
+            for w in range(weights.size)  # a few workloads; each one configuration
+        ]
+    )
+    hosted = members.any(axis=0)
+    room = int(max_batch(problem, hosted[None, :])[0])
+    batch = np.asarray(_need_serving(problem).batch_sizes, dtype=np.int64)
+    step = np.array([sm.step_ms_or_nan(problem, members, k, float(b)) for b in batch])  # (S, W)
+    tps = sm.tokens_per_s(e[None, :], step, batch[:, None])
+    itl = step / e[None, :]
+    ok = np.isfinite(tps).all(axis=1) & (batch <= room)
+    ok &= np.where(np.isfinite(itl), itl, np.inf).max(axis=1) <= target * (1.0 + SLACK)
+    if not ok.any():
+        return None
+    mix = 1.0 / (weights[None, :] / tps).sum(axis=1)  # (S,) tokens/s of one replica
+    rep = np.where(ok, replicas_needed(load, np.where(ok, mix, 1.0)), np.iinfo(np.int64).max)
+    worst = np.where(ok, itl.max(axis=1), np.inf)
+    i = int(np.lexsort((batch, worst, rep))[0])
+    names = problem.names
+    cost = float(rep[i]) * price
+    return RoutedFleet(
+        replicas=int(rep[i]),
+        batch=int(batch[i]),
+        hosted=[n for n, on in zip(names, hosted, strict=True) if on],
+        itl_ms=float(worst[i]),
+        tokens_per_s_per_replica=float(mix[i]),
+        cost_per_hour=cost,
+        cost_per_mtok=float(sm.cost_per_mtok(cost, load)),
+        routes=[
+            {
+                "workload": wl.name,
+                "weight": float(weights[w]),
+                "drafters": [n for n, on in zip(names, members[w], strict=True) if on],
+                "k": int(k[w]),
+                "itl_ms": float(itl[i, w]),
+                "tokens_per_s_per_replica": float(tps[i, w]),
+            }
+            for w, wl in enumerate(problem.workloads)
+        ],
+    )
+
+
+def crossings(loads: np.ndarray, with_spec: np.ndarray, without: np.ndarray) -> list[dict]:
+    """Where the cheaper side changes along a sweep.
+
+    ``loads (L,)`` ascending; ``with_spec``, ``without`` ``(L,)`` $/h (NaN: none). Each
+    entry: ``{"from_tokens_per_s", "to_tokens_per_s", "cheaper"}`` — between those two
+    consecutive loads the comparison changes, and from the second on ``cheaper`` is
+    ``"speculation"``, ``"no speculation"`` or ``"equal"``. Loads where a side has no
+    fleet are skipped.
+    """
+    ok = np.isfinite(with_spec) & np.isfinite(without)
+    idx = np.flatnonzero(ok)
+    sign = np.sign(without[idx] - with_spec[idx])  # +1: speculation cheaper
+    label = {1.0: "speculation", -1.0: "no speculation", 0.0: "equal"}
+    return [
+        {
+            "from_tokens_per_s": float(loads[idx[a]]),
+            "to_tokens_per_s": float(loads[idx[a + 1]]),
+            "cheaper": label[float(sign[a + 1])],
+        }
+        for a in np.flatnonzero(np.diff(sign) != 0)
+    ]
+
+
+def parse_load_range(text: str) -> np.ndarray:
+    """``LO:HI:STEPS`` into ``STEPS`` equally spaced loads (tokens/s): ``(STEPS,)``."""
+    parts = text.split(":")
+    try:
+        if len(parts) != 3:
+            raise ValueError
+        lo, hi, steps = float(parts[0]), float(parts[1]), int(parts[2])
+    except ValueError:
+        raise InputError("--sweep-load", f"expected LO:HI:STEPS, got {text!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0 or hi < lo:
+        raise InputError("--sweep-load", f"the range {lo:g}:{hi:g} must satisfy 0 < LO <= HI")
+    if steps < 1:
+        raise InputError("--sweep-load", f"STEPS must be at least 1 (got {steps})")
+    return np.array([hi]) if steps == 1 else np.linspace(lo, hi, steps)
+
+
+def sweep_load(
+    problem: Problem,
+    loads: np.ndarray,
+    itl_ms: float | None = None,
+    grid: ServingGrid | None = None,
+) -> LoadSweep:
+    """$/h against load (``loads (L,)`` tokens/s, ascending), with speculation (the
+    cheapest fleet with ``k > 0``) and without (``k = 0``)."""
+    loads = np.sort(np.asarray(loads, float))
+    for x in loads:
+        check_load(float(x), "--sweep-load")
+    target = check_itl(itl_ms)
+    price = _price(problem)
+    grid = serving_grid(problem) if grid is None else grid
+    spec = _fleets(grid, loads, target, price, True)
+    plain = _fleets(grid, loads, target, price, False)
+    if all(f is None for f in spec) and all(f is None for f in plain):
+        raise _infeasible(grid, target)
+    a = np.array([np.nan if f is None else f.cost_per_hour for f in spec])
+    b = np.array([np.nan if f is None else f.cost_per_hour for f in plain])
+    return LoadSweep(loads, a, b, list(zip(spec, plain, strict=True)), crossings(loads, a, b))

@@ -1,0 +1,522 @@
+"""``allocator tree``: the optimal draft tree of one drafter (Sequoia's programme), the front
+of tree size against throughput, and the trees SGLang's EAGLE builds, with their export."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import typer
+
+from ..exceptions import InputError
+from ..model.tree import (
+    MAX_DEPTH,
+    MAX_NODES,
+    Tree,
+    TreeProgramme,
+    rank_matrix,
+    round_time,
+    simulate_tree,
+    tree_serving,
+    tree_step_ms,
+)
+from ..problem import Problem
+from . import app
+from .common import (
+    JsonOption,
+    ProblemArg,
+    emit_json,
+    err,
+    handles_input_errors,
+    out,
+    precheck_outputs,
+)
+from .evaluate import split_names
+
+#: Tree sizes of the front when --nodes is not given.
+FRONT_NODES = 64
+#: Two-sided level of the simulation's interval.
+LEVEL = 0.99
+
+
+def _drafter(prob: Problem, names: str) -> tuple[int, np.ndarray]:
+    chosen = split_names(names)
+    if len(chosen) != 1:
+        raise InputError(
+            "--drafters", f"name one drafter (one model drafts a tree); got {len(chosen)}"
+        )
+    index = int(np.flatnonzero(prob.mask(chosen, "--drafters"))[0])
+    spec = prob.spec
+    d = spec.drafters[index] if spec is not None else None
+    if d is None or d.acceptance_by_rank is None:
+        raise InputError(
+            "--drafters",
+            f"drafter {chosen[0]!r} has no acceptance_by_rank (the acceptance of its rank-r "
+            "candidate; `allocator estimate` writes it from per-rank columns NAME@r)",
+        )
+    return index, rank_matrix(d.acceptance_by_rank)
+
+
+def _check(nodes: int | None, depth: int, width: int | None, max_nodes: int) -> None:
+    for option, value, top in (
+        ("--nodes", nodes, MAX_NODES),
+        ("--max-nodes", max_nodes, MAX_NODES),
+    ):
+        if value is not None and not 1 <= value <= top:
+            raise InputError(option, f"{value} is outside 1..{top} (speculated nodes)")
+    if not 1 <= depth <= MAX_DEPTH:
+        raise InputError("--depth", f"{depth} is outside 1..{MAX_DEPTH}")
+    if width is not None and width < 1:
+        raise InputError("--width", f"{width} is below 1")
+
+
+def _times(prob: Problem, index: int, nodes, depth) -> np.ndarray:
+    return round_time(
+        nodes,
+        depth,
+        float(prob.unit_cost[index]),
+        prob.pass_cost,
+        prob.token_cost,
+        prob.pass_cost_curve,
+    )
+
+
+def _print_tree(tree: Tree) -> None:
+    children: dict[int, list[int]] = {}
+    for v in range(1, tree.parents.size):
+        children.setdefault(int(tree.parents[v]), []).append(v)
+    lines = ["node 0  root (the last verified token)"]
+    stack = [(c, 1) for c in reversed(children.get(0, []))]
+    while stack:
+        v, level = stack.pop()
+        lines.append(
+            f"{'  ' * level}node {v}  rank {int(tree.ranks[v])}  "
+            f"path probability {tree.path_probability[v]:.4f}"
+        )
+        stack.extend((c, level + 1) for c in reversed(children.get(v, [])))
+    out.print("\n".join(lines), soft_wrap=True, markup=False)
+
+
+def _simulation(tree: Tree, p: np.ndarray, rounds: int, seed: int) -> dict:
+    from scipy.special import ndtri
+
+    from ..simulate import MAX_ROUNDS
+
+    if rounds < 2:
+        raise InputError("--rounds", "must be at least 2 (the interval needs a spread)")
+    if rounds > MAX_ROUNDS:
+        raise InputError("--rounds", f"at most {MAX_ROUNDS:,}")
+    units = simulate_tree(tree.parents, tree.ranks, p, rounds, seed)
+    mean = float(units.mean())
+    half = float(ndtri(0.5 + LEVEL / 2) * units.std(ddof=1) / np.sqrt(rounds))
+    return {
+        "rounds": rounds,
+        "seed": seed,
+        "mean_accepted": mean,
+        "ci_low": mean - half,
+        "ci_high": mean + half,
+        "level": LEVEL,
+        "model_accepted": tree.expected_accepted,
+    }
+
+
+def _parse_eagle(text: str) -> tuple[int, int, int]:
+    parts = split_names(text)
+    try:
+        steps, topk, tokens = (int(x) for x in parts)
+    except ValueError:
+        raise InputError("--eagle", f"{text!r} is not STEPS,TOPK,TOKENS (three integers)") from None
+    return steps, topk, tokens
+
+
+@app.command("tree")
+@handles_input_errors
+def tree_command(
+    problem: Path = ProblemArg,
+    drafters: str = typer.Option(
+        ..., "--drafters", "-d", help="The drafter (one name).", show_default=False
+    ),
+    nodes: int = typer.Option(
+        None,
+        "--nodes",
+        "-n",
+        help=f"Most speculated nodes in the tree (1..{MAX_NODES}).",
+        show_default=False,
+    ),
+    depth: int = typer.Option(16, "--depth", help=f"Deepest depth (1..{MAX_DEPTH})."),
+    width: int = typer.Option(
+        None, "--width", help="Most children per node (default: every measured rank)."
+    ),
+    max_nodes: int = typer.Option(
+        FRONT_NODES, "--max-nodes", help="Without --nodes: the front runs over sizes 1..this."
+    ),
+    engine: bool = typer.Option(
+        False,
+        "--engine",
+        help="Evaluate SGLang's EAGLE trees (num_steps <= --depth, "
+        "topk <= --width, num_draft_tokens - 1 <= --nodes) and pick the best.",
+    ),
+    eagle: str = typer.Option(
+        None, "--eagle", help="Evaluate one SGLang setting STEPS,TOPK,TOKENS.", metavar="S,K,T"
+    ),
+    export: str = typer.Option(
+        None, "--export", help="Print the engine tree's settings: sglang or vllm."
+    ),
+    rounds: int = typer.Option(
+        None, "--rounds", help="Simulate this many steps of the tree (with --nodes or --eagle)."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Random seed of --rounds."),
+    json_path: str = JsonOption,
+    plot_path: str = typer.Option(
+        None,
+        "--plot",
+        help="Without --nodes: draw E and throughput against size (.png/.svg).",
+        metavar="PATH",
+    ),
+) -> None:
+    """The tree of at most NODES nodes and depth <= DEPTH with the most expected tokens per
+    step (Sequoia's dynamic programme, exact), from the drafter's acceptance_by_rank.
+
+    Without --nodes: the front of E and throughput against tree size (the verifier's cost
+    of checking n tokens plus one drafting step per level), and per batch size with a
+    serving section. --engine / --eagle: SGLang's EAGLE trees from (num_steps, topk,
+    num_draft_tokens) under the same model.
+    """
+    _check(nodes, depth, width, max_nodes)
+    if export is not None and export not in ("sglang", "vllm"):
+        raise InputError("--export", f"{export!r} is not one of sglang, vllm")
+    if export is not None and json_path == "-":
+        raise InputError("--export", "prints to stdout, which --json - already uses")
+    use_engine = engine or eagle is not None or export is not None
+    if rounds is not None and nodes is None and eagle is None:
+        raise InputError("--rounds", "simulates one tree: give --nodes or --eagle")
+    if plot_path and (nodes is not None or use_engine):
+        raise InputError("--plot", "draws the front: leave out --nodes and the engine options")
+    precheck_outputs(json=json_path)
+    if plot_path:
+        from ..plots import check_plot_path
+
+        check_plot_path(plot_path, "--plot")
+    prob = Problem.from_file(problem)
+    index, p = _drafter(prob, drafters)
+    name = prob.names[index]
+    if use_engine:
+        doc = _engine(prob, index, p, nodes or FRONT_NODES, depth, width, eagle, rounds, seed)
+    elif nodes is not None:
+        prog = TreeProgramme(p, nodes, depth, width)
+        tree = prog.best()
+        t = float(_times(prob, index, tree.nodes, tree.depth))
+        doc = {"drafter": name, **tree.document(), "max_nodes": nodes, "max_depth": depth}
+        doc.update(round_time=t, throughput=tree.expected_accepted / t)
+        if rounds is not None:
+            doc["simulation"] = _simulation(tree, p, rounds, seed)
+    else:
+        doc = _front(prob, index, p, max_nodes, depth, width)
+    doc["drafter"] = name
+    for note in doc.get("notes", []):
+        err.print(f"note: {note}", soft_wrap=True, markup=False)
+    if plot_path:
+        from ..plots import plot_tree_front
+
+        rows = doc["front"]
+        plot_tree_front(
+            [r["nodes"] for r in rows],
+            [r["expected_accepted"] for r in rows],
+            [r["throughput"] for r in rows],
+            plot_path,
+            best=doc["best"]["nodes"],
+            title=f"{name}: optimal tree against size (depth <= {depth})",
+        )
+    if json_path == "-":
+        emit_json(doc, "-")
+        return
+    emit_json(doc, json_path)
+    if export is not None:
+        _export(prob, index, p, doc, export)
+        return
+    _report(doc, p)
+
+
+def _front(
+    prob: Problem, index: int, p: np.ndarray, n_max: int, depth: int, width: int | None
+) -> dict:
+    """E of the best tree per size and depth; throughput is maximised over the depth."""
+    prog = TreeProgramme(p, n_max, depth, width)
+    e = prog.values()[:, 1:]  # (depth, n_max): sizes 1..n_max
+    n = np.arange(1, n_max + 1)
+    d = np.arange(1, depth + 1)[:, None]
+    thr = e / _times(prob, index, n[None, :], d)
+    thr = np.where(np.isfinite(e), thr, -np.inf)
+    best_d = thr.argmax(axis=0)
+    e_best = np.max(e, axis=0)
+    rows = []
+    for i, size in enumerate(n):
+        if not np.isfinite(e_best[i]):
+            continue
+        dd = int(best_d[i]) + 1
+        rows.append(
+            {
+                "nodes": int(size),
+                "expected_accepted": float(e[dd - 1, i]),
+                "depth": dd,
+                "expected_accepted_any_depth": float(e_best[i]),
+                "round_time": float(_times(prob, index, size, dd)),
+                "throughput": float(thr[dd - 1, i]),
+            }
+        )
+    best = max(rows, key=lambda r: r["throughput"])
+    doc: dict = {"max_nodes": n_max, "max_depth": depth, "front": rows, "best": best}
+    per_batch = _per_batch(prob, index, e, n[None, :], d)
+    if per_batch is not None:
+        doc["serving"] = [
+            {"batch": b, "nodes": int(n[i % n.size]), "depth": int(i // n.size) + 1, **m}
+            for b, i, m in per_batch[0]
+        ]
+        if per_batch[1]:
+            doc["notes"] = per_batch[1]
+    return doc
+
+
+def _per_batch(
+    prob: Problem, index: int, e: np.ndarray, nodes: np.ndarray, depth: np.ndarray
+) -> tuple[list[tuple[int, int, dict]], list[str]] | None:
+    """Per ``serving`` batch size, the tree with the most tokens/s among candidates with
+    ``e`` tokens per step, ``nodes`` speculated nodes and ``depth`` drafting passes (arrays
+    broadcasting together, NaN/-inf ``e`` for no tree): ``([(batch, flat index, serving
+    metrics)], notes)``, or ``None`` without ``serving``.
+
+    Step times are :func:`~allocator.model.tree.tree_step_ms` (the serving component
+    model, never extrapolated: a batch size where no candidate is inside the tables is an
+    error naming ``serving``). With ``serving.memory``, a batch size the drafter's
+    ``memory_gb`` leaves no room for is left out with a note, as ``schedule`` and
+    ``capacity`` leave it out.
+    """
+    from ..model.memory import max_batch
+    from ..model.serving import baseline_ms, metrics_from
+
+    serving = tree_serving(prob, index)
+    if serving is None:
+        return None
+    e, nodes, depth = (a.ravel() for a in np.broadcast_arrays(e, nodes, depth))
+    hosted = np.zeros((1, prob.n), bool)
+    hosted[0, index] = True
+    room = int(max_batch(prob, hosted)[0])
+    rows: list[tuple[int, int, dict]] = []
+    notes: list[str] = []
+    for b in serving.batch_sizes:
+        if b > room:
+            notes.append(
+                f"batch {int(b)} left out: hosting {prob.names[index]!r} (drafters[].memory_gb) "
+                f"leaves KV-cache room for {room} sequences (serving.memory)"
+            )
+            continue
+        ms = tree_step_ms(serving, index, float(b), nodes, depth)
+        rate = np.where(np.isfinite(e) & np.isfinite(ms), e / ms, -np.inf)
+        if not np.isfinite(rate).any():
+            raise InputError(
+                "serving",
+                f"batch {int(b)}: no tree lies inside the verify_ms table and "
+                f"{prob.names[index]}'s draft_ms; step times are never extrapolated",
+            )
+        i = int(np.argmax(rate))
+        base = baseline_ms(serving, float(b))
+        met = metrics_from(e[i], ms[i], np.asarray(base), float(b), serving.gpu_cost_per_hour)
+        doc = {key: float(v) if np.isfinite(v) else None for key, v in met.items()}
+        rows.append((int(b), i, doc))
+    return rows, notes
+
+
+def _engine(
+    prob: Problem,
+    index: int,
+    p: np.ndarray,
+    n_max: int,
+    depth: int,
+    width: int | None,
+    eagle: str | None,
+    rounds: int | None,
+    seed: int,
+) -> dict:
+    from ..engines.trees import check_triple, sglang_tree, sglang_triples
+
+    doc: dict = {}
+    if eagle is not None:
+        steps, topk, tokens = _parse_eagle(eagle)
+        check_triple(steps, topk, tokens)
+    else:
+        topk_max = min(width or p.shape[1], p.shape[1])
+        tri = sglang_triples(p, depth, topk_max, n_max)
+        t = _times(prob, index, tri.tokens - 1, tri.steps)
+        thr = tri.expected_accepted / t
+        i = int(np.argmax(thr))
+        steps, topk, tokens = int(tri.steps[i]), int(tri.topk[i]), int(tri.tokens[i])
+        j = int(np.argmax(tri.expected_accepted))
+        doc["searched"] = int(tri.steps.size)
+        doc["best_expected"] = {
+            "num_steps": int(tri.steps[j]),
+            "topk": int(tri.topk[j]),
+            "num_draft_tokens": int(tri.tokens[j]),
+            "expected_accepted": float(tri.expected_accepted[j]),
+        }
+        per_batch = _per_batch(prob, index, tri.expected_accepted, tri.tokens - 1, tri.steps)
+        if per_batch is not None:
+            doc["serving"] = [
+                {
+                    "batch": b,
+                    "num_steps": int(tri.steps[i]),
+                    "topk": int(tri.topk[i]),
+                    "num_draft_tokens": int(tri.tokens[i]),
+                    **m,
+                }
+                for b, i, m in per_batch[0]
+            ]
+            if per_batch[1]:
+                doc["notes"] = per_batch[1]
+    tree = sglang_tree(p, steps, topk, tokens)
+    t_step = float(_times(prob, index, tree.nodes, steps))
+    same = TreeProgramme(p, tree.nodes, steps, width).values()[-1]
+    optimal = float(np.max(same[np.isfinite(same)]))  # at most as many nodes, as deep
+    doc.update(
+        {
+            "engine": "sglang",
+            "num_steps": steps,
+            "topk": topk,
+            "num_draft_tokens": tokens,
+            **tree.document(),
+            "round_time": t_step,
+            "throughput": tree.expected_accepted / t_step,
+            "optimal_same_size": optimal,
+        }
+    )
+    if rounds is not None:
+        doc["simulation"] = _simulation(tree, p, rounds, seed)
+    return doc
+
+
+def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) -> None:
+    from ..engines.trees import sglang_export, sglang_tree, vllm_export
+
+    if prob.spec is None:  # _drafter refused a problem without its file's drafters
+        return
+    d = prob.spec.drafters[index]
+    field = f"drafters.{index}.method"
+    if target == "sglang":
+        text, notes = sglang_export(
+            field, d, doc["num_steps"], doc["topk"], doc["num_draft_tokens"]
+        )
+    else:
+        tree = sglang_tree(p, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
+        text, notes = vllm_export(field, d, tree)
+    sys.stdout.write(text)
+    for note in notes:
+        err.print(note, soft_wrap=True, markup=False)
+
+
+def _report(doc: dict, p: np.ndarray) -> None:
+    if "front" in doc:
+        out.print(
+            f"{doc['drafter']}: per size, the tree and depth (<= {doc['max_depth']}) with the "
+            "most throughput (tokens per verifier-unit of time); E max: the most tokens per "
+            "step at any depth"
+        )
+        out.print(f"{'nodes':>6} {'E':>9} {'depth':>6} {'time':>9} {'throughput':>11} {'E max':>9}")
+        best = doc["best"]["nodes"]
+        for r in doc["front"]:
+            n = r["nodes"]
+            if n <= 8 or n % 8 == 0 or n == best:
+                mark = "  <- best throughput" if n == best else ""
+                out.print(
+                    f"{n:6d} {r['expected_accepted']:9.4f} {r['depth']:6d} "
+                    f"{r['round_time']:9.4f} {r['throughput']:11.5f} "
+                    f"{r['expected_accepted_any_depth']:9.4f}{mark}"
+                )
+        for r in doc.get("serving", []):
+            out.print(
+                f"batch {r['batch']}: {r['nodes']} nodes, depth {r['depth']}, "
+                f"E {r['expected_accepted']:.4f}, {r['step_ms']:.3f} ms/step, "
+                f"{r['tokens_per_s']:.1f} tokens/s"
+            )
+        return
+    if "engine" in doc:
+        out.print(
+            f"SGLang EAGLE --speculative-num-steps {doc['num_steps']} "
+            f"--speculative-eagle-topk {doc['topk']} "
+            f"--speculative-num-draft-tokens {doc['num_draft_tokens']}: "
+            f"E {doc['expected_accepted']:.4f} (the optimal tree of {doc['nodes']} nodes and "
+            f"depth <= {doc['num_steps']}: {doc['optimal_same_size']:.4f}), throughput "
+            f"{doc['throughput']:.5f}",
+            soft_wrap=True,
+        )
+        if "best_expected" in doc:
+            b = doc["best_expected"]
+            out.print(
+                f"most tokens per step within the budget: ({b['num_steps']}, {b['topk']}, "
+                f"{b['num_draft_tokens']}) with E {b['expected_accepted']:.4f}; "
+                f"{doc['searched']} settings searched"
+            )
+        for r in doc.get("serving", []):
+            out.print(
+                f"batch {r['batch']}: ({r['num_steps']}, {r['topk']}, {r['num_draft_tokens']}) "
+                f"E {r['expected_accepted']:.4f}, {r['step_ms']:.3f} ms/step, "
+                f"{r['tokens_per_s']:.1f} tokens/s"
+            )
+    else:
+        out.print(
+            f"{doc['drafter']}: optimal tree of {doc['nodes']} nodes (at most "
+            f"{doc['max_nodes']}), depth {doc['depth']}: E = {doc['expected_accepted']:.6f} "
+            f"tokens per step, throughput {doc['throughput']:.5f}",
+            soft_wrap=True,
+        )
+    tree = Tree(
+        np.array(doc["parents"]),
+        np.array(doc["ranks"]),
+        np.array(doc["path_probability"]),
+        doc["expected_accepted"],
+    )
+    _print_tree(tree)
+    if "simulation" in doc:
+        s = doc["simulation"]
+        out.print(
+            f"simulated {s['rounds']:,} steps (seed {s['seed']}): mean {s['mean_accepted']:.5f}, "
+            f"{s['level']:.0%} interval {s['ci_low']:.5f} - {s['ci_high']:.5f}; "
+            f"model {s['model_accepted']:.5f}"
+        )
+
+
+def simulate_tree_command(
+    problem: Path,
+    drafters: str,
+    nodes: int,
+    depth: int,
+    rounds: int,
+    seed: int,
+    json_path: str | None,
+) -> None:
+    """``allocator simulate --nodes``: play the optimal tree of at most ``nodes`` nodes."""
+    _check(nodes, depth, None, FRONT_NODES)
+    precheck_outputs(json=json_path)
+    prob = Problem.from_file(problem)
+    index, p = _drafter(prob, drafters)
+    tree = TreeProgramme(p, nodes, depth).best()
+    t = float(_times(prob, index, tree.nodes, tree.depth))
+    sim = _simulation(tree, p, rounds, seed)
+    doc = {
+        "drafters": [prob.names[index]],
+        "tree": tree.document(),
+        **sim,
+        "throughput": sim["mean_accepted"] / t,
+        "model_throughput": tree.expected_accepted / t,
+        "round_time": t,
+    }
+    if json_path == "-":
+        emit_json(doc, "-")
+        return
+    emit_json(doc, json_path)
+    out.print(
+        f"{prob.names[index]}, optimal tree of {tree.nodes} nodes (depth {tree.depth}): "
+        f"{rounds:,} steps, seed {seed}: mean {sim['mean_accepted']:.6f} tokens per step, "
+        f"{LEVEL:.0%} interval {sim['ci_low']:.6f} - {sim['ci_high']:.6f}; "
+        f"model {tree.expected_accepted:.6f}",
+        soft_wrap=True,
+    )

@@ -1,0 +1,492 @@
+"""Serving under load: step wall time, tokens/s, inter-token latency and $/Mtok at a batch size.
+
+The model and its reasons: docs/design.md §8.1–§8.4.
+
+A decoding *step* drafts ``k`` tokens per sequence and verifies them for the whole
+batch of ``b`` concurrent sequences; ``k = 0`` is plain decoding, the baseline. Its
+wall time ``step_ms(b, k)`` (ms) comes from, in this order:
+
+1. a measured table (``serving.step_ms``) of exactly the configuration's drafters:
+   linear in ``k`` between the ``k`` measured at one batch size (as vLLM interpolates
+   its profiled step times), linear in ``b`` between measured batch sizes;
+2. otherwise the component model
+   ``verify_ms(b, m·k + 1) + k · (Σ | max over members of draft_ms_i(b)) + overhead_ms``
+   (``Σ`` for ``drafting: sequential``, ``max`` for ``parallel``), bilinear in
+   ``(batch, tokens)`` inside the ``verify_ms`` table and linear in ``b`` between a
+   drafter's ``draft_ms`` points; for ``k = 0`` it is ``verify_ms(b, 1)``.
+
+Nothing is extrapolated: a ``k`` past the largest measured one, a batch size outside
+the measured or modelled ones, or a configuration with neither a table nor a draft
+time for every member is an :class:`~allocator.exceptions.InputError` naming
+``serving``. A configuration without drafters (an all-False membership row) can only
+take ``k = 0``; its step is ``verify_ms(b, 1)``, or without a component model the
+``k = 0`` entry of the first table measured at ``b``.
+
+Expected tokens per step ``E`` are in the **bonus convention** whatever the problem's
+``convention``: ``k`` drafted tokens plus the verifier's own,
+``E_bonus(k) = 1 + Σ_{i=1..k} Π_{j≤i} a(j)``, and ``E_bonus(0) = 1``. The acceptance
+``a(j)`` means the same in both conventions, so for a ``paper``-convention problem
+``E_bonus(k) = E_paper(k + 1)`` (the paper's round of ``k + 1`` units, the first always
+kept, is a serving step drafting ``k``); the code evaluates the bonus sum directly
+(:func:`bonus_expected`), through the same pooling, error and workload model as
+:mod:`allocator.model.evaluate`.
+
+Metrics at batch ``b`` (each ``(B,)``): ``tokens_per_s_per_seq = 1000·E / step_ms``,
+``tokens_per_s = b · tokens_per_s_per_seq``, ``itl_ms = step_ms / E``, ``speedup`` =
+per-sequence tokens/s over the same configuration's ``k = 0`` step at ``b``
+(``E · step_ms(b, 0) / step_ms(b, k)``), ``cost_per_mtok = gpu_cost_per_hour /
+(3600 · tokens_per_s) · 10⁶`` ($ per million generated tokens; NaN without a price).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..exceptions import InputError
+
+if TYPE_CHECKING:
+    from ..problem import Problem
+    from ..spec import ProblemSpec
+
+#: Keys of :func:`serving_metrics`, in display order.
+SERVING_METRICS: tuple[str, ...] = (
+    "step_ms",
+    "expected_accepted",
+    "tokens_per_s",
+    "tokens_per_s_per_seq",
+    "itl_ms",
+    "speedup",
+    "cost_per_mtok",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class StepTableArrays:
+    """One measured ``step_ms`` table.
+
+    members : ``(N,)`` bool, the configuration measured.
+    batch : ``(Bt,)`` float, measured batch sizes ascending.
+    k : ``(Kt,)`` float, every ``k`` measured at some batch size, ascending (includes 0).
+    ms : ``(Bt, Kt)`` float, step wall time in ms; NaN where ``k`` was not measured at
+        that batch size.
+    """
+
+    members: np.ndarray
+    batch: np.ndarray
+    k: np.ndarray
+    ms: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class Serving:
+    """The ``serving`` section as numpy arrays (built by :meth:`from_spec`, never changed).
+
+    batch_sizes : ``(S,)`` int, the batch sizes to plan for.
+    gpu_cost_per_hour : $/h of one replica, NaN without a price.
+    tables : measured step tables.
+    verify_batch, verify_tokens : ``(Vb,)``, ``(Vt,)`` float axes of the component
+        model (empty without ``verify_ms``); verify_ms : ``(Vb, Vt)`` ms.
+    draft_batch, draft_ms : per drafter ``(D_i,)`` float batch sizes and ms per drafted
+        token (empty arrays for a drafter without ``draft_ms``).
+    overhead_ms : ms added to every speculative step of the component model.
+    drafting : ``"sequential"`` (member draft times add) or ``"parallel"`` (max).
+    """
+
+    batch_sizes: np.ndarray
+    gpu_cost_per_hour: float
+    tables: tuple[StepTableArrays, ...]
+    verify_batch: np.ndarray
+    verify_tokens: np.ndarray
+    verify_ms: np.ndarray
+    draft_batch: tuple[np.ndarray, ...]
+    draft_ms: tuple[np.ndarray, ...]
+    overhead_ms: float
+    drafting: str
+
+    @classmethod
+    def from_spec(cls, spec: ProblemSpec) -> Serving | None:
+        """The arrays of ``spec.serving`` (``None`` when the problem has no such section)."""
+        s = spec.serving
+        if s is None:
+            return None
+        names = spec.names
+        tables = []
+        for t in s.step_ms:
+            batches = sorted(t.by_batch)
+            ks = sorted({k for row in t.by_batch.values() for k in row})
+            ms = np.full((len(batches), len(ks)), np.nan)
+            for i, b in enumerate(batches):
+                for j, k in enumerate(ks):
+                    ms[i, j] = t.by_batch[b].get(k, np.nan)
+            tables.append(
+                StepTableArrays(
+                    np.isin(names, t.drafters),
+                    np.asarray(batches, float),
+                    np.asarray(ks, float),
+                    ms,
+                )
+            )
+        v = s.verify_ms
+        empty = np.zeros(0)
+        return cls(
+            batch_sizes=np.asarray(s.batch_sizes, dtype=np.int64),
+            gpu_cost_per_hour=np.nan if s.gpu_cost_per_hour is None else s.gpu_cost_per_hour,
+            tables=tuple(tables),
+            verify_batch=empty if v is None else np.asarray(v.batch, float),
+            verify_tokens=empty if v is None else np.asarray(v.tokens, float),
+            verify_ms=np.zeros((0, 0)) if v is None else np.asarray(v.ms, float),
+            draft_batch=tuple(np.asarray(sorted(d.draft_ms or {}), float) for d in spec.drafters),
+            draft_ms=tuple(
+                np.asarray([d.draft_ms[b] for b in sorted(d.draft_ms)] if d.draft_ms else [], float)
+                for d in spec.drafters
+            ),
+            overhead_ms=float(s.overhead_ms),
+            drafting=spec.drafting,
+        )
+
+    @property
+    def has_component_model(self) -> bool:
+        return self.verify_tokens.size > 0
+
+    @property
+    def k_limit(self) -> int:
+        """The largest ``k`` any table measures or the component model reaches (``m = 1``)."""
+        ks = [int(t.k[-1]) for t in self.tables]
+        if self.has_component_model:
+            ks.append(int(self.verify_tokens[-1] - 1))
+        return max(ks, default=0)
+
+
+# ---------------------------------------------------------------- interpolation
+def _lerp_rows(axis: np.ndarray, rows: np.ndarray, x: float) -> np.ndarray:
+    """Rows ``(A, C)`` given at ``axis (A,)`` ascending, linear at ``x``: ``(C,)``; NaN
+    everywhere outside ``[axis[0], axis[-1]]`` (never extrapolated)."""
+    if axis.size == 0 or x < axis[0] or x > axis[-1]:
+        return np.full(rows.shape[1:], np.nan)
+    hi = int(np.searchsorted(axis, x, side="left"))
+    if axis[hi] == x:
+        return rows[hi].copy()
+    lo = hi - 1
+    w = (x - axis[lo]) / (axis[hi] - axis[lo])
+    return (1.0 - w) * rows[lo] + w * rows[hi]
+
+
+def _interp_measured(points: np.ndarray, values: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Linear in ``x`` through the non-NaN ``(points, values)``; NaN outside their range."""
+    ok = ~np.isnan(values)
+    p, v = points[ok], values[ok]
+    out = np.full(x.shape, np.nan)
+    if p.size == 0:
+        return out
+    inside = (x >= p[0]) & (x <= p[-1])
+    out[inside] = np.interp(x[inside], p, v)
+    return out
+
+
+def _table_step(t: StepTableArrays, k: np.ndarray, batch: float) -> np.ndarray:
+    """A measured table at ``(batch, k)``: linear in ``k`` at each measured batch size,
+    then linear in the batch; NaN past the largest ``k`` measured at either bracketing
+    batch size, or outside the measured batch sizes. ``k`` ``(R,)`` -> ``(R,)`` ms."""
+    if batch < t.batch[0] or batch > t.batch[-1]:
+        return np.full(k.shape, np.nan)
+    hi = int(np.searchsorted(t.batch, batch, side="left"))
+    at_hi = _interp_measured(t.k, t.ms[hi], k)
+    if t.batch[hi] == batch:
+        return at_hi
+    lo = hi - 1
+    at_lo = _interp_measured(t.k, t.ms[lo], k)
+    w = (batch - t.batch[lo]) / (t.batch[hi] - t.batch[lo])
+    return (1.0 - w) * at_lo + w * at_hi
+
+
+def draft_ms_at(serving: Serving, batch: float) -> np.ndarray:
+    """Each drafter's ms per drafted token at ``batch``: ``(N,)``, NaN where not given or
+    outside its measured batch sizes."""
+    out = np.full(len(serving.draft_ms), np.nan)
+    for i, (b, ms) in enumerate(zip(serving.draft_batch, serving.draft_ms, strict=True)):
+        if b.size:
+            out[i] = _lerp_rows(b, ms[:, None], batch)[0]
+    return out
+
+
+def verify_ms_at(serving: Serving, tokens: np.ndarray, batch: float) -> np.ndarray:
+    """Component model's verifier pass at ``batch`` for ``tokens`` per sequence:
+    bilinear, NaN outside the table. ``tokens`` any shape -> same shape, ms."""
+    tokens = np.asarray(tokens, dtype=float)
+    if not serving.has_component_model:
+        return np.full(tokens.shape, np.nan)
+    row = _lerp_rows(serving.verify_batch, serving.verify_ms, batch)
+    return _interp_measured(serving.verify_tokens, row, tokens)
+
+
+def baseline_ms(serving: Serving, batch: float) -> float:
+    """Plain decoding (``k = 0``) step at ``batch``: ``verify_ms(b, 1)``, or without a
+    component model the ``k = 0`` entry of the first table measured at ``b`` (NaN if none)."""
+    if serving.has_component_model:
+        v = float(verify_ms_at(serving, np.array([1.0]), batch)[0])
+        if not np.isnan(v):
+            return v
+    for t in serving.tables:
+        v = float(_table_step(t, np.array([0.0]), batch)[0])
+        if not np.isnan(v):
+            return v
+    return float("nan")
+
+
+def drafting_pass(draft_ms: np.ndarray, members: np.ndarray, drafting: str) -> np.ndarray:
+    """ms of one drafting pass of a configuration from its members' draft times: summed
+    under ``drafting: sequential``, the max under ``parallel``; 0 without members.
+
+    ``draft_ms`` ``(..., N)`` ms per drafter, broadcasting with ``members`` ``(..., N)``
+    bool -> ``(...)``; NaN where a member's draft time is NaN.
+    """
+    d = np.where(members, draft_ms, 0.0)
+    if drafting == "parallel":
+        return np.max(d, axis=-1, initial=0.0)
+    return np.sum(d, axis=-1)
+
+
+def drafting_ms(serving: Serving, members: np.ndarray, batch: float) -> np.ndarray:
+    """:func:`drafting_pass` of each row of ``members`` ``(B, N)`` at ``batch``: ``(B,)``
+    ms, NaN where a member has no draft time at ``batch``."""
+    return drafting_pass(draft_ms_at(serving, batch), members, serving.drafting)
+
+
+def component_ms(
+    serving: Serving,
+    batch: float,
+    tokens: np.ndarray,
+    draft_steps: np.ndarray,
+    draft_ms: np.ndarray,
+) -> np.ndarray:
+    """The component model of one *speculative* step at ``batch``, ms:
+    ``verify_ms(b, tokens) + draft_steps · draft_ms + overhead_ms``.
+
+    ``tokens``: verified tokens per sequence (a chain of ``m`` drafters' ``k`` tokens:
+    ``m·k + 1``; a token tree of ``n`` nodes: ``n + 1``); ``draft_steps``: drafting passes
+    (``k``; a tree's depth); ``draft_ms``: ms of one pass (:func:`drafting_ms`, or one
+    drafter's :func:`draft_ms_at`). Arrays broadcasting together; NaN where the
+    ``verify_ms`` table or a draft time does not reach (never extrapolated).
+    """
+    return (
+        verify_ms_at(serving, tokens, batch)
+        + np.asarray(draft_steps, dtype=float) * draft_ms
+        + serving.overhead_ms
+    )
+
+
+def step_ms_or_nan(
+    problem: Problem, members: np.ndarray, k: np.ndarray, batch: float
+) -> np.ndarray:
+    """:func:`step_ms` with NaN (instead of an error) where a row has no step time.
+
+    ``members`` ``(B, N)`` bool, ``k`` ``(B,)`` int ``>= 0`` -> ``(B,)`` ms. Used by
+    searches, which leave such configurations out.
+    """
+    serving = need_serving(problem)
+    members = np.atleast_2d(np.asarray(members, dtype=bool))
+    k = np.atleast_1d(np.asarray(k)).astype(float)
+    out = np.full(k.shape, np.nan)
+    matched = np.zeros(k.shape, bool)
+    for t in serving.tables:
+        rows = np.all(members == t.members, axis=1)
+        if rows.any():
+            out[rows] = _table_step(t, k[rows], batch)
+            matched |= rows
+    rest = ~matched
+    if not rest.any():
+        return out
+    mem = members[rest]
+    m = mem.sum(axis=1)
+    kr = k[rest]
+    spec = kr > 0
+    model = component_ms(serving, batch, m * kr + 1.0, kr, drafting_ms(serving, mem, batch))
+    model[spec & (m == 0)] = np.nan
+    out[rest] = np.where(spec, model, baseline_ms(serving, batch))
+    return out
+
+
+def step_grid(problem: Problem, members: np.ndarray, ks: np.ndarray, batch: float) -> np.ndarray:
+    """Step ms of every subset at every ``k``: ``members`` ``(B, N)``, ``ks`` ``(K,)`` ->
+    ``(B, K)``, NaN where there is no step time. The same values as
+    :func:`step_ms_or_nan` on every ``(subset, k)`` pair, computed once per subset
+    (draft time) and once per table (searches call this)."""
+    serving = need_serving(problem)
+    members = np.atleast_2d(np.asarray(members, dtype=bool))
+    ks = np.atleast_1d(np.asarray(ks)).astype(float)
+    out = np.full((members.shape[0], ks.size), np.nan)
+    matched = np.zeros(members.shape[0], bool)
+    for t in serving.tables:
+        rows = np.all(members == t.members, axis=1)
+        if rows.any():
+            out[rows] = _table_step(t, ks, batch)[None, :]
+            matched |= rows
+    rest = ~matched
+    if not rest.any():
+        return out
+    mem = members[rest]
+    m = mem.sum(axis=1).astype(float)
+    spec = ks > 0
+    model = component_ms(
+        serving,
+        batch,
+        m[:, None] * ks[None, :] + 1.0,
+        ks[None, :],
+        drafting_ms(serving, mem, batch)[:, None],
+    )
+    model[(m == 0)[:, None] & spec[None, :]] = np.nan
+    out[rest] = np.where(spec[None, :], model, baseline_ms(serving, batch))
+    return out
+
+
+# ---------------------------------------------------------------- public interface
+def need_serving(problem: Problem, what: str = "step times by batch size") -> Serving:
+    """The problem's serving arrays; an :class:`InputError` naming ``serving`` without
+    them, saying ``what`` the section has to give."""
+    s = getattr(problem, "serving", None)
+    if s is None:
+        raise InputError("serving", f"the problem has no serving section ({what})")
+    return s
+
+
+def speculative_ks(problem: Problem) -> np.ndarray:
+    """The ``k >= 1`` a search compares: ``search.k`` up to the largest ``k`` any step
+    time reaches (:attr:`Serving.k_limit`). ``(K,)`` int64, empty when none."""
+    hi = min(problem.k_max, need_serving(problem).k_limit)
+    return np.arange(problem.k_min, hi + 1, dtype=np.int64)
+
+
+def _why(problem: Problem, members: np.ndarray, k: int, batch: float) -> str:
+    """Why one configuration has no step time at ``(batch, k)``: a sentence."""
+    serving = need_serving(problem)
+    names = [n for n, on in zip(problem.names, members, strict=True) if on]
+    what = f"drafters {'+'.join(names) or '(none)'} at k={k}, batch {batch:g}"
+    ranges = [f"{t.batch[0]:g}..{t.batch[-1]:g}" for t in serving.tables]
+    if serving.has_component_model:
+        ranges.append(f"{serving.verify_batch[0]:g}..{serving.verify_batch[-1]:g}")
+    if k == 0 and not any(np.array_equal(t.members, members) for t in serving.tables):
+        return (
+            f"no k = 0 (plain decoding) step time at batch {batch:g}: outside every measured "
+            f"or modelled batch range ({', '.join(ranges)}); step times are never extrapolated"
+        )
+    for t in serving.tables:
+        if np.array_equal(t.members, members):
+            return (
+                f"no step time for {what}: outside its measured step_ms table (batch sizes "
+                f"{t.batch[0]:g}..{t.batch[-1]:g}; k up to {int(t.k[-1])} where measured); "
+                "step times are never extrapolated"
+            )
+    if not names:
+        return f"no step time for {what}: speculation needs at least one drafter"
+    if not serving.has_component_model:
+        return f"no step time for {what}: no step_ms table measures it and there is no verify_ms"
+    d = draft_ms_at(serving, batch)
+    lacking = [n for n, on, v in zip(problem.names, members, d, strict=True) if on and np.isnan(v)]
+    if lacking:
+        return (
+            f"no step time for {what}: no step_ms table measures it and draft_ms of "
+            f"{', '.join(lacking)} does not cover batch {batch:g}"
+        )
+    return (
+        f"no step time for {what}: outside serving.verify_ms (batch "
+        f"{serving.verify_batch[0]:g}..{serving.verify_batch[-1]:g}, tokens up to "
+        f"{serving.verify_tokens[-1]:g}; this needs m*k+1 = {len(names) * k + 1})"
+    )
+
+
+def step_ms(problem: Problem, members: np.ndarray, k: np.ndarray, batch: int) -> np.ndarray:
+    """Wall time of one decoding step, ms, at ``batch`` concurrent sequences.
+
+    ``members`` ``(B, N)`` bool, ``k`` ``(B,)`` int ``>= 0`` (0: no speculation) ->
+    ``(B,)`` ms. Raises :class:`InputError` (field ``serving``) naming the first row
+    that is neither measured nor modelled.
+    """
+    members = np.atleast_2d(np.asarray(members, dtype=bool))
+    k = np.atleast_1d(np.asarray(k, dtype=np.int64))
+    if k.shape[0] != members.shape[0]:
+        raise ValueError("members and k must have the same batch size")
+    if np.any(k < 0):
+        raise InputError("k", "must be >= 0")
+    out = step_ms_or_nan(problem, members, k, float(batch))
+    bad = np.flatnonzero(np.isnan(out))
+    if bad.size:
+        i = int(bad[0])
+        raise InputError("serving", _why(problem, members[i], int(k[i]), float(batch)))
+    return out
+
+
+def bonus_expected(problem: Problem, members: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Expected tokens per step in the bonus convention, ``(B,)``; ``1`` where ``k = 0``.
+
+    ``E_bonus(k) = 1 + Σ_{i=1..k} Π_{j≤i} a_S(j)`` with the problem's pooled acceptance
+    ``a_S`` (pooling, error model, ensembles, workload mixture), regardless of
+    ``problem.convention``; equal to ``E_paper(k + 1)`` of the same acceptance.
+    """
+    from .evaluate import _curves
+
+    members = np.atleast_2d(np.asarray(members, dtype=bool))
+    k = np.atleast_1d(np.asarray(k, dtype=np.int64))
+    out = np.ones(k.shape)
+    spec = k > 0
+    if spec.any():
+        k_max = int(k[spec].max())
+        bonus = problem if problem.convention == "bonus" else replace(problem, convention="bonus")
+        e, _ = _curves(bonus, members[spec], k_max)
+        out[spec] = np.take_along_axis(e, (k[spec] - 1)[:, None], axis=1)[:, 0]
+    return out
+
+
+def tokens_per_s(e: np.ndarray, step: np.ndarray, batch: float | np.ndarray) -> np.ndarray:
+    """Generated tokens/s of a whole batch: ``batch · 1000 · E / step_ms`` (``E`` tokens
+    per sequence per step, bonus convention); arrays broadcasting together."""
+    return batch * (1000.0 * e / step)
+
+
+def cost_per_mtok(cost_per_hour: float | np.ndarray, tokens_s: float | np.ndarray) -> np.ndarray:
+    """$ per million generated tokens: ``cost_per_hour / (3600 · tokens/s) · 10⁶``
+    (NaN where the price is NaN); arrays broadcasting together."""
+    return np.asarray(cost_per_hour, dtype=float) / (3600.0 * np.asarray(tokens_s)) * 1e6
+
+
+def metrics_from(
+    e: np.ndarray,
+    step: np.ndarray,
+    base: np.ndarray,
+    batch: float | np.ndarray,
+    price: float,
+) -> dict[str, np.ndarray]:
+    """The serving metrics from ``E`` (bonus), the step ms, the ``k = 0`` step ms, the
+    batch size and the price ($/h; NaN for none); arrays broadcasting together."""
+    per_seq = tokens_per_s(e, step, 1.0)
+    tps = batch * per_seq
+    return {
+        "step_ms": step,
+        "expected_accepted": e,
+        "tokens_per_s": tps,
+        "tokens_per_s_per_seq": per_seq,
+        "itl_ms": step / e,
+        "speedup": e * base / step,
+        "cost_per_mtok": cost_per_mtok(price, tps),
+    }
+
+
+def serving_metrics(
+    problem: Problem, members: np.ndarray, k: np.ndarray, batch: int
+) -> dict[str, np.ndarray]:
+    """Serving metrics of configurations (``members[b]``, ``k[b]``) at ``batch``.
+
+    Keys :data:`SERVING_METRICS`, each ``(B,)``: ``step_ms`` (ms), ``expected_accepted``
+    (``E``, tokens per step, bonus convention), ``tokens_per_s`` (whole batch),
+    ``tokens_per_s_per_seq``, ``itl_ms`` (ms per token of one sequence), ``speedup``
+    (over the same configuration's ``k = 0`` step), ``cost_per_mtok`` ($ per 10⁶
+    tokens, NaN without ``gpu_cost_per_hour``). Raises like :func:`step_ms`.
+    """
+    members = np.atleast_2d(np.asarray(members, dtype=bool))
+    k = np.atleast_1d(np.asarray(k, dtype=np.int64))
+    step = step_ms(problem, members, k, batch)
+    base = step_ms(problem, members, np.zeros_like(k), batch)
+    e = bonus_expected(problem, members, k)
+    return metrics_from(e, step, base, float(batch), need_serving(problem).gpu_cost_per_hour)

@@ -1,0 +1,369 @@
+"""Token trees: expected tokens per step of a draft tree, and the optimal tree (Sequoia).
+
+Rank acceptance. A drafter's ``acceptance_by_rank`` gives ``p_r(ℓ)``: the probability that
+its rank-``r`` candidate at a node of depth ``ℓ - 1`` (so the candidate sits at depth ``ℓ``)
+is accepted given that the candidates of rank ``< r`` at that node were rejected (Sequoia's
+positional acceptance, Chen et al. 2024, arXiv:2402.12374). One list stands for every depth;
+a list per depth has its last row repeating. Under greedy verification at most one child of
+a node is accepted, so the probability that the rank-``r`` child is *the* accepted one is
+
+    q_r(ℓ) = p_r(ℓ) · Π_{s<r} (1 - p_s(ℓ))          (:func:`edge_weights`)
+
+and ``Σ_r q_r ≤ 1``. Rank 1 is the chain: ``q_1 = p_1 = acceptance``.
+
+A tree. Node 0 is the root (the last verified token); every other node ``v`` has a parent
+``parents[v] < v`` and a rank ``ranks[v] ≥ 1`` among its siblings, the siblings of a node
+holding ranks ``1..c`` (the top ``c`` candidates of the drafter). Node ``v`` is accepted
+when every edge on its path is, so in the bonus convention (the verifier's own token
+counted) the expected tokens per step of a tree with ``n`` speculated nodes are
+
+    E = 1 + Σ_{v ≠ 0} Π_{e on root→v} q_{rank(e)}(depth(e)).
+
+(The issue text writes ``Π p_rank(e)``; with ``p`` read as the conditional acceptance above,
+the factor of an edge must be the unconditional ``q``, otherwise two children of a node
+could both count as accepted.) A width-1 tree is a chain and ``E`` is then
+``1 + Σ_i Π_{j≤i} p_1(j)``, :func:`~allocator.model.acceptance.expected_accepted`'s bonus
+formula.
+
+The optimal tree. :class:`TreeProgramme` is Sequoia's dynamic programme, exact: the best
+subtree with ``s`` nodes whose root sits at depth ``ℓ`` with ``r`` levels left below it is
+``1 + max Σ_j q_j · V(ℓ+1, r-1, s_j)`` over splits of ``s - 1`` nodes among children of
+ranks ``1..c`` (each child at least one node), a max-plus knapsack over ranks. With one
+rank list (or below the last per-depth row) ``V`` depends only on ``r``, so the tables
+needed are ``(rows of acceptance) × (depth)`` of them, each ``width`` max-plus
+convolutions of length ``N``: ``O(L · D · W · N²)`` work, vectorised over ``N``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..exceptions import InputError
+from ..spec import rank_rows
+from .serving import Serving, component_ms, draft_ms_at
+
+if TYPE_CHECKING:
+    from ..problem import Problem
+
+#: Largest tree the command line plans (speculated nodes) and its deepest depth.
+MAX_NODES = 512
+MAX_DEPTH = 64
+
+
+def rank_matrix(value: Sequence[float] | Sequence[Sequence[float]]) -> np.ndarray:
+    """``acceptance_by_rank`` as ``(L, W)``: row ``ℓ - 1`` gives depth ``ℓ`` (the last row
+    repeats below), column ``r - 1`` rank ``r``. Values as given (conditional ``p``)."""
+    return np.asarray(rank_rows(list(value)), dtype=float)  # type: ignore[arg-type]
+
+
+def edge_weights(p: np.ndarray) -> np.ndarray:
+    """Unconditional rank weights ``q_r = p_r Π_{s<r} (1 - p_s)`` of conditional ``p``
+    ``(..., W)``: same shape, rows sum to at most 1."""
+    p = np.asarray(p, dtype=float)
+    miss = np.cumprod(1.0 - p, axis=-1)
+    before = np.concatenate([np.ones(p.shape[:-1] + (1,)), miss[..., :-1]], axis=-1)
+    return p * before
+
+
+def node_depths(parents: np.ndarray) -> np.ndarray:
+    """Depth of every node (root 0) of trees ``parents (B, n+1)`` (``parents[:, 0] = -1``,
+    ``parents[:, v] < v``): int ``(B, n+1)``."""
+    parents = np.atleast_2d(np.asarray(parents, dtype=np.int64))
+    depth = np.zeros(parents.shape, np.int64)
+    rows = np.arange(parents.shape[0])
+    for v in range(1, parents.shape[1]):
+        depth[:, v] = depth[rows, parents[:, v]] + 1
+    return depth
+
+
+def check_tree(parents: Sequence[int], ranks: Sequence[int], field: str = "tree") -> None:
+    """Refuse a malformed tree: root first, parents before children, sibling ranks ``1..c``."""
+    n = len(parents)
+    if n == 0 or len(ranks) != n or parents[0] != -1:
+        raise InputError(field, "needs node 0 as the root (parent -1) and one rank per node")
+    siblings: dict[int, list[int]] = {}
+    for v in range(1, n):
+        if not 0 <= parents[v] < v:
+            raise InputError(field, f"node {v}: parent {parents[v]} must be an earlier node")
+        siblings.setdefault(int(parents[v]), []).append(int(ranks[v]))
+    for u, rs in siblings.items():
+        if sorted(rs) != list(range(1, len(rs) + 1)):
+            raise InputError(field, f"children of node {u} have ranks {sorted(rs)}, not 1..c")
+
+
+def path_probabilities(parents: np.ndarray, ranks: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Probability that each node is accepted: ``(B, n+1)`` for trees ``(B, n+1)`` under
+    rank acceptance ``p (L, W)`` (conditional; ranks beyond ``W`` have weight 0)."""
+    parents = np.atleast_2d(np.asarray(parents, dtype=np.int64))
+    ranks = np.atleast_2d(np.asarray(ranks, dtype=np.int64))
+    q = edge_weights(np.atleast_2d(p))
+    q = np.concatenate([q, np.zeros((q.shape[0], 1))], axis=1)  # column W: out of range
+    depth = node_depths(parents)
+    out = np.ones(parents.shape)
+    rows = np.arange(parents.shape[0])
+    width = q.shape[1] - 1
+    for v in range(1, parents.shape[1]):
+        level = np.minimum(depth[:, v] - 1, q.shape[0] - 1)
+        rank = np.where(ranks[:, v] > width, width + 1, ranks[:, v])
+        out[:, v] = out[rows, parents[:, v]] * q[level, rank - 1]
+    return out
+
+
+def tree_expected(parents: np.ndarray, ranks: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Expected tokens per step (bonus convention) of trees ``(B, n+1)``: ``(B,)``."""
+    return path_probabilities(parents, ranks, p).sum(axis=1)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """One draft tree: ``parents``/``ranks`` int ``(n+1,)`` (node 0 the root, parent -1,
+    rank 0), ``path_probability (n+1,)`` and ``expected_accepted`` (tokens per step)."""
+
+    parents: np.ndarray
+    ranks: np.ndarray
+    path_probability: np.ndarray
+    expected_accepted: float
+
+    @property
+    def nodes(self) -> int:
+        """Speculated nodes (the root excluded)."""
+        return int(self.parents.size - 1)
+
+    @property
+    def depth(self) -> int:
+        return int(node_depths(self.parents[None])[0].max())
+
+    def document(self) -> dict:
+        return {
+            "expected_accepted": float(self.expected_accepted),
+            "nodes": self.nodes,
+            "depth": self.depth,
+            "parents": [int(x) for x in self.parents],
+            "ranks": [int(x) for x in self.ranks],
+            "path_probability": [float(x) for x in self.path_probability],
+        }
+
+
+def make_tree(parents: Sequence[int], ranks: Sequence[int], p: np.ndarray) -> Tree:
+    par = np.asarray(parents, dtype=np.int64)
+    rk = np.asarray(ranks, dtype=np.int64)
+    prob = path_probabilities(par[None], rk[None], p)[0]
+    return Tree(par, rk, prob, float(prob.sum()))
+
+
+@dataclass
+class TreeProgramme:
+    """Sequoia's dynamic programme for one drafter's rank acceptance.
+
+    ``p``: conditional rank acceptance ``(L, W0)``; ``nodes``: largest tree (speculated
+    nodes); ``depth``: deepest depth; ``width``: most children per node (at most ``W0``).
+    The constructor stores these; :meth:`values` and :meth:`tree` do the work, sharing
+    their tables.
+    """
+
+    p: np.ndarray
+    nodes: int
+    depth: int
+    width: int | None = None
+    _tables: dict = field(default_factory=dict, repr=False)
+
+    def _prepare(self) -> None:
+        if "q" in self._tables:
+            return
+        p = np.atleast_2d(np.asarray(self.p, dtype=float))
+        w = p.shape[1] if self.width is None else min(self.width, p.shape[1])
+        self._tables["q"] = edge_weights(p)[:, :w]
+        size = self.nodes + 1  # subtree sizes 0..nodes+1 (the root counts)
+        k = np.arange(size + 1)[:, None]
+        s = np.arange(1, size + 1)[None, :]
+        self._tables["index"] = (np.clip(k - s, 0, None), s <= k)
+
+    def _value(self, level: int, left: int) -> np.ndarray:
+        """``V[s]``: best ``Σ path probabilities`` of a subtree of ``s`` nodes (its root
+        counting 1) whose root is at canonical depth ``level`` with ``left`` levels below;
+        ``(nodes + 2,)``, ``-inf`` where impossible."""
+        key = (level, left)
+        if key in self._tables:
+            return self._tables[key][0]
+        q = self._tables["q"]
+        size = self.nodes + 1
+        v = np.full(size + 1, -np.inf)
+        v[1] = 1.0
+        args = None
+        if left > 0 and size > 1:
+            child = self._value(min(level + 1, q.shape[0] - 1), left - 1)
+            idx, ok = self._tables["index"]
+            weights = q[min(level, q.shape[0] - 1)]
+            f = np.full(size + 1, -np.inf)
+            f[0] = 0.0
+            args = np.zeros((weights.size, size + 1), np.int64)
+            for j in range(weights.size - 1, -1, -1):
+                finite = np.isfinite(child)
+                qc = np.full(child.shape, -np.inf)
+                qc[finite] = weights[j] * child[finite]  # 0 * -inf would be NaN
+                qc = qc[1:]  # subtree sizes 1..
+                m = np.where(ok, qc[None, :] + f[idx], -np.inf)
+                best = np.argmax(m, axis=1)
+                g = m[np.arange(size + 1), best]
+                args[j] = np.where(np.isfinite(g), best + 1, 0)
+                g[0] = 0.0
+                f = g
+            v[2:] = 1.0 + f[1:size]
+        self._tables[key] = (v, args)
+        return v
+
+    def values(self) -> np.ndarray:
+        """``E[d - 1, n]``: the best expected tokens per step with exactly ``n`` speculated
+        nodes and depth at most ``d``, for ``d = 1..depth``, ``n = 0..nodes``;
+        ``(depth, nodes + 1)``, ``-inf`` where no tree of that size fits."""
+        self._prepare()
+        return np.stack([self._value(0, d)[1:] for d in range(1, self.depth + 1)])
+
+    def best(self) -> Tree:
+        """The tree of at most ``nodes`` speculated nodes and depth at most ``depth`` with
+        the largest ``E`` (the smallest such tree on ties)."""
+        self._prepare()
+        e = self._value(0, self.depth)[1:]
+        n = int(np.flatnonzero(e >= np.nanmax(e[np.isfinite(e)]) - 1e-12)[0])
+        return self.tree(n, self.depth)
+
+    def tree(self, n: int, depth: int) -> Tree:
+        """The best tree with exactly ``n`` speculated nodes and depth at most ``depth``."""
+        self._prepare()
+        q = self._tables["q"]
+        if not np.isfinite(self._value(0, depth)[n + 1]):
+            raise InputError("--nodes", f"no tree of {n} nodes fits depth {depth}")
+        parents: list[int] = [-1]
+        ranks: list[int] = [0]
+        stack = [(0, 0, depth, n + 1)]  # (node, level, left, size)
+        while stack:
+            node, level, left, size = stack.pop(0)
+            if size <= 1:
+                continue
+            args = self._tables[(level, left)][1]
+            rest = size - 1
+            j = 0
+            while rest > 0:
+                s = int(args[j][rest])
+                parents.append(node)
+                ranks.append(j + 1)
+                stack.append((len(parents) - 1, min(level + 1, q.shape[0] - 1), left - 1, s))
+                rest -= s
+                j += 1
+        return make_tree(parents, ranks, self.p)
+
+
+def chain_expected(p1: np.ndarray, k: int) -> float:
+    """``1 + Σ_{i≤k} Π_{j≤i} p_1(j)``: a chain of ``k`` rank-1 nodes (bonus convention)."""
+    from .acceptance import expected_accepted
+
+    return float(expected_accepted(np.asarray(p1, dtype=float)[None], k, "bonus")[0, k - 1])
+
+
+# ---------------------------------------------------------------- cost of a tree step
+def round_time(
+    nodes: np.ndarray,
+    depth: np.ndarray,
+    unit_cost: float,
+    pass_cost: float,
+    token_cost: float,
+    curve: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Verifier-units of time of one tree step: ``depth`` drafting steps of ``unit_cost``
+    each (one draft forward pass per level over the whole frontier, as EAGLE drafts) plus
+    verifying ``nodes`` speculated tokens (``pass_cost + token_cost · nodes`` or the
+    measured ``pass_cost_curve``, as a chain of ``m · k = nodes`` tokens). Any shape."""
+    from .timing import verify_time
+
+    nodes = np.asarray(nodes, dtype=float)
+    return np.asarray(depth, dtype=float) * unit_cost + verify_time(
+        nodes, pass_cost, token_cost, curve
+    )
+
+
+def tree_serving(problem: Problem, index: int) -> Serving | None:
+    """The problem's serving arrays for token trees of drafter ``index``, or ``None``
+    without a ``serving`` section.
+
+    A tree verifies ``nodes + 1`` tokens per sequence, which no measured ``step_ms`` table
+    (chains of ``m·k + 1``) covers, so trees take the component model of
+    :mod:`allocator.model.serving`: an :class:`InputError` naming ``serving`` without
+    ``serving.verify_ms`` or without the drafter's ``draft_ms``.
+    """
+    serving = problem.serving
+    if serving is None:
+        return None
+    if not serving.has_component_model:
+        raise InputError(
+            "serving",
+            "a token tree verifies nodes + 1 tokens per sequence, which the measured step_ms "
+            "tables (chains) do not cover: give the verify_ms component model",
+        )
+    if serving.draft_ms[index].size == 0:
+        raise InputError(
+            "serving",
+            f"a token tree of {problem.names[index]!r} needs its draft time per batch size "
+            f"(drafters.{index}.draft_ms) for the verify_ms component model",
+        )
+    return serving
+
+
+def tree_step_ms(
+    serving: Serving, index: int, batch: float, nodes: np.ndarray, depth: np.ndarray
+) -> np.ndarray:
+    """Wall time of one tree step of drafter ``index`` at ``batch``, ms:
+    ``verify_ms(b, nodes + 1) + depth · draft_ms(b) + overhead_ms`` (one draft pass per
+    level over the frontier), through :func:`~allocator.model.serving.component_ms`;
+    ``nodes`` and ``depth`` broadcasting together, NaN where the tables do not reach."""
+    return component_ms(
+        serving,
+        batch,
+        np.asarray(nodes, dtype=float) + 1.0,
+        depth,
+        draft_ms_at(serving, batch)[index],
+    )
+
+
+# ---------------------------------------------------------------- Monte Carlo of tree rounds
+def simulate_tree(
+    parents: np.ndarray, ranks: np.ndarray, p: np.ndarray, rounds: int, seed: int
+) -> np.ndarray:
+    """Tokens per step (bonus convention) of ``rounds`` simulated steps of one tree: int
+    ``(rounds,)``.
+
+    Played from the definition of rank acceptance, not from ``q``: at the accepted node of
+    depth ``ℓ - 1`` the verifier tries the drafter's candidates in rank order and accepts
+    rank ``r`` with probability ``p_r(ℓ)`` once ranks ``< r`` failed (at most one is
+    accepted). The step continues when that candidate is a node of the tree and stops
+    otherwise; each accepted node adds a token to the verifier's own.
+    """
+    parents = np.asarray(parents, dtype=np.int64)
+    ranks = np.asarray(ranks, dtype=np.int64)
+    p = np.atleast_2d(np.asarray(p, dtype=float))
+    n = parents.size
+    width = p.shape[1]
+    child = np.full((n, width + 1), -1, np.int64)  # column 0: no rank accepted
+    for v in range(1, n):
+        if ranks[v] <= width:
+            child[parents[v], ranks[v]] = v
+    depth_max = int(node_depths(parents[None])[0].max()) if n > 1 else 0
+    rng = np.random.default_rng(seed)
+    out = np.ones(rounds, np.int64)
+    chunk = max(1, (1 << 20) // max(1, width * max(depth_max, 1)))
+    for lo in range(0, rounds, chunk):
+        size = min(chunk, rounds - lo)
+        node = np.zeros(size, np.int64)
+        alive = np.ones(size, bool)
+        for level in range(depth_max):
+            u = rng.random((size, width))
+            hit = u < p[min(level, p.shape[0] - 1)][None, :]
+            first = np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, 0)
+            nxt = np.where(first > 0, child[node, first], -1)
+            alive &= nxt >= 0
+            node = np.where(alive, nxt, node)
+            out[lo : lo + size] += alive
+    return out

@@ -1,0 +1,513 @@
+"""``allocator capacity``: fleet sizing against brute force over batch sizes,
+configurations and replica counts, the memory cap on the batch, the load sweep, and
+bad input (exit 2, one line, no file).
+
+Every expected value is computed here from a hand-written step-time table: expected
+tokens per step in the bonus convention ``E = 1 + Σ_{i=1..k} a^i`` (one drafter, one
+acceptance), ``tokens/s = b · 1000 · E / step_ms``, ``itl = step_ms / E``, and the
+replica count found by counting up until the fleet carries the load.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from allocator.analysis.capacity import crossings, size_fleet, sweep_load
+from allocator.cli import app
+from allocator.exceptions import InputError
+from allocator.model.memory import max_batch, memory_model
+from allocator.problem import Problem
+from allocator.spec import parse_problem
+
+runner = CliRunner()
+
+BATCHES = [1, 8, 32, 64]
+KS = [0, 1, 2, 3, 4]
+PRICE = 10.0
+
+
+def problem_data(tables: dict[str, dict[int, dict[int, float]]], acc: dict[str, float], **serving):
+    """A problem whose only step times are the measured tables (one drafter each)."""
+    return {
+        "name": "cap",
+        "convention": "bonus",
+        "drafters": [{"name": n, "acceptance": a, "unit_cost": 0.1} for n, a in acc.items()],
+        "search": {"k": {"min": 1, "max": max(KS)}, "m": {"max": 1}},
+        "serving": {
+            "batch_sizes": BATCHES,
+            "gpu_cost_per_hour": PRICE,
+            "step_ms": [{"drafters": [n], "by_batch": t} for n, t in tables.items()],
+            **serving,
+        },
+    }
+
+
+def build(data: dict) -> Problem:
+    return Problem.from_spec(parse_problem(copy.deepcopy(data)))
+
+
+def random_tables(rng: np.random.Generator, names) -> dict:
+    """Step times rising with k and with the batch; the same k = 0 (plain decoding) row
+    in every table, as one verifier measured twice would give."""
+    base = {b: float(6.0 + 0.25 * b * rng.uniform(0.5, 1.5)) for b in BATCHES}
+    out = {}
+    for n in names:
+        t = {}
+        for b in BATCHES:
+            row = {0: base[b]}
+            for k in KS[1:]:
+                row[k] = row[k - 1] + rng.uniform(0.3, 2.0) * (1.0 + b / 16.0)
+            t[b] = row
+        out[n] = t
+    return out
+
+
+def brute_force(data: dict, load: float, itl_target: float, speculative=None):
+    """Every (batch, drafter or none, k) and every replica count, in plain Python."""
+    tables = {t["drafters"][0]: t["by_batch"] for t in data["serving"]["step_ms"]}
+    acc = {d["name"]: d["acceptance"] for d in data["drafters"]}
+    mem = data["serving"].get("memory")
+    gb = {d["name"]: d.get("memory_gb", 0.0) for d in data["drafters"]}
+    first = next(iter(tables.values()))
+    options = [(None, 0)] + [(n, k) for n in tables for k in KS[1:]]
+    best = None
+    for b, (name, k) in itertools.product(BATCHES, options):
+        if speculative is not None and (k > 0) != speculative:
+            continue
+        if mem is not None:
+            room = mem["kv_cache_gb"] - (gb[name] if name else 0.0)
+            if b > math.floor(room / mem["kv_per_seq_gb"] + 1e-9):
+                continue
+        step = (tables[name] if name else first)[b][k]
+        e = 1.0 + sum(acc[name] ** i for i in range(1, k + 1)) if name else 1.0
+        tps, itl = b * 1000.0 * e / step, step / e
+        if itl > itl_target:
+            continue
+        replicas = 1
+        while replicas * tps < load * (1 - 1e-12):
+            replicas += 1
+        key = (replicas * PRICE, replicas, itl, b, 1 if name else 0, k)
+        if best is None or key < best[0]:
+            best = (
+                key,
+                {
+                    "replicas": replicas,
+                    "batch": b,
+                    "drafters": [name] if name else [],
+                    "k": k,
+                    "itl_ms": itl,
+                    "tokens_per_s_per_replica": tps,
+                    "cost_per_hour": replicas * PRICE,
+                },
+            )
+    return None if best is None else best[1]
+
+
+def same_fleet(got: dict, want: dict) -> None:
+    for key in ("replicas", "batch", "drafters", "k", "cost_per_hour"):
+        assert got[key] == want[key], (key, got, want)
+    assert got["itl_ms"] == pytest.approx(want["itl_ms"], rel=1e-12)
+    assert got["tokens_per_s_per_replica"] == pytest.approx(
+        want["tokens_per_s_per_replica"], rel=1e-12
+    )
+
+
+# ---------------------------------------------------------------- brute force
+@pytest.mark.parametrize("seed", range(12))
+def test_cheapest_fleet_matches_brute_force(seed):
+    rng = np.random.default_rng(seed)
+    acc = {"a": float(rng.uniform(0.4, 0.95)), "b": float(rng.uniform(0.4, 0.95))}
+    data = problem_data(random_tables(rng, acc), acc)
+    if seed % 3 == 0:  # a memory cap on the batch, different for each drafter
+        data["serving"]["memory"] = {"kv_cache_gb": 40.0, "kv_per_seq_gb": 0.5}
+        data["drafters"][0]["memory_gb"] = float(rng.uniform(0.0, 30.0))
+        data["drafters"][1]["memory_gb"] = float(rng.uniform(0.0, 30.0))
+    prob = build(data)
+    for load, target in [(50.0, 1e9), (3e3, 10.0), (2.5e4, 20.0), (1e5, 40.0), (7e5, 8.0)]:
+        want = brute_force(data, load, target)
+        if want is None:
+            with pytest.raises(InputError) as exc:
+                size_fleet(prob, load, target)
+            assert exc.value.field == "--itl-ms"
+            continue
+        doc = size_fleet(prob, load, target).document()
+        same_fleet(doc, want)
+        assert doc["cost_per_mtok"] == pytest.approx(want["cost_per_hour"] / (3600 * load) * 1e6)
+        plain = brute_force(data, load, target, speculative=False)
+        if plain is None:
+            assert doc["without_speculation"] is None and doc["saving"] is None
+        else:
+            same_fleet(doc["without_speculation"], plain)
+            assert doc["saving"] == pytest.approx(
+                1 - want["cost_per_hour"] / plain["cost_per_hour"]
+            )
+
+
+def test_sweep_matches_brute_force_at_every_load():
+    rng = np.random.default_rng(7)
+    acc = {"a": 0.8, "b": 0.55}
+    data = problem_data(random_tables(rng, acc), acc)
+    prob = build(data)
+    loads = np.linspace(100.0, 2e5, 23)
+    sweep = sweep_load(prob, loads, 25.0)
+    for x, (spec, plain) in zip(loads, sweep.fleets, strict=True):
+        for got, side in ((spec, True), (plain, False)):
+            want = brute_force(data, x, 25.0, speculative=side)
+            assert (got is None) == (want is None)
+            if want is not None:
+                same_fleet(got.document(), want)
+
+
+# ---------------------------------------------------------------- decisions flip
+def _flip_tables():
+    """Speculation with drafter a (acceptance 0.8) at k = 2: E = 2.44. At batch 1 it
+    cuts the latency 6.87 -> 8.0 / 2.44 = 3.28 ms; at batch 64 the step grows to 50 ms,
+    so a replica makes 64·1000·2.44/50 = 3123.2 tokens/s against 64·1000/20 = 3200
+    without speculation."""
+    row = {
+        1: {0: 6.87, 2: 8.0},
+        8: {0: 8.0, 2: 11.0},
+        32: {0: 12.0, 2: 28.0},
+        64: {0: 20.0, 2: 50.0},
+    }
+    return {"a": row}
+
+
+def test_speculation_wins_at_low_load_and_loses_at_high_load():
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    data["search"]["k"] = {"min": 2, "max": 2}
+    prob = build(data)
+    low = size_fleet(prob, 500.0).document()
+    # one replica either way: the tie goes to the lower latency, speculation at batch 1..
+    assert low["replicas"] == low["without_speculation"]["replicas"] == 1
+    assert low["k"] == 2 and low["drafters"] == ["a"] and low["saving"] == 0.0
+    high = size_fleet(prob, 1e5).document()
+    # ..while at 10^5 tokens/s it needs ceil(1e5 / 3123.2) = 33 replicas against 32
+    assert high["k"] == 0 and high["replicas"] == 32 and high["batch"] == 64
+    sweep = sweep_load(prob, np.array([500.0, 5e4, 1e5]))
+    assert sweep.with_speculation.tolist() == [PRICE, 17 * PRICE, 33 * PRICE]
+    assert sweep.without_speculation.tolist() == [PRICE, 16 * PRICE, 32 * PRICE]
+    assert sweep.crossings == [
+        {"from_tokens_per_s": 500.0, "to_tokens_per_s": 5e4, "cheaper": "no speculation"}
+    ]
+    assert sweep.cheaper_from == {"tokens_per_s": 5e4, "cheaper": "no speculation"}
+
+
+def test_a_drafters_memory_flips_the_decision():
+    """At batch 64 drafter a's k = 2 makes 64·1000·2.44/30 = 5205 tokens/s against 3200
+    without speculation; its 34 GB leave (40 - 34) / 0.5 = 12 sequences, so the largest
+    batch it can run is 8: 8·1000·2.44/11 = 1774.5 tokens/s, and plain decoding wins."""
+    tables = _flip_tables()
+    tables["a"][64] = {0: 20.0, 2: 30.0}
+    data = problem_data(tables, {"a": 0.8})
+    data["search"]["k"] = {"min": 2, "max": 2}
+    free = size_fleet(build(data), 1e5).document()
+    assert free["drafters"] == ["a"] and free["batch"] == 64
+    assert free["replicas"] == math.ceil(1e5 / (64 * 1000 * 2.44 / 30))
+    data["serving"]["memory"] = {"kv_cache_gb": 40.0, "kv_per_seq_gb": 0.5}
+    data["drafters"][0]["memory_gb"] = 34.0
+    prob = build(data)
+    assert max_batch(prob, np.array([[True], [False]])).tolist() == [12, 80]
+    capped = size_fleet(prob, 1e5).document()
+    assert capped["k"] == 0 and capped["batch"] == 64 and capped["replicas"] == 32
+
+
+def test_memory_model_by_hand():
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    data["drafters"].append({"name": "g", "acceptance": 0.3, "unit_cost": 0.0})  # no memory
+    data["serving"]["memory"] = {"kv_cache_gb": 10.0, "kv_per_seq_gb": 0.75}
+    data["drafters"][0]["memory_gb"] = 2.5
+    model = memory_model(build(data))
+    rows = np.array([[False, False], [True, False], [False, True], [True, True]])
+    # floor(10 / .75) = 13; floor(7.5 / .75) = 10 exactly (not 9 from rounding)
+    assert model.max_batch(rows).tolist() == [13, 10, 13, 10]
+
+
+def test_crossings_by_hand():
+    x = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    a = np.array([1.0, 1.0, np.nan, 3.0, 2.0])
+    b = np.array([2.0, 1.0, 5.0, 2.0, 2.0])
+    assert crossings(x, a, b) == [
+        {"from_tokens_per_s": 1.0, "to_tokens_per_s": 2.0, "cheaper": "equal"},
+        {"from_tokens_per_s": 2.0, "to_tokens_per_s": 4.0, "cheaper": "no speculation"},
+        {"from_tokens_per_s": 4.0, "to_tokens_per_s": 5.0, "cheaper": "equal"},
+    ]
+
+
+# ---------------------------------------------------------------- command line
+def write(tmp_path, data) -> str:
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return str(p)
+
+
+def test_cli_json_and_plot(tmp_path):
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    data["search"]["k"] = {"min": 2, "max": 2}
+    p = write(tmp_path, data)
+    out, png = tmp_path / "c.json", tmp_path / "c.png"
+    r = runner.invoke(
+        app,
+        [
+            "capacity",
+            p,
+            "--tokens-per-s",
+            "1e5",
+            "--itl-ms",
+            "20",
+            "--json",
+            str(out),
+            "--sweep-load",
+            "500:1e5:3",
+            "--plot",
+            str(png),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    keys = [
+        "replicas",
+        "batch",
+        "drafters",
+        "k",
+        "itl_ms",
+        "tokens_per_s_per_replica",
+        "cost_per_hour",
+        "cost_per_mtok",
+    ]
+    assert list(doc) == [*keys, "without_speculation", "saving", "sweep"]
+    assert list(doc["without_speculation"]) == keys
+    assert doc["sweep"]["crossings"][0]["cheaper"] == "no speculation"
+    assert png.stat().st_size > 0
+    r = runner.invoke(app, ["capacity", p, "--tokens-per-s", "1e5", "--json", "-"])
+    assert r.exit_code == 0 and "sweep" not in json.loads(r.stdout)
+
+
+def _bad_cases():
+    base = problem_data(_flip_tables(), {"a": 0.8})
+    no_price = copy.deepcopy(base)
+    del no_price["serving"]["gpu_cost_per_hour"]
+    tiny_kv = copy.deepcopy(base)
+    tiny_kv["serving"]["memory"] = {"kv_cache_gb": 0.4, "kv_per_seq_gb": 0.5}
+    fat_drafter = copy.deepcopy(base)
+    fat_drafter["serving"]["memory"] = {"kv_cache_gb": 40.0, "kv_per_seq_gb": 0.5}
+    fat_drafter["drafters"][0]["memory_gb"] = 39.6
+    no_serving = copy.deepcopy(base)
+    del no_serving["serving"]
+    ok = ["--tokens-per-s", "1000"]
+    return [
+        (base, ["--tokens-per-s", "0"], "--tokens-per-s"),
+        (base, ["--tokens-per-s", "-5"], "--tokens-per-s"),
+        (base, ["--tokens-per-s", "nan"], "--tokens-per-s"),
+        (base, [*ok, "--itl-ms", "0"], "--itl-ms"),
+        (base, [*ok, "--itl-ms", "-1"], "--itl-ms"),
+        (base, [*ok, "--itl-ms", "1"], "--itl-ms"),  # below anything reachable
+        (no_price, ok, "serving.gpu_cost_per_hour"),
+        (tiny_kv, ok, "serving.memory.kv_cache_gb"),
+        (fat_drafter, ok, "drafters.0.memory_gb"),
+        (no_serving, ok, "serving"),
+        (base, [*ok, "--sweep-load", "0:10:3"], "--sweep-load"),
+        (base, [*ok, "--sweep-load", "1:10"], "--sweep-load"),
+        (base, [*ok, "--plot", "x.png"], "--plot"),
+    ]
+
+
+@pytest.mark.parametrize("data,args,field", _bad_cases())
+def test_bad_input_one_line_exit_2_no_file(tmp_path, data, args, field):
+    p = write(tmp_path, data)
+    args = [a if a != "x.png" else str(tmp_path / "x.png") for a in args]
+    r = runner.invoke(app, ["capacity", p, *args, "--json", str(tmp_path / "o.json")])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.stderr
+    assert "Traceback" not in r.output
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["p.yaml"]
+
+
+def test_infeasible_target_names_the_best_latency(tmp_path):
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    data["search"]["k"] = {"min": 2, "max": 2}
+    r = runner.invoke(
+        app, ["capacity", write(tmp_path, data), "--tokens-per-s", "10", "--itl-ms", "2"]
+    )
+    assert r.exit_code == 2
+    # the lowest latency: drafter a at k = 2, batch 1: 8.0 / 2.44 ms
+    assert f"{8.0 / 2.44:.6g} ms" in r.stderr and "batch 1" in r.stderr
+
+
+def test_schedule_applies_the_memory_cap():
+    """The same flip as above, seen by ``schedule``: at batch 64 drafter a's 34 GB leave
+    room for 12 sequences only, so the schedule runs plain decoding there."""
+    from allocator.analysis.schedule import schedule
+
+    tables = _flip_tables()
+    tables["a"][64] = {0: 20.0, 2: 30.0}
+    data = problem_data(tables, {"a": 0.8})
+    data["search"]["k"] = {"min": 2, "max": 2}
+    free = schedule(build(data))
+    assert free.k.tolist() == [2, 2, 2, 2]  # 32: 32·1000·2.44/28 = 2788.6 > 32000/12
+    data["serving"]["memory"] = {"kv_cache_gb": 40.0, "kv_per_seq_gb": 0.5}
+    data["drafters"][0]["memory_gb"] = 34.0
+    capped = schedule(build(data))
+    assert capped.k.tolist() == [2, 2, 0, 0]
+
+
+def test_plan_keeps_the_hosted_drafters_within_the_memory_a_batch_leaves():
+    """Two drafters for two workloads; big (acceptance 0.9) takes 30 GB of a 40 GB KV
+    cache at 0.5 GB per sequence. Without --batch the plan hosts it for workload x; at
+    --batch 32 it may take only 40 - 16 = 24 GB, so x falls back to small; at --batch 81
+    nothing fits (80 sequences at most)."""
+    from allocator.planning import make_plan
+
+    data = {
+        "name": "mem-plan",
+        "drafters": [
+            {"name": "big", "acceptance": 0.9, "unit_cost": 0.05, "memory_gb": 30.0},
+            {"name": "small", "acceptance": 0.6, "unit_cost": 0.05, "memory_gb": 1.0},
+        ],
+        "workloads": [
+            {"name": "x", "weight": 1.0},
+            {"name": "y", "weight": 1.0, "acceptance": {"big": 0.3}},
+        ],
+        "search": {"k": {"max": 6}, "m": {"max": 1}},
+        "serving": {
+            "batch_sizes": [1],
+            "step_ms": [{"drafters": ["big"], "by_batch": {1: {0: 10.0}}}],
+            "memory": {"kv_cache_gb": 40.0, "kv_per_seq_gb": 0.5},
+        },
+    }
+    prob = build(data)
+    free = make_plan(prob)
+    assert free.hosted.tolist() == [True, True]
+    capped = make_plan(prob, batch=32)
+    assert capped.hosted.tolist() == [False, True]
+    assert capped.members.tolist() == [[False, True], [False, True]]
+    with pytest.raises(InputError) as exc:
+        make_plan(prob, batch=81)
+    assert exc.value.field == "--batch" and "at most 80" in exc.value.message
+    data["drafters"][1]["memory_gb"] = 25.0  # now nothing leaves room for 32
+    with pytest.raises(InputError) as exc:
+        make_plan(build(data), batch=32)
+    assert exc.value.field == "--batch"
+
+
+def test_routes_sized_together_match_brute_force():
+    """Two workloads on drafter a's table, each with its own acceptance and k: the fleet
+    at batch b needs ceil(Σ_w p_w X / tps_w(b)) replicas (counted up here)."""
+    from allocator.analysis.capacity import size_routes
+
+    rng = np.random.default_rng(3)
+    acc = {"a": 0.8, "b": 0.6}
+    data = problem_data(random_tables(rng, acc), acc)
+    data["workloads"] = [
+        {"name": "chat", "weight": 3.0, "acceptance": {"a": 0.5}},
+        {"name": "code", "weight": 1.0, "acceptance": {"a": 0.9, "b": 0.7}},
+    ]
+    prob = build(data)
+    members = np.array([[False, True], [True, False]])  # chat on b, code on a
+    ks = np.array([2, 4])
+    tables = {t["drafters"][0]: t["by_batch"] for t in data["serving"]["step_ms"]}
+    accs = [0.6, 0.9]  # chat's b, code's a
+    share = [0.75, 0.25]
+    for load, target in [(1e3, 1e9), (4e4, 12.0), (2e5, 30.0)]:
+        best = None
+        for b in BATCHES:
+            need, worst = 0.0, 0.0
+            for w, (name, k) in enumerate([("b", 2), ("a", 4)]):
+                step = tables[name][b][k]
+                e = 1 + sum(accs[w] ** i for i in range(1, k + 1))
+                need += share[w] * load / (b * 1000 * e / step)
+                worst = max(worst, step / e)
+            if worst > target:
+                continue
+            r = 1
+            while r < need * (1 - 1e-12):
+                r += 1
+            if best is None or (r, worst, b) < best:
+                best = (r, worst, b)
+        got = size_routes(prob, load, target, members, ks)
+        if best is None:
+            assert got is None
+            continue
+        assert (got.replicas, got.batch) == (best[0], best[2])
+        assert got.itl_ms == pytest.approx(best[1])
+        assert [r["k"] for r in got.routes] == [2, 4]
+
+
+def test_cli_reports_routes_for_mixed_traffic(tmp_path):
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    data["search"]["k"] = {"min": 2, "max": 2}
+    data["workloads"] = [
+        {"name": "chat", "weight": 1.0},
+        {"name": "code", "weight": 1.0, "acceptance": {"a": 0.95}},
+    ]
+    r = runner.invoke(
+        app, ["capacity", write(tmp_path, data), "--tokens-per-s", "2e4", "--json", "-"]
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["routed"]["hosted"] == ["a"]
+    assert [x["workload"] for x in doc["routed"]["routes"]] == ["chat", "code"]
+
+
+def test_cheaper_from_skips_the_flicker_of_ties():
+    from allocator.analysis.capacity import LoadSweep
+
+    x = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    a = np.array([1.0, 1.0, 2.0, 2.0, 2.0])
+    b = np.array([2.0, 1.0, 3.0, 2.0, 3.0])
+    sweep = LoadSweep(x, a, b, [(None, None)] * 5, crossings(x, a, b))
+    assert sweep.cheaper_from == {"tokens_per_s": 5.0, "cheaper": "speculation"}
+    tie = LoadSweep(x, a, a.copy(), [(None, None)] * 5, [])
+    assert tie.cheaper_from is None
+
+
+def test_too_large_a_space_is_refused_before_any_work(monkeypatch):
+    import allocator.analysis.capacity as cap
+
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    monkeypatch.setattr(cap, "MAX_CELLS", 3)
+    with pytest.raises(InputError) as exc:
+        size_fleet(build(data), 100.0)
+    # 1 subset x 2 k (search.k reaches 4, the table only k = 2) x 4 batch sizes = 8 pairs
+    assert exc.value.field == "search.m.max" and "8 (configuration" in exc.value.message
+
+
+def test_sweep_plot_draws_both_sides(tmp_path):
+    from allocator.plots import plot_capacity_sweep
+
+    x = np.array([100.0, 200.0, 300.0])
+    a = np.array([10.0, 20.0, np.nan])
+    b = np.array([10.0, 10.0, 20.0])
+    got = plot_capacity_sweep(
+        x, a, b, tmp_path / "s.svg", crossings=crossings(x, a, b), itl_ms=30.0
+    )
+    assert got["loads"].tolist() == x.tolist()
+    np.testing.assert_array_equal(got["with_speculation"], a)
+    np.testing.assert_array_equal(got["without_speculation"], b)
+    assert got["crossings"] == [200.0] and got["format"] == "svg"
+    assert "$/h" in got["ylabel"] and (tmp_path / "s.svg").stat().st_size > 0
+
+
+@pytest.mark.parametrize(
+    "memory,args",
+    [(False, ["--batch", "4"]), (True, ["--batch", "4", "--sweep", "hosting_cost"])],
+)
+def test_plan_batch_bad_input(tmp_path, memory, args):
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    if memory:
+        data["serving"]["memory"] = {"kv_cache_gb": 40.0, "kv_per_seq_gb": 0.5}
+    p = write(tmp_path, data)
+    r = runner.invoke(app, ["plan", p, *args, "--json", str(tmp_path / "o.json")])
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --batch:"), r.stderr
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["p.yaml"]

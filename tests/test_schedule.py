@@ -1,0 +1,413 @@
+"""``allocator schedule``: the plan per batch size against an independent brute force,
+``speculation_off_from``, the vLLM export, and bad input."""
+
+import itertools
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from allocator.analysis.schedule import schedule, speculation_off_from
+from allocator.cli import app
+from allocator.engines.vllm_schedule import batch_ranges, speculative_config
+from allocator.exceptions import InputError
+from allocator.problem import Problem
+from allocator.spec import parse_problem
+
+runner = CliRunner()
+
+
+# ---------------------------------------------------------------- an independent model
+def lerp(xs, ys, x):
+    """Plain scalar linear interpolation through sorted points; None outside."""
+    if x < xs[0] or x > xs[-1]:
+        return None
+    for (x0, y0), (x1, y1) in itertools.pairwise(zip(xs, ys, strict=True)):
+        if x0 <= x <= x1:
+            return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+    return ys[0]  # a single point, x equal to it
+
+
+def brute_step(data, members, k, b):
+    """Step ms of one configuration by the issue's rules, written from scratch; None
+    when neither measured nor modelled."""
+    s = data["serving"]
+    names = [d["name"] for d in data["drafters"]]
+    chosen = sorted(n for n, on in zip(names, members, strict=True) if on)
+    for t in s.get("step_ms", []):
+        if sorted(t["drafters"]) == chosen:
+            rows = sorted(t["by_batch"].items())
+            bs = [r[0] for r in rows]
+            at = []
+            for _, by_k in rows:
+                ks = sorted(by_k)
+                at.append(lerp(ks, [by_k[x] for x in ks], k))
+            if b < bs[0] or b > bs[-1]:
+                return None
+            for (b0, v0), (b1, v1) in itertools.pairwise(zip(bs, at, strict=True)):
+                if b0 <= b <= b1:
+                    if b == b0:
+                        return v0
+                    if b == b1:
+                        return v1
+                    if v0 is None or v1 is None:
+                        return None
+                    return v0 + (v1 - v0) * (b - b0) / (b1 - b0)
+            return at[0] if bs[0] == b else None
+    v = s.get("verify_ms")
+    if v is None:
+        return None
+    col = []
+    for j in range(len(v["tokens"])):
+        col.append(lerp(v["batch"], [row[j] for row in v["ms"]], b))
+    if col[0] is None:
+        return None
+    if k == 0:
+        return col[0]
+    if not chosen:
+        return None
+    verify = lerp(v["tokens"], col, len(chosen) * k + 1)
+    if verify is None:
+        return None
+    draft = []
+    for d in data["drafters"]:
+        if d["name"] in chosen:
+            dm = d.get("draft_ms")
+            if not dm:
+                return None
+            x = lerp(sorted(dm), [dm[q] for q in sorted(dm)], b)
+            if x is None:
+                return None
+            draft.append(x)
+    per = sum(draft) if data.get("drafting", "sequential") == "sequential" else max(draft)
+    return verify + k * per + s.get("overhead_ms", 0.0)
+
+
+def brute_e(data, members, k):
+    """Bonus-convention E for independent errors, any-correct pooling: 1 + Σ Π pooled."""
+    acc = []
+    for d, on in zip(data["drafters"], members, strict=True):
+        if on:
+            a = d["acceptance"]
+            acc.append([a] * k if np.isscalar(a) else [a[min(j, len(a) - 1)] for j in range(k)])
+    e, surv = 1.0, 1.0
+    for j in range(k):
+        fail = 1.0
+        for a in acc:
+            fail *= 1.0 - a[j]
+        surv *= 1.0 - fail
+        e += surv
+    return e
+
+
+def brute_schedule(data):
+    """Best tokens/s per batch size over every subset and k (and speculation off)."""
+    names = [d["name"] for d in data["drafters"]]
+    n = len(names)
+    cap = data.get("budget", {}).get("hosting_cost")
+    k_max = data.get("search", {}).get("k", {}).get("max", 64)
+    out = []
+    for b in data["serving"]["batch_sizes"]:
+        base = brute_step(data, [False] * n, 0, b)
+        best = (b * 1000.0 / base, 0, 0, ())
+        for m in range(1, n + 1):
+            for combo in itertools.combinations(range(n), m):
+                members = [i in combo for i in range(n)]
+                hosting = sum(data["drafters"][i].get("hosting_cost", 0.0) for i in combo)
+                if cap is not None and hosting > cap + 1e-9:
+                    continue
+                for k in range(1, k_max + 1):
+                    step = brute_step(data, members, k, b)
+                    if step is None:
+                        continue
+                    tps = b * 1000.0 * brute_e(data, members, k) / step
+                    key = (tps, -k, -m)
+                    if key > (best[0], -best[1], -best[2]):
+                        best = (tps, k, m, tuple(names[i] for i in combo))
+        out.append(best)
+    return out
+
+
+def random_problem(seed):
+    rng = np.random.default_rng(seed)
+    n = 4
+    drafters = []
+    for i in range(n):
+        d = {
+            "name": f"d{i}",
+            "acceptance": float(np.round(rng.uniform(0.3, 0.9), 3)),
+            "unit_cost": 0.05,
+            "hosting_cost": float(rng.integers(1, 4)),
+        }
+        if i < n - 1:  # the last drafter only has a measured table
+            d["draft_ms"] = {
+                1: float(np.round(rng.uniform(0.2, 1.0), 3)),
+                128: float(np.round(rng.uniform(1.0, 4.0), 3)),
+            }
+        drafters.append(d)
+    base = np.array([6.0, 6.5, 9.0, 16.0])
+    growth = np.array([0.05, 0.15, 0.6, 1.6])  # ms per extra verified token, by batch
+    tokens = [1, 2, 4, 8, 12]
+    ms = [
+        [float(np.round(b0 + g * (t - 1), 3)) for t in tokens]
+        for b0, g in zip(base, growth, strict=True)
+    ]
+    by_batch = {
+        1: {
+            0: 6.0,
+            2: float(np.round(rng.uniform(6.5, 8), 3)),
+            5: float(np.round(rng.uniform(8, 10), 3)),
+        },
+        128: {
+            0: 16.0,
+            2: float(np.round(rng.uniform(18, 24), 3)),
+            5: float(np.round(rng.uniform(25, 40), 3)),
+        },
+    }
+    return {
+        "name": f"random-{seed}",
+        "convention": str(rng.choice(["paper", "bonus"])),
+        "drafting": str(rng.choice(["sequential", "parallel"])),
+        "drafters": drafters,
+        "budget": {"hosting_cost": float(rng.integers(3, 7))},
+        "search": {"k": {"max": 8}},
+        "serving": {
+            "batch_sizes": [1, 3, 16, 40, 64, 128],
+            "gpu_cost_per_hour": 2.5,
+            "overhead_ms": 0.1,
+            "step_ms": [{"drafters": [f"d{n - 1}"], "by_batch": by_batch}],
+            "verify_ms": {"batch": [1, 16, 64, 128], "tokens": tokens, "ms": ms},
+        },
+    }
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_schedule_matches_brute_force(seed):
+    data = random_problem(seed)
+    sched = schedule(Problem.from_spec(parse_problem(data)))
+    want = brute_schedule(data)
+    rows = sched.rows()
+    for row, (tps, k, m, names) in zip(rows, want, strict=True):
+        assert row["tokens_per_s"] == pytest.approx(tps, rel=1e-9), (row, tps, k, names)
+        assert row["k"] == k and len(row["drafters"]) == m
+        assert tuple(row["drafters"]) == names
+        assert row["tokens_per_s_per_seq"] == pytest.approx(tps / row["batch"], rel=1e-9)
+        assert row["cost_per_mtok"] == pytest.approx(2.5 / (3600 * tps) * 1e6, rel=1e-9)
+    # by_k's envelope is the schedule
+    assert np.nanmax(sched.by_k, axis=1) == pytest.approx(sched.metrics["tokens_per_s"])
+
+
+def test_schedule_turns_speculation_off_when_it_stops_paying():
+    data = random_problem(0)
+    # make verifying extra tokens very expensive at large batches
+    ms = data["serving"]["verify_ms"]["ms"]
+    ms[2] = [9.0] + [60.0 + t for t in range(1, 5)]
+    ms[3] = [16.0] + [200.0 + t for t in range(1, 5)]
+    data["serving"]["step_ms"][0]["by_batch"][128] = {0: 16.0, 2: 300.0, 5: 500.0}
+    sched = schedule(Problem.from_spec(parse_problem(data)))
+    rows = sched.rows()
+    assert rows[0]["k"] > 0
+    assert [r["k"] for r in rows[-2:]] == [0, 0]
+    assert rows[-1]["drafters"] == [] and rows[-1]["speedup"] == 1.0
+    off = sched.speculation_off_from
+    assert off is not None and all(r["k"] == 0 for r in rows if r["batch"] >= off)
+    assert [r for r in rows if r["batch"] < off][-1]["k"] > 0
+    for row, (tps, k, _, _) in zip(rows, brute_schedule(data), strict=True):
+        assert row["k"] == k and row["tokens_per_s"] == pytest.approx(tps, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("k", "want"),
+    [
+        ([3, 2, 0, 0], 16),
+        ([3, 2, 1, 1], None),
+        ([0, 0, 0, 0], 1),
+        ([0, 2, 0, 0], 16),  # off at 1, on at 4: "from" means for every larger batch too
+        ([3, 0, 2, 0], 64),
+    ],
+)
+def test_speculation_off_from_definition(k, want):
+    assert speculation_off_from(np.array([1, 4, 16, 64]), np.array(k)) == want
+
+
+# ---------------------------------------------------------------- the vLLM export
+def vllm_lookup(schedule_entries, max_batch, num_spec):
+    """vLLM's dense batch-size -> k lookup, as its dynamic/utils.py expands the ranges
+    (a gap, and every size past the last range, inherit the previous range's k;
+    k is clamped to num_speculative_tokens), reimplemented for the test."""
+    dense = [0] * (max_batch + 1)
+    entries = sorted(schedule_entries)
+    assert entries[0][0] == 1
+    for (lo, hi, _), (lo2, _, _) in itertools.pairwise(entries):
+        assert lo <= hi < lo2
+    last = None
+    nxt = 1
+    for lo, hi, k in entries:
+        for bs in range(nxt, min(lo, max_batch + 1)):
+            dense[bs] = min(num_spec, last)
+        for bs in range(lo, min(hi, max_batch) + 1):
+            dense[bs] = min(num_spec, k)
+        nxt, last = hi + 1, k
+    for bs in range(nxt, max_batch + 1):
+        dense[bs] = min(num_spec, last)
+    return dense
+
+
+def test_batch_ranges_cover_every_batch_size_and_reproduce_the_plan():
+    batch, ks = [1, 4, 16, 32, 64, 128], [5, 4, 4, 3, 0, 0]
+    entries = batch_ranges(batch, ks)
+    assert entries == [[1, 3, 5], [4, 31, 4], [32, 63, 3], [64, 128, 0]]
+    dense = vllm_lookup(entries, 256, max(ks))
+    for b, k in zip(batch, ks, strict=True):
+        assert dense[b] == k
+    assert dense[20] == 4 and dense[200] == 0  # between planned sizes: the lower one's plan
+
+
+def test_export_from_the_bundled_problem(problems_dir, tmp_path):
+    r = runner.invoke(
+        app, ["schedule", str(problems_dir / "serving-eagle.yaml"), "--export", "vllm"]
+    )
+    assert r.exit_code == 0, r.output
+    config = json.loads(r.stdout)
+    assert config["method"] == "eagle" and config["model"]
+    r = runner.invoke(app, ["schedule", str(problems_dir / "serving-eagle.yaml"), "--json", "-"])
+    rows = json.loads(r.stdout)["rows"]
+    assert config["num_speculative_tokens"] == max(r["k"] for r in rows) > 0
+    dense = vllm_lookup(
+        config["num_speculative_tokens_per_batch_size"], 64, config["num_speculative_tokens"]
+    )
+    assert [dense[r["batch"]] for r in rows] == [r["k"] for r in rows]
+
+
+def drafter(name, model, method=None, lookup=(None, None)):
+    """A problem-file drafter as the exports read it."""
+    return SimpleNamespace(
+        name=name,
+        model=model,
+        method=method,
+        prompt_lookup_min=lookup[0],
+        prompt_lookup_max=lookup[1],
+    )
+
+
+def test_export_of_drafters_without_a_model():
+    rows = [{"batch": 1, "drafters": ["a"], "k": 4}, {"batch": 32, "drafters": [], "k": 0}]
+    # prompt lookup takes no model and keeps its window; MTP may use the target's layers
+    got, _ = speculative_config(rows, {"a": drafter("a", None, "ngram", (2, 5))})
+    assert got == {
+        "method": "ngram",
+        "num_speculative_tokens": 4,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 5,
+        "num_speculative_tokens_per_batch_size": [[1, 31, 4], [32, 32, 0]],
+    }
+    got, _ = speculative_config(rows, {"a": drafter("a", None, "mtp")})
+    assert got == {
+        "method": "mtp",
+        "num_speculative_tokens": 4,
+        "num_speculative_tokens_per_batch_size": [[1, 31, 4], [32, 32, 0]],
+    }
+
+
+def test_export_refuses_what_vllm_cannot_serve():
+    rows = [
+        {"batch": 1, "drafters": ["a", "b"], "k": 3},
+        {"batch": 8, "drafters": ["a"], "k": 2},
+    ]
+    drafters = {"a": drafter("a", "org/a"), "b": drafter("b", "org/b")}
+    with pytest.raises(InputError, match="one drafter"):
+        speculative_config(rows, drafters)
+    with pytest.raises(InputError, match="never speculates"):
+        speculative_config([{"batch": 1, "drafters": [], "k": 0}], drafters)
+    with pytest.raises(InputError, match="no `model`"):
+        speculative_config(rows[1:], {"a": drafter("a", None)})
+    got, notes = speculative_config(rows[1:] + [{"batch": 64, "drafters": [], "k": 0}], drafters)
+    assert any("no method" in n for n in notes)  # exported as draft_model, and said so
+    assert got == {
+        "method": "draft_model",
+        "model": "org/a",
+        "num_speculative_tokens": 2,
+        "num_speculative_tokens_per_batch_size": [[1, 63, 2], [64, 64, 0]],
+    }
+
+
+# ---------------------------------------------------------------- command line
+def test_schedule_json_has_exactly_the_issue_fields(problems_dir, tmp_path):
+    out = tmp_path / "s.json"
+    r = runner.invoke(
+        app, ["schedule", str(problems_dir / "serving-eagle.yaml"), "--json", str(out)]
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert set(doc) == {"rows", "speculation_off_from"}
+    keys = {
+        "batch",
+        "drafters",
+        "k",
+        "tokens_per_s",
+        "tokens_per_s_per_seq",
+        "itl_ms",
+        "speedup",
+        "cost_per_mtok",
+    }
+    assert all(set(row) == keys for row in doc["rows"])
+    assert [row["batch"] for row in doc["rows"]] == [1, 4, 16, 32, 64]
+
+
+def test_schedule_plot(problems_dir, tmp_path):
+    from allocator.plots import plot_schedule
+
+    sched = schedule(Problem.from_file(problems_dir / "serving-eagle.yaml"))
+    drawn = plot_schedule(sched, tmp_path / "s.png")
+    assert drawn["envelope"] == pytest.approx(sched.metrics["tokens_per_s"])
+    assert set(drawn["lines"]) == set(range(0, 8))
+    assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def write(tmp_path, data):
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda d: d.pop("serving"), "serving"),
+        (
+            lambda d: d["serving"]["step_ms"][0]["by_batch"][1].pop(0),
+            "serving.step_ms.0.by_batch.1",
+        ),
+        (
+            lambda d: d["serving"]["step_ms"][0]["drafters"].append("nope"),
+            "serving.step_ms.0.drafters",
+        ),
+        (lambda d: d["serving"]["batch_sizes"].append(256), "serving.batch_sizes.6"),
+        (
+            lambda d: d["serving"]["verify_ms"]["ms"][0].__setitem__(2, -1.0),
+            "serving.verify_ms.ms.0.2",
+        ),
+    ],
+)
+def test_schedule_bad_input(tmp_path, edit, field):
+    data = random_problem(1)
+    edit(data)
+    out, plot = tmp_path / "s.json", tmp_path / "s.png"
+    r = runner.invoke(
+        app, ["schedule", str(write(tmp_path, data)), "--json", str(out), "--plot", str(plot)]
+    )
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {field}: "), r.output
+    assert not out.exists() and not plot.exists()
+
+
+def test_schedule_export_bad_options(problems_dir):
+    path = str(problems_dir / "serving-eagle.yaml")
+    r = runner.invoke(app, ["schedule", path, "--export", "sglang"])
+    assert r.exit_code == 2 and r.output.startswith("error: --export: ")
+    r = runner.invoke(app, ["schedule", path, "--export", "vllm", "--json", "-"])
+    assert r.exit_code == 2 and r.output.startswith("error: --export: ")
