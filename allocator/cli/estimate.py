@@ -15,6 +15,7 @@ from ..model.acceptance import CONVENTIONS
 from ..outputs import write_atomic
 from . import app
 from .common import JsonOption, emit_json, err, handles_input_errors, out, precheck_outputs
+from .paths import refuse_overwriting
 
 InputArg = typer.Argument(..., metavar="INPUT", help="Log or metrics file.", show_default=False)
 UnitCostOption = typer.Option(
@@ -106,6 +107,10 @@ def estimate_command(
     if Path(out_path).suffix.lower() not in (".yaml", ".yml"):
         raise InputError("--out", "write the problem as .yaml or .yml")
     precheck_outputs(out=out_path, json=json_path)
+    refuse_overwriting(
+        {"the input": input_path, "the --costs file": costs_path},
+        {"--out": out_path, "--json": json_path},
+    )
     costs = read_costs(costs_path, unit_cost or [])
     models = parse_assignments(model or [], "--model")
     methods = parse_assignments(method or [], "--method")

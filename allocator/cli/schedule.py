@@ -21,6 +21,7 @@ from .common import (
     out,
     precheck_outputs,
 )
+from .paths import refuse_overwriting
 
 EXPORTS = ("vllm",)
 
@@ -52,6 +53,7 @@ def schedule(
     speculates).
     """
     precheck_outputs(json=json_path)
+    refuse_overwriting({"the problem file": problem}, {"--json": json_path, "--plot": plot_path})
     if plot_path:
         from ..plots import check_plot_path
 
@@ -84,7 +86,7 @@ def schedule(
         return
     if json_path:
         write_atomic(json_path, _json(doc), "--json")
-    for note in sched.notes:
+    for note in sched.notes + export_notes:
         err.print(note)
     if text is not None:
         for note in export_notes:

@@ -152,8 +152,7 @@ def solve(
         None,
         "--batch",
         "-b",
-        min=1,
-        help="Serve B concurrent sequences: the front's throughput is tokens/s from the "
+        help="Serve B >= 1 concurrent sequences: the front's throughput is tokens/s from the "
         "problem's serving step times (exhaustive search; configurations without a step "
         "time are left out).",
         metavar="B",
@@ -165,6 +164,8 @@ def solve(
     throughput and cost within the problem's budget.
     """
     precheck_outputs(json=json_path, csv=csv_path)
+    if batch is not None and batch < 1:  # checked here: typer's own check prints a box
+        raise InputError("--batch", f"must be at least 1, got {batch}")
     check_options(samples, robust, export, pick, json_path)
     if plot_path:
         from ..plots import check_plot_path

@@ -175,7 +175,11 @@ def bounded_trials(
 
     ``per_pos`` ``(k,)``: cumulative accepted counts (vLLM's ``per_pos[i]`` = drafts whose
     first ``i + 1`` tokens were accepted); ``drafts`` drafts of at least one token
-    (vLLM records no empty draft) holding ``draft_tokens`` tokens in all.
+    (vLLM records no empty draft) holding ``draft_tokens`` tokens in all. Exception, not
+    corrected: under structured output with asynchronous scheduling vLLM subtracts the
+    grammar-rejected tokens from a draft after the "no draft" check
+    (``make_spec_decoding_stats``, vllm/v1/core/sched/scheduler.py), so a wholly rejected
+    draft is recorded with 0 tokens and counts as a failure at position 1.
 
     Position ``j`` (1-based) is reached by the drafts whose first ``j − 1`` tokens were
     accepted and which drafted a ``j``-th token: at most ``per_pos[j−2]`` (``drafts`` for

@@ -94,8 +94,15 @@ def _acceptance(c: DrafterCounts) -> float | list[float]:
 
 
 def _interval(c: DrafterCounts) -> list:
-    lo, hi = c.interval
-    pairs = [list(p) for p in zip(_round(lo), _round(hi), strict=True)]
+    """``[lo, hi]`` per position, rounded outward to :data:`DIGITS` decimals: the written
+    interval still holds the computed one, and stays ``lo < hi`` when the counts are so
+    large that the interval is narrower than the last decimal (nearest rounding then
+    wrote ``lo == hi``, a file that does not validate)."""
+    lo, hi = (np.asarray(v, dtype=float) for v in c.interval)
+    scale = 10.0**DIGITS
+    lo_out = np.clip(np.floor(lo * scale) / scale, 0.0, 1.0)
+    hi_out = np.clip(np.ceil(hi * scale) / scale, 0.0, 1.0)
+    pairs = [[float(a), float(b)] for a, b in zip(lo_out, hi_out, strict=True)]
     return pairs[0] if len(pairs) == 1 else pairs
 
 
