@@ -16,7 +16,7 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from .outputs import check_writable, write_atomic
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+if TYPE_CHECKING:
+    from .problem import Problem
 
 #: Output formats by file extension.
 FORMATS = {".png": "png", ".svg": "svg"}
@@ -192,10 +195,10 @@ def place_labels(
                     best = (penalty, off, ha, va, box, r)
                 if penalty == 0.0:
                     break
-            if best[0] == 0.0:
+            if best[0] == 0.0:  # type: ignore[index]
                 break
         probe.remove()
-        penalty, off, ha, va, box, r = best
+        penalty, off, ha, va, box, r = best  # type: ignore[misc]
         if penalty > 0.0:
             continue
         leader = r > _RADII[2]
@@ -232,7 +235,7 @@ def point_label(drafters: list[str] | tuple[str, ...], k: int) -> str:
     return f"{'+'.join(drafters)}, k={k}"
 
 
-def single_drafter_fronts(problem) -> dict:
+def single_drafter_fronts(problem: Problem) -> dict:
     """Each drafter's own front: ``problem`` restricted to that drafter alone.
 
     Solved with the public API (``m = 1``, every other drafter excluded, the same

@@ -80,9 +80,9 @@ class Problem:
     k_min: int = 1
     k_max: int = 64
     m_min: int = 1
-    m_max: int | None = None
-    required: np.ndarray | None = None
-    excluded: np.ndarray | None = None
+    m_max: int = None  # type: ignore[assignment]  # None: every drafter (__post_init__)
+    required: np.ndarray = None  # type: ignore[assignment]  # None: none (__post_init__)
+    excluded: np.ndarray = None  # type: ignore[assignment]  # None: none (__post_init__)
     budget: dict[str, float] = field(default_factory=dict)
     cost_metric: str = "draft_cost_per_round"
     errors: ErrorModel = field(default_factory=IndependentErrors)
@@ -170,8 +170,8 @@ class Problem:
             name=spec.name,
             names=names,
             acceptance=acc,
-            unit_cost=[d.unit_cost for d in spec.drafters],
-            hosting_cost=[d.hosting_cost for d in spec.drafters],
+            unit_cost=np.array([d.unit_cost for d in spec.drafters]),
+            hosting_cost=np.array([d.hosting_cost for d in spec.drafters]),
             pass_cost=spec.verifier.pass_cost,
             token_cost=spec.verifier.token_cost,
             convention=spec.convention,

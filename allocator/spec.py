@@ -546,7 +546,7 @@ def _check_interval(d: Drafter, field: str) -> None:
     nested = isinstance(iv[0], list)
     if not nested and n_acc > 1:
         raise _FieldError(field, "give one [lo, hi] per position of the acceptance list")
-    rows = iv if nested else [iv]
+    rows: list[list[float]] = iv if nested else [iv]  # type: ignore[assignment, list-item]
     if len(rows) != n_acc:
         raise _FieldError(field, f"{len(rows)} intervals for {n_acc} acceptance position(s)")
     if any(hi <= lo for lo, hi in rows):

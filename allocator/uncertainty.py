@@ -31,6 +31,7 @@ model otherwise. The draws are reproducible from ``seed``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import special
@@ -45,6 +46,9 @@ from .result import Front
 from .search.base import feasible_mask
 from .search.exact import concat_fronts
 from .search.space import count_subsets, iter_subsets
+
+if TYPE_CHECKING:
+    from .problem import Problem, Workload
 
 #: Refuse more than this many (configuration x draw) evaluations.
 MAX_EVALUATIONS = 200_000_000
@@ -150,11 +154,11 @@ def posterior_draws(
         a, b = beta_from_interval(lo[has], hi[has])
         draws = rng.beta(a, b, size=(n_draws, a.size))
         out[:, has] = np.clip(draws, 1e-12, 1.0)
-    names = [d.name for d, h in zip(spec.drafters, has.any(axis=1), strict=True) if h]
+    names = [d.name for d, h in zip(spec.drafters, has, strict=True) if h.any()]
     return out, names
 
 
-def draw_problem(problem, acceptance: np.ndarray):
+def draw_problem(problem: Problem, acceptance: np.ndarray) -> Problem:
     """``problem`` with acceptance ``(N, J)`` replaced, under the problem's own error model.
 
     The parametric models take the marginals at call time, so the model object carries
@@ -200,7 +204,7 @@ def _widen(acc: np.ndarray, width: int) -> np.ndarray:
     return extend_positions(acc, max(acc.shape[1], width))
 
 
-def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
+def draw_problems(problem: Problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
     """The problem under ``n_draws`` posterior draws, and the names of what varies.
 
     An ``empirical`` error model is redrawn from its log (:func:`empirical_draws`),
@@ -209,10 +213,11 @@ def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
     the drawn acceptance of every drafter it does not override.
     """
     spec = problem.spec
+    assert spec is not None  # problems built from a file keep it
     rng = np.random.default_rng(seed)
     if isinstance(problem.errors, EmpiricalErrors):
         whole = empirical_draws(problem.errors, n_draws, rng)
-        parts = [
+        parts: list[Any] = [
             None if w.errors is None else empirical_draws(w.errors, n_draws, rng)
             for w in problem.workloads
         ]
@@ -239,7 +244,7 @@ def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
         free = np.array(
             [[d.name not in w.acceptance for d in spec.drafters] for w in spec.workloads]
         )  # (W, N): drafter takes the problem's acceptance in this workload
-        varies = [n for n, f in zip(spec.names, free.any(axis=0), strict=True) if f]
+        varies = [n for n, f in zip(spec.names, free.T, strict=True) if f.any()]
         resampled = [n for n in resampled if n in varies]
         if not resampled:
             raise InputError(
@@ -252,17 +257,17 @@ def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
     for a in draws:
         p = draw_problem(problem, a)
         if problem.workloads:
-            workloads = []
+            redrawn: list[Workload] = []
             for w, f in zip(problem.workloads, free, strict=True):
                 width = max(w.acceptance.shape[1], a.shape[1])
                 acc = np.where(f[:, None], _widen(a, width), _widen(w.acceptance, width))
-                workloads.append(replace(w, acceptance=acc))
-            p = p.replace(workloads=tuple(workloads))
+                redrawn.append(replace(w, acceptance=acc))
+            p = p.replace(workloads=tuple(redrawn))
         out.append(p)
     return out, resampled
 
 
-def _batchable(problem) -> bool:
+def _batchable(problem: Problem) -> bool:
     """Whether :func:`batched_throughput` applies (the model's plain independent case)."""
     return (
         problem.errors.name == "independent"
@@ -272,7 +277,7 @@ def _batchable(problem) -> bool:
     )
 
 
-def batched_throughput(problem, members: np.ndarray, acceptance: np.ndarray):
+def batched_throughput(problem: Problem, members: np.ndarray, acceptance: np.ndarray):
     """Throughput and budget feasibility of every subset at every ``k`` for every draw.
 
     Independent errors, one class of traffic, any-correct pooling, no measured
@@ -302,7 +307,7 @@ def batched_throughput(problem, members: np.ndarray, acceptance: np.ndarray):
     return met["throughput"], feasible_mask(met, problem.budget)
 
 
-def _looped_throughput(problem, problems, members: np.ndarray):
+def _looped_throughput(problem: Problem, problems, members: np.ndarray):
     """As :func:`batched_throughput`, one draw at a time through the full model."""
     mets = [evaluate_subsets(p, members) for p in problems]
     thr = np.stack([met["throughput"] for met in mets])
@@ -330,7 +335,7 @@ def _key(members_row: np.ndarray, k: int) -> tuple:
 
 
 def analyse(
-    problem, front: Front, n_draws: int, seed: int = 0, quantile: float | None = None
+    problem: Problem, front: Front, n_draws: int, seed: int = 0, quantile: float | None = None
 ) -> UncertaintyReport:
     """Re-solve ``problem`` on ``n_draws`` posterior draws (module docstring).
 
@@ -368,6 +373,7 @@ def analyse(
     draw_index = np.arange(n_draws)
     for members in iter_subsets(problem, rows):
         if batched:
+            assert acc_draws is not None
             thr, feasible = batched_throughput(problem, members, acc_draws)
         else:
             thr, feasible = _looped_throughput(problem, problems, members)

@@ -13,6 +13,8 @@ import typer
 from typer._click import exceptions as click_errors
 from typer.core import TyperGroup
 
+from .. import __version__
+
 
 def usage_error_line(exc: click_errors.ClickException) -> str:
     """A command-line usage error as ``<option>: <what is wrong>`` (one line)."""
@@ -95,6 +97,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"allocator {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    pass
+
 
 # Each command module registers itself on import; this order is the order of --help.
 COMMANDS = (

@@ -390,6 +390,7 @@ def plan(
     caps = parse_budget(budget)
     levels = parse_sweep(sweep) if sweep is not None else False
     prob = api.load(problem)
+    result: Plan | PlanSweep
     if levels is False:
         result = make_plan(
             prob, caps, max_candidates=max_candidates, time_limit=time_limit, batch=batch

@@ -26,7 +26,7 @@ def front_table(result: SolveResult) -> Table:
         ("pooled α", "right"),
         ("round time", "right"),
     ):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
     for i, p in enumerate(result.points(), 1):
         t.add_row(
             str(i),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 
 from ..engines import TARGETS, convention_warning, pick_point
@@ -9,6 +11,9 @@ from ..engines import export_point as engine_settings
 from ..exceptions import InputError
 from ..outputs import uncertainty_document
 from ..uncertainty import analyse
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 #: Draws used by ``--robust`` when ``--samples`` is not given.
 DEFAULT_SAMPLES = 200
@@ -30,7 +35,7 @@ def check_options(samples, robust, export, pick, json_path) -> None:
         raise InputError("--export", "prints to stdout, which --json - already uses")
 
 
-def apply_uncertainty(prob, result, samples, seed, robust) -> dict | None:
+def apply_uncertainty(prob: Problem, result, samples, seed, robust) -> dict | None:
     """Run the sampling analysis when asked; with ``robust`` the result's front is replaced.
 
     Returns the ``uncertainty`` JSON object, or ``None`` when not asked.
@@ -85,7 +90,7 @@ def uncertainty_table(doc: dict) -> Table:
     return t
 
 
-def export_settings(prob, points: list[dict], target: str, pick: int | None):
+def export_settings(prob: Problem, points: list[dict], target: str, pick: int | None):
     """The chosen point as ``target``'s settings and the notes for stderr; raises
     :class:`InputError` before anything is printed or written."""
     point = pick_point(points, pick)

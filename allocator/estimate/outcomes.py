@@ -43,6 +43,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -377,7 +378,10 @@ def estimate_outcomes(
                 )
     if errors == "empirical":
         rel = os.path.relpath(path.resolve(), Path(out_path).resolve().parent)
-        err_section = {"model": "empirical", "outcomes": Path(rel).as_posix()}
+        err_section: dict[str, Any] | None = {
+            "model": "empirical",
+            "outcomes": Path(rel).as_posix(),
+        }
     elif errors == "factor":
         beta = fit_loadings(latent)
         err_section = {

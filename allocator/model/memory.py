@@ -17,10 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..exceptions import InputError
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 #: ``max_batch`` of a configuration when the problem gives no memory: no cap.
 UNCAPPED = np.iinfo(np.int64).max
@@ -56,7 +60,7 @@ class MemoryModel:
         return np.maximum(fits, 0.0).astype(np.int64)
 
 
-def memory_model(problem) -> MemoryModel | None:
+def memory_model(problem: Problem) -> MemoryModel | None:
     """The memory model of ``problem`` (``None`` without ``serving.memory``).
 
     Raises :class:`InputError` when the KV cache cannot hold one sequence (field
@@ -96,7 +100,7 @@ def check_memory(
             )
 
 
-def max_batch(problem, members: np.ndarray) -> np.ndarray:
+def max_batch(problem: Problem, members: np.ndarray) -> np.ndarray:
     """Largest batch of each row of ``members (B, N)``: ``(B,)`` int64, :data:`UNCAPPED`
     when the problem gives no ``serving.memory``."""
     model = memory_model(problem)
@@ -105,7 +109,7 @@ def max_batch(problem, members: np.ndarray) -> np.ndarray:
     return model.max_batch(members)
 
 
-def hosting_room(problem, batch: int, option: str = "--batch") -> tuple[np.ndarray, float]:
+def hosting_room(problem: Problem, batch: int, option: str = "--batch") -> tuple[np.ndarray, float]:
     """What hosting may take so that a replica still holds ``batch`` sequences: each
     drafter's memory ``(N,)`` GB and the cap ``kv_cache_gb - batch · kv_per_seq_gb`` GB on
     the hosted set's total. Raises :class:`InputError` (field ``option``) without
@@ -126,7 +130,7 @@ def hosting_room(problem, batch: int, option: str = "--batch") -> tuple[np.ndarr
     return model.drafter_gb, max(room, 0.0) + _FIT_SLACK * model.kv_cache_gb
 
 
-def batch_fits(problem, members: np.ndarray, batch: int) -> np.ndarray:
+def batch_fits(problem: Problem, members: np.ndarray, batch: int) -> np.ndarray:
     """``(B,)`` bool: the replica of each row can hold ``batch`` sequences."""
     return max_batch(problem, members) >= batch
 
