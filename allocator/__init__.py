@@ -14,4 +14,5 @@ from .problem import Problem
 from .spec import ProblemSpec, load_problem
 
 __all__ = ["InputError", "Problem", "ProblemSpec", "evaluate", "load", "load_problem", "solve"]
+#: The one place the version is written (pyproject.toml reads it: dynamic version).
 __version__ = "0.1.0"

@@ -12,12 +12,13 @@ from .model.evaluate import evaluate_configs
 from .problem import Problem
 from .result import Front, SolveResult
 from .search import make_strategy
-from .spec import SERVING_COST_METRICS
+from .spec import MAX_K, SERVING_COST_METRICS
 
 
-def load(path: str | Path) -> Problem:
-    """Read, validate and build a problem file."""
-    return Problem.from_file(path)
+def load(path: str | Path, *, check_search: bool = True) -> Problem:
+    """Read, validate and build a problem file (``check_search=False``: do not require
+    the search section to be satisfiable, as for evaluating one configuration)."""
+    return Problem.from_file(path, check_search=check_search)
 
 
 def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> SolveResult:
@@ -82,6 +83,8 @@ def evaluate(
     verification pass, no draft cost).
     """
     needs_batch(problem, batch)
+    if k > MAX_K:
+        raise InputError("--k" if field.startswith("--") else "k", f"must be at most {MAX_K:,}")
     if batch is None:
         if k < 1:
             raise InputError("--k", "must be >= 1 (k = 0, no speculation, needs --batch)")
@@ -115,8 +118,11 @@ def evaluate(
         }
     else:
         members = problem.mask(drafters, field)[None, :]
-        metrics = evaluate_configs(problem, members, np.array([k]))
+    # the step time first: an unmeasured k fails here, before the model builds its
+    # acceptance curves up to k (which for a huge k would take all memory)
     sm = serving_metrics(problem, members, np.array([k]), batch)
+    if k > 0:
+        metrics = evaluate_configs(problem, members, np.array([k]))
     metrics["tokens_per_step"] = sm.pop("expected_accepted")
     metrics.update(sm)
     metrics["batch"] = np.array([float(batch)])

@@ -16,10 +16,3 @@ class InputError(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
-
-
-class NotSupportedYet(InputError):
-    """A field the format accepts but this version of the model does not evaluate."""
-
-    def __init__(self, field: str, what: str):
-        super().__init__(field, f"{what} is not supported yet")

@@ -11,14 +11,23 @@ from the drawn artists, so that callers and tests can check the picture.
 
 from __future__ import annotations
 
+import functools
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import numpy as np
 
 from .exceptions import InputError
 from .outputs import check_writable, write_atomic
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+if TYPE_CHECKING:
+    from .problem import Problem
 
 #: Output formats by file extension.
 FORMATS = {".png": "png", ".svg": "svg"}
@@ -55,6 +64,20 @@ def check_plot_path(path: str | Path, option: str = "--plot") -> str:
     return FORMATS[suffix]
 
 
+def _literal_text(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run a plotting function with mathtext off: names and labels from a problem file
+    (``$x^$``) are drawn as written, never parsed as TeX."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        from matplotlib import rc_context
+
+        with rc_context({"text.parse_math": False}):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
 def _figure(width: float, height: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -67,7 +90,10 @@ def _figure(width: float, height: float):
 def _save(fig, path: str | Path, fmt: str, option: str) -> None:
     """Write ``fig`` to ``path`` in ``fmt`` (from :func:`check_plot_path`), atomically."""
     from matplotlib import rc_context
+    from matplotlib.text import Text
 
+    for text in fig.findobj(Text):  # drawn as written, whoever made the figure
+        text.set_parse_math(False)
     buf = io.BytesIO()
     meta = {"Software": None} if fmt == "png" else {"Date": None}
     # SVG text stays text (searchable, selectable); hashsalt makes SVG ids reproducible
@@ -169,10 +195,10 @@ def place_labels(
                     best = (penalty, off, ha, va, box, r)
                 if penalty == 0.0:
                     break
-            if best[0] == 0.0:
+            if best[0] == 0.0:  # type: ignore[index]
                 break
         probe.remove()
-        penalty, off, ha, va, box, r = best
+        penalty, off, ha, va, box, r = best  # type: ignore[misc]
         if penalty > 0.0:
             continue
         leader = r > _RADII[2]
@@ -209,7 +235,7 @@ def point_label(drafters: list[str] | tuple[str, ...], k: int) -> str:
     return f"{'+'.join(drafters)}, k={k}"
 
 
-def single_drafter_fronts(problem) -> dict:
+def single_drafter_fronts(problem: Problem) -> dict:
     """Each drafter's own front: ``problem`` restricted to that drafter alone.
 
     Solved with the public API (``m = 1``, every other drafter excluded, the same
@@ -235,6 +261,7 @@ def single_drafter_fronts(problem) -> dict:
     return out
 
 
+@_literal_text
 def plot_front(
     result,
     path: str | Path,
@@ -369,6 +396,7 @@ def _colors(n: int):
 
 
 # ---------------------------------------------------------------- break-even
+@_literal_text
 def plot_breakeven(
     correlation,
     gain,
@@ -464,6 +492,7 @@ def plot_breakeven(
 
 
 # ---------------------------------------------------------------- accepted units
+@_literal_text
 def plot_accepted(
     simulated,
     model,
@@ -520,6 +549,7 @@ def plot_accepted(
 
 
 # ---------------------------------------------------------------- plan --sweep
+@_literal_text
 def plot_sweep(
     doc: dict, path: str | Path, *, title: str | None = None, option: str = "--plot"
 ) -> dict:
@@ -599,6 +629,7 @@ def plot_sweep(
 
 
 # ---------------------------------------------------------------- capacity
+@_literal_text
 def plot_capacity_sweep(
     loads,
     with_speculation,
@@ -662,6 +693,7 @@ def plot_capacity_sweep(
 
 
 # ---------------------------------------------------------------- serving schedule
+@_literal_text
 def plot_schedule(sched, path: str | Path, *, option: str = "--plot") -> dict:
     """Tokens/s against batch size: one line per ``k`` (the best configuration within
     the budget at that ``k``; ``k = 0`` is no speculation), the schedule's envelope
@@ -727,6 +759,7 @@ def plot_schedule(sched, path: str | Path, *, option: str = "--plot") -> dict:
     }
 
 
+@_literal_text
 def plot_tree_front(
     nodes,
     expected,

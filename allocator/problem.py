@@ -17,7 +17,7 @@ from .model.acceptance import extend_positions, position_matrix
 from .model.errors import ErrorModel, IndependentErrors, build_error_model, load_empirical
 from .model.evaluate import no_chain_closed_form
 from .model.serving import Serving
-from .spec import COST_METRICS, SERVING_COST_METRICS, ProblemSpec, load_problem
+from .spec import COST_METRICS, MAX_K, SERVING_COST_METRICS, ProblemSpec, load_problem
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,9 +80,9 @@ class Problem:
     k_min: int = 1
     k_max: int = 64
     m_min: int = 1
-    m_max: int | None = None
-    required: np.ndarray | None = None
-    excluded: np.ndarray | None = None
+    m_max: int = None  # type: ignore[assignment]  # None: every drafter (__post_init__)
+    required: np.ndarray = None  # type: ignore[assignment]  # None: none (__post_init__)
+    excluded: np.ndarray = None  # type: ignore[assignment]  # None: none (__post_init__)
     budget: dict[str, float] = field(default_factory=dict)
     cost_metric: str = "draft_cost_per_round"
     errors: ErrorModel = field(default_factory=IndependentErrors)
@@ -112,13 +112,21 @@ class Problem:
     # ------------------------------------------------------------------ build
     @classmethod
     def from_spec(
-        cls, spec: ProblemSpec, base_dir: str | Path | None = None, *, simulation: bool = False
+        cls,
+        spec: ProblemSpec,
+        base_dir: str | Path | None = None,
+        *,
+        simulation: bool = False,
+        check_search: bool = True,
     ) -> Problem:
         """Build the numeric problem; refuse what this version cannot evaluate.
 
         ``simulation=True`` admits longest-chain pooling under correlated errors, which
         only the simulator can play (the closed form needs independence).
+        ``check_search=False`` skips the checks that the search space can be searched
+        (for evaluating one configuration, which ignores it).
         """
+        _check_scale(spec)
         if spec.pooling == "longest-chain":
             if spec.errors.model != "independent" and not simulation:
                 raise no_chain_closed_form(spec.errors.model)
@@ -156,24 +164,14 @@ class Problem:
         required = np.isin(names, spec.search.require)
         excluded = np.isin(names, spec.search.exclude)
         m_max = n if spec.search.m.max is None else min(spec.search.m.max, n)
-        if spec.search.m.min > n:
-            raise InputError("search.m.min", f"{spec.search.m.min} exceeds the {n} drafters given")
-        n_req, n_allowed = int(required.sum()), int(n - excluded.sum())
-        if n_req > m_max:
-            raise InputError(
-                "search.require", f"requires {n_req} drafters but search.m.max is {m_max}"
-            )
-        if n_allowed < spec.search.m.min:
-            raise InputError(
-                "search.exclude",
-                f"leaves {n_allowed} drafters, fewer than search.m.min = {spec.search.m.min}",
-            )
+        if check_search:
+            _check_search(spec, required, excluded, m_max)
         return cls(
             name=spec.name,
             names=names,
             acceptance=acc,
-            unit_cost=[d.unit_cost for d in spec.drafters],
-            hosting_cost=[d.hosting_cost for d in spec.drafters],
+            unit_cost=np.array([d.unit_cost for d in spec.drafters]),
+            hosting_cost=np.array([d.hosting_cost for d in spec.drafters]),
             pass_cost=spec.verifier.pass_cost,
             token_cost=spec.verifier.token_cost,
             convention=spec.convention,
@@ -199,10 +197,15 @@ class Problem:
         )
 
     @classmethod
-    def from_file(cls, path: str | Path, *, simulation: bool = False) -> Problem:
+    def from_file(
+        cls, path: str | Path, *, simulation: bool = False, check_search: bool = True
+    ) -> Problem:
         """Read, validate and build a problem file (YAML or JSON)."""
         return cls.from_spec(
-            load_problem(path), base_dir=Path(path).resolve().parent, simulation=simulation
+            load_problem(path),
+            base_dir=Path(path).resolve().parent,
+            simulation=simulation,
+            check_search=check_search,
         )
 
     def replace(self, **changes) -> Problem:
@@ -250,6 +253,56 @@ class Problem:
                 raise InputError(field, f"drafter {d!r} named twice")
             out[index[d]] = True
         return out
+
+
+def _check_search(
+    spec: ProblemSpec, required: np.ndarray, excluded: np.ndarray, m_max: int
+) -> None:
+    """The search space holds at least one subset size the file allows."""
+    n = len(spec.drafters)
+    if spec.search.m.min > n:
+        raise InputError("search.m.min", f"{spec.search.m.min} exceeds the {n} drafters given")
+    n_req, n_allowed = int(required.sum()), int(n - excluded.sum())
+    if n_req > m_max:
+        raise InputError("search.require", f"requires {n_req} drafters but search.m.max is {m_max}")
+    if n_allowed < spec.search.m.min:
+        raise InputError(
+            "search.exclude",
+            f"leaves {n_allowed} drafters, fewer than search.m.min = {spec.search.m.min}",
+        )
+
+
+#: Largest throughput or cost the model may produce (far from float overflow).
+MAX_MAGNITUDE = 1e300
+
+
+def _check_scale(spec: ProblemSpec) -> None:
+    """Refuse costs so small or large that a throughput or a cost would overflow.
+
+    A round takes at least the cheapest verification pass and yields at most
+    ``MAX_K + 1`` units, so throughput stays below ``(MAX_K + 1) / min pass``; costs
+    stay below ``MAX_K`` times the sum of every per-unit cost, plus the dearest pass.
+    """
+    ver = spec.verifier
+    curve = ver.pass_cost_curve
+    field, cheapest = (
+        ("verifier.pass_cost", ver.pass_cost)
+        if curve is None
+        else ("verifier.pass_cost_curve.cost", min(curve.cost))
+    )
+    if (MAX_K + 1) / cheapest > MAX_MAGNITUDE:
+        raise InputError(field, f"{cheapest:g} is too small: throughput would overflow")
+    n = len(spec.drafters)
+    per_unit = sum(d.unit_cost for d in spec.drafters) + ver.token_cost * n
+    dearest = ver.pass_cost
+    if curve is not None:  # the curve's largest value, or its extrapolation to n * MAX_K
+        slope = (curve.cost[-1] - curve.cost[-2]) / (curve.tokens[-1] - curve.tokens[-2])
+        reach = max(n * MAX_K - curve.tokens[-1], 0.0)
+        dearest = max(max(curve.cost), curve.cost[-1] + max(slope, 0.0) * reach)
+    if not MAX_K * per_unit + dearest < MAX_MAGNITUDE:
+        raise InputError("drafters", "costs so large that a round's time would overflow")
+    if not sum(d.hosting_cost for d in spec.drafters) < MAX_MAGNITUDE:
+        raise InputError("drafters", "hosting costs so large that their sum would overflow")
 
 
 def _errors_and_workloads(spec, acc, workloads, base):

@@ -21,6 +21,7 @@ interval.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy.special import ndtri
@@ -29,6 +30,9 @@ from .exceptions import InputError
 from .model.acceptance import extend_positions
 from .model.errors import IndependentErrors
 from .model.evaluate import evaluate_configs, pooled_acceptance
+
+if TYPE_CHECKING:
+    from .problem import Problem
 
 #: Two-sided confidence level of the reported interval.
 LEVEL = 0.99
@@ -65,12 +69,14 @@ class Simulation:
         return dict(self.__dict__)
 
 
-def _positions(problem, k: int) -> int:
+def _positions(problem: Problem, k: int) -> int:
     """Positions whose outcome matters: ``k - 1`` (paper) or ``k`` (bonus)."""
     return k - 1 if problem.convention == "paper" else k
 
 
-def simulate_rounds(problem, members: np.ndarray, k: int, rounds: int, seed: int) -> np.ndarray:
+def simulate_rounds(
+    problem: Problem, members: np.ndarray, k: int, rounds: int, seed: int
+) -> np.ndarray:
     """Accepted units in each of ``rounds`` simulated rounds: int ``(rounds,)``.
 
     ``members`` bool ``(N,)``. One class of traffic: a workload mixture is played
@@ -104,7 +110,7 @@ def simulate_rounds(problem, members: np.ndarray, k: int, rounds: int, seed: int
     return out
 
 
-def workload_rounds(problem, members: np.ndarray, k: int, rounds: int, seed: int) -> list:
+def workload_rounds(problem: Problem, members: np.ndarray, k: int, rounds: int, seed: int) -> list:
     """Accepted units of ``rounds`` rounds played by each workload of a mixture on its
     own: one int ``(rounds,)`` array per workload, in ``problem.workloads`` order.
 
@@ -118,7 +124,7 @@ def workload_rounds(problem, members: np.ndarray, k: int, rounds: int, seed: int
     ]
 
 
-def accepted_distribution(problem, members: np.ndarray, k: int) -> np.ndarray:
+def accepted_distribution(problem: Problem, members: np.ndarray, k: int) -> np.ndarray:
     """The model's distribution of accepted units per round: ``(k + 2,)``, entry ``u``
     is ``P(units = u)`` for ``u = 0..k+1`` (entry 0 is always 0).
 
@@ -146,7 +152,9 @@ def accepted_distribution(problem, members: np.ndarray, k: int) -> np.ndarray:
     return at_least[:-1] - at_least[1:]
 
 
-def simulate(problem, drafters: list[str], k: int, rounds: int, seed: int = 0) -> Simulation:
+def simulate(
+    problem: Problem, drafters: list[str], k: int, rounds: int, seed: int = 0
+) -> Simulation:
     """Play ``rounds`` rounds of configuration (``drafters``, ``k``); compare with the model."""
     if k < 1:
         raise InputError("--k", "must be at least 1")

@@ -8,11 +8,9 @@ plain numpy arrays built from a :class:`ProblemSpec`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -23,6 +21,7 @@ from pydantic import (
 )
 
 from .exceptions import InputError
+from .inputs import parse_document, read_input_text
 
 CostMetric = Literal[
     "draft_cost_per_round", "draft_cost_per_token", "hosting_cost", "drafters", "cost_per_mtok"
@@ -42,6 +41,9 @@ Acceptance = Probability | Annotated[list[Probability], Field(min_length=1)]
 NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 BatchSize = Annotated[int, Field(ge=1)]
+# Mapping keys are strings in JSON: a key may be an integer written as a string.
+BatchKey = Annotated[int, Field(ge=1, strict=False)]
+CountKey = Annotated[int, Field(ge=0, strict=False)]
 
 # What kind of drafter it is, as the serving engines name their speculative methods
 # (allocator/engines/methods.py holds the table; a test checks the two agree).
@@ -91,7 +93,8 @@ def check_rank_acceptance(value: object) -> object:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # strict: a boolean is not a number (``acceptance: true``) and a string is not one
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
 class PassCostCurve(_Frozen):
@@ -163,7 +166,7 @@ class Drafter(_Frozen):
     # 95% interval of each acceptance_by_rank value, the same shape with [lo, hi] leaves
     acceptance_by_rank_interval: list[Interval] | list[list[Interval]] | None = None
     # serving: wall time of one drafting step (one token per sequence), ms, by batch size
-    draft_ms: dict[BatchSize, Positive] | None = None
+    draft_ms: dict[BatchKey, Positive] | None = None
     # serving: accelerator memory hosting it takes from one replica's KV cache, GB
     memory_gb: NonNegative | None = None
 
@@ -263,9 +266,13 @@ class WorkloadSpec(_Frozen):
     acceptance: dict[str, Acceptance] = {}
 
 
+#: Longest draft length searched or evaluated (every array over k stays small).
+MAX_K = 100_000
+
+
 class KRange(_Frozen):
-    min: Annotated[int, Field(ge=1)] = 1
-    max: Annotated[int, Field(ge=1)] = 64
+    min: Annotated[int, Field(ge=1, le=MAX_K)] = 1
+    max: Annotated[int, Field(ge=1, le=MAX_K)] = 64
 
     @model_validator(mode="after")
     def _order(self) -> KRange:
@@ -316,9 +323,7 @@ class StepTable(_Frozen):
 
     drafters: Annotated[list[str], Field(min_length=1)]
     by_batch: Annotated[
-        dict[
-            BatchSize, Annotated[dict[Annotated[int, Field(ge=0)], Positive], Field(min_length=1)]
-        ],
+        dict[BatchKey, Annotated[dict[CountKey, Positive], Field(min_length=1)]],
         Field(min_length=1),
     ]
 
@@ -454,9 +459,9 @@ class ProblemSpec(_Frozen):
     @model_validator(mode="after")
     def _known_names(self) -> ProblemSpec:
         names = {d.name for d in self.drafters}
-        for i, d in enumerate(self.drafters):
-            _check_interval(d, f"drafters.{i}.acceptance_interval")
-            _check_method(d, f"drafters.{i}")
+        for d in self.drafters:
+            _check_interval(d, f"drafters[{d.name}].acceptance_interval")
+            _check_method(d, f"drafters[{d.name}]")
         for field in ("require", "exclude"):
             for i, n in enumerate(getattr(self.search, field)):
                 if n not in names:
@@ -468,10 +473,14 @@ class ProblemSpec(_Frozen):
             for n in e.members:
                 if n not in names:
                     raise _FieldError(f"ensembles.{i}.members", f"unknown drafter {n!r}")
-        for i, w in enumerate(self.workloads):
+        seen: set[str] = set()
+        for w in self.workloads:
+            if w.name in seen:
+                raise _FieldError(f"workloads[{w.name}].name", "duplicate workload name")
+            seen.add(w.name)
             for n in w.acceptance:
                 if n not in names:
-                    raise _FieldError(f"workloads.{i}.acceptance", f"unknown drafter {n!r}")
+                    raise _FieldError(f"workloads[{w.name}].acceptance", f"unknown drafter {n!r}")
         self._check_serving(names)
         return self
 
@@ -498,10 +507,10 @@ class ProblemSpec(_Frozen):
         if s.verify_ms is None:
             return
         measured = {n for t in s.step_ms for n in t.drafters}
-        for i, d in enumerate(self.drafters):
+        for d in self.drafters:
             if d.draft_ms is None and d.name not in measured:
                 raise _FieldError(
-                    f"drafters.{i}.draft_ms",
+                    f"drafters[{d.name}].draft_ms",
                     f"no step_ms table measures {d.name!r}, so the component model "
                     "(serving.verify_ms) needs its draft time per batch size",
                 )
@@ -516,7 +525,9 @@ class ProblemSpec(_Frozen):
 
             gb = [d.memory_gb or 0.0 for d in self.drafters]
             try:
-                check_memory(mem.kv_cache_gb, mem.kv_per_seq_gb, gb)
+                check_memory(
+                    mem.kv_cache_gb, mem.kv_per_seq_gb, gb, [d.name for d in self.drafters]
+                )
             except InputError as exc:
                 raise _FieldError(exc.field, exc.message) from None
         return self
@@ -535,7 +546,7 @@ def _check_interval(d: Drafter, field: str) -> None:
     nested = isinstance(iv[0], list)
     if not nested and n_acc > 1:
         raise _FieldError(field, "give one [lo, hi] per position of the acceptance list")
-    rows = iv if nested else [iv]
+    rows: list[list[float]] = iv if nested else [iv]  # type: ignore[assignment, list-item]
     if len(rows) != n_acc:
         raise _FieldError(field, f"{len(rows)} intervals for {n_acc} acceptance position(s)")
     if any(hi <= lo for lo, hi in rows):
@@ -561,18 +572,69 @@ class _FieldError(ValueError):
         self.message = message
 
 
-def _loc_to_field(loc: tuple) -> str:
-    parts = [
-        str(p) for p in loc if not (isinstance(p, str) and p.startswith(("function-", "list[")))
-    ]
+def _loc_to_field(loc: tuple, data: object = None) -> str:
+    """A pydantic location as the dotted field path users see; a drafter or workload is
+    named by its ``name`` when it has one (``drafters[weak-a].unit_cost``)."""
+    parts = [p for p in loc if not (isinstance(p, str) and p.startswith(("function-", "list[")))]
     # pydantic puts the union branch name ("float", "list[...]") into loc; drop it
     parts = [p for p in parts if p not in {"float", "int", "str", "constrained-float"}]
-    return ".".join(parts) or "problem"
+    out: list[str] = []
+    for i, p in enumerate(parts):
+        named = _item_name(data, parts[:i], p) if i == 1 and isinstance(p, int) else None
+        if named is not None:
+            out[-1] += f"[{named}]"
+        else:
+            out.append(str(p))
+    return ".".join(out) or "problem"
 
 
-def validation_error_to_input_error(err: ValidationError) -> InputError:
-    """The first error of a pydantic ``ValidationError`` as one ``InputError``."""
-    first = err.errors(include_url=False)[0]
+def _item_name(data: object, parents: list, index: int) -> str | None:
+    """The ``name`` of ``data[section][index]`` for the named lists, when it is a string."""
+    if not isinstance(data, dict) or parents[0] not in ("drafters", "workloads"):
+        return None
+    items = data.get(parents[0])
+    if not isinstance(items, list) or not 0 <= index < len(items):
+        return None
+    item = items[index]
+    name = item.get("name") if isinstance(item, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+def _shown(value: object) -> str:
+    """A user's value as YAML shows it, cut short."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _kind(value: object) -> str:
+    kinds = {bool: "a boolean", str: "text", list: "a list", dict: "a mapping"}
+    return kinds.get(type(value), type(value).__name__)
+
+
+_TYPE_ERRORS = {
+    "float_type": "a number",
+    "int_type": "an integer",
+    "string_type": "a string",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+    "bool_type": "true or false",
+}
+
+
+def validation_error_to_input_error(err: ValidationError, data: object = None) -> InputError:
+    """One error of a pydantic ``ValidationError`` as one ``InputError``.
+
+    An unknown (misspelt) field is reported before anything else: the "field required"
+    pydantic adds for the intended spelling is a consequence of it. ``data``, the raw
+    mapping validated, lets drafters and workloads be named by their names.
+    """
+    errors = err.errors(include_url=False)
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     ctx = first.get("ctx") or {}
     inner = ctx.get("error")
     if isinstance(inner, _FieldError):
@@ -580,9 +642,20 @@ def validation_error_to_input_error(err: ValidationError) -> InputError:
     msg = first["msg"]
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, ") :]
-    field = _loc_to_field(first["loc"])
+    field = _loc_to_field(first["loc"], data)
+    got = first.get("input")
     if first["type"] == "extra_forbidden":
         msg = "unknown field (check its spelling against `allocator schema`)"
+    elif isinstance(got, float) and got != got:
+        msg = "nan is not a number a problem file may hold"
+    elif first["type"].endswith("_type"):
+        want = _TYPE_ERRORS.get(first["type"], first["type"].removesuffix("_type"))
+        got = first.get("input")
+        msg = (
+            f"has no value (null); give {want}"
+            if got is None
+            else f"{_shown(got)} is {_kind(got)}, not {want}"
+        )
     return InputError(field, msg[0].lower() + msg[1:] if msg else "invalid")
 
 
@@ -593,29 +666,19 @@ def parse_problem(data: object, *, source: str = "problem") -> ProblemSpec:
     try:
         return ProblemSpec.model_validate(data)
     except ValidationError as err:
-        raise validation_error_to_input_error(err) from None
+        raise validation_error_to_input_error(err, data) from None
 
 
 def read_problem_data(path: str | Path) -> dict:
-    """Read a YAML or JSON file (safe loader) into a dict, with clear errors."""
+    """Read a YAML or JSON file into a dict, with clear errors (see :mod:`allocator.inputs`
+    for the limits: a regular file, size, nesting, numbers, no duplicate keys)."""
     p = Path(path)
-    if not p.exists():
-        raise InputError("problem", f"file not found: {p}")
-    if p.is_dir():
-        raise InputError("problem", f"is a directory, not a problem file: {p}")
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("problem", f"cannot read {p}: {exc}") from None
-    try:
-        data = json.loads(text) if p.suffix.lower() == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        kind = "JSON" if p.suffix.lower() == ".json" else "YAML"
-        raise InputError("problem", f"{p} is not valid {kind}{line}") from None
+    text = read_input_text(p, "problem")
+    data = parse_document(text, "problem", str(p), json_format=p.suffix.lower() == ".json")
     if data is None:
         raise InputError("problem", f"{p} is empty")
+    if not isinstance(data, dict):
+        raise InputError("problem", "a problem file must hold a mapping at its top level")
     return data
 
 

@@ -2,45 +2,169 @@
 
 A storage URL is an SQLAlchemy URL (``sqlite:///study.db``,
 ``postgresql://user:password@host:5432/db``). Its password is never shown:
-:func:`mask_url` is applied to everything that prints or records a URL.
+:func:`mask_url` is applied to everything that prints or records a URL and
+:func:`mask_text` to every message that may quote it (driver errors do). What counts as
+a password is what SQLAlchemy's own URL parser (``sqlalchemy.engine.make_url``, the one
+that connects) finds: the user-info password and any ``password=`` query parameter. A
+password holding an unencoded ``@`` makes that parser read its tail as part of the host;
+such a URL is refused (:func:`check_url`), and the whole user-info part up to the last
+``@`` is treated as the secret.
 """
 
 from __future__ import annotations
 
 import functools
-import re
+import sqlite3
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, quote_plus
 
 from .exceptions import InputError
 
-_PASSWORD = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^:/@]*:)(?P<pw>.*)(?P<tail>@[^@]*)$")
+if TYPE_CHECKING:
+    from optuna.storages import RDBStorage
+    from sqlalchemy.engine import URL
+
+#: Query parameters that carry a password (libpq and its drivers accept ``password=``).
+SECRET_QUERY_KEYS = ("password", "passwd", "pwd")
+#: How a secret is shown.
+HIDDEN = "***"
+
+
+def _parse(url: str) -> URL | None:
+    """SQLAlchemy's reading of ``url``, or ``None`` when it cannot read it."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url)
+    except Exception:  # sqlalchemy.exc.ArgumentError, or a malformed port
+        return None
+
+
+def _hidden_host(parsed: URL) -> tuple[str | None, str | None]:
+    """``(password tail, real host)`` when an unencoded ``@`` split the password.
+
+    ``user:p@ss@db`` parses as password ``p``, host ``ss@db``: the tail ``ss`` belongs
+    to the password.
+    """
+    host = parsed.host
+    if host is not None and "@" in host:
+        tail, real = host.rsplit("@", 1)
+        return tail, real
+    return None, host
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """Every secret in ``url``, longest first, as it may appear in text.
+
+    Each password SQLAlchemy parses (user-info and ``password=`` query values), the
+    whole password when an unencoded ``@`` split it, and their percent-encoded forms.
+    An unparseable URL yields everything between ``://`` and its last ``@``.
+    """
+    if not url:
+        return []
+    parsed = _parse(url)
+    found: list[str] = []
+    if parsed is None:
+        head, sep, rest = url.partition("://")
+        userinfo = (rest if sep else head).rpartition("@")[0]
+        if userinfo:
+            found += [userinfo, userinfo.partition(":")[2]]
+    else:
+        tail, _ = _hidden_host(parsed)
+        pw = parsed.password
+        if pw is not None:
+            found.append(str(pw))
+            if tail is not None:
+                found += [f"{pw}@{tail}", tail]
+        for key in SECRET_QUERY_KEYS:
+            values = parsed.query.get(key)
+            if values is not None:
+                found += [values] if isinstance(values, str) else list(values)
+    out: set[str] = set()
+    for s in found:
+        if s:
+            out.update((s, quote(s, safe=""), quote_plus(s, safe="")))
+    return sorted(out, key=len, reverse=True)
 
 
 def mask_url(url: str | None) -> str:
-    """``url`` with its password replaced by ``***`` (``in-memory`` for ``None``)."""
+    """``url`` with every password replaced by ``***`` (``in-memory`` for ``None``).
+
+    Built from SQLAlchemy's parse, so whatever it would send as a password is hidden;
+    a URL it cannot parse is shown only from its last ``@`` on.
+    """
     if url is None:
         return "in-memory"
-    return _PASSWORD.sub(lambda m: m["head"] + "***" + m["tail"], url, count=1)
+    parsed = _parse(url)
+    if parsed is None:
+        head, sep, rest = url.partition("://")
+        userinfo, at, hostpart = (rest if sep else head).rpartition("@")
+        if not at:
+            return mask_text(url, url)
+        return f"{head}{sep}{HIDDEN}@{hostpart}" if sep else f"{HIDDEN}@{hostpart}"
+    tail, host = _hidden_host(parsed)
+    changes: dict[str, Any] = {}
+    if parsed.password is not None or tail is not None:
+        changes["password"] = HIDDEN
+    if tail is not None:
+        changes["host"] = host
+    query = dict(parsed.query)
+    for key in SECRET_QUERY_KEYS:
+        if key in query:
+            query[key] = HIDDEN
+    if query != dict(parsed.query):
+        changes["query"] = query
+    if not changes:
+        return url
+    shown = parsed.set(**changes).render_as_string(hide_password=False)
+    # the renderer percent-encodes the placeholder; show it plainly
+    return shown.replace(quote(HIDDEN, safe=""), HIDDEN)
 
 
 def mask_text(text: str, url: str | None) -> str:
-    """``text`` with the password of ``url`` (wherever it appears) replaced by ``***``."""
+    """``text`` with ``url`` and every secret in it (wherever it appears) replaced."""
     if not url:
         return text
-    m = _PASSWORD.match(url)
-    if m and m["pw"]:
-        text = text.replace(url, mask_url(url)).replace(m["pw"], "***")
+    text = text.replace(url, mask_url(url))
+    for secret in url_secrets(url):
+        text = text.replace(secret, HIDDEN)
     return text
 
 
-def _sqlite_connect(path: str):
+def check_url(url: str) -> None:
+    """Refuse a storage URL that cannot mean what it says, before connecting.
+
+    Raises :class:`InputError` (field ``--storage``), the URL masked, when SQLAlchemy
+    cannot parse it, when an unencoded ``@`` splits its password, or when an SQLite URL
+    names no file (``sqlite:///`` would silently be an in-memory database).
+    """
+    parsed = _parse(url)
+    if parsed is None:
+        raise InputError(
+            "--storage",
+            f"{mask_url(url)!r} is not a URL SQLAlchemy can read "
+            "(sqlite:///file.db, postgresql://user:password@host:5432/db)",
+        )
+    if _hidden_host(parsed)[0] is not None:
+        raise InputError(
+            "--storage",
+            f"{mask_url(url)}: the password contains an unencoded '@'; write it as %40",
+        )
+    if parsed.get_backend_name() == "sqlite" and parsed.database in (None, ""):
+        raise InputError(
+            "--storage",
+            f"{mask_url(url)} names no database file: give a path (sqlite:///study.db), "
+            "or leave --storage out for an in-memory study",
+        )
+
+
+def _sqlite_connect(path: str) -> sqlite3.Connection:
     """An SQLite connection in write-ahead-log mode.
 
     With WAL, ``synchronous=NORMAL`` commits without waiting for the disk yet a
     killed process still loses nothing it committed (only a power cut can); Optuna
     commits once per parameter, so this is what makes SQLite studies usable.
     """
-    import sqlite3
-
     conn = sqlite3.connect(path, timeout=60)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
@@ -63,7 +187,7 @@ def with_driver(url: str) -> str:
     return url
 
 
-def open_storage(url: str | None):
+def open_storage(url: str | None) -> RDBStorage | None:
     """An Optuna storage for ``url``: ``None`` (or ``memory``) is in-memory.
 
     Workers write only finished trials (see :class:`allocator.search.study.StudyMirror`),
@@ -75,10 +199,11 @@ def open_storage(url: str | None):
         raise InputError(
             "--storage", f"{mask_url(url)!r} is not a URL (sqlite:///file.db, postgresql://...)"
         )
+    check_url(url)
     import optuna
 
     url = with_driver(url)
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if url.startswith("sqlite"):
         kwargs = {"connect_args": {"timeout": 60}}
         if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
@@ -86,7 +211,28 @@ def open_storage(url: str | None):
     try:
         return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
     except Exception as exc:  # SQLAlchemy / driver errors carry the URL: mask it
-        reason = mask_text(
-            str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__, url
-        )
-        raise InputError("--storage", f"cannot open {mask_url(url)}: {reason}") from None
+        raise InputError("--storage", f"cannot open {mask_url(url)}: {reason(exc, url)}") from None
+
+
+def database_error(exc: BaseException) -> BaseException | None:
+    """The database error behind ``exc``: SQLAlchemy's (the driver's, wrapped), else
+    Optuna's ``StorageInternalError`` (which wraps one), else ``None``."""
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    seen: BaseException | None = exc
+    found: BaseException | None = None
+    while seen is not None:
+        if isinstance(seen, SQLAlchemyError):
+            return seen
+        if isinstance(seen, StorageInternalError) and found is None:
+            found = seen
+        seen = seen.__cause__ or seen.__context__
+    return found
+
+
+def reason(exc: BaseException, url: str | None) -> str:
+    """The first line of the database error behind ``exc``, every secret of ``url`` masked."""
+    cause = database_error(exc) or exc
+    text = str(cause).strip()
+    return mask_text(text.splitlines()[0] if text else type(cause).__name__, url)

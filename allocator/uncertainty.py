@@ -31,6 +31,7 @@ model otherwise. The draws are reproducible from ``seed``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy import special
@@ -38,13 +39,16 @@ from scipy import special
 from .estimate.counts import LEVEL, PRIOR  # the intervals' level; Jeffreys prior weight
 from .exceptions import InputError
 from .model.acceptance import expected_accepted, extend_positions, position_matrix
-from .model.errors import build_error_model
+from .model.errors import EmpiricalErrors
 from .model.evaluate import METRICS, evaluate_configs, evaluate_subsets
 from .pareto import front_order
 from .result import Front
 from .search.base import feasible_mask
 from .search.exact import concat_fronts
 from .search.space import count_subsets, iter_subsets
+
+if TYPE_CHECKING:
+    from .problem import Problem, Workload
 
 #: Refuse more than this many (configuration x draw) evaluations.
 MAX_EVALUATIONS = 200_000_000
@@ -99,13 +103,26 @@ def beta_from_interval(
     return a, b
 
 
-def _interval_rows(spec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _interval_rows(
+    spec, acceptance: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Point values, interval ends and which entries have an interval: each ``(N, J)``.
 
-    The spec has already checked each interval's shape and order.
+    ``acceptance``: the problem's point values (default: the file's). The spec has
+    already checked each interval's shape and order.
     """
     acc = position_matrix([d.acceptance for d in spec.drafters])
-    width = acc.shape[1]
+    if acceptance is not None:
+        acc = np.array(acceptance, dtype=float)
+    width = max(
+        [acc.shape[1]]
+        + [
+            len(d.acceptance_interval)
+            for d in spec.drafters
+            if _per_position(d.acceptance_interval)
+        ]
+    )
+    acc = extend_positions(acc, width)
     lo = np.full_like(acc, np.nan)
     hi = np.full_like(acc, np.nan)
     for i, d in enumerate(spec.drafters):
@@ -118,28 +135,39 @@ def _interval_rows(spec) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     return acc, lo, hi, np.isfinite(lo)
 
 
-def posterior_draws(spec, n_draws: int, seed: int) -> tuple[np.ndarray, list[str]]:
+def _per_position(iv) -> bool:
+    return iv is not None and isinstance(iv[0], list)
+
+
+def posterior_draws(
+    spec, n_draws: int, seed: int, acceptance: np.ndarray | None = None
+) -> tuple[np.ndarray, list[str]]:
     """``n_draws`` posterior draws of the ``(N, J)`` acceptance: ``(D, N, J)``, and the
-    names of the drafters that vary."""
+    names of the drafters that vary. ``acceptance``: the point values of drafters
+    without an interval (default: the file's)."""
     if n_draws < 1:
         raise InputError("--samples", "must be at least 1")
-    acc, lo, hi, has = _interval_rows(spec)
+    acc, lo, hi, has = _interval_rows(spec, acceptance)
     rng = np.random.default_rng(seed)
     out = np.broadcast_to(acc, (n_draws,) + acc.shape).copy()
     if has.any():
         a, b = beta_from_interval(lo[has], hi[has])
         draws = rng.beta(a, b, size=(n_draws, a.size))
         out[:, has] = np.clip(draws, 1e-12, 1.0)
-    names = [d.name for d, h in zip(spec.drafters, has.any(axis=1), strict=True) if h]
+    names = [d.name for d, h in zip(spec.drafters, has, strict=True) if h.any()]
     return out, names
 
 
-def draw_problem(problem, acceptance: np.ndarray):
-    """``problem`` with acceptance ``(N, J)`` replaced (and its error model rebuilt on it)."""
-    errors = problem.errors
-    if problem.spec is not None and problem.spec.errors.model != "independent":
-        errors = build_error_model(problem.spec.errors, problem.names, acceptance, problem.base_dir)
-    return problem.replace(acceptance=acceptance, errors=errors)
+def draw_problem(problem: Problem, acceptance: np.ndarray) -> Problem:
+    """``problem`` with acceptance ``(N, J)`` replaced, under the problem's own error model.
+
+    The parametric models take the marginals at call time, so the model object carries
+    over as it is (whatever :meth:`~allocator.problem.Problem.with_errors` put there; the
+    file's ``errors:`` section is not read again); it is checked against the drawn
+    marginals.
+    """
+    problem.errors.validate(1.0 - acceptance)
+    return problem.replace(acceptance=acceptance)
 
 
 def empirical_draws(model, n_draws: int, rng) -> list[tuple[object, np.ndarray]]:
@@ -152,8 +180,6 @@ def empirical_draws(model, n_draws: int, rng) -> list[tuple[object, np.ndarray]]
     acceptance 1 in every draw. Returns ``(errors, acceptance (N, P))``
     per draw, the acceptance being each drafter's marginal under the draw.
     """
-    from .model.errors.empirical import EmpiricalErrors
-
     n = model.n
     weights = [rng.dirichlet(c + PRIOR, size=n_draws) for c in model.counts]  # (D, U_p)
     single = np.int64(1) << np.arange(n, dtype=np.int64)
@@ -178,7 +204,7 @@ def _widen(acc: np.ndarray, width: int) -> np.ndarray:
     return extend_positions(acc, max(acc.shape[1], width))
 
 
-def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
+def draw_problems(problem: Problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
     """The problem under ``n_draws`` posterior draws, and the names of what varies.
 
     An ``empirical`` error model is redrawn from its log (:func:`empirical_draws`),
@@ -187,10 +213,11 @@ def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
     the drawn acceptance of every drafter it does not override.
     """
     spec = problem.spec
+    assert spec is not None  # problems built from a file keep it
     rng = np.random.default_rng(seed)
-    if spec.errors.model == "empirical":
+    if isinstance(problem.errors, EmpiricalErrors):
         whole = empirical_draws(problem.errors, n_draws, rng)
-        parts = [
+        parts: list[Any] = [
             None if w.errors is None else empirical_draws(w.errors, n_draws, rng)
             for w in problem.workloads
         ]
@@ -212,12 +239,12 @@ def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
                 )
             )
         return problems, list(problem.names)
-    draws, resampled = posterior_draws(spec, n_draws, seed)
+    draws, resampled = posterior_draws(spec, n_draws, seed, problem.acceptance)
     if problem.workloads:
         free = np.array(
             [[d.name not in w.acceptance for d in spec.drafters] for w in spec.workloads]
         )  # (W, N): drafter takes the problem's acceptance in this workload
-        varies = [n for n, f in zip(spec.names, free.any(axis=0), strict=True) if f]
+        varies = [n for n, f in zip(spec.names, free.T, strict=True) if f.any()]
         resampled = [n for n in resampled if n in varies]
         if not resampled:
             raise InputError(
@@ -230,17 +257,17 @@ def draw_problems(problem, n_draws: int, seed: int) -> tuple[list, list[str]]:
     for a in draws:
         p = draw_problem(problem, a)
         if problem.workloads:
-            workloads = []
+            redrawn: list[Workload] = []
             for w, f in zip(problem.workloads, free, strict=True):
                 width = max(w.acceptance.shape[1], a.shape[1])
                 acc = np.where(f[:, None], _widen(a, width), _widen(w.acceptance, width))
-                workloads.append(replace(w, acceptance=acc))
-            p = p.replace(workloads=tuple(workloads))
+                redrawn.append(replace(w, acceptance=acc))
+            p = p.replace(workloads=tuple(redrawn))
         out.append(p)
     return out, resampled
 
 
-def _batchable(problem) -> bool:
+def _batchable(problem: Problem) -> bool:
     """Whether :func:`batched_throughput` applies (the model's plain independent case)."""
     return (
         problem.errors.name == "independent"
@@ -250,7 +277,7 @@ def _batchable(problem) -> bool:
     )
 
 
-def batched_throughput(problem, members: np.ndarray, acceptance: np.ndarray):
+def batched_throughput(problem: Problem, members: np.ndarray, acceptance: np.ndarray):
     """Throughput and budget feasibility of every subset at every ``k`` for every draw.
 
     Independent errors, one class of traffic, any-correct pooling, no measured
@@ -280,7 +307,7 @@ def batched_throughput(problem, members: np.ndarray, acceptance: np.ndarray):
     return met["throughput"], feasible_mask(met, problem.budget)
 
 
-def _looped_throughput(problem, problems, members: np.ndarray):
+def _looped_throughput(problem: Problem, problems, members: np.ndarray):
     """As :func:`batched_throughput`, one draw at a time through the full model."""
     mets = [evaluate_subsets(p, members) for p in problems]
     thr = np.stack([met["throughput"] for met in mets])
@@ -308,7 +335,7 @@ def _key(members_row: np.ndarray, k: int) -> tuple:
 
 
 def analyse(
-    problem, front: Front, n_draws: int, seed: int = 0, quantile: float | None = None
+    problem: Problem, front: Front, n_draws: int, seed: int = 0, quantile: float | None = None
 ) -> UncertaintyReport:
     """Re-solve ``problem`` on ``n_draws`` posterior draws (module docstring).
 
@@ -346,6 +373,7 @@ def analyse(
     draw_index = np.arange(n_draws)
     for members in iter_subsets(problem, rows):
         if batched:
+            assert acc_draws is not None
             thr, feasible = batched_throughput(problem, members, acc_draws)
         else:
             thr, feasible = _looped_throughput(problem, problems, members)

@@ -312,7 +312,7 @@ def _bad_cases():
         (base, [*ok, "--itl-ms", "1"], "--itl-ms"),  # below anything reachable
         (no_price, ok, "serving.gpu_cost_per_hour"),
         (tiny_kv, ok, "serving.memory.kv_cache_gb"),
-        (fat_drafter, ok, "drafters.0.memory_gb"),
+        (fat_drafter, ok, "drafters[a].memory_gb"),
         (no_serving, ok, "serving"),
         (base, [*ok, "--sweep-load", "0:10:3"], "--sweep-load"),
         (base, [*ok, "--sweep-load", "1:10"], "--sweep-load"),

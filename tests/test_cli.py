@@ -102,10 +102,10 @@ def test_paper_json():
 
 
 BAD = [
-    ("acceptance: 0.5", "acceptance: 1.5", "drafters.0.acceptance"),
-    ("acceptance: 0.5", "acceptance: 0", "drafters.0.acceptance"),
-    ("acceptance: [0.8, 0.6]", "acceptance: [0.8, -0.6]", "drafters.1.acceptance"),
-    ("unit_cost: 0.1}\n  - {name: b", "unit_cost: -0.1}\n  - {name: b", "drafters.0.unit_cost"),
+    ("acceptance: 0.5", "acceptance: 1.5", "drafters[a].acceptance"),
+    ("acceptance: 0.5", "acceptance: 0", "drafters[a].acceptance"),
+    ("acceptance: [0.8, 0.6]", "acceptance: [0.8, -0.6]", "drafters[b].acceptance"),
+    ("unit_cost: 0.1}\n  - {name: b", "unit_cost: -0.1}\n  - {name: b", "drafters[a].unit_cost"),
     ("name: b,", "name: a,", "drafters"),
     ("search: {k: {max: 8}}", "search: {require: [zed]}", "search.require.0"),
     (
@@ -136,7 +136,7 @@ BAD = [
         "ensembles: [{members: [a, b], acceptance: 0.7}]",
         "ensembles.0.acceptance",
     ),
-    ("search: {k: {max: 8}}", "workloads: [{name: chat, weight: 0}]", "workloads.0.weight"),
+    ("search: {k: {max: 8}}", "workloads: [{name: chat, weight: 0}]", "workloads[chat].weight"),
     (
         "search: {k: {max: 8}}",
         "verifier: {pass_cost_curve: {tokens: [8, 1], cost: [1, 1.5]}}",

@@ -240,7 +240,7 @@ def test_export_needs_an_eagle_method(problem, tmp_path, method, target):
     r = run("tree", path, "-d", "nomethod", "--eagle", "2,2,4", "--export", target)
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: drafters.1.method:"), r.output
+    assert len(lines) == 1 and lines[0].startswith("error: drafters[nomethod].method:"), r.output
     assert "eagle or eagle3" in lines[0]
 
 

@@ -138,7 +138,7 @@ def test_every_method_exports_to_vllm_schema(tmp_path, method, with_model):
     path = problem(tmp_path, d)
     if with_model and method not in MODEL:  # vLLM names the model itself ("ngram")
         res = run("solve", path, "--export", "vllm")
-        assert res.exit_code == 2 and res.stderr.startswith("error: drafters.0.model: ")
+        assert res.exit_code == 2 and res.stderr.startswith("error: drafters[d].model: ")
         return
     front = json.loads(run("solve", path, "--json", "-").stdout)["front"]
     best = max(front, key=lambda p: p["throughput"])
@@ -195,17 +195,17 @@ def test_method_absent_keeps_draft_model_with_a_note(tmp_path):
 @pytest.mark.parametrize(
     "drafter,field,needle",
     [
-        ({"method": "eagle4"}, "drafters.0.method", "input should be"),
-        ({"method": "eagle3", "prompt_lookup_max": 4}, "drafters.0.prompt_lookup_max", "ngram"),
-        ({"prompt_lookup_min": 2}, "drafters.0.prompt_lookup_min", "set method: ngram"),
-        ({"method": "ngram", "model": "ngram"}, "drafters.0.model", "takes no model"),
-        ({"method": "suffix", "model": "x"}, "drafters.0.model", "takes no model"),
+        ({"method": "eagle4"}, "drafters[d].method", "input should be"),
+        ({"method": "eagle3", "prompt_lookup_max": 4}, "drafters[d].prompt_lookup_max", "ngram"),
+        ({"prompt_lookup_min": 2}, "drafters[d].prompt_lookup_min", "set method: ngram"),
+        ({"method": "ngram", "model": "ngram"}, "drafters[d].model", "takes no model"),
+        ({"method": "suffix", "model": "x"}, "drafters[d].model", "takes no model"),
         (
             {"method": "ngram", "prompt_lookup_min": 5, "prompt_lookup_max": 3},
-            "drafters.0.prompt_lookup_min",
+            "drafters[d].prompt_lookup_min",
             "exceeds prompt_lookup_max",
         ),
-        ({"method": "ngram", "prompt_lookup_max": 0}, "drafters.0.prompt_lookup_max", "greater"),
+        ({"method": "ngram", "prompt_lookup_max": 0}, "drafters[d].prompt_lookup_max", "greater"),
     ],
 )
 def test_bad_method_fields(tmp_path, drafter, field, needle):

@@ -169,7 +169,7 @@ CASES = [
     (
         {"workloads": [{"name": "w", "weight": 1, "acceptance": {"a": 1.5}}]},
         None,
-        "workloads.0.acceptance.a",
+        "workloads[w].acceptance.a",
     ),
     (
         {

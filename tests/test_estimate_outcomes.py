@@ -184,7 +184,7 @@ def test_missing_costs_are_flagged_and_file_does_not_validate(tmp_path):
     assert "FILL IN" in text
     solved = run("solve", out)
     assert solved.exit_code == 2
-    assert "drafters.1.unit_cost" in solved.stderr
+    assert "drafters[tiny].unit_cost" in solved.stderr
 
 
 def test_costs_file(tmp_path):

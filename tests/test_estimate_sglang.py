@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from allocator.cli import app
 from allocator.estimate import estimate
+from allocator.exceptions import InputError
 from allocator.spec import load_problem
 
 runner = CliRunner()
@@ -142,8 +143,32 @@ BAD_REQUESTS = [
     ('{"text": "hi"}', "expected an SGLang response object with meta_info"),
     (json.dumps(sglang_response([5, 3, 1, 1], k=2)), "accepted 3 drafts, more than the 2"),
     (json.dumps({"text": "", "meta_info": {}}), "no response with speculative rounds"),
+    # Python's json reads NaN and Infinity: neither is a count
+    (good().replace("[5, 3, 2]", "[5, NaN, 2]", 1), "histogram[1]: nan is not a whole"),
+    (good(spec_verify_ct=float("inf")), "spec_verify_ct: inf is not a whole number"),
+    # past 2**53: int64 overflow (a traceback, or totals wrapping to negative) before
+    (good().replace("[5, 3, 2]", "[1e+30, 3, 2]", 1), "histogram[0]: 1e+30 is too large"),
+    (good().replace("[5, 3, 2]", f"[{2**62}, {2**62}, 1]", 1), "is too large to be a count"),
     (good() + "\n" + json.dumps({**json.loads(good()), "workload": "chat"}), "workload: some"),
 ]
+
+
+def test_k_past_the_proposed_drafts_is_refused(tmp_path):
+    """Rounds drafting 2 tokens never reach position 3: --k 3 would read them as rejected
+    there (an acceptance of 0), so it is refused; a smaller --k (a tree's depth) is kept."""
+    path = tmp_path / "r.jsonl"
+    write_jsonl(path, [sglang_response([50, 30, 20], k=2)])
+    out = tmp_path / "p.yaml"
+    res = run("estimate", path, "--format", "sglang-requests", "--out", out, "--k", "3")
+    assert res.exit_code == 2, res.output
+    assert res.stderr.strip().splitlines() == [res.stderr.strip()]
+    assert res.stderr.startswith("error: --k: 3 exceeds the 2 drafted"), res.stderr
+    assert not out.exists()
+    with pytest.raises(InputError, match="accepted 2 drafts, more than the 1"):
+        estimate(path, "sglang-requests", out, min_trials=1, k=1)
+    got = estimate(path, "sglang-requests", out, min_trials=1, k=2)
+    assert got.drafters[0].trials.tolist() == [100, 50]
+    assert got.drafters[0].successes.tolist() == [50, 20]
 
 
 @pytest.mark.parametrize("text,needle", BAD_REQUESTS)
@@ -233,3 +258,26 @@ def test_k_option_only_for_sglang(tmp_path):
     path.write_text("round,position,a\n0,1,1\n")
     res = run("estimate", path, "--out", tmp_path / "p.yaml", "--k", "3")
     assert res.exit_code == 2 and "--k: applies to --format sglang-requests or" in res.stderr
+
+
+def test_outputs_never_overwrite_an_input(tmp_path):
+    """--out or --json naming the input or the --costs file (or each other) is refused
+    before any work; every file is left as it was."""
+    log = tmp_path / "r.jsonl"
+    write_jsonl(log, [sglang_response([50, 30, 20], k=2)])
+    costs = tmp_path / "costs.yaml"
+    costs.write_text("unit_cost: {draft: 0.05}\n")
+    before = {p: p.read_text() for p in (log, costs)}
+    out = tmp_path / "p.yaml"
+    base = ["--format", "sglang-requests", "--costs", costs]
+    for args, option in [
+        (["--out", costs], "--out"),
+        (["--out", out, "--json", log], "--json"),
+        (["--out", out, "--json", out], "--json"),
+    ]:
+        res = run("estimate", log, *base, *args)
+        assert res.exit_code == 2, res.output
+        assert res.stderr.strip().splitlines() == [res.stderr.strip()]
+        assert res.stderr.startswith(f"error: {option}: "), res.stderr
+        assert {p: p.read_text() for p in before} == before
+        assert not out.exists()

@@ -185,6 +185,10 @@ BAD_METRICS = [
     ),
     ('vllm:spec_decode_num_drafts_total{model_name="m"} 10\n', "missing"),
     ("this is { not prometheus\n", "not Prometheus text"),
+    (  # past 2**53 the int64 counts wrapped: "only -9223372036854775808 round(s)"
+        'vllm:spec_decode_num_drafts_total{model_name="m"} 1e30\n',
+        "num_drafts_total has value 1e+30, too large to be a count",
+    ),
 ]
 
 
@@ -254,6 +258,12 @@ LINE = (
             "disagree",
         ),
         ("SpecDecoding metrics: Accepted: 3 tokens, Drafted: 6 tokens\n", "without"),
+        (  # past 2**53: int64 overflow, a traceback before
+            LINE.replace("Accepted: 324", "Accepted: 324" + "0" * 21)
+            .replace("Drafted: 600", "Drafted: 600" + "0" * 21)
+            .format(rates="0.750, 0.520, 0.350"),
+            "too large to be a token count",
+        ),
     ],
 )
 def test_bad_logs(tmp_path, text, needle):
@@ -444,6 +454,26 @@ def test_openmetrics_underscore_names_read_like_colon_names(tmp_path):
     np.testing.assert_array_equal(ea.drafters[0].trials, eb.drafters[0].trials)
 
 
+def test_openmetrics_exactly_as_prometheus_client_writes_it(tmp_path):
+    """prometheus_client's OpenMetrics exposition of vLLM's counters (no edits): TYPE
+    lines keep the colon, samples use underscores. It used to fail as 'Clashing name'."""
+    rng = np.random.default_rng(12)
+    engines = [(2000, simulate_chain(rng, [0.8, 0.6], 2000, 3))] * 2
+    om = vllm_exposition({"m": engines}, openmetrics=True)
+    assert "# EOF" in om and "vllm:spec_decode_num_drafts" in om
+    a, b = tmp_path / "a.prom", tmp_path / "b.txt"
+    a.write_text(vllm_exposition({"m": engines}))
+    b.write_text(om)
+    ea = estimate(a, "vllm-metrics", tmp_path / "x.yaml")
+    eb = estimate(b, "vllm-metrics", tmp_path / "x.yaml")
+    np.testing.assert_array_equal(eb.drafters[0].trials, ea.drafters[0].trials)
+    np.testing.assert_array_equal(eb.drafters[0].successes, ea.drafters[0].successes)
+    # hand-computed from the simulated counters, summed over both engines
+    per_pos = 2 * np.asarray(engines[0][1])
+    np.testing.assert_array_equal(eb.drafters[0].successes, per_pos)
+    np.testing.assert_array_equal(eb.drafters[0].trials, [4000, *per_pos[:-1]])
+
+
 def test_restarted_server_segments_are_summed(tmp_path):
     """Two runs under one served model name: the second counts from zero (a value goes
     down) or past the first (only _created changes); either way both runs are summed."""
@@ -487,3 +517,19 @@ def test_metrics_more_draft_tokens_than_positions_refused(tmp_path):
     path.write_text(text)
     res = run("estimate", path, "--format", "vllm-metrics", "--out", tmp_path / "p.yaml")
     assert res.exit_code == 2 and "exceeds num_drafts x 2 positions" in res.stderr, res.stderr
+
+
+def test_huge_counters_still_write_a_valid_interval(tmp_path):
+    """2e15 drafts (a very long-lived deployment): the interval is narrower than the
+    file's 6 decimals; rounded to nearest it was written lo == hi and the file did not
+    validate. Rounded outward it holds the computed interval and stays lo < hi."""
+    drafts = 2 * 10**15
+    per_pos = np.array([1.6 * 10**15, 1.152 * 10**15])  # 0.8, then 0.72
+    path = tmp_path / "m.prom"
+    path.write_text(vllm_exposition({"m": [(drafts, per_pos)]}))
+    out = tmp_path / "p.yaml"
+    res = run("estimate", path, "--format", "vllm-metrics", "--out", out, "--unit-cost", "m=0.1")
+    assert res.exit_code == 0, res.output
+    d = load_problem(out).drafters[0]
+    for (lo, hi), a in zip(d.acceptance_interval, [0.8, 0.72], strict=True):
+        assert lo < a < hi and hi - lo <= 2.1e-6

@@ -3,7 +3,6 @@
 
 import itertools
 import json
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from allocator.cli import app
 from allocator.engines.vllm_schedule import batch_ranges, speculative_config
 from allocator.exceptions import InputError
 from allocator.problem import Problem
-from allocator.spec import parse_problem
+from allocator.spec import Drafter, parse_problem
 
 runner = CliRunner()
 
@@ -219,6 +218,48 @@ def test_schedule_turns_speculation_off_when_it_stops_paying():
         assert row["k"] == k and row["tokens_per_s"] == pytest.approx(tps, rel=1e-9)
 
 
+def unmeasured_at_128(data):
+    """No speculative step time at 128: the draft times stop at 64 and the measured
+    table has only its k = 0 entry there (the baseline is still measured)."""
+    for d in data["drafters"]:
+        if "draft_ms" in d:
+            d["draft_ms"] = {1: d["draft_ms"][1], 64: d["draft_ms"][128]}
+    data["serving"]["step_ms"][0]["by_batch"][128] = {0: 16.0}
+
+
+def test_unmeasured_speculation_is_not_reported_as_not_paying(tmp_path):
+    """At a planned batch size where no configuration with k >= 1 has a step time, k = 0
+    would win by default and read as "speculation stops paying" (speculation_off_from):
+    refused, naming the batch size, like every other unmeasured request."""
+    data = random_problem(0)
+    unmeasured_at_128(data)
+    problem = Problem.from_spec(parse_problem(data))
+    with pytest.raises(InputError) as exc:
+        schedule(problem)
+    assert exc.value.field == "serving.batch_sizes.5" and "batch size 128" in exc.value.message
+    out, plot = tmp_path / "s.json", tmp_path / "s.png"
+    r = runner.invoke(
+        app, ["schedule", str(write(tmp_path, data)), "--json", str(out), "--plot", str(plot)]
+    )
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == [r.output.strip()]
+    assert r.output.startswith("error: serving.batch_sizes.5: batch size 128: ")
+    assert not out.exists() and not plot.exists()
+    # without 128 the same problem plans, and k = 0 there is still a measured decision
+    data["serving"]["batch_sizes"] = data["serving"]["batch_sizes"][:-1]
+    rows = schedule(Problem.from_spec(parse_problem(data))).rows()
+    assert [r["batch"] for r in rows] == [1, 3, 16, 40, 64]
+
+
+def test_a_budget_that_excludes_speculation_still_turns_it_off():
+    """Configurations with a step time but over the budget are a measured "no"."""
+    data = random_problem(0)
+    data["budget"] = {"draft_cost_per_round": 1e-6}
+    sched = schedule(Problem.from_spec(parse_problem(data)))
+    assert all(r["k"] == 0 and r["drafters"] == [] for r in sched.rows())
+    assert sched.speculation_off_from == 1
+
+
 @pytest.mark.parametrize(
     ("k", "want"),
     [
@@ -282,21 +323,16 @@ def test_export_from_the_bundled_problem(problems_dir, tmp_path):
     assert [dense[r["batch"]] for r in rows] == [r["k"] for r in rows]
 
 
-def drafter(name, model, method=None, lookup=(None, None)):
-    """A problem-file drafter as the exports read it."""
-    return SimpleNamespace(
-        name=name,
-        model=model,
-        method=method,
-        prompt_lookup_min=lookup[0],
-        prompt_lookup_max=lookup[1],
-    )
+def drafter(name, **fields):
+    return Drafter(name=name, acceptance=0.7, unit_cost=0.05, **fields)
 
 
 def test_export_of_drafters_without_a_model():
     rows = [{"batch": 1, "drafters": ["a"], "k": 4}, {"batch": 32, "drafters": [], "k": 0}]
     # prompt lookup takes no model and keeps its window; MTP may use the target's layers
-    got, _ = speculative_config(rows, {"a": drafter("a", None, "ngram", (2, 5))})
+    got, _ = speculative_config(
+        rows, {"a": drafter("a", method="ngram", prompt_lookup_min=2, prompt_lookup_max=5)}
+    )
     assert got == {
         "method": "ngram",
         "num_speculative_tokens": 4,
@@ -304,7 +340,7 @@ def test_export_of_drafters_without_a_model():
         "prompt_lookup_max": 5,
         "num_speculative_tokens_per_batch_size": [[1, 31, 4], [32, 32, 0]],
     }
-    got, _ = speculative_config(rows, {"a": drafter("a", None, "mtp")})
+    got, _ = speculative_config(rows, {"a": drafter("a", method="mtp")})
     assert got == {
         "method": "mtp",
         "num_speculative_tokens": 4,
@@ -317,13 +353,13 @@ def test_export_refuses_what_vllm_cannot_serve():
         {"batch": 1, "drafters": ["a", "b"], "k": 3},
         {"batch": 8, "drafters": ["a"], "k": 2},
     ]
-    drafters = {"a": drafter("a", "org/a"), "b": drafter("b", "org/b")}
+    drafters = {"a": drafter("a", model="org/a"), "b": drafter("b", model="org/b")}
     with pytest.raises(InputError, match="one drafter"):
         speculative_config(rows, drafters)
     with pytest.raises(InputError, match="never speculates"):
         speculative_config([{"batch": 1, "drafters": [], "k": 0}], drafters)
     with pytest.raises(InputError, match="no `model`"):
-        speculative_config(rows[1:], {"a": drafter("a", None)})
+        speculative_config(rows[1:], {"a": drafter("a")})
     got, notes = speculative_config(rows[1:] + [{"batch": 64, "drafters": [], "k": 0}], drafters)
     assert any("no method" in n for n in notes)  # exported as draft_model, and said so
     assert got == {
@@ -332,6 +368,37 @@ def test_export_refuses_what_vllm_cannot_serve():
         "num_speculative_tokens": 2,
         "num_speculative_tokens_per_batch_size": [[1, 63, 2], [64, 64, 0]],
     }
+    # issue 12: a drafter without method exports as draft_model, with a note saying so
+    assert any("has no method" in n for n in notes)
+
+
+def test_export_follows_the_method_table():
+    """The schedule's drafter part is what vLLM's SpeculativeConfig takes for its method
+    (vllm/config/speculative.py): mtp without model loads the target's own MTP layers
+    (no refusal), ngram carries its lookup fields and no model."""
+    rows = [{"batch": 1, "drafters": ["a"], "k": 3}, {"batch": 16, "drafters": ["a"], "k": 1}]
+    got, notes = speculative_config(rows, {"a": drafter("a", method="mtp")})
+    assert got == {
+        "method": "mtp",
+        "num_speculative_tokens": 3,
+        "num_speculative_tokens_per_batch_size": [[1, 15, 3], [16, 16, 1]],
+    }
+    assert any("MTP layers" in n for n in notes) and not any("has no method" in n for n in notes)
+    ngram = drafter("a", method="ngram", prompt_lookup_min=2, prompt_lookup_max=4)
+    got, _ = speculative_config(rows, {"a": ngram})
+    assert got["method"] == "ngram" and "model" not in got
+    assert (got["prompt_lookup_min"], got["prompt_lookup_max"]) == (2, 4)
+
+
+def test_export_cli_prints_notes_on_stderr_only(problems_dir, tmp_path):
+    data = yaml.safe_load((problems_dir / "serving-eagle.yaml").read_text())
+    data["drafters"][0]["method"] = "mtp"
+    del data["drafters"][0]["model"]
+    r = runner.invoke(app, ["schedule", str(write(tmp_path, data)), "--export", "vllm"])
+    assert r.exit_code == 0, r.output
+    config = json.loads(r.stdout)
+    assert config["method"] == "mtp" and "model" not in config
+    assert "MTP layers" in r.stderr
 
 
 # ---------------------------------------------------------------- command line
@@ -411,3 +478,20 @@ def test_schedule_export_bad_options(problems_dir):
     assert r.exit_code == 2 and r.output.startswith("error: --export: ")
     r = runner.invoke(app, ["schedule", path, "--export", "vllm", "--json", "-"])
     assert r.exit_code == 2 and r.output.startswith("error: --export: ")
+
+
+def test_outputs_never_overwrite_the_problem_or_each_other(problems_dir, tmp_path):
+    path = tmp_path / "p.yaml"
+    text = (problems_dir / "serving-eagle.yaml").read_text()
+    path.write_text(text)
+    for args, option in [
+        (["--json", str(path)], "--json"),
+        (["--json", str(tmp_path / ".." / tmp_path.name / "p.yaml")], "--json"),
+        (["--json", str(tmp_path / "s.svg"), "--plot", str(tmp_path / "s.svg")], "--json"),
+    ]:
+        r = runner.invoke(app, ["schedule", str(path), *args])
+        assert r.exit_code == 2, r.output
+        assert r.output.strip().splitlines() == [r.output.strip()]
+        assert r.output.startswith(f"error: {option}: "), r.output
+        assert path.read_text() == text
+        assert not (tmp_path / "s.svg").exists()

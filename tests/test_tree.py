@@ -4,6 +4,7 @@ the chain as the width-1 tree, tree rounds simulated, and the `tree` command's b
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 
@@ -49,14 +50,19 @@ def q_row(p: list[list[float]], level: int) -> list[float]:
 
 
 def forest_value(forest, p, level, depth, width) -> float:
-    """Σ path probabilities of the forest hanging below a node at ``level`` (-inf if barred)."""
+    """Σ path probabilities of the forest hanging below a node at ``level`` (-inf if barred),
+    best over every choice of distinct ranks ``<= width`` for its trees (in order: the
+    forests are ordered, so every assignment of ranks to trees is some forest's)."""
     if not forest:
         return 0.0
-    if level >= depth or len(forest) > min(width, len(p[0])):
+    w = min(width, len(p[0]))
+    if level >= depth or len(forest) > w:
         return -math.inf
     q = q_row(p, level)
-    return sum(
-        q[j] * (1.0 + forest_value(c, p, level + 1, depth, width)) for j, c in enumerate(forest)
+    below = [1.0 + forest_value(c, p, level + 1, depth, width) for c in forest]
+    return max(
+        sum(q[r] * v for r, v in zip(chosen, below, strict=True))
+        for chosen in itertools.combinations(range(w), len(forest))
     )
 
 
@@ -263,7 +269,7 @@ def test_bad_rank_acceptance(tmp_path, value, message):
     assert r.exit_code == 2
     lines = r.output.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("error: drafters.0.acceptance_by_rank:") and message in lines[0]
+    assert lines[0].startswith("error: drafters[eagle].acceptance_by_rank:") and message in lines[0]
 
 
 # ---------------------------------------------------------------- estimation from per-rank logs

@@ -268,7 +268,7 @@ def test_interval_list_must_match_positions(tmp_path):
     path = tmp_path / "u.yaml"
     path.write_text(yaml.safe_dump(p))
     r = run("solve", path, "--samples", "10")
-    assert r.exit_code == 2 and "drafters.0.acceptance_interval" in r.stderr, r.output
+    assert r.exit_code == 2 and "drafters[a].acceptance_interval" in r.stderr, r.output
 
 
 def test_empirical_model_resamples_the_joint_log(tmp_path):

@@ -16,6 +16,7 @@ question is asked of the exchangeable model.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from ..exceptions import InputError
 from ..model.errors import ExchangeableErrors
 from ..model.errors.latent import error_correlation
 from ..model.evaluate import evaluate_subsets
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 
 @dataclass
@@ -44,7 +48,7 @@ class Breakeven:
         return dict(self.__dict__)
 
 
-def _check(problem, ensemble, baseline):
+def _check(problem: Problem, ensemble, baseline):
     if problem.pooling != "any-correct":
         raise InputError("pooling", "the break-even correlation is defined for any-correct pooling")
     ens = problem.mask(ensemble, "--ensemble")
@@ -54,7 +58,7 @@ def _check(problem, ensemble, baseline):
     return ens, base
 
 
-def best_throughput(problem, members: np.ndarray, correlation: float) -> np.ndarray:
+def best_throughput(problem: Problem, members: np.ndarray, correlation: float) -> np.ndarray:
     """Best throughput over ``k`` of each subset ``members (B, N)`` under exchangeable
     errors with latent ``correlation``: ``(B,)``."""
     exch = problem.with_errors(ExchangeableErrors(correlation=float(correlation)))
@@ -62,7 +66,9 @@ def best_throughput(problem, members: np.ndarray, correlation: float) -> np.ndar
     return evaluate_subsets(exch, members)["throughput"].max(axis=1)
 
 
-def gain_curve(problem, ensemble: list[str], baseline: list[str], correlations) -> np.ndarray:
+def gain_curve(
+    problem: Problem, ensemble: list[str], baseline: list[str], correlations
+) -> np.ndarray:
     """Relative gain ``S_ens(r) / S_base(r) - 1`` at each latent correlation: ``(R,)``."""
     ens, base = _check(problem, ensemble, baseline)
     both = np.stack([ens, base])
@@ -73,7 +79,7 @@ def gain_curve(problem, ensemble: list[str], baseline: list[str], correlations) 
     return np.array(out)
 
 
-def breakeven(problem, ensemble: list[str], baseline: list[str]) -> Breakeven:
+def breakeven(problem: Problem, ensemble: list[str], baseline: list[str]) -> Breakeven:
     """Solve for the latent correlation at which the ensemble's gain vanishes."""
     ens, base = _check(problem, ensemble, baseline)
     both = np.stack([ens, base])
@@ -87,7 +93,7 @@ def breakeven(problem, ensemble: list[str], baseline: list[str]) -> Breakeven:
     g0, g1 = float(s0[0] / s0[1] - 1.0), float(s1[0] / s1[1] - 1.0)
     first = [problem.names.index(n) for n in ensemble[:2]]
     q1, q2 = 1.0 - problem.acceptance[first, 0]
-    common = dict(
+    common: dict[str, Any] = dict(
         ensemble=list(ensemble),
         baseline=list(baseline),
         gain_at_independence=g0,

@@ -1,5 +1,6 @@
 """Fleet sizing under a latency target: replicas, batch size, drafters and ``k`` that
-carry a load at the lowest $/h, against the cheapest fleet that does not speculate.
+carry a load at the lowest $/h, against the cheapest fleet that does not speculate
+(docs/design.md §8.11).
 
 (:mod:`allocator.planning.capacity` is a different question: which drafters to *host*
 under a hosting budget. This module sizes a *fleet of replicas* for a traffic load.)
@@ -54,12 +55,16 @@ per batch size.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..exceptions import InputError
 from ..model.memory import max_batch
 from ..search.space import count_subsets, iter_subsets
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 #: Most (configuration, batch size) pairs sized exactly (two float arrays of this many
 #: cells are held at once, 8 bytes each).
@@ -241,14 +246,14 @@ def _serving_model():
     return serving
 
 
-def _need_serving(problem):
+def _need_serving(problem: Problem):
     """The problem's serving arrays; an :class:`InputError` naming ``serving`` without them."""
     return _serving_model().need_serving(
         problem, "sizing a fleet needs batch sizes, step times and gpu_cost_per_hour"
     )
 
 
-def configurations(problem) -> tuple[np.ndarray, np.ndarray]:
+def configurations(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     """Row 0: no drafters, ``k = 0``; then every subset of the search space at every ``k``
     of the serving model's ``speculative_ks``. Returns ``members (C, N)`` bool and ``k (C,)``
     int."""
@@ -269,7 +274,7 @@ def configurations(problem) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(parts_m), np.concatenate(parts_k)
 
 
-def serving_grid(problem) -> ServingGrid:
+def serving_grid(problem: Problem) -> ServingGrid:
     """Tokens/s and ITL of every configuration at every batch size (see the module doc).
 
     Raises :class:`InputError` (field ``serving``) when the problem has no serving section.
@@ -381,7 +386,7 @@ def _fleets(
     return out
 
 
-def _price(problem) -> float:
+def _price(problem: Problem) -> float:
     price = float(_need_serving(problem).gpu_cost_per_hour)
     if not np.isfinite(price):
         raise InputError(
@@ -432,7 +437,10 @@ def _infeasible(grid: ServingGrid, itl_target: float) -> InputError:
 
 
 def size_fleet(
-    problem, tokens_per_s: float, itl_ms: float | None = None, grid: ServingGrid | None = None
+    problem: Problem,
+    tokens_per_s: float,
+    itl_ms: float | None = None,
+    grid: ServingGrid | None = None,
 ) -> CapacityResult:
     """The cheapest fleet carrying ``tokens_per_s`` (generated tokens/s over the fleet)
     with every sequence's inter-token latency at most ``itl_ms`` (ms; ``None``: no target).
@@ -454,7 +462,7 @@ def size_fleet(
 
 
 def size_routes(
-    problem, tokens_per_s: float, itl_ms: float | None = None, members=None, k=None
+    problem: Problem, tokens_per_s: float, itl_ms: float | None = None, members=None, k=None
 ) -> RoutedFleet | None:
     """Per-workload routes sized as one fleet (module doc); ``None`` when no batch size
     meets the target for every route.
@@ -562,7 +570,10 @@ def parse_load_range(text: str) -> np.ndarray:
 
 
 def sweep_load(
-    problem, loads: np.ndarray, itl_ms: float | None = None, grid: ServingGrid | None = None
+    problem: Problem,
+    loads: np.ndarray,
+    itl_ms: float | None = None,
+    grid: ServingGrid | None = None,
 ) -> LoadSweep:
     """$/h against load (``loads (L,)`` tokens/s, ascending), with speculation (the
     cheapest fleet with ``k > 0``) and without (``k = 0``)."""

@@ -128,15 +128,15 @@ def reproduce() -> list[PaperRow]:
 
     # R2: one weak drafter against two (§4.4)
     single, pair = identical_drafters(0.5, 0.1, 1), identical_drafters(0.5, 0.1, 2)
-    for k, printed in ((2, "1.250000"), (3, "1.346154"), (4, "1.339286")):
-        add("R2", "4.4", f"single S({k})", at_k(single, k)["throughput"], printed)
+    for k, shown in ((2, "1.250000"), (3, "1.346154"), (4, "1.339286")):
+        add("R2", "4.4", f"single S({k})", at_k(single, k)["throughput"], shown)
     ks, ss = best_k(single)
     add("R2", "4.4", "single k*", ks, "3")
     add("R2", "4.4", "S_single", ss, "1.346154")
     add("R2", "4.4", "pooled alpha_2", at_k(pair, 1)["pooled_acceptance"], "0.75")
     add("R2", "4.4", "ensemble E_5[A]", at_k(pair, 5)["expected_accepted"], "3.05078125")
-    for k, printed in ((3, "1.445313"), (4, "1.519097"), (5, "1.525391"), (6, "1.494585")):
-        add("R2", "4.4", f"ensemble S({k})", at_k(pair, k)["throughput"], printed)
+    for k, shown in ((3, "1.445313"), (4, "1.519097"), (5, "1.525391"), (6, "1.494585")):
+        add("R2", "4.4", f"ensemble S({k})", at_k(pair, k)["throughput"], shown)
     ke, se = best_k(pair)
     add("R2", "4.4", "ensemble k*", ke, "5")
     add("R2", "4.4", "S_ens", se, "1.525391")

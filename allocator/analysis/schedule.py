@@ -15,7 +15,9 @@ of highest ``tokens_per_s`` (speculation off, ``k = 0`` and no drafters, is alwa
 candidate). Ties go to the smaller ``k``, then to fewer drafters, then to the first in
 enumeration order. ``speculation_off_from`` is the smallest planned batch size ``b``
 such that the schedule has ``k = 0`` at ``b`` and at every larger planned batch size;
-``None`` when speculation still pays at the largest one.
+``None`` when speculation still pays at the largest one. A planned batch size where no
+configuration of the search space (budget aside) has a step time with ``k >= 1`` is an
+input error: ``k = 0`` would win there by default, which is not a finding.
 
 :func:`serving_front` — ``solve --batch B``: the Pareto front of ``tokens_per_s``
 against the problem's cost metric (``cost_per_mtok`` or a model cost metric) over the
@@ -157,6 +159,8 @@ def schedule(problem: Problem) -> Schedule:
     evaluated = s_count
     unmeasured = 0
     no_room = 0
+    # per batch size: does any speculative configuration (budget aside) have a step time?
+    spec_timed = np.zeros(s_count, bool)
     if ks.size:
         for c in _chunks(problem, ks):
             m_rows = c.members.sum(axis=1)
@@ -165,6 +169,7 @@ def schedule(problem: Problem) -> Schedule:
                 step = step_grid(problem, c.members, ks, float(b))
                 tps = tokens_per_s(c.e, step, float(b))
                 has = ~np.isnan(tps)
+                spec_timed[i] |= bool(has.any())
                 evaluated += int(c.feasible.sum())
                 unmeasured += int((c.feasible & ~has).sum())
                 fits = (room >= b)[:, None]
@@ -193,6 +198,16 @@ def schedule(problem: Problem) -> Schedule:
                     )
                     for name in SERVING_METRICS:
                         metrics[name][i] = won[name]
+    if not spec_timed.all():
+        # k = 0 there would read as "speculation stops paying" for want of a measurement
+        i = int(np.flatnonzero(~spec_timed)[0])
+        raise InputError(
+            f"serving.batch_sizes.{i}",
+            f"batch size {int(batches[i])}: no configuration of the search space has a "
+            f"step time with k >= 1 there (search.k {problem.k_min}..{problem.k_max}); "
+            "whether speculation pays cannot be said: measure it or leave the batch size "
+            "out (step times are never extrapolated)",
+        )
     notes = []
     if unmeasured:
         notes.append(

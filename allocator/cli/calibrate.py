@@ -110,7 +110,7 @@ def calibrate_command(
     out.print(f"wrote {out_path}")
 
 
-def _document(names, cal, problem, measured, out_path, holdout, seed, notes) -> dict:
+def _document(names, cal, problem: str, measured, out_path, holdout, seed, notes) -> dict:
     m = cal.model
     rows = []
     for r in range(len(cal.data)):

@@ -1,5 +1,6 @@
 """``allocator capacity``: replicas, batch size, drafters and k that carry a load under a
-latency target at the lowest $/h (fleet sizing; ``plan --sweep`` is about hosting)."""
+latency target at the lowest $/h (fleet sizing, docs/design.md §8.11; ``plan --sweep`` is
+about hosting)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ from .common import (
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
@@ -184,8 +185,8 @@ def capacity_command(
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for note in notes:
-        err.print(note)
+    for message in notes:
+        note(message)
     out.print(capacity_table(result, doc))
     if swept is not None:
         out.print(sweep_table(swept))

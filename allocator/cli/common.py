@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Callable
+from contextvars import ContextVar
+from pathlib import Path
+from typing import ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ..exceptions import InputError
-from ..outputs import check_writable, to_json, write_atomic
+from ..inputs import recording_inputs
+from ..outputs import check_writable, stage_stdout, staged_outputs, to_json, write_atomic
 
-#: Human output (tables) goes to stdout; messages and progress to stderr.
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True, highlight=False)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: Human output (tables) goes to stdout; messages and progress to stderr. Neither
+#: interprets rich markup: names and labels from a file (``[bold]``) print as written.
+out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True, highlight=False, markup=False)
 
 JsonOption = typer.Option(
     None,
@@ -22,44 +32,96 @@ JsonOption = typer.Option(
     "holds only the JSON).",
     metavar="PATH|-",
 )
+#: Largest ``--seed`` (seeds are non-negative 63-bit integers).
+MAX_SEED = 2**63 - 1
+
 ProblemArg = typer.Argument(..., help="Problem file (YAML or JSON).", show_default=False)
 
 
+#: Control characters (a newline in a drafter's name) shown escaped: the error stays one line.
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), 127]} | {10: "\\n", 13: "\\r", 9: "\\t"}
+
+
 def fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", soft_wrap=True)
+    """Print ``error: <message>`` as one line on stderr; the exit (status 2) to raise."""
+    line = message.translate(_CONTROL)
+    err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=True)
     return typer.Exit(2)
 
 
-def handles_input_errors(fn):
-    """Turn :class:`InputError` (and unreadable files) into one line on stderr, exit 2."""
+#: Notes of the running command, printed only once it has succeeded.
+_NOTES: ContextVar[list[str] | None] = ContextVar("allocator_notes", default=None)
+
+
+def note(message: str) -> None:
+    """A message for stderr, held until the command succeeds: a failing command prints
+    its one ``error:`` line and nothing before it."""
+    pending = _NOTES.get()
+    if pending is None:
+        err.print(message, soft_wrap=True)
+    else:
+        pending.append(message)
+
+
+def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Run a command so that bad input ends in one line on stderr and exit status 2.
+
+    :class:`InputError` becomes ``error: <field>: <message>``. Inside, every output file
+    is only prepared and put in place once the whole command has succeeded
+    (:func:`~allocator.outputs.staged_outputs`), no output may overwrite a file the
+    command read, and tables (``out``) and notes (:func:`note`) wait for success.
+    """
 
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        pending: list[str] = []
+        token = _NOTES.set(pending)
         try:
-            return fn(*args, **kwargs)
+            # tables wait too: a command that fails after drawing one shows only its error
+            with recording_inputs(), out.capture() as shown:
+                with staged_outputs():
+                    result = fn(*args, **kwargs)
         except InputError as exc:
             raise fail(f"{exc.field}: {exc.message}") from None
         except MemoryError:
             raise fail(
-                "out of memory: narrow the search space (search.m.max, search.k.max)"
+                "memory: out of memory (narrow the search space with search.m.max or "
+                "search.k.max, or lower --samples)"
             ) from None
+        finally:
+            _NOTES.reset(token)
+        out.file.write(shown.get())
+        out.file.flush()
+        for message in pending:
+            err.print(message, soft_wrap=True)
+        return result
 
     return wrapper
 
 
 def precheck_outputs(**paths: str | None) -> None:
     """Check that every output PATH (not '-') can be written, before any work."""
+    seen: dict[Path, str] = {}
     for option, path in paths.items():
         if path and path != "-":
-            check_writable(path, "--" + option.replace("_", "-"))
+            name = "--" + option.replace("_", "-")
+            check_writable(path, name)
+            where = Path(path).resolve()
+            if where in seen and not (where.exists() and not where.is_file()):
+                raise InputError(name, f"{path} is also the {seen[where]} output")
+            seen[where] = name
 
 
-def emit_json(doc, path: str | None) -> None:
+def emit_text(text: str) -> None:
+    """``text`` on stdout: at once, or inside a command once its output files are in place."""
+    stage_stdout(text)
+
+
+def emit_json(doc: object, path: str | None) -> None:
     if path is None:
         return
     text = to_json(doc)
     if path == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        emit_text(text)
     else:
         write_atomic(path, text, "--json")

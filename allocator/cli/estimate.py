@@ -14,7 +14,7 @@ from ..exceptions import InputError
 from ..model.acceptance import CONVENTIONS
 from ..outputs import write_atomic
 from . import app
-from .common import JsonOption, emit_json, err, handles_input_errors, out, precheck_outputs
+from .common import JsonOption, emit_json, handles_input_errors, note, out, precheck_outputs
 
 InputArg = typer.Argument(..., metavar="INPUT", help="Log or metrics file.", show_default=False)
 UnitCostOption = typer.Option(
@@ -158,10 +158,9 @@ def estimate_command(
         "report": est.report,
     }
     if missing:
-        err.print(
+        note(
             f"costs must be filled in: unit_cost of {', '.join(missing)} is marked FILL IN in "
-            f"{out_path} (or pass --unit-cost NAME=VALUE / --costs FILE)",
-            soft_wrap=True,
+            f"{out_path} (or pass --unit-cost NAME=VALUE / --costs FILE)"
         )
     if json_path == "-":
         emit_json(doc, "-")

@@ -7,14 +7,15 @@ from pathlib import Path
 import typer
 
 from .. import api
+from ..exceptions import InputError
 from ..outputs import point_document
 from . import app
 from .common import (
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
@@ -40,16 +41,14 @@ def evaluate(
         ...,
         "--k",
         "-k",
-        min=0,
-        help="Draft length (0, no speculation, only with --batch).",
+        help="Draft length, >= 0 (0, no speculation, only with --batch).",
         show_default=False,
     ),
     batch: int = typer.Option(
         None,
         "--batch",
         "-b",
-        min=1,
-        help="Also give tokens/s, inter-token latency, speedup and $/Mtok at B concurrent "
+        help="Also give tokens/s, inter-token latency, speedup and $/Mtok at B >= 1 concurrent "
         "sequences (needs the problem's serving section).",
         metavar="B",
     ),
@@ -57,11 +56,16 @@ def evaluate(
 ) -> None:
     """Evaluate one configuration (drafters and k), ignoring the search space and budget."""
     precheck_outputs(json=json_path)
-    prob = api.load(problem)
+    # checked here, not with typer's min=: its message is a box, not one line
+    if k < 0:
+        raise InputError("--k", f"must be >= 0, got {k}")
+    if batch is not None and batch < 1:
+        raise InputError("--batch", f"must be at least 1, got {batch}")
+    prob = api.load(problem, check_search=False)  # the search section does not apply
     names = split_names(drafters or "")
     if k == 0 and batch is not None:
         if names:
-            err.print("note: --drafters ignored at k = 0 (no speculation)")
+            note("note: --drafters ignored at k = 0 (no speculation)")
         names = []
     point = point_document(api.evaluate(prob, names, k, field="--drafters", batch=batch))
     if json_path == "-":

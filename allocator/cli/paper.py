@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 
 from ..analysis.paper import reproduce
 from . import app
@@ -36,7 +37,7 @@ def paper(json_path: str = JsonOption) -> None:
             r.quantity,
             f"{r.value:.10g}",
             r.paper or "—",
-            f"[{style[r.status]}]{r.status}[/]",
+            Text(r.status, style=style[r.status]),
         )
     out.print(t)
     n = doc["differs"]

@@ -20,8 +20,8 @@ from .common import (
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
@@ -234,6 +234,8 @@ def parse_budget(items: list[str] | None) -> dict[str, float]:
         least = 1 if name == "drafters" else 0
         if not math.isfinite(cap) or cap < least:
             raise InputError("--budget", f"{name}: {value!r} must be a finite number >= {least}")
+        if name == "drafters" and not cap.is_integer():
+            raise InputError("--budget", f"drafters: {value!r} is not a whole number of drafters")
         caps[name] = cap
     return caps
 
@@ -388,6 +390,7 @@ def plan(
     caps = parse_budget(budget)
     levels = parse_sweep(sweep) if sweep is not None else False
     prob = api.load(problem)
+    result: Plan | PlanSweep
     if levels is False:
         result = make_plan(
             prob, caps, max_candidates=max_candidates, time_limit=time_limit, batch=batch
@@ -405,8 +408,8 @@ def plan(
         settings, notes = export_plan(export, doc, drafters)
         emit_json(doc, json_path)
         warning = convention_warning(prob.convention)
-        for note in [*doc["notes"], *notes, *([warning] if warning else [])]:
-            err.print(note, soft_wrap=True)
+        for message in [*doc["notes"], *notes, *([warning] if warning else [])]:
+            note(message)
         emit_json(settings, "-")
         return
     if levels is not False and plot_path:
@@ -417,6 +420,6 @@ def plan(
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for note in doc["notes"]:
-        err.print(note)
+    for message in doc["notes"]:
+        note(message)
     out.print(table(doc))

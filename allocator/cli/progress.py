@@ -28,10 +28,10 @@ def search_progress(label: str, enabled: bool = True):
         yield None
         return
     columns = (
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("front {task.fields[front]}"),
+        TextColumn("front {task.fields[front]}", markup=False),
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=err, transient=True) as bar:

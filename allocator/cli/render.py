@@ -22,11 +22,11 @@ def front_table(result: SolveResult) -> Table:
         ("k", "right"),
         ("throughput", "right"),
         ("cost", "right"),
-        ("E\\[accepted]", "right"),
+        ("E[accepted]", "right"),
         ("pooled α", "right"),
         ("round time", "right"),
     ):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=just)  # type: ignore[arg-type]
     for i, p in enumerate(result.points(), 1):
         t.add_row(
             str(i),

@@ -16,8 +16,8 @@ from .common import (
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
@@ -84,11 +84,11 @@ def schedule(
         return
     if json_path:
         write_atomic(json_path, _json(doc), "--json")
-    for note in sched.notes:
-        err.print(note)
+    for message in sched.notes + export_notes:
+        note(message)
     if text is not None:
-        for note in export_notes:
-            err.print(note, soft_wrap=True, markup=False)
+        for message in export_notes:
+            note(message)
         out.print(text, end="", soft_wrap=True, markup=False)
         return
     out.print(schedule_table(sched.problem, doc))

@@ -11,8 +11,17 @@ from rich.table import Table
 from ..exceptions import InputError
 from ..problem import Problem
 from ..simulate import LEVEL, accepted_distribution, simulate
+from ..spec import MAX_K
 from . import app
-from .common import JsonOption, ProblemArg, emit_json, handles_input_errors, out, precheck_outputs
+from .common import (
+    MAX_SEED,
+    JsonOption,
+    ProblemArg,
+    emit_json,
+    handles_input_errors,
+    out,
+    precheck_outputs,
+)
 from .evaluate import split_names
 
 
@@ -23,9 +32,13 @@ def simulate_command(
     drafters: str = typer.Option(
         ..., "--drafters", "-d", help="Comma-separated drafter names.", show_default=False
     ),
-    k: int = typer.Option(None, "--k", "-k", help="Draft length.", show_default=False),
+    k: int = typer.Option(
+        None, "--k", "-k", min=1, max=MAX_K, help="Draft length.", show_default=False
+    ),
     rounds: int = typer.Option(..., "--rounds", "-n", help="Rounds to play.", show_default=False),
-    seed: int = typer.Option(0, "--seed", help="Random seed (results are reproducible)."),
+    seed: int = typer.Option(
+        0, "--seed", min=0, max=MAX_SEED, help="Random seed (results are reproducible)."
+    ),
     nodes: int = typer.Option(
         None,
         "--nodes",

@@ -14,17 +14,20 @@ from ..problem import Problem
 from ..result import SolveResult
 from . import app
 from .common import (
+    MAX_SEED,
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
+    emit_text,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
 from .progress import check_search_options, search_progress
 from .render import front_table
 from .uncertainty import (
+    MAX_SAMPLES,
     apply_uncertainty,
     check_options,
     export_settings,
@@ -126,7 +129,11 @@ def solve(
     ),
     json_path: str = JsonOption,
     csv_path: str = typer.Option(
-        None, "--csv", help="Write the front as CSV to PATH.", metavar="PATH"
+        None,
+        "--csv",
+        help="Write the front as CSV to PATH, or to stdout with '-' (stdout then holds "
+        "only the CSV).",
+        metavar="PATH|-",
     ),
     plot_path: str = typer.Option(
         None,
@@ -136,12 +143,18 @@ def solve(
         metavar="PATH",
     ),
     samples: int = typer.Option(
-        None, "--samples", help="Re-solve on N posterior draws of the acceptance intervals."
+        None,
+        "--samples",
+        min=1,
+        max=MAX_SAMPLES,
+        help="Re-solve on N posterior draws of the acceptance intervals.",
     ),
     robust: float = typer.Option(
         None, "--robust", help="Build the front from the Q-quantile of throughput over draws."
     ),
-    seed: int = typer.Option(None, "--seed", help="Seed of every random path (default 0)."),
+    seed: int = typer.Option(
+        None, "--seed", min=0, max=MAX_SEED, help="Seed of every random path (default 0)."
+    ),
     export: str = typer.Option(
         None, "--export", help="Print a point as serving settings: vllm or sglang."
     ),
@@ -152,8 +165,7 @@ def solve(
         None,
         "--batch",
         "-b",
-        min=1,
-        help="Serve B concurrent sequences: the front's throughput is tokens/s from the "
+        help="Serve B >= 1 concurrent sequences: the front's throughput is tokens/s from the "
         "problem's serving step times (exhaustive search; configurations without a step "
         "time are left out).",
         metavar="B",
@@ -165,6 +177,10 @@ def solve(
     throughput and cost within the problem's budget.
     """
     precheck_outputs(json=json_path, csv=csv_path)
+    if batch is not None and batch < 1:  # checked here: typer's own check prints a box
+        raise InputError("--batch", f"must be at least 1, got {batch}")
+    if json_path == "-" and csv_path == "-":
+        raise InputError("--csv", "stdout ('-') is already taken by --json -")
     check_options(samples, robust, export, pick, json_path)
     if plot_path:
         from ..plots import check_plot_path
@@ -176,7 +192,7 @@ def solve(
         _check_batch_options(strategy, samples, robust, export, storage, study, trials, timeout)
         result = api.solve_at_batch(prob, batch)
         doc = solve_document(result)
-        if csv_path:
+        if csv_path and csv_path != "-":
             write_atomic(csv_path, front_csv(doc["front"]), "--csv")
         if plot_path:
             from ..plots import plot_front
@@ -191,8 +207,11 @@ def solve(
             emit_json(doc, "-")
             return
         emit_json(doc, json_path)
-        for note in result.notes:
-            err.print(note)
+        if csv_path == "-":
+            emit_text(front_csv(doc["front"]))
+            return
+        for message in result.notes:
+            note(message)
         out.print(front_table(result))
         return
     with search_progress(f"solving {prob.name}", enabled=json_path != "-") as progress:
@@ -213,7 +232,7 @@ def solve(
         doc["uncertainty"] = udoc
     # refused exports fail here, before any output is written or note printed
     exported = export_settings(prob, doc["front"], export, pick) if export is not None else None
-    if csv_path:
+    if csv_path and csv_path != "-":
         write_atomic(csv_path, front_csv(doc["front"]), "--csv")
     if plot_path:
         from ..plots import plot_front, single_drafter_fronts
@@ -228,8 +247,11 @@ def solve(
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for note in result.notes:
-        err.print(note)
+    if csv_path == "-":
+        emit_text(front_csv(doc["front"]))
+        return
+    for message in result.notes:
+        note(message)
     if exported is not None:
         print_export(exported)
         return

@@ -1,5 +1,6 @@
 """``allocator tree``: the optimal draft tree of one drafter (Sequoia's programme), the front
-of tree size against throughput, and the trees SGLang's EAGLE builds, with their export."""
+of tree size against throughput, and the trees SGLang's EAGLE builds, with their export
+(docs/design.md §8.10)."""
 
 from __future__ import annotations
 
@@ -27,8 +28,8 @@ from .common import (
     JsonOption,
     ProblemArg,
     emit_json,
-    err,
     handles_input_errors,
+    note,
     out,
     precheck_outputs,
 )
@@ -259,8 +260,8 @@ def tree_command(
     mismatch = _rank_one_note(prob, index, p)
     if mismatch is not None:
         doc["notes"] = [*doc.get("notes", []), mismatch]
-    for note in doc.get("notes", []):
-        err.print(f"note: {note}", soft_wrap=True, markup=False)
+    for message in doc.get("notes", []):
+        note(f"note: {message}")
     if plot_path:
         from ..plots import plot_tree_front
 
@@ -445,7 +446,7 @@ def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) ->
     if prob.spec is None:  # _drafter refused a problem without its file's drafters
         return
     d = prob.spec.drafters[index]
-    field = f"drafters.{index}.method"
+    field = f"drafters[{d.name}].method"
     if target == "sglang":
         text, notes = sglang_export(
             field, d, doc["num_steps"], doc["topk"], doc["num_draft_tokens"]
@@ -454,8 +455,8 @@ def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) ->
         tree = sglang_tree(p, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
         text, notes = vllm_export(field, d, tree)
     sys.stdout.write(text)
-    for note in notes:
-        err.print(note, soft_wrap=True, markup=False)
+    for message in notes:
+        note(message)
 
 
 def _report(doc: dict, p: np.ndarray) -> None:

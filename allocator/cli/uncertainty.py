@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.table import Table
 
 from ..engines import TARGETS, convention_warning, pick_point
@@ -10,14 +12,19 @@ from ..exceptions import InputError
 from ..outputs import uncertainty_document
 from ..uncertainty import analyse
 
+if TYPE_CHECKING:
+    from ..problem import Problem
+
 #: Draws used by ``--robust`` when ``--samples`` is not given.
 DEFAULT_SAMPLES = 200
+#: Most posterior draws ``--samples`` takes (each draw re-solves the problem).
+MAX_SAMPLES = 100_000
 
 
 def check_options(samples, robust, export, pick, json_path) -> None:
     """Refuse option combinations that make no sense, before any work."""
-    if samples is not None and samples < 1:
-        raise InputError("--samples", "must be at least 1")
+    if samples is not None and not 1 <= samples <= MAX_SAMPLES:
+        raise InputError("--samples", f"must be in 1..{MAX_SAMPLES:,}")
     if robust is not None and not 0.0 < robust < 1.0:
         raise InputError("--robust", f"{robust} is not a quantile strictly between 0 and 1")
     if export is not None and export not in TARGETS:
@@ -28,7 +35,7 @@ def check_options(samples, robust, export, pick, json_path) -> None:
         raise InputError("--export", "prints to stdout, which --json - already uses")
 
 
-def apply_uncertainty(prob, result, samples, seed, robust) -> dict | None:
+def apply_uncertainty(prob: Problem, result, samples, seed, robust) -> dict | None:
     """Run the sampling analysis when asked; with ``robust`` the result's front is replaced.
 
     Returns the ``uncertainty`` JSON object, or ``None`` when not asked.
@@ -83,7 +90,7 @@ def uncertainty_table(doc: dict) -> Table:
     return t
 
 
-def export_settings(prob, points: list[dict], target: str, pick: int | None):
+def export_settings(prob: Problem, points: list[dict], target: str, pick: int | None):
     """The chosen point as ``target``'s settings and the notes for stderr; raises
     :class:`InputError` before anything is printed or written."""
     point = pick_point(points, pick)
@@ -97,10 +104,10 @@ def print_export(exported: tuple[str, list[str]]) -> None:
     """Print settings on stdout (only them) and their notes on stderr."""
     import sys
 
-    from .common import err
+    from .common import note
 
     text, notes = exported
     for line in notes:
-        err.print(line, soft_wrap=True)
+        note(line)
     sys.stdout.write(text)
     sys.stdout.flush()

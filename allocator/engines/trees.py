@@ -1,5 +1,6 @@
 """The trees SGLang's EAGLE builds from ``(num_steps, topk, num_draft_tokens)``, evaluated
-under the rank-acceptance model of :mod:`allocator.model.tree`, and their export.
+under the rank-acceptance model of :mod:`allocator.model.tree`, and their export
+(docs/design.md §8.10).
 
 How SGLang expands and prunes the candidate tree, followed from sgl-project/sglang
 (versions stored in the search index): ``python/sglang/srt/speculative/spec_utils.py`` at

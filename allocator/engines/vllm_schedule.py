@@ -64,9 +64,14 @@ def batch_ranges(batch: list[int], k: list[int]) -> list[list[int]]:
 
 def speculative_config(
     rows: list[dict], drafters: Mapping[str, DrafterLike]
-) -> tuple[dict, list[str]]:
+) -> tuple[dict[str, object], list[str]]:
     """vLLM's ``--speculative-config`` for a schedule's ``rows`` (``schedule --json``
-    rows) and notes for stderr; ``drafters`` maps names to the problem's drafters."""
+    rows), and notes for stderr; ``drafters`` maps names to their problem-file entries.
+
+    The drafter's part (``method``, ``model`` where the method takes one, ngram's
+    fields, the notes) is :func:`allocator.engines.vllm.speculative_config`'s, the same
+    as ``solve --export vllm``, at the schedule's largest ``k``.
+    """
     sets = sorted({tuple(r["drafters"]) for r in rows if r["k"] > 0})
     if not sets:
         raise InputError(
@@ -87,7 +92,7 @@ def speculative_config(
 
 
 def export_text(rows: list[dict], drafters: Mapping[str, DrafterLike]) -> tuple[str, list[str]]:
-    """The JSON to pass as ``vllm serve --speculative-config '<this>'``, one line, and
+    """The JSON to pass as ``vllm serve --speculative-config '<this>'`` (one line), and
     notes for stderr."""
     config, notes = speculative_config(rows, drafters)
     return json.dumps(config) + "\n", notes

@@ -21,6 +21,7 @@ import numpy as np
 from scipy import special
 
 from ..exceptions import InputError
+from ..inputs import MAX_LOG_BYTES, read_input_text
 
 #: Positions reached by fewer rounds than this are dropped from the end of the
 #: per-position list (the last kept value then repeats, docs/design.md §1).
@@ -32,13 +33,9 @@ PRIOR = 0.5
 
 
 def read_text(path: Path) -> str:
-    """The text of an input file; a missing or unreadable file names ``INPUT``."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("INPUT", f"file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("INPUT", f"cannot read {path}: {exc}") from None
+    """The text of an input file (a regular file within :data:`~allocator.inputs.MAX_LOG_BYTES`,
+    a leading UTF-8 BOM dropped); a missing or unreadable file names ``INPUT``."""
+    return read_input_text(path, "INPUT", MAX_LOG_BYTES)
 
 
 def jeffreys_interval(
@@ -175,7 +172,11 @@ def bounded_trials(
 
     ``per_pos`` ``(k,)``: cumulative accepted counts (vLLM's ``per_pos[i]`` = drafts whose
     first ``i + 1`` tokens were accepted); ``drafts`` drafts of at least one token
-    (vLLM records no empty draft) holding ``draft_tokens`` tokens in all.
+    (vLLM records no empty draft) holding ``draft_tokens`` tokens in all. Exception, not
+    corrected: under structured output with asynchronous scheduling vLLM subtracts the
+    grammar-rejected tokens from a draft after the "no draft" check
+    (``make_spec_decoding_stats``, vllm/v1/core/sched/scheduler.py), so a wholly rejected
+    draft is recorded with 0 tokens and counts as a failure at position 1.
 
     Position ``j`` (1-based) is reached by the drafts whose first ``j − 1`` tokens were
     accepted and which drafted a ``j``-th token: at most ``per_pos[j−2]`` (``drafts`` for

@@ -33,8 +33,8 @@ its successes: ``p_r(j) = successes / trials`` with 95% Jeffreys intervals. Rank
 trials over all positions fall below ``min_trials`` are dropped from the end; when at
 least two leading positions have ``min_trials`` trials at every kept rank the list is
 written per depth (those positions, the last repeating), otherwise pooled over positions
-into one list (Sequoia's positional model; conditional ``p``, not Sequoia's unconditional
-acceptance-rate vector, see :func:`allocator.model.tree.from_unconditional`).
+into one list (Sequoia's positional model, docs/design.md §8.10; conditional ``p``, not
+Sequoia's unconditional acceptance-rate vector: :func:`allocator.model.tree.from_unconditional`).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -117,15 +118,21 @@ def _jsonl_value(v) -> str:
     return str(v)
 
 
+def _fits(text: str) -> bool:
+    """An integer of at most 18 digits (always within int64)."""
+    s = text.strip()
+    digits = s[1:] if s[:1] in ("+", "-") else s
+    return digits.isdigit() and len(digits) <= 18
+
+
 def _int_column(values: np.ndarray, name: str, path: Path, first_line: int) -> np.ndarray:
-    try:
-        return np.array([int(v) for v in values], dtype=np.int64)
-    except ValueError:
-        bad = next(i for i, v in enumerate(values) if not v.lstrip("-").isdigit())
+    bad = next((i for i, v in enumerate(values) if not _fits(str(v))), None)
+    if bad is not None:
         raise InputError(
             f"{path.name} line {first_line + bad}",
-            f"column {name!r}: {values[bad]!r} is not an integer",
-        ) from None
+            f"column {name!r}: {str(values[bad])[:40]!r} is not an integer of at most 18 digits",
+        )
+    return np.array([int(v) for v in values], dtype=np.int64)
 
 
 def read_outcomes(path: str | Path) -> dict:
@@ -167,7 +174,7 @@ def read_outcomes(path: str | Path) -> dict:
         r = bad[0]
         raise InputError(
             f"{path.name} line {first + r}",
-            f"round {rounds[r]!r}: position {positions[r]} where {expected[r]} was expected "
+            f"round {str(rounds[r])!r}: position {positions[r]} where {expected[r]} was expected "
             "(positions count 1, 2, 3, ... in order within each round)",
         )
     starts = rounds[new_round]
@@ -175,7 +182,7 @@ def read_outcomes(path: str | Path) -> dict:
         vals, counts = np.unique(starts, return_counts=True)
         raise InputError(
             path.name,
-            f"round {vals[counts > 1][0]!r} appears in two places (a round's rows must be "
+            f"round {str(vals[counts > 1][0])!r} appears in two places (a round's rows must be "
             "contiguous)",
         )
     workloads = None
@@ -185,7 +192,7 @@ def read_outcomes(path: str | Path) -> dict:
             r = np.flatnonzero((workloads != np.roll(workloads, 1)) & ~new_round)[0]
             raise InputError(
                 f"{path.name} line {first + r}",
-                f"round {rounds[r]!r} changes workload within the round",
+                f"round {str(rounds[r])!r} changes workload within the round",
             )
     return {
         "rounds": rounds,
@@ -372,7 +379,10 @@ def estimate_outcomes(
                 )
     if errors == "empirical":
         rel = os.path.relpath(path.resolve(), Path(out_path).resolve().parent)
-        err_section = {"model": "empirical", "outcomes": Path(rel).as_posix()}
+        err_section: dict[str, Any] | None = {
+            "model": "empirical",
+            "outcomes": Path(rel).as_posix(),
+        }
     elif errors == "factor":
         beta = fit_loadings(latent)
         err_section = {
@@ -391,7 +401,7 @@ def estimate_outcomes(
             try:
                 counts = _counts(names, outcomes[rows], positions[rows], min_trials)
             except InputError as exc:
-                raise InputError(f"workload {label!r}", exc.message) from None
+                raise InputError(f"workload {str(label)!r}", exc.message) from None
             workloads.append(WorkloadCounts(str(label), float(rows.mean()), counts))
         notes.append("workload weights: each workload's share of the log's rows")
     return Estimate(

@@ -16,6 +16,7 @@ import numpy as np
 import yaml
 
 from ..exceptions import InputError
+from ..inputs import parse_document, read_input_text
 from ..spec import parse_problem
 from .counts import DrafterCounts, Estimate
 
@@ -54,12 +55,9 @@ def read_costs(path: str | Path | None, unit_costs: list[str]) -> dict:
     data: dict = {}
     if path is not None:
         p = Path(path)
-        try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-        except FileNotFoundError:
-            raise InputError("--costs", f"file not found: {p}") from None
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-            raise InputError("--costs", f"cannot read {p}: {type(exc).__name__}") from None
+        text = read_input_text(p, "--costs")
+        parsed = parse_document(text, "--costs", str(p), json_format=p.suffix.lower() == ".json")
+        data = {} if parsed is None else parsed  # type: ignore[assignment]
         if not isinstance(data, dict):
             raise InputError("--costs", "must hold a mapping (unit_cost: {name: value}, ...)")
         unknown = set(data) - {"unit_cost", "hosting_cost", "verifier"}
@@ -94,8 +92,15 @@ def _acceptance(c: DrafterCounts) -> float | list[float]:
 
 
 def _interval(c: DrafterCounts) -> list:
-    lo, hi = c.interval
-    pairs = [list(p) for p in zip(_round(lo), _round(hi), strict=True)]
+    """``[lo, hi]`` per position, rounded outward to :data:`DIGITS` decimals: the written
+    interval still holds the computed one, and stays ``lo < hi`` when the counts are so
+    large that the interval is narrower than the last decimal (nearest rounding then
+    wrote ``lo == hi``, a file that does not validate)."""
+    lo, hi = (np.asarray(v, dtype=float) for v in c.interval)
+    scale = 10.0**DIGITS
+    lo_out = np.clip(np.floor(lo * scale) / scale, 0.0, 1.0)
+    hi_out = np.clip(np.ceil(hi * scale) / scale, 0.0, 1.0)
+    pairs = [[float(a), float(b)] for a, b in zip(lo_out, hi_out, strict=True)]
     return pairs[0] if len(pairs) == 1 else pairs
 
 
@@ -201,7 +206,7 @@ def render(data: dict, header: list[str]) -> str:
         if line.strip().endswith("unit_cost: null"):
             line += f"  # {FILL_IN}: draft cost per unit (verifier per-unit cost = 1)"
         lines.append(line)
-    comments = []
+    comments: list[str] = []
     for h in header:
         comments.extend("# " + part if part else "#" for part in h.splitlines())
     return "\n".join(comments + lines) + "\n"

@@ -36,6 +36,7 @@ Workload weights: each workload's share of the tokens its spec rounds produced,
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -48,13 +49,25 @@ HISTOGRAM = "spec_correct_drafts_histogram"
 HISTOGRAM_ALIAS = "spec_accept_histogram"
 CORRECT = ("spec_num_correct_drafts", "spec_accepted_drafts")
 PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts")
+#: The largest count taken (exact as a float; far past any server's).
+MAX_COUNT = 2**53
 
 
 def _count(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    # JSON lines may hold NaN and Infinity (Python's json reads them): not counts either
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value != int(value)
+    ):
         raise InputError(where, f"{value!r} is not a whole number")
     if value < 0:
         raise InputError(where, f"{value!r} is negative; counts cannot be")
+    if value > MAX_COUNT:
+        # past 2**53 a JSON number is no longer an exact count, and sums of such
+        # counts overflow the int64 totals
+        raise InputError(where, f"{value!r} is too large to be a count (more than 2**53)")
     return int(value)
 
 
@@ -185,6 +198,14 @@ def estimate_sglang_requests(
             path.name,
             f"responses report different draft lengths ({', '.join(map(str, sorted(lengths)))} "
             "per round, from spec_num_proposed_drafts); keep one server setting per file",
+        )
+    if k is not None and lengths and k > max(lengths):
+        # a position past the drafted ones was never proposed: counting its rounds as
+        # reached-and-rejected would report an acceptance of ~0 there
+        raise InputError(
+            "--k",
+            f"{k} exceeds the {max(lengths)} drafted token(s) per round that "
+            "spec_num_proposed_drafts reports; positions past it were never drafted",
         )
     if k is None and lengths:
         k = lengths.pop()

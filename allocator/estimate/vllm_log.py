@@ -40,6 +40,8 @@ from .vllm_metrics import cumulative_to_counts
 MARK = "SpecDecoding metrics:"
 _ACCEPTED = re.compile(r"Accepted:\s*(\d+)\s*tokens")
 _DRAFTED = re.compile(r"Drafted:\s*(\d+)\s*tokens")
+#: The most tokens one line may count (exact as a float; far past any interval's).
+MAX_TOKENS = 2**53
 _MEAN_LENGTH = re.compile(r"Mean acceptance length:\s*(\d+(?:\.\d*)?)")
 _RATES = "Per-position acceptance rate:"
 _NUMBER = re.compile(r"\s*\d+(?:\.\d*)?\s*")
@@ -92,6 +94,9 @@ def parse_line(line: str, where: str) -> tuple[int, np.ndarray, int] | None:
     if missing or acc is None or dra is None:
         raise InputError(where, f"SpecDecoding line without {', '.join(missing)}")
     accepted, drafted = int(acc.group(1)), int(dra.group(1))
+    if drafted > MAX_TOKENS:
+        # past 2**53 the counts overflow the int64 arithmetic (a traceback before)
+        raise InputError(where, f"Drafted ({drafted}) is too large to be a token count")
     values = []
     for item in body.split(_RATES, 1)[1].split(","):
         if not _NUMBER.fullmatch(item):

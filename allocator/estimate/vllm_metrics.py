@@ -48,6 +48,8 @@ FAMILIES = {
 }
 _BY_NAME = {v: k for k, v in FAMILIES.items()}
 _UNDERSCORE = "vllm_spec_decode_"
+#: The largest counter value taken (exact as a float; far past any server's).
+MAX_COUNT = 2**53
 
 
 def canonical(name: str) -> str:
@@ -81,6 +83,13 @@ def _samples(text: str, source: str):
     from prometheus_client.parser import text_string_to_metric_families
 
     for chunk, om in _scrapes(text):
+        if om:
+            # prometheus_client's own OpenMetrics exposition (vLLM serves /metrics
+            # through it; seen with 0.26) writes vLLM's families as `# TYPE
+            # vllm:spec_decode_x counter` but their samples as `vllm_spec_decode_x_total`,
+            # and its strict parser then sees clashing families. One spelling for both
+            # (canonical() maps it back).
+            chunk = chunk.replace(PREFIX, _UNDERSCORE)
         parse = openmetrics_families if om else text_string_to_metric_families
         try:
             for family in parse(chunk):
@@ -112,6 +121,11 @@ def parse_counters(text: str, source: str, notes: list[str] | None = None) -> di
             continue
         if not np.isfinite(value) or value < 0:
             raise InputError(source, f"{name} has value {value}")
+        if value > MAX_COUNT:
+            # int64 counts past this wrapped silently ("-9223372036854775808 rounds")
+            raise InputError(
+                source, f"{name} has value {value:g}, too large to be a count (more than 2**53)"
+            )
         values[key].append(value)
     last: dict[tuple, float] = {}
     restarted: dict[str, int] = defaultdict(int)
@@ -198,6 +212,10 @@ def cumulative_to_counts(
             source,
             f"model {name!r}: accepted at position {i} ({per_pos[i]:g}) exceeds {prev} "
             f"({reached[i]:g}); the per-position counts are cumulative and cannot increase",
+        )
+    if drafts >= 2**53 or not np.isfinite(drafts):  # counts stay exact integers in a float
+        raise InputError(
+            source, f"model {name!r}: num_drafts {drafts:g} is beyond the counts this reads (2**53)"
         )
     return DrafterCounts(name, per_pos.astype(np.int64), reached.astype(np.int64))
 

@@ -22,12 +22,17 @@ rounds), so for a mixture
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..exceptions import InputError
 from .acceptance import expected_accepted, extend_positions, mean_acceptance, survival
 from .errors.independent import independent_fail_prob
 from .timing import draft_time, verify_time
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 METRICS: tuple[str, ...] = (
     "throughput",  # accepted units per verifier-unit of time
@@ -65,7 +70,9 @@ def chain_acceptance(members: np.ndarray, acceptance: np.ndarray, k_max: int) ->
     return np.divide(p_any, prev, out=np.zeros_like(p_any), where=prev > 0)
 
 
-def pooled_acceptance(problem, members: np.ndarray, k_max: int | None = None) -> np.ndarray:
+def pooled_acceptance(
+    problem: Problem, members: np.ndarray, k_max: int | None = None
+) -> np.ndarray:
     """Pooled per-position acceptance ``a_S(j)`` of each subset: ``(B, J)``.
 
     For a single class of traffic (a problem without workloads, or a
@@ -78,7 +85,7 @@ def pooled_acceptance(problem, members: np.ndarray, k_max: int | None = None) ->
     return _pooled(problem, members, problem.acceptance, problem.errors, k_max or problem.k_max)
 
 
-def _pooled(problem, members, acceptance, errors, k_max) -> np.ndarray:
+def _pooled(problem: Problem, members, acceptance, errors, k_max) -> np.ndarray:
     members = np.asarray(members, dtype=bool)
     if problem.pooling == "longest-chain":
         if errors.name != "independent":
@@ -94,14 +101,14 @@ def _pooled(problem, members, acceptance, errors, k_max) -> np.ndarray:
     return a
 
 
-def _curves(problem, members: np.ndarray, k_max: int) -> tuple[np.ndarray, np.ndarray]:
+def _curves(problem: Problem, members: np.ndarray, k_max: int) -> tuple[np.ndarray, np.ndarray]:
     """``E_k`` and mean pooled acceptance for ``k = 1..k_max``: two ``(B, k_max)`` arrays,
     combined over workloads as the module docstring says."""
     if not problem.workloads:
         a = _pooled(problem, members, problem.acceptance, problem.errors, k_max)
         return expected_accepted(a, k_max, problem.convention), mean_acceptance(a, k_max)
-    inv = 0.0
-    weighted = 0.0
+    inv: np.ndarray | float = 0.0
+    weighted: np.ndarray | float = 0.0
     for w in problem.workloads:
         errors = problem.errors if w.errors is None else w.errors
         a = _pooled(problem, members, w.acceptance, errors, k_max)
@@ -109,11 +116,11 @@ def _curves(problem, members: np.ndarray, k_max: int) -> tuple[np.ndarray, np.nd
         share = w.weight / e
         inv = inv + share
         weighted = weighted + share * mean_acceptance(a, k_max)
-    return 1.0 / inv, weighted / inv
+    return np.asarray(1.0 / inv), np.asarray(weighted / inv)
 
 
 def _metrics(
-    problem, members: np.ndarray, k: np.ndarray, pooled: np.ndarray, e: np.ndarray
+    problem: Problem, members: np.ndarray, k: np.ndarray, pooled: np.ndarray, e: np.ndarray
 ) -> dict:
     """Assemble metrics; ``k`` is ``(K,)`` or ``(B, 1)``, ``e`` and ``pooled`` ``(B, K)``."""
     m = members.astype(float)
@@ -137,7 +144,7 @@ def _metrics(
     }
 
 
-def evaluate_subsets(problem, members: np.ndarray) -> dict[str, np.ndarray]:
+def evaluate_subsets(problem: Problem, members: np.ndarray) -> dict[str, np.ndarray]:
     """Metrics of each subset at every ``k`` in ``problem.k_values``.
 
     ``members``: bool ``(B, N)``. Returns arrays ``(B, K)`` with ``K = len(k_values)``
@@ -149,7 +156,7 @@ def evaluate_subsets(problem, members: np.ndarray) -> dict[str, np.ndarray]:
     return _metrics(problem, members, ks.astype(float), pooled[:, ks - 1], e[:, ks - 1])
 
 
-def evaluate_configs(problem, members: np.ndarray, k: np.ndarray) -> dict[str, np.ndarray]:
+def evaluate_configs(problem: Problem, members: np.ndarray, k: np.ndarray) -> dict[str, np.ndarray]:
     """Metrics of configurations (``members[b]``, ``k[b]``): arrays ``(B,)``."""
     members = np.atleast_2d(np.asarray(members, dtype=bool))
     k = np.atleast_1d(np.asarray(k, dtype=np.int64))

@@ -1,4 +1,5 @@
-"""Memory caps the batch: the largest number of sequences one replica can hold.
+"""Memory caps the batch: the largest number of sequences one replica can hold
+(docs/design.md §8.11).
 
 A replica's accelerator memory left after the verifier's weights and activations is its
 KV cache (``serving.memory.kv_cache_gb``, what the engine reports at start-up with no
@@ -16,10 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..exceptions import InputError
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 #: ``max_batch`` of a configuration when the problem gives no memory: no cap.
 UNCAPPED = np.iinfo(np.int64).max
@@ -55,12 +60,12 @@ class MemoryModel:
         return np.maximum(fits, 0.0).astype(np.int64)
 
 
-def memory_model(problem) -> MemoryModel | None:
+def memory_model(problem: Problem) -> MemoryModel | None:
     """The memory model of ``problem`` (``None`` without ``serving.memory``).
 
     Raises :class:`InputError` when the KV cache cannot hold one sequence (field
     ``serving.memory.kv_cache_gb``) or when hosting one drafter leaves no room for a
-    single sequence (field ``drafters.<i>.memory_gb``).
+    single sequence (field ``drafters[<name>].memory_gb``).
     """
     spec = getattr(problem, "spec", None)
     serving = getattr(spec, "serving", None) if spec is not None else None
@@ -73,7 +78,10 @@ def memory_model(problem) -> MemoryModel | None:
 
 
 def check_memory(
-    kv_cache_gb: float, kv_per_seq_gb: float, drafter_gb: Sequence[float] | np.ndarray
+    kv_cache_gb: float,
+    kv_per_seq_gb: float,
+    drafter_gb: Sequence[float] | np.ndarray,
+    names: Sequence[str] | None = None,
 ) -> None:
     """Refuse memory fields that leave no room for a single sequence (see :func:`memory_model`)."""
     if kv_cache_gb < kv_per_seq_gb * (1.0 - _FIT_SLACK):
@@ -86,13 +94,13 @@ def check_memory(
     for i, gb in enumerate(drafter_gb):
         if gb > room + _FIT_SLACK * kv_cache_gb:
             raise InputError(
-                f"drafters.{i}.memory_gb",
+                f"drafters[{names[i]}].memory_gb" if names else f"drafters.{i}.memory_gb",
                 f"{gb:g} GB leaves no room for a single sequence (the KV cache holds "
                 f"{kv_cache_gb:g} GB, one sequence needs {kv_per_seq_gb:g} GB)",
             )
 
 
-def max_batch(problem, members: np.ndarray) -> np.ndarray:
+def max_batch(problem: Problem, members: np.ndarray) -> np.ndarray:
     """Largest batch of each row of ``members (B, N)``: ``(B,)`` int64, :data:`UNCAPPED`
     when the problem gives no ``serving.memory``."""
     model = memory_model(problem)
@@ -101,7 +109,7 @@ def max_batch(problem, members: np.ndarray) -> np.ndarray:
     return model.max_batch(members)
 
 
-def hosting_room(problem, batch: int, option: str = "--batch") -> tuple[np.ndarray, float]:
+def hosting_room(problem: Problem, batch: int, option: str = "--batch") -> tuple[np.ndarray, float]:
     """What hosting may take so that a replica still holds ``batch`` sequences: each
     drafter's memory ``(N,)`` GB and the cap ``kv_cache_gb - batch · kv_per_seq_gb`` GB on
     the hosted set's total. Raises :class:`InputError` (field ``option``) without
@@ -122,7 +130,7 @@ def hosting_room(problem, batch: int, option: str = "--batch") -> tuple[np.ndarr
     return model.drafter_gb, max(room, 0.0) + _FIT_SLACK * model.kv_cache_gb
 
 
-def batch_fits(problem, members: np.ndarray, batch: int) -> np.ndarray:
+def batch_fits(problem: Problem, members: np.ndarray, batch: int) -> np.ndarray:
     """``(B,)`` bool: the replica of each row can hold ``batch`` sequences."""
     return max_batch(problem, members) >= batch
 

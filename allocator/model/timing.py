@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-DRAFTING = ("sequential", "parallel")
-
 
 def draft_time(
     k: np.ndarray, sum_rho: np.ndarray, max_rho: np.ndarray, drafting: str

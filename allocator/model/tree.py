@@ -1,5 +1,7 @@
 """Token trees: expected tokens per step of a draft tree, and the optimal tree (Sequoia).
 
+The model, the programme and why it is exact, and the step time: docs/design.md §8.10.
+
 Rank acceptance. A drafter's ``acceptance_by_rank`` gives ``p_r(ℓ)``: the probability that
 its rank-``r`` candidate at a node of depth ``ℓ - 1`` (so the candidate sits at depth ``ℓ``)
 is accepted given that the candidates of rank ``< r`` at that node were rejected (Sequoia's
@@ -21,7 +23,8 @@ after the first would be discounted twice.
 
 A tree. Node 0 is the root (the last verified token); every other node ``v`` has a parent
 ``parents[v] < v`` and a rank ``ranks[v] ≥ 1`` among its siblings, the siblings of a node
-holding ranks ``1..c`` (the top ``c`` candidates of the drafter). Node ``v`` is accepted
+holding distinct ranks (usually ``1..c``, the top ``c`` candidates of the drafter; a rank
+may be left out, which pays when ``q`` rises with rank). Node ``v`` is accepted
 when every edge on its path is, so in the bonus convention (the verifier's own token
 counted) the expected tokens per step of a tree with ``n`` speculated nodes are
 
@@ -36,10 +39,10 @@ formula.
 The optimal tree. :class:`TreeProgramme` is Sequoia's dynamic programme, exact: the best
 subtree with ``s`` nodes whose root sits at depth ``ℓ`` with ``r`` levels left below it is
 ``1 + max Σ_j q_j · V(ℓ+1, r-1, s_j)`` over splits of ``s - 1`` nodes among children of
-ranks ``1..c`` (each child at least one node), a max-plus knapsack over ranks. With one
-rank list (or below the last per-depth row) ``V`` depends only on ``r``, so the tables
-needed are ``(rows of acceptance) × (depth)`` of them, each ``width`` max-plus
-convolutions of length ``N``: ``O(L · D · W · N²)`` work, vectorised over ``N``.
+ranks ``1..W`` (a rank with no node is left out; a tie keeps it), a max-plus knapsack over
+ranks. With one rank list (or below the last per-depth row) ``V`` depends only on ``r``,
+so the tables needed are ``(rows of acceptance) × (depth)`` of them, each ``width``
+max-plus convolutions of length ``N``: ``O(L · D · W · N²)`` work, vectorised over ``N``.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ if TYPE_CHECKING:
 #: Largest tree the command line plans (speculated nodes) and its deepest depth.
 MAX_NODES = 512
 MAX_DEPTH = 64
+
+#: Relative margin by which leaving a rank out must beat keeping it in the programme.
+SKIP_MARGIN = 1e-12
 
 
 def rank_matrix(value: Sequence[float] | Sequence[Sequence[float]]) -> np.ndarray:
@@ -111,7 +117,8 @@ def node_depths(parents: np.ndarray) -> np.ndarray:
 
 
 def check_tree(parents: Sequence[int], ranks: Sequence[int], field: str = "tree") -> None:
-    """Refuse a malformed tree: root first, parents before children, sibling ranks ``1..c``."""
+    """Refuse a malformed tree: root first, parents before children, sibling ranks distinct
+    and at least 1 (a rank may be left out, docs/design.md §8.10)."""
     n = len(parents)
     if n == 0 or len(ranks) != n or parents[0] != -1:
         raise InputError(field, "needs node 0 as the root (parent -1) and one rank per node")
@@ -121,8 +128,10 @@ def check_tree(parents: Sequence[int], ranks: Sequence[int], field: str = "tree"
             raise InputError(field, f"node {v}: parent {parents[v]} must be an earlier node")
         siblings.setdefault(int(parents[v]), []).append(int(ranks[v]))
     for u, rs in siblings.items():
-        if sorted(rs) != list(range(1, len(rs) + 1)):
-            raise InputError(field, f"children of node {u} have ranks {sorted(rs)}, not 1..c")
+        if min(rs) < 1 or len(set(rs)) != len(rs):
+            raise InputError(
+                field, f"children of node {u} have ranks {sorted(rs)}, not distinct ranks >= 1"
+            )
 
 
 def path_probabilities(parents: np.ndarray, ranks: np.ndarray, p: np.ndarray) -> np.ndarray:
@@ -239,7 +248,12 @@ class TreeProgramme:
                 m = np.where(ok, qc[None, :] + f[idx], -np.inf)
                 best = np.argmax(m, axis=1)
                 g = m[np.arange(size + 1), best]
-                args[j] = np.where(np.isfinite(g), best + 1, 0)
+                # or leave rank j + 1 out: better only when q rises with rank (§8.10);
+                # a tie keeps the rank, so that q falling with rank gives ranks 1..c
+                scale = np.maximum(1.0, np.abs(np.where(np.isfinite(f), f, 0.0)))
+                skip = f > g + SKIP_MARGIN * scale
+                g = np.where(skip, f, g)
+                args[j] = np.where(skip | ~np.isfinite(g), 0, best + 1)
                 g[0] = 0.0
                 f = g
             v[2:] = 1.0 + f[1:size]
@@ -279,10 +293,11 @@ class TreeProgramme:
             j = 0
             while rest > 0:
                 s = int(args[j][rest])
-                parents.append(node)
-                ranks.append(j + 1)
-                stack.append((len(parents) - 1, min(level + 1, q.shape[0] - 1), left - 1, s))
-                rest -= s
+                if s > 0:  # 0: rank j + 1 left out
+                    parents.append(node)
+                    ranks.append(j + 1)
+                    stack.append((len(parents) - 1, min(level + 1, q.shape[0] - 1), left - 1, s))
+                    rest -= s
                 j += 1
         return make_tree(parents, ranks, self.p)
 

@@ -16,6 +16,7 @@ workload has ``members(c') ⊆ members(c)`` and ``S_w(c') >= S_w(c)``: whenever 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,11 +26,14 @@ from ..pareto import front_order
 from ..search.base import budget_limit, feasible_mask, infeasible_error
 from ..search.space import iter_subsets
 
+if TYPE_CHECKING:
+    from ..problem import Problem
+
 #: Metrics a budget caps per configuration; ``hosting_cost`` caps the hosted set instead.
 CONFIG_CAPS = ("draft_cost_per_round", "draft_cost_per_token", "drafters")
 
 
-def within(value: np.ndarray, cap: float) -> np.ndarray:
+def within(value: np.ndarray | float, cap: float) -> np.ndarray:
     """``value <= cap`` with the package's budget slack."""
     return np.asarray(value) <= budget_limit(cap)
 
@@ -48,7 +52,7 @@ class Traffic:
     views: tuple
 
     @classmethod
-    def of(cls, problem) -> Traffic:
+    def of(cls, problem: Problem) -> Traffic:
         if not problem.workloads:
             return cls((problem.name,), np.ones(1), (problem,))
         return cls(
@@ -107,7 +111,7 @@ class SingleFront:
 
 
 def enumerate_configurations(
-    problem, traffic: Traffic, hosting_cap: float, max_cells: int = 1 << 21
+    problem: Problem, traffic: Traffic, hosting_cap: float, max_cells: int = 1 << 21
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, SingleFront]:
     """Evaluate the whole search space once for every workload.
 
@@ -184,7 +188,11 @@ def enumerate_configurations(
 def _single_front(parts: list, n: int, n_w: int) -> SingleFront:
     if not parts:
         return SingleFront(
-            np.zeros((0, n), bool), np.zeros(0, np.int64), *np.zeros((2, 0)), np.zeros((0, n_w))
+            np.zeros((0, n), bool),
+            np.zeros(0, np.int64),
+            np.zeros(0),
+            np.zeros(0),
+            np.zeros((0, n_w)),
         )
     members, k, host, thr, per = (np.concatenate(x) for x in zip(*parts, strict=True))
     keep = front_order(host, thr, members.sum(1), k)
@@ -208,7 +216,8 @@ def dominated_by_subset(members: np.ndarray, s: np.ndarray, word_limit: int = 62
     b, n = members.shape
     size = members.sum(axis=1)
     out = np.ones(s.shape, bool)
-    prev_keys = prev_best = None
+    prev_keys: np.ndarray | None = None
+    prev_best: np.ndarray | None = None
     prev_size = -1
     for m in np.unique(size):
         rows = np.flatnonzero(size == m)
@@ -217,6 +226,7 @@ def dominated_by_subset(members: np.ndarray, s: np.ndarray, word_limit: int = 62
         rows, keys, child = rows[order], keys[order], child[order]
         best_child = np.full((rows.size, s.shape[1]), -np.inf)
         if prev_size == m - 1:
+            assert prev_keys is not None and prev_best is not None
             pos = np.minimum(np.searchsorted(prev_keys, child), prev_keys.size - 1)
             found = prev_keys[pos] == child  # (R, m)
             vals = np.where(found[:, :, None], prev_best[pos], -np.inf)  # (R, m, W)
@@ -250,7 +260,7 @@ def _level_keys(members: np.ndarray, m: int, as_int: bool) -> tuple[np.ndarray, 
 
 
 def build_candidates(
-    problem,
+    problem: Problem,
     traffic: Traffic,
     hosting_cap: float = np.inf,
     max_candidates: int = 2000,
@@ -283,4 +293,4 @@ def build_candidates(
         counts[2, w] = rows.size
         parts.append((np.full(rows.size, w), members[rows], best_k[rows, w], best_s[rows, w]))
     workload, mem, k, s = (np.concatenate(x) for x in zip(*parts, strict=True))
-    return Candidates(workload, mem, k, s, *counts, cut), single
+    return Candidates(workload, mem, k, s, counts[0], counts[1], counts[2], cut), single

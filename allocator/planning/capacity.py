@@ -1,4 +1,5 @@
-"""The capacity-planning curve: the best plan's throughput against hosting cost.
+"""The capacity-planning curve: the best plan's throughput against hosting cost
+(docs/design.md §4.6; fleet sizing for a load is §8.11).
 
 :func:`sweep_hosting` solves the plan programme under a series of hosting caps and
 returns the Pareto front of overall throughput against the hosted set's cost.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +26,9 @@ from ..exceptions import InputError
 from ..pareto import front_order
 from .candidates import SingleFront, Traffic, build_candidates
 from .plan import MAX_CANDIDATES, Plan, hosting_infeasible, plan_from_candidates, with_budget
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 #: Relative step below a plan's hosting cost in the automatic sweep.
 AUTO_STEP = 1e-6
@@ -63,7 +68,7 @@ def parse_caps(lo: float, hi: float, steps: int) -> np.ndarray:
 
 
 def sweep_hosting(
-    problem,
+    problem: Problem,
     caps: np.ndarray | None = None,
     budget: dict[str, float] | None = None,
     max_candidates: int = MAX_CANDIDATES,
@@ -105,6 +110,7 @@ def sweep_hosting(
             cap = nxt
     else:
         last: Plan | None = None
+        assert caps is not None  # given when not auto
         for cap in caps[::-1]:
             if last is not None and last.exact and last.hosting_cost <= cap:
                 steps.append((float(cap), last))

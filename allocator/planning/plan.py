@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from ..model.memory import hosting_room
 from ..search.base import budget_limit
 from .candidates import Candidates, SingleFront, Traffic, build_candidates, within
 from .milp import solve_assignment
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 #: Candidates kept per workload after pruning; beyond it the plan is not proven optimal.
 MAX_CANDIDATES = 2000
@@ -77,7 +81,7 @@ class Plan:
         return None if self.single is None else float(self.single_front.throughput[self.single])
 
 
-def with_budget(problem, overrides: dict[str, float] | None):
+def with_budget(problem: Problem, overrides: dict[str, float] | None):
     """``problem`` with some budget caps replaced."""
     if not overrides:
         return problem
@@ -85,7 +89,7 @@ def with_budget(problem, overrides: dict[str, float] | None):
 
 
 def make_plan(
-    problem,
+    problem: Problem,
     budget: dict[str, float] | None = None,
     max_candidates: int = MAX_CANDIDATES,
     time_limit: float | None = None,
@@ -126,7 +130,7 @@ def make_plan(
     return plan
 
 
-def hosting_infeasible(problem, traffic, cap: float, max_candidates: int) -> InputError:
+def hosting_infeasible(problem: Problem, traffic, cap: float, max_candidates: int) -> InputError:
     """The error for a hosting cap no plan meets, with the cheapest plan's hosting cost.
 
     Candidates are rebuilt without the cap, so the cheapest hosted set that lets every
@@ -154,7 +158,7 @@ def hosting_infeasible(problem, traffic, cap: float, max_candidates: int) -> Inp
 
 
 def plan_from_candidates(
-    problem,
+    problem: Problem,
     traffic: Traffic,
     cands: Candidates,
     single: SingleFront,
@@ -205,6 +209,7 @@ def plan_from_candidates(
     if found is None or found.choice is None:
         if not (cands.cut and one_routable):
             return None
+        assert one is not None  # one_routable
         status, proven, bound = "single_configuration", False, np.nan
         members, k, objective = _single_for_all(single, one, n_w)
         notes.append(

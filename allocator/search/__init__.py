@@ -8,12 +8,16 @@ study where neither reaches; ``auto`` (:mod:`.auto`) picks one and says why.
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING, Any
 
 from .auto import choose_strategy
 from .base import Strategy
 from .exact import ExactStrategy
 from .knapsack import KnapsackStrategy
 from .study import OptunaStrategy
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 STRATEGIES: dict[str, type[Strategy]] = {
     "exact": ExactStrategy,
@@ -22,7 +26,9 @@ STRATEGIES: dict[str, type[Strategy]] = {
 }
 
 
-def make_strategy(name: str, problem=None, **params) -> tuple[Strategy, list[str]]:
+def make_strategy(
+    name: str, problem: Problem | None = None, **params: Any
+) -> tuple[Strategy, list[str]]:
     """The strategy called ``name`` (``auto`` picks one for ``problem``), and notes for
     the user: which one ``auto`` picked and why, and which options it does not use.
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import abc
 import time
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from ..exceptions import InputError
 from ..result import SolveResult
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 #: Budgets are met up to this relative slack, absorbing floating-point rounding
 #: (``3 * 0.05 * 4`` is ``0.6000000000000001``).
@@ -36,11 +39,17 @@ class Strategy(abc.ABC):
     name: ClassVar[str] = "base"
 
     @abc.abstractmethod
-    def solve(self, problem) -> SolveResult:
+    def solve(self, problem: Problem) -> SolveResult:
         """Return the front of ``problem`` (throughput up, cost down) within its budget."""
 
     def result(
-        self, problem, front, evaluated: int, t0: float, notes: list[str], exact: bool = True
+        self,
+        problem: Problem,
+        front,
+        evaluated: int,
+        t0: float,
+        notes: list[str],
+        exact: bool = True,
     ) -> SolveResult:
         """The answer for ``problem``: ``front``, ``evaluated`` configurations, and the
         seconds since ``t0`` (a :func:`time.perf_counter` reading)."""

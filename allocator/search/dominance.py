@@ -22,17 +22,21 @@ skyline of the whole, so memory stays bounded by the chunk size.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..model.acceptance import expected_accepted
 from .space import count_subsets, iter_subset_chunks, subset_sizes
 
+if TYPE_CHECKING:
+    from ..problem import Problem
+
 #: Build the table of every bitmask subset at once up to this many float cells.
 MAX_TABLE_CELLS = 1 << 25
 
 
-def pruning_blocker(problem) -> str | None:
+def pruning_blocker(problem: Problem) -> str | None:
     """Why dominance pruning would be invalid for ``problem``, or ``None`` when it is valid.
 
     The argument above needs pooled acceptance from the error model alone, one class
@@ -49,7 +53,7 @@ def pruning_blocker(problem) -> str | None:
     return None
 
 
-def group_columns(problem) -> list[str]:
+def group_columns(problem: Problem) -> list[str]:
     """The sums besides ``sum rho`` that a subset's metrics or budget depend on."""
     used = set(problem.budget) | {problem.cost_metric}
     cols = []
@@ -89,7 +93,7 @@ class SubsetTable:
         return int(self.sum_rho.shape[0])
 
 
-def _group_values(problem, idx: np.ndarray, cols: list[str]) -> np.ndarray:
+def _group_values(problem: Problem, idx: np.ndarray, cols: list[str]) -> np.ndarray:
     """Group columns ``(B, G)`` of subsets given by member indices ``idx`` ``(B, m)``."""
     out = []
     for c in cols:
@@ -102,7 +106,7 @@ def _group_values(problem, idx: np.ndarray, cols: list[str]) -> np.ndarray:
     return np.column_stack(out) if out else np.zeros((idx.shape[0], 0))
 
 
-def skyline(problem, table: SubsetTable) -> np.ndarray:
+def skyline(problem: Problem, table: SubsetTable) -> np.ndarray:
     """Indices of the subsets of ``table`` not dominated at some ``k`` within their group.
 
     A subset is dropped at ``k`` when an earlier one in the order (group, ``sum rho``
@@ -177,7 +181,7 @@ def masks_to_members(masks: np.ndarray, n: int) -> np.ndarray:
     return ((masks[:, None] >> np.arange(n)) & 1).astype(bool)
 
 
-def _bitmask_chunks(problem, rows: int) -> Iterator[SubsetTable]:
+def _bitmask_chunks(problem: Problem, rows: int) -> Iterator[SubsetTable]:
     """The whole space from one table over all bitmasks (error model's ``fail_prob_all``)."""
     n = problem.n
     q = 1.0 - problem.acceptance
@@ -208,7 +212,7 @@ def _bitmask_chunks(problem, rows: int) -> Iterator[SubsetTable]:
         yield SubsetTable(masks[sl], acc[sl], sum_rho[sl], g[sl])
 
 
-def _member_chunks(problem, rows: int) -> Iterator[SubsetTable]:
+def _member_chunks(problem: Problem, rows: int) -> Iterator[SubsetTable]:
     """The space chunk by chunk (error model's ``fail_prob`` on membership matrices)."""
     q = 1.0 - problem.acceptance
     cols = group_columns(problem)
@@ -218,7 +222,7 @@ def _member_chunks(problem, rows: int) -> Iterator[SubsetTable]:
         yield SubsetTable(members, acc, problem.unit_cost[idx].sum(axis=1), groups)
 
 
-def use_bitmask_table(problem) -> bool:
+def use_bitmask_table(problem: Problem) -> bool:
     """Whether one table over all ``2**N`` bitmasks fits and is cheaper than the space."""
     n = problem.n
     cells = (1 << n) * max(problem.acceptance.shape[1], 1)
@@ -226,7 +230,7 @@ def use_bitmask_table(problem) -> bool:
 
 
 def screen(
-    problem, rows: int, progress: Callable[[int, int], None] | None = None
+    problem: Problem, rows: int, progress: Callable[[int, int], None] | None = None
 ) -> tuple[np.ndarray, int]:
     """Membership rows ``(S, N)`` of every subset that may reach the front, and the number screened.
 
@@ -248,5 +252,6 @@ def screen(
         union = union.take(skyline(problem, union))
         if progress is not None:
             progress(done, total)
+    assert union is not None  # the space holds at least one subset
     members = masks_to_members(union.members, problem.n) if bitmask else union.members
     return members, done

@@ -9,7 +9,8 @@ evaluated. Either way the front is complete: ``exact: true``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from ..result import Front, SolveResult
 from .base import Strategy, feasible_mask, infeasible_error
 from .dominance import group_columns, pruning_blocker, screen
 from .space import count_subsets, iter_subsets
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 
 class ExactStrategy(Strategy):
@@ -46,14 +50,16 @@ class ExactStrategy(Strategy):
         self.prune = prune
         self.progress = progress
 
-    def solve(self, problem) -> SolveResult:
+    def solve(self, problem: Problem) -> SolveResult:
         t0 = time.perf_counter()
         rows = max(1, self.max_cells // len(problem.k_values))
         total = count_subsets(problem)
         notes = []
         blocker = pruning_blocker(problem) if self.prune else "pruning switched off"
+        chunks: Iterator[np.ndarray]
         if blocker is None:
-            tick = None if self.progress is None else (lambda d, t: self.progress(d, t, None))
+            outer = self.progress
+            tick = None if outer is None else (lambda d, t: outer(d, t, None))
             survivors, screened = screen(problem, rows, tick)
             dims = ", ".join(["pooled acceptance", "sum rho"] + group_columns(problem))
             notes.append(
@@ -81,7 +87,7 @@ class ExactStrategy(Strategy):
 
 
 def evaluate_front(
-    problem, chunks: Iterable[np.ndarray], progress=None, total: int | None = None
+    problem: Problem, chunks: Iterable[np.ndarray], progress=None, total: int | None = None
 ) -> tuple[Front, int]:
     """The front of the subsets in ``chunks`` (membership ``(B, N)`` each) at every ``k``.
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,6 +33,9 @@ from .base import Strategy, budget_limit
 from .dominance import pruning_blocker
 from .exact import evaluate_front
 from .space import size_allowed
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 #: ``exp(-40) < 2**-53``: pooled acceptance rounds to exactly 1.0 below this.
 L_FLOOR = -40.0
@@ -55,18 +59,18 @@ def hosting_sums(hosting: np.ndarray, cap: float, limit: int = MAX_HOSTING_LEVEL
     return sums
 
 
-def _hosting_cap(problem) -> float:
+def _hosting_cap(problem: Problem) -> float:
     return budget_limit(problem.budget.get("hosting_cost", np.inf))
 
 
-def _by_hosting(problem) -> bool:
+def _by_hosting(problem: Problem) -> bool:
     """Whether states must be kept apart by hosting-cost sum: hosting cost is on the
     axis or capped, and not the same for every drafter."""
     used = set(problem.budget) | {problem.cost_metric}
     return "hosting_cost" in used and np.ptp(problem.hosting_cost) > 0
 
 
-def knapsack_blocker(problem) -> tuple[str, str] | None:
+def knapsack_blocker(problem: Problem) -> tuple[str, str] | None:
     """``(field, reason)`` why the programme does not apply to ``problem``, or ``None``."""
     why = pruning_blocker(problem)
     if why is not None:
@@ -126,7 +130,7 @@ class KnapsackStrategy(Strategy):
         self.max_cells = max_cells
         self.progress = progress
 
-    def solve(self, problem) -> SolveResult:
+    def solve(self, problem: Problem) -> SolveResult:
         t0 = time.perf_counter()
         blocked = knapsack_blocker(problem)
         if blocked is not None:

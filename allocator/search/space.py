@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..exceptions import InputError
+
+if TYPE_CHECKING:
+    from ..problem import Problem
 
 #: Refuse exhaustive enumeration of more subsets than this.
 MAX_SUBSETS = 50_000_000
@@ -33,7 +37,7 @@ def combinations(n: int, r: int) -> np.ndarray:
     return combos
 
 
-def subset_sizes(problem) -> range:
+def subset_sizes(problem: Problem) -> range:
     """Sizes ``s`` of the free part (drafters neither required nor excluded)."""
     n_req = int(problem.required.sum())
     n_free = int((~problem.required & ~problem.excluded).sum())
@@ -42,7 +46,7 @@ def subset_sizes(problem) -> range:
     return range(lo, hi + 1)
 
 
-def size_allowed(problem, m: np.ndarray) -> np.ndarray:
+def size_allowed(problem: Problem, m: np.ndarray) -> np.ndarray:
     """Bool, shaped like ``m``: subset sizes ``m`` (drafter counts) that ``search.m`` allows.
 
     A subset holds at least one drafter whatever ``search.m.min`` says.
@@ -50,19 +54,21 @@ def size_allowed(problem, m: np.ndarray) -> np.ndarray:
     return (m >= max(problem.m_min, 1)) & (m <= problem.m_max)
 
 
-def count_subsets(problem) -> int:
+def count_subsets(problem: Problem) -> int:
     """Number of subsets in the search space."""
     n_free = int((~problem.required & ~problem.excluded).sum())
     return sum(math.comb(n_free, s) for s in subset_sizes(problem))
 
 
-def iter_subsets(problem, chunk_rows: int) -> Iterator[np.ndarray]:
+def iter_subsets(problem: Problem, chunk_rows: int) -> Iterator[np.ndarray]:
     """Membership chunks ``(B <= chunk_rows, N)`` covering the search space once."""
     for members, _ in iter_subset_chunks(problem, chunk_rows):
         yield members
 
 
-def iter_subset_chunks(problem, chunk_rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def iter_subset_chunks(
+    problem: Problem, chunk_rows: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Like :func:`iter_subsets`, also giving each chunk's member indices ``(B, m)``."""
     total = count_subsets(problem)
     if total == 0:

@@ -80,6 +80,8 @@ def load_empirical(spec, names, base_dir=None) -> tuple[EmpiricalErrors, dict]:
             rows = workload == w
             pos = None if position is None else position[rows]
             if pos is not None and np.unique(pos).size != pos.max():
-                raise InputError("errors.outcomes", f"workload {w!r} skips a position in the log")
+                raise InputError(
+                    "errors.outcomes", f"workload {str(w)!r} skips a position in the log"
+                )
             parts[str(w)] = EmpiricalErrors.from_failures(fail[rows], pos)
     return whole, parts

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ...exceptions import InputError
+from ...inputs import MAX_LOG_BYTES, check_regular_file
 from ..acceptance import extend_positions
 from .base import ErrorModel
 
@@ -174,8 +175,7 @@ def read_outcomes(path: Path, names: tuple[str, ...]) -> dict:
     """
     if len(names) > MAX_DRAFTERS:
         raise InputError(FIELD, f"at most {MAX_DRAFTERS} drafters are supported with a log")
-    if not path.is_file():
-        raise InputError(FIELD, f"file not found: {path}")
+    check_regular_file(path, FIELD, MAX_LOG_BYTES)
     fast = _read_fast(path, names)
     return fast if fast is not None else _read_careful(path, names)
 
@@ -183,7 +183,7 @@ def read_outcomes(path: Path, names: tuple[str, ...]) -> dict:
 def _read_careful(path: Path, names: tuple[str, ...]) -> dict:
     """Row by row, naming the first problem found."""
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with path.open(newline="", encoding="utf-8-sig") as f:  # a BOM is not a column name
             reader = csv.reader(f)
             header = [h.strip() for h in next(reader, [])]
             body = [row for row in reader if row]
@@ -208,14 +208,15 @@ def _read_careful(path: Path, names: tuple[str, ...]) -> dict:
         if not ok.all():
             bad = int(np.argmin(ok))
             raise InputError(
-                FIELD, f"column {n!r} of {path.name} must hold 0 or 1; row {bad + 2} has {v[bad]!r}"
+                FIELD,
+                f"column {n!r} of {path.name} must hold 0 or 1; row {bad + 2} has {str(v[bad])!r}",
             )
         fail[:, j] = v == "0"
     position = None
     if "position" in cols:
         try:
             position = np.asarray(cols["position"], dtype=np.int64)
-        except ValueError:
+        except (ValueError, OverflowError):
             raise InputError(
                 FIELD, f"column 'position' of {path.name} must hold integers"
             ) from None
@@ -233,7 +234,7 @@ def _read_fast(path: Path, names: tuple[str, ...]) -> dict | None:
     """A well-formed log through numpy's C parser; ``None`` when anything is off (the
     careful reader then finds and names the problem)."""
     try:
-        with path.open(encoding="utf-8") as f:
+        with path.open(encoding="utf-8-sig") as f:  # a BOM is not a column name
             header = [h.strip() for h in f.readline().rstrip("\r\n").split(",")]
         if any(n not in header for n in names) or len(set(header)) != len(header):
             return None

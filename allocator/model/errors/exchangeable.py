@@ -40,7 +40,6 @@ from .latent import (
     thresholds,
 )
 
-FIELD_R = "errors.correlation"
 FIELD_PHI = "errors.error_correlation"
 #: Marginals whose evaluation plan is kept (one per workload is the usual need).
 MAX_PLANS = 16
@@ -83,12 +82,13 @@ class ExchangeableErrors(ErrorModel):
 
     def _latent(self, q: np.ndarray):
         if self.correlation is not None:
-            r = float(self.correlation)
-            if r == 0.0:
+            rc = float(self.correlation)
+            if rc == 0.0:
                 return "independent", None
-            if r == 1.0:
+            if rc == 1.0:
                 return "comonotone", None
-            return "factor", np.full(q.shape, np.sqrt(r))
+            return "factor", np.full(q.shape, np.sqrt(rc))
+        assert self.error_correlation is not None  # the spec sets one of the two
         phi = float(self.error_correlation)
         if phi == 0.0:
             return "independent", None
