@@ -43,5 +43,6 @@ def test_json_over_the_problem_is_refused(tmp_path, monkeypatch, source, args):
     r = CliRunner().invoke(app, [a.format(**fill) for a in args])
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --json: is the same file as PROBLEM")
+    assert len(lines) == 1 and lines[0].startswith("error: --json:"), lines
+    assert "input" in lines[0]
     assert p.read_bytes() == before

@@ -31,7 +31,6 @@ from .common import (
     out,
     precheck_outputs,
 )
-from .inputs import refuse_overwriting
 
 
 def _fmt(x: float | None, spec: str = ".4g") -> str:
@@ -135,7 +134,6 @@ def capacity_command(
     one replica), $/h = replicas × serving.gpu_cost_per_hour. Beside it: the cheapest
     fleet without speculation.
     """
-    refuse_overwriting({"PROBLEM": problem}, json=json_path, plot=plot_path)
     precheck_outputs(json=json_path)
     loads = parse_load_range(sweep) if sweep is not None else None
     if plot_path:

@@ -34,7 +34,6 @@ from .common import (
     precheck_outputs,
 )
 from .evaluate import split_names
-from .inputs import refuse_overwriting
 
 #: Tree sizes of the front when --nodes is not given.
 FRONT_NODES = 64
@@ -235,7 +234,6 @@ def tree_command(
         raise InputError("--rounds", "simulates one tree: give --nodes or --eagle")
     if plot_path and (nodes is not None or use_engine):
         raise InputError("--plot", "draws the front: leave out --nodes and the engine options")
-    refuse_overwriting({"PROBLEM": problem}, json=json_path, plot=plot_path)
     precheck_outputs(json=json_path)
     if plot_path:
         from ..plots import check_plot_path
@@ -541,7 +539,6 @@ def simulate_tree_command(
 ) -> None:
     """``allocator simulate --nodes``: play the optimal tree of at most ``nodes`` nodes."""
     _check(nodes, depth, None, FRONT_NODES)
-    refuse_overwriting({"PROBLEM": problem}, json=json_path)
     precheck_outputs(json=json_path)
     prob = Problem.from_file(problem)
     index, p = _drafter(prob, drafters)
