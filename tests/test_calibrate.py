@@ -377,3 +377,31 @@ def test_steps_sweep_reads_in_the_calibrate_format(tmp_path):
     )
     data = read_measured(MEASURED / "sglang-pr22246-steps.csv", Problem.from_file(p))
     assert len(data) == 42 and set(data.k.tolist()) == set(range(1, 7))
+
+
+def test_spreadsheet_export_with_byte_order_mark_and_crlf(problem_file, tmp_path):
+    # Excel's "CSV UTF-8" starts with a byte-order mark; it read as part of the first
+    # column's name ('\ufeffdrafters'), so the file was refused for a missing column
+    csv = tmp_path / "m.csv"
+    csv.write_bytes(b"\xef\xbb\xbf" + GOOD_ROWS.replace("\n", "\r\n").encode())
+    plain = tmp_path / "plain.csv"
+    plain.write_text(GOOD_ROWS)
+    prob = load(problem_file)
+    got, want = read_measured(csv, prob), read_measured(plain, prob)
+    for name in ("members", "k", "batch", "tokens_per_s", "mean_accepted", "lines"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+def test_rows_without_a_baseline_say_the_baseline_is_not_measured(problem_file, tmp_path):
+    # speedups are read against k = 0: without such a row at a batch size the calibrated
+    # baseline there is inferred from the speculative rows, which the notes must say
+    csv = tmp_path / "m.csv"
+    csv.write_text(
+        "drafters,k,batch,tokens_per_s\n,0,1,100\na,2,1,150\na,4,1,160\nb,3,1,140\n"
+        "a,2,8,900\nb,3,8,850\n"
+    )
+    prob = load(problem_file)
+    notes = calibrate(prob, read_measured(csv, prob)).notes
+    assert any("no plain-decoding row (k = 0) at batch 8" in n for n in notes), notes
+    csv.write_text(GOOD_ROWS)
+    assert not any("plain-decoding" in n for n in calibrate(prob, read_measured(csv, prob)).notes)

@@ -317,6 +317,11 @@ def _bad_cases():
         (base, [*ok, "--sweep-load", "0:10:3"], "--sweep-load"),
         (base, [*ok, "--sweep-load", "1:10"], "--sweep-load"),
         (base, [*ok, "--plot", "x.png"], "--plot"),
+        # more replicas than int64 counts hold: refused, not wrapped to a negative fleet
+        (base, ["--tokens-per-s", "1e30"], "--tokens-per-s"),
+        (base, [*ok, "--sweep-load", "1:1e30:3"], "--sweep-load"),
+        # a sweep of 10^8 loads would run for minutes and fill memory: refused up front
+        (base, [*ok, "--sweep-load", "1:10:100000000"], "--sweep-load"),
     ]
 
 
@@ -341,6 +346,7 @@ def test_infeasible_target_names_the_best_latency(tmp_path):
     assert r.exit_code == 2
     # the lowest latency: drafter a at k = 2, batch 1: 8.0 / 2.44 ms
     assert f"{8.0 / 2.44:.6g} ms" in r.stderr and "batch 1" in r.stderr
+    assert "drafters a, k=2" in r.stderr, r.stderr  # the drafter named, as printed
 
 
 def test_schedule_applies_the_memory_cap():

@@ -354,6 +354,8 @@ def test_estimated_rank_intervals_cover_at_the_stated_rate(tmp_path):
         ("position,eagle@1,eagle@3", "1,1,0", "independent", "ranks.csv", "1..R"),
         ("position,eagle,eagle@1", "1,1,1", "independent", "ranks.csv", "rank columns"),
         ("position,eagle@1,eagle@2", "1,1,0", "empirical", "--errors", "NAME@r"),
+        # the bad cell quoted as the file has it, not as numpy's repr np.str_('2')
+        ("position,eagle@1,eagle@2", "1,2,0", "independent", "ranks.csv line 2", "'2' is not"),
     ],
 )
 def test_bad_rank_logs(tmp_path, header, row, errors, field, needle):
@@ -405,3 +407,21 @@ def test_rank_acceptance_of_one_leaves_later_ranks_worthless():
     prog = TreeProgramme(p, 6, 3)
     assert prog.best().expected_accepted == pytest.approx(4.0)  # the chain of 3, all kept
     assert prog.values()[-1, 6] == pytest.approx(4.0)  # extra nodes add nothing
+
+
+@pytest.mark.parametrize(
+    ("acceptance", "noted"), [(0.72, True), ([0.7, 0.6], True), ([0.78, 0.72], False)]
+)
+def test_chain_acceptance_against_rank_one_is_noted(tmp_path, acceptance, noted):
+    # chains read `acceptance`, trees rank 1 of `acceptance_by_rank`: when they disagree
+    # the two kinds of answer are not of one drafter, and tree says so
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        "name: t\nconvention: bonus\ndrafters:\n"
+        f"  - {{name: e, acceptance: {acceptance}, unit_cost: 0.05,\n"
+        "     acceptance_by_rank: [[0.78, 0.3], [0.72, 0.3]]}\n"
+    )
+    r = run("tree", path, "-d", "e", "--nodes", "3", "--json", "-")
+    assert r.exit_code == 0, r.output
+    notes = json.loads(r.stdout).get("notes", [])
+    assert any("drafters.0.acceptance" in n for n in notes) == noted, notes

@@ -153,7 +153,8 @@ def read_measured(path: str | Path, problem: Problem) -> Measured:
     if not p.is_file():
         raise InputError("measured", f"file not found: {p}")
     try:
-        text = p.read_text(encoding="utf-8")
+        # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
+        text = p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError("measured", f"cannot read {p}: {type(exc).__name__}") from None
     numbered = [
@@ -337,6 +338,13 @@ def _layout(data: Measured, names: tuple[str, ...]) -> _Layout:
         )
     if not spec.any():
         notes.append("no speculative row: only the verifier's plain decoding step is fitted")
+    bare = sorted(set(data.batch.tolist()) - set(data.batch[~spec].tolist()))
+    if spec.any() and bare:
+        notes.append(
+            f"no plain-decoding row (k = 0) at batch {', '.join(map(str, bare))}: the baseline "
+            "there (speedup, where speculation stops paying) is the model's reading of the "
+            "speculative rows, not a measurement"
+        )
     elif several_batches:
         lo, hi = int(data.batch[spec].min()), int(data.batch[spec].max())
         if lo > data.batch.min() or hi < data.batch.max():

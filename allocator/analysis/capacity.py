@@ -74,6 +74,13 @@ MAX_CELLS = 20_000_000
 #: with its target, so that an exact fit is not lost to rounding.
 SLACK = 1e-12
 
+#: Most replicas a fleet may count (a load needing more is refused, not overflowed: the
+#: counts are int64 and the tie-break key multiplies them by the number of candidates).
+MAX_REPLICAS = 10**12
+
+#: Most loads one ``--sweep-load`` prices (each load is one row of the sizing).
+MAX_SWEEP_STEPS = 10_000
+
 
 @dataclass(frozen=True, eq=False)
 class ServingGrid:
@@ -291,9 +298,19 @@ def serving_grid(problem: Problem) -> ServingGrid:
 # ---------------------------------------------------------------- sizing
 def replicas_needed(load: np.ndarray | float, tokens_per_s: np.ndarray) -> np.ndarray:
     """Smallest replica count carrying ``load`` (tokens/s) at ``tokens_per_s`` each
-    (broadcast shapes; at least 1): ``ceil(load / tokens_per_s)`` up to :data:`SLACK`."""
+    (broadcast shapes; at least 1): ``ceil(load / tokens_per_s)`` up to :data:`SLACK`.
+    Counts above :data:`MAX_REPLICAS` are returned as ``MAX_REPLICAS + 1`` (too many)."""
     r = np.ceil(np.asarray(load, float) * (1.0 - SLACK) / np.asarray(tokens_per_s, float))
-    return np.maximum(r, 1.0).astype(np.int64)
+    return np.clip(r, 1.0, MAX_REPLICAS + 1.0).astype(np.int64)
+
+
+def _too_many(load: float, tokens_per_s: float, option: str) -> InputError:
+    return InputError(
+        option,
+        f"{load:g} tokens/s needs more than {MAX_REPLICAS:,} replicas (the fastest "
+        f"replica makes {tokens_per_s:.6g} tokens/s): give a load in the units the step "
+        "times were measured in",
+    )
 
 
 def cheapest(
@@ -339,6 +356,7 @@ def _fleets(
     itl_target: float,
     price: float,
     speculative: bool | None,
+    option: str = "--tokens-per-s",
 ) -> list[Fleet | None]:
     sm = _serving_model()
     s_idx, c_idx = _candidates(grid, itl_target, speculative)
@@ -349,6 +367,8 @@ def _fleets(
         if j < 0:
             out.append(None)
             continue
+        if r > MAX_REPLICAS:
+            raise _too_many(float(x), float(np.max(tps)), option)
         c = int(c_idx[j])
         cost = float(r) * price
         out.append(
@@ -406,7 +426,9 @@ def _infeasible(grid: ServingGrid, itl_target: float) -> InputError:
     itl = np.where(ok, grid.itl_ms, np.inf)
     s, c = np.unravel_index(int(np.argmin(itl)), itl.shape)
     names = [n for n, on in zip(grid.names, grid.members[c], strict=True) if on]
-    what = f"drafters [{', '.join(names)}], k={int(grid.k[c])}" if names else "no speculation"
+    # no square brackets: the error line is printed through rich, which took "[eagle3]"
+    # for a style tag and dropped the drafter's name
+    what = f"drafters {'+'.join(names)}, k={int(grid.k[c])}" if names else "no speculation"
     return InputError(
         "--itl-ms",
         f"no configuration meets itl_ms <= {itl_target:g} at any batch size; the lowest "
@@ -482,6 +504,8 @@ def size_routes(
     rep = np.where(ok, replicas_needed(load, np.where(ok, mix, 1.0)), np.iinfo(np.int64).max)
     worst = np.where(ok, itl.max(axis=1), np.inf)
     i = int(np.lexsort((batch, worst, rep))[0])
+    if rep[i] > MAX_REPLICAS:
+        raise _too_many(load, float(mix[i]), "--tokens-per-s")
     names = problem.names
     cost = float(rep[i]) * price
     return RoutedFleet(
@@ -540,8 +564,8 @@ def parse_load_range(text: str) -> np.ndarray:
         raise InputError("--sweep-load", f"expected LO:HI:STEPS, got {text!r}") from None
     if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0 or hi < lo:
         raise InputError("--sweep-load", f"the range {lo:g}:{hi:g} must satisfy 0 < LO <= HI")
-    if steps < 1:
-        raise InputError("--sweep-load", f"STEPS must be at least 1 (got {steps})")
+    if not 1 <= steps <= MAX_SWEEP_STEPS:
+        raise InputError("--sweep-load", f"STEPS must be 1..{MAX_SWEEP_STEPS:,} (got {steps:,})")
     return np.array([hi]) if steps == 1 else np.linspace(lo, hi, steps)
 
 
@@ -559,8 +583,8 @@ def sweep_load(
     target = check_itl(itl_ms)
     price = _price(problem)
     grid = serving_grid(problem) if grid is None else grid
-    spec = _fleets(grid, loads, target, price, True)
-    plain = _fleets(grid, loads, target, price, False)
+    spec = _fleets(grid, loads, target, price, True, "--sweep-load")
+    plain = _fleets(grid, loads, target, price, False, "--sweep-load")
     if all(f is None for f in spec) and all(f is None for f in plain):
         raise _infeasible(grid, target)
     a = np.array([np.nan if f is None else f.cost_per_hour for f in spec])

@@ -59,6 +59,25 @@ def _drafter(prob: Problem, names: str) -> tuple[int, np.ndarray]:
     return index, rank_matrix(d.acceptance_by_rank)
 
 
+def _rank_one_note(prob: Problem, index: int, p: np.ndarray) -> str | None:
+    """A note when ``acceptance`` and ``acceptance_by_rank``'s rank 1 disagree (by more
+    than 0.005 at some depth, the last entry of each repeating): the chain commands read
+    the first, trees the second, so their answers would not be of one drafter."""
+    chain = np.asarray(prob.acceptance[index], dtype=float)
+    rank1 = p[:, 0]
+    n = max(chain.size, rank1.size)
+    a = chain[np.minimum(np.arange(n), chain.size - 1)]
+    b = rank1[np.minimum(np.arange(n), rank1.size - 1)]
+    j = int(np.argmax(np.abs(a - b)))
+    if abs(a[j] - b[j]) <= 0.005:
+        return None
+    return (
+        f"drafters.{index}.acceptance gives {a[j]:.4g} at position {j + 1} where "
+        f"acceptance_by_rank's rank 1 gives {b[j]:.4g}: chains (solve, evaluate, capacity) "
+        "read acceptance, trees acceptance_by_rank; make rank 1 the chain's acceptance"
+    )
+
+
 def _check(nodes: int | None, depth: int, width: int | None, max_nodes: int) -> None:
     for option, value, top in (
         ("--nodes", nodes, MAX_NODES),
@@ -122,12 +141,25 @@ def _simulation(tree: Tree, p: np.ndarray, rounds: int, seed: int) -> dict:
     }
 
 
+#: Largest ``topk`` of one ``--eagle`` setting (SGLang's own defaults stay below 10).
+MAX_TOPK = 64
+
+
 def _parse_eagle(text: str) -> tuple[int, int, int]:
     parts = split_names(text)
     try:
         steps, topk, tokens = (int(x) for x in parts)
     except ValueError:
         raise InputError("--eagle", f"{text!r} is not STEPS,TOPK,TOKENS (three integers)") from None
+    # the same caps as the optimal tree's (--depth, --nodes); topk by MAX_TOPK, so the
+    # topk + (steps - 1)·topk² candidates SGLang drafts stay countable
+    for what, value, top in (
+        ("num_steps", steps, MAX_DEPTH),
+        ("topk", topk, MAX_TOPK),
+        ("num_draft_tokens", tokens, MAX_NODES + 1),
+    ):
+        if value > top:
+            raise InputError("--eagle", f"{what} {value} is above {top}, the most planned")
     return steps, topk, tokens
 
 
@@ -159,7 +191,10 @@ def tree_command(
         "topk <= --width, num_draft_tokens - 1 <= --nodes) and pick the best.",
     ),
     eagle: str = typer.Option(
-        None, "--eagle", help="Evaluate one SGLang setting STEPS,TOPK,TOKENS.", metavar="S,K,T"
+        None,
+        "--eagle",
+        help="Evaluate one SGLang setting STEPS,TOPK,TOKENS (at most 64, 64, 513).",
+        metavar="S,K,T",
     ),
     export: str = typer.Option(
         None, "--export", help="Print the engine tree's settings: sglang or vllm."
@@ -178,6 +213,11 @@ def tree_command(
 ) -> None:
     """The tree of at most NODES nodes and depth <= DEPTH with the most expected tokens per
     step (Sequoia's dynamic programme, exact), from the drafter's acceptance_by_rank.
+
+    acceptance_by_rank is conditional: p_r, rank r accepted once ranks < r at that node
+    were rejected. Sequoia's acceptance-rate vector is unconditional (q_r, the share of
+    steps whose accepted child had rank r): convert it with p_r = q_r / (1 - sum_{s<r}
+    q_s), allocator.model.tree.from_unconditional.
 
     Without --nodes: the front of E and throughput against tree size (the verifier's cost
     of checking n tokens plus one drafting step per level), and per batch size with a
@@ -215,6 +255,9 @@ def tree_command(
     else:
         doc = _front(prob, index, p, max_nodes, depth, width)
     doc["drafter"] = name
+    mismatch = _rank_one_note(prob, index, p)
+    if mismatch is not None:
+        doc["notes"] = [*doc.get("notes", []), mismatch]
     for message in doc.get("notes", []):
         note(f"note: {message}")
     if plot_path:

@@ -5,13 +5,21 @@ The model, the programme and why it is exact, and the step time: docs/design.md 
 Rank acceptance. A drafter's ``acceptance_by_rank`` gives ``p_r(ℓ)``: the probability that
 its rank-``r`` candidate at a node of depth ``ℓ - 1`` (so the candidate sits at depth ``ℓ``)
 is accepted given that the candidates of rank ``< r`` at that node were rejected (Sequoia's
-positional acceptance, Chen et al. 2024, arXiv:2402.12374). One list stands for every depth;
-a list per depth has its last row repeating. Under greedy verification at most one child of
-a node is accepted, so the probability that the rank-``r`` child is *the* accepted one is
+positional-acceptance model, Chen et al. 2024, arXiv:2402.12374, written conditionally). One
+list stands for every depth; a list per depth has its last row repeating. Under greedy
+verification at most one child of a node is accepted, so the probability that the rank-``r``
+child is *the* accepted one is
 
     q_r(ℓ) = p_r(ℓ) · Π_{s<r} (1 - p_s(ℓ))          (:func:`edge_weights`)
 
 and ``Σ_r q_r ≤ 1``. Rank 1 is the chain: ``q_1 = p_1 = acceptance``.
+
+Sequoia's own acceptance-rate vector is ``q``, not ``p``: its ``tests/test_accept.py``
+(Infini-AI-Lab/Sequoia) counts, over verification steps, which rank's child was accepted
+and divides by the number of steps, and its ``tree_search.py`` multiplies those shares
+along paths directly. Such a vector converts with :func:`from_unconditional`,
+``p_r = q_r / (1 - Σ_{s<r} q_s)``; given as ``acceptance_by_rank`` unconverted, every rank
+after the first would be discounted twice.
 
 A tree. Node 0 is the root (the last verified token); every other node ``v`` has a parent
 ``parents[v] < v`` and a rank ``ranks[v] ≥ 1`` among its siblings, the siblings of a node
@@ -73,6 +81,28 @@ def edge_weights(p: np.ndarray) -> np.ndarray:
     miss = np.cumprod(1.0 - p, axis=-1)
     before = np.concatenate([np.ones(p.shape[:-1] + (1,)), miss[..., :-1]], axis=-1)
     return p * before
+
+
+def from_unconditional(q: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Conditional ``p`` (``acceptance_by_rank``) from unconditional per-rank shares ``q``
+    ``(..., W)`` (Sequoia's acceptance-rate vector: the share of steps whose accepted
+    child had rank ``r``; rows sum to at most 1): ``p_r = q_r / (1 - Σ_{s<r} q_s)``, same
+    shape, the inverse of :func:`edge_weights`. Ranks never accepted (``q_r = 0``) give
+    ``p_r = 0``, which ``acceptance_by_rank`` refuses: drop them (and every later rank)."""
+    q = np.asarray(q, dtype=float)
+    if q.ndim == 0 or q.shape[-1] == 0 or not np.all(np.isfinite(q)):
+        raise InputError("acceptance_by_rank", "give a non-empty list of finite shares")
+    if np.any(q < 0) or np.any(q.sum(axis=-1) > 1.0 + 1e-9):
+        raise InputError(
+            "acceptance_by_rank",
+            "unconditional shares must be >= 0 and sum to at most 1 per depth",
+        )
+    left = 1.0 - np.concatenate(
+        [np.zeros(q.shape[:-1] + (1,)), np.cumsum(q, axis=-1)[..., :-1]], -1
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(left > 0, q / np.where(left > 0, left, 1.0), 0.0)
+    return np.clip(p, 0.0, 1.0)
 
 
 def node_depths(parents: np.ndarray) -> np.ndarray:
