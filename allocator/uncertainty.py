@@ -30,6 +30,7 @@ model otherwise. The draws are reproducible from ``seed``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,12 @@ MAX_EVALUATIONS = 200_000_000
 #: Cells (draws x subsets x k) evaluated per chunk (memory bound).
 CHUNK_CELLS = 1 << 22
 PERCENTILES = (5.0, 50.0, 95.0)
+#: Progress reports of the last phase (scoring the front under every draw), at most.
+PROGRESS_STEPS = 200
+
+#: ``progress(done, total, front_size)``: evaluations (configuration x draw) done of the
+#: total; the same callback the searches take (:mod:`allocator.search`).
+Progress = Callable[[int, int | None, int | None], None]
 
 
 def beta_from_interval(
@@ -335,12 +342,22 @@ def _key(members_row: np.ndarray, k: int) -> tuple:
 
 
 def analyse(
-    problem: Problem, front: Front, n_draws: int, seed: int = 0, quantile: float | None = None
+    problem: Problem,
+    front: Front,
+    n_draws: int,
+    seed: int = 0,
+    quantile: float | None = None,
+    progress: Progress | None = None,
 ) -> UncertaintyReport:
     """Re-solve ``problem`` on ``n_draws`` posterior draws (module docstring).
 
     ``front`` is the front found at the point estimate; with ``quantile`` it is
     replaced by the front of the ``quantile``-quantile of throughput.
+
+    ``progress``: called as ``progress(done, total, None)`` with the evaluations
+    (configuration x draw) done: every (subset, k) of the search space under every draw,
+    then every configuration of the reported front under every draw (``total`` grows or
+    shrinks when the robust front replaces ``front``).
     """
     if problem.spec is None:
         raise InputError("--samples", "needs a problem read from a file")
@@ -371,6 +388,13 @@ def analyse(
     )
     acc_draws = np.stack([p.acceptance for p in problems]) if batched else None
     draw_index = np.arange(n_draws)
+    done = 0
+
+    def report(total_now: int) -> None:
+        if progress is not None:
+            progress(done, total_now, None)
+
+    report(total + len(front) * n_draws)
     for members in iter_subsets(problem, rows):
         if batched:
             assert acc_draws is not None
@@ -385,6 +409,8 @@ def analyse(
         best_val[better] = val[better]
         best_members[better] = members[b[better]]
         best_k[better] = ks[j[better]]
+        done += members.shape[0] * len(ks) * n_draws
+        report(total + len(front) * n_draws)
         if quantile is not None:
             nominal = evaluate_subsets(problem, members)
             qt = np.quantile(thr, quantile, axis=0)
@@ -408,11 +434,16 @@ def analyse(
         keep = front_order(merged.cost, q_all, merged.metrics["drafters"], merged.k)
         front = merged.take(keep)
     # throughput of the reported configurations in every draw: (D, P)
-    per_draw = (
-        np.stack([evaluate_configs(p, front.members, front.k)["throughput"] for p in problems])
-        if len(front)
-        else np.zeros((n_draws, 0))
-    )
+    per_draw = np.zeros((n_draws, len(front)))
+    if len(front):
+        every = max(1, n_draws // PROGRESS_STEPS)
+        for scored, p in enumerate(problems, 1):
+            per_draw[scored - 1] = evaluate_configs(p, front.members, front.k)["throughput"]
+            if scored % every == 0 or scored == n_draws:
+                done = total + scored * len(front)
+                report(total + len(front) * n_draws)
+    done = total + len(front) * n_draws
+    report(done)
     pct = np.percentile(per_draw, PERCENTILES, axis=0) if len(front) else np.zeros((3, 0))
     percentiles = {
         "throughput_p05": pct[0],

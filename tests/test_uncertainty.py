@@ -405,3 +405,56 @@ def test_batched_draws_agree_with_the_full_model_per_draw(tmp_path):
         np.testing.assert_allclose(t1, t2, rtol=1e-12)
         np.testing.assert_array_equal(f1, f2)
         assert 0 < f1.mean() < 1  # the budget binds somewhere
+
+
+@pytest.mark.parametrize("quantile", [None, 0.1])
+def test_sampling_reports_progress_to_a_callback(tmp_path, quantile):
+    """PROBLEM has 3 drafters: 7 subsets x 6 draft lengths = 42 configurations, each
+    evaluated under every draw, then every configuration of the reported front under
+    every draw; the callback sees that count rise to the total, never past it."""
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(PROBLEM))
+    prob = api.load(path)
+    result = api.solve(prob)
+    n_draws = 30
+    calls = []
+    rep = analyse(
+        prob,
+        result.front,
+        n_draws,
+        seed=2,
+        quantile=quantile,
+        progress=lambda d, t, f: calls.append((d, t, f)),
+    )
+    want = 42 * n_draws + len(rep.front) * n_draws
+    assert calls[-1] == (want, want, None)
+    done = [d for d, _, _ in calls]
+    assert done == sorted(done) and done[0] == 0
+    assert all(d <= t for d, t, _ in calls)
+    assert 42 * n_draws in done  # the search over, the front's scoring begins
+
+
+def test_samples_bar_is_drawn_on_a_terminal_only(tmp_path, monkeypatch):
+    """`solve --samples` draws the project's rich bar on stderr when stderr is a terminal
+    (and not with --json -, whose stdout must hold only JSON)."""
+    import io
+
+    from rich.console import Console
+
+    from allocator.cli import progress as progress_module
+
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(PROBLEM))
+    screen = io.StringIO()
+    monkeypatch.setattr(
+        progress_module, "err", Console(file=screen, force_terminal=True, width=120)
+    )
+    r = run("solve", path, "--samples", 50, "--json", tmp_path / "out.json")
+    assert r.exit_code == 0, r.output
+    drawn = screen.getvalue()
+    assert "sampling 50 draws" in drawn
+    screen.truncate(0)
+    screen.seek(0)
+    r = run("solve", path, "--samples", 50, "--json", "-")
+    assert r.exit_code == 0, r.output
+    assert "sampling" not in screen.getvalue()
