@@ -27,12 +27,15 @@ class Workload:
     ``acceptance`` is ``(N, J)``: the problem's acceptance with this workload's
     per-drafter overrides applied. ``errors``: this workload's own error model (an
     outcome log's rows of this workload), or ``None`` for the problem's.
+    ``overrides``: ``(N,)`` bool, the drafters whose acceptance this workload sets
+    itself (the others take the problem's, and are resampled with it); ``None``: none.
     """
 
     name: str
     weight: float
     acceptance: np.ndarray
     errors: ErrorModel | None = None
+    overrides: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,6 +68,9 @@ class Problem:
         verified tokens ``m * k``, or ``None`` for ``pass_cost + token_cost * m * k``.
     serving : step times, batch sizes and price under load (:mod:`allocator.model.serving`),
         or ``None`` without a ``serving`` section.
+    acceptance_interval : ``(N, J', 2)`` the 95% interval ``[lo, hi]`` of each drafter's
+        acceptance by position (column ``J'-1`` repeats; NaN for a drafter without one),
+        what ``solve --samples`` draws from; ``None`` when no drafter has one.
     """
 
     name: str
@@ -90,6 +96,7 @@ class Problem:
     ensembles: tuple[Ensemble, ...] = ()
     pass_cost_curve: tuple[np.ndarray, np.ndarray] | None = None
     serving: Serving | None = None
+    acceptance_interval: np.ndarray | None = None
     spec: ProblemSpec | None = None
     base_dir: Path | None = None
 
@@ -106,6 +113,11 @@ class Problem:
             set_(self, mask, np.zeros(n, bool) if v is None else np.asarray(v, dtype=bool))
         if self.acceptance.shape[0] != n:
             raise ValueError("acceptance must have one row per drafter")
+        if self.acceptance_interval is not None:
+            iv = np.asarray(self.acceptance_interval, dtype=float)
+            set_(self, "acceptance_interval", iv)
+            if iv.ndim != 3 or iv.shape[0] != n or iv.shape[2] != 2:
+                raise ValueError("acceptance_interval must be (N, J, 2)")
         if self.cost_metric not in COST_METRICS + SERVING_COST_METRICS:
             raise ValueError(f"unknown cost metric {self.cost_metric!r}")
 
@@ -155,6 +167,7 @@ class Problem:
                     [w.acceptance.get(d.name, d.acceptance) for d in spec.drafters],
                     width=acc.shape[1],
                 ),
+                overrides=np.array([d.name in w.acceptance for d in spec.drafters], dtype=bool),
             )
             for w in spec.workloads
         )
@@ -192,6 +205,7 @@ class Problem:
             if curve is None
             else (np.asarray(curve.tokens, dtype=float), np.asarray(curve.cost, dtype=float)),
             serving=Serving.from_spec(spec),
+            acceptance_interval=_intervals(spec),
             spec=spec,
             base_dir=base,
         )
@@ -253,6 +267,24 @@ class Problem:
                 raise InputError(field, f"drafter {d!r} named twice")
             out[index[d]] = True
         return out
+
+
+def _intervals(spec: ProblemSpec) -> np.ndarray | None:
+    """The drafters' ``acceptance_interval`` as ``(N, J, 2)`` (NaN rows without one; a
+    single ``[lo, hi]`` holds at every position), or ``None`` when no drafter has one.
+    The spec has checked each interval's shape and order."""
+    rows = [
+        None if d.acceptance_interval is None else np.asarray(d.acceptance_interval, float)
+        for d in spec.drafters
+    ]
+    if all(r is None for r in rows):
+        return None
+    width = max([1] + [len(r) for r in rows if r is not None and r.ndim == 2])
+    out = np.full((len(rows), width, 2), np.nan)
+    for i, r in enumerate(rows):
+        if r is not None:  # (2,) or (J, 2) -> (width, 2), the last position repeating
+            out[i] = extend_positions(r.reshape(-1, 2).T, width).T
+    return out
 
 
 def _check_search(

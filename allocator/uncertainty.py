@@ -30,6 +30,7 @@ model otherwise. The draws are reproducible from ``seed``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,7 @@ from scipy import special
 
 from .estimate.counts import LEVEL, PRIOR  # the intervals' level; Jeffreys prior weight
 from .exceptions import InputError
-from .model.acceptance import expected_accepted, extend_positions, position_matrix
+from .model.acceptance import expected_accepted, extend_positions
 from .model.errors import EmpiricalErrors
 from .model.evaluate import METRICS, evaluate_configs, evaluate_subsets
 from .pareto import front_order
@@ -55,6 +56,12 @@ MAX_EVALUATIONS = 200_000_000
 #: Cells (draws x subsets x k) evaluated per chunk (memory bound).
 CHUNK_CELLS = 1 << 22
 PERCENTILES = (5.0, 50.0, 95.0)
+#: Progress reports of the last phase (scoring the front under every draw), at most.
+PROGRESS_STEPS = 200
+
+#: ``progress(done, total, front_size)``: evaluations (configuration x draw) done of the
+#: total; the same callback the searches take (:mod:`allocator.search`).
+Progress = Callable[[int, int | None, int | None], None]
 
 
 def beta_from_interval(
@@ -104,57 +111,40 @@ def beta_from_interval(
 
 
 def _interval_rows(
-    spec, acceptance: np.ndarray | None = None
+    problem: Problem,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Point values, interval ends and which entries have an interval: each ``(N, J)``.
-
-    ``acceptance``: the problem's point values (default: the file's). The spec has
-    already checked each interval's shape and order.
-    """
-    acc = position_matrix([d.acceptance for d in spec.drafters])
-    if acceptance is not None:
-        acc = np.array(acceptance, dtype=float)
-    width = max(
-        [acc.shape[1]]
-        + [
-            len(d.acceptance_interval)
-            for d in spec.drafters
-            if _per_position(d.acceptance_interval)
-        ]
-    )
+    """Point values, interval ends and which entries have an interval: each ``(N, J)``,
+    ``J`` the wider of the problem's ``acceptance`` and ``acceptance_interval``."""
+    acc = problem.acceptance
+    iv = problem.acceptance_interval
+    if iv is None:
+        nan = np.full_like(acc, np.nan)
+        return acc, nan, nan.copy(), np.zeros(acc.shape, bool)
+    width = max(acc.shape[1], iv.shape[1])
     acc = extend_positions(acc, width)
-    lo = np.full_like(acc, np.nan)
-    hi = np.full_like(acc, np.nan)
-    for i, d in enumerate(spec.drafters):
-        iv = d.acceptance_interval
-        if iv is None:
-            continue
-        r = np.array(iv if isinstance(iv[0], list) else [iv], dtype=float)
-        lo[i] = position_matrix([r[:, 0].tolist()], width=width)[0]
-        hi[i] = position_matrix([r[:, 1].tolist()], width=width)[0]
+    lo = extend_positions(iv[:, :, 0], width)
+    hi = extend_positions(iv[:, :, 1], width)
     return acc, lo, hi, np.isfinite(lo)
 
 
-def _per_position(iv) -> bool:
-    return iv is not None and isinstance(iv[0], list)
-
-
-def posterior_draws(
-    spec, n_draws: int, seed: int, acceptance: np.ndarray | None = None
-) -> tuple[np.ndarray, list[str]]:
+def posterior_draws(problem: Problem, n_draws: int, seed: int) -> tuple[np.ndarray, list[str]]:
     """``n_draws`` posterior draws of the ``(N, J)`` acceptance: ``(D, N, J)``, and the
-    names of the drafters that vary. ``acceptance``: the point values of drafters
-    without an interval (default: the file's)."""
+    names of the drafters that vary.
+
+    Drafters with an interval (``problem.acceptance_interval``) are drawn from its Beta;
+    the others keep ``problem.acceptance``. Both are read from ``problem`` as it is (a
+    :meth:`~allocator.problem.Problem.replace` of either is sampled as replaced).
+    """
     if n_draws < 1:
         raise InputError("--samples", "must be at least 1")
-    acc, lo, hi, has = _interval_rows(spec, acceptance)
+    acc, lo, hi, has = _interval_rows(problem)
     rng = np.random.default_rng(seed)
     out = np.broadcast_to(acc, (n_draws,) + acc.shape).copy()
     if has.any():
         a, b = beta_from_interval(lo[has], hi[has])
         draws = rng.beta(a, b, size=(n_draws, a.size))
         out[:, has] = np.clip(draws, 1e-12, 1.0)
-    names = [d.name for d, h in zip(spec.drafters, has, strict=True) if h.any()]
+    names = [n for n, h in zip(problem.names, has, strict=True) if h.any()]
     return out, names
 
 
@@ -212,8 +202,6 @@ def draw_problems(problem: Problem, n_draws: int, seed: int) -> tuple[list, list
     ``acceptance_interval`` Betas are (:func:`posterior_draws`), and a workload takes
     the drawn acceptance of every drafter it does not override.
     """
-    spec = problem.spec
-    assert spec is not None  # problems built from a file keep it
     rng = np.random.default_rng(seed)
     if isinstance(problem.errors, EmpiricalErrors):
         whole = empirical_draws(problem.errors, n_draws, rng)
@@ -239,12 +227,15 @@ def draw_problems(problem: Problem, n_draws: int, seed: int) -> tuple[list, list
                 )
             )
         return problems, list(problem.names)
-    draws, resampled = posterior_draws(spec, n_draws, seed, problem.acceptance)
+    draws, resampled = posterior_draws(problem, n_draws, seed)
     if problem.workloads:
         free = np.array(
-            [[d.name not in w.acceptance for d in spec.drafters] for w in spec.workloads]
+            [
+                np.ones(problem.n, bool) if w.overrides is None else ~w.overrides
+                for w in problem.workloads
+            ]
         )  # (W, N): drafter takes the problem's acceptance in this workload
-        varies = [n for n, f in zip(spec.names, free.T, strict=True) if f.any()]
+        varies = [n for n, f in zip(problem.names, free.T, strict=True) if f.any()]
         resampled = [n for n in resampled if n in varies]
         if not resampled:
             raise InputError(
@@ -335,15 +326,23 @@ def _key(members_row: np.ndarray, k: int) -> tuple:
 
 
 def analyse(
-    problem: Problem, front: Front, n_draws: int, seed: int = 0, quantile: float | None = None
+    problem: Problem,
+    front: Front,
+    n_draws: int,
+    seed: int = 0,
+    quantile: float | None = None,
+    progress: Progress | None = None,
 ) -> UncertaintyReport:
     """Re-solve ``problem`` on ``n_draws`` posterior draws (module docstring).
 
     ``front`` is the front found at the point estimate; with ``quantile`` it is
     replaced by the front of the ``quantile``-quantile of throughput.
+
+    ``progress``: called as ``progress(done, total, None)`` with the evaluations
+    (configuration x draw) done: every (subset, k) of the search space under every draw,
+    then every configuration of the reported front under every draw (``total`` grows or
+    shrinks when the robust front replaces ``front``).
     """
-    if problem.spec is None:
-        raise InputError("--samples", "needs a problem read from a file")
     if quantile is not None and not 0.0 < quantile < 1.0:
         raise InputError("--robust", f"{quantile} is not a quantile strictly between 0 and 1")
     problems, resampled = draw_problems(problem, n_draws, seed)
@@ -371,6 +370,13 @@ def analyse(
     )
     acc_draws = np.stack([p.acceptance for p in problems]) if batched else None
     draw_index = np.arange(n_draws)
+    done = 0
+
+    def report(total_now: int) -> None:
+        if progress is not None:
+            progress(done, total_now, None)
+
+    report(total + len(front) * n_draws)
     for members in iter_subsets(problem, rows):
         if batched:
             assert acc_draws is not None
@@ -385,6 +391,8 @@ def analyse(
         best_val[better] = val[better]
         best_members[better] = members[b[better]]
         best_k[better] = ks[j[better]]
+        done += members.shape[0] * len(ks) * n_draws
+        report(total + len(front) * n_draws)
         if quantile is not None:
             nominal = evaluate_subsets(problem, members)
             qt = np.quantile(thr, quantile, axis=0)
@@ -408,11 +416,16 @@ def analyse(
         keep = front_order(merged.cost, q_all, merged.metrics["drafters"], merged.k)
         front = merged.take(keep)
     # throughput of the reported configurations in every draw: (D, P)
-    per_draw = (
-        np.stack([evaluate_configs(p, front.members, front.k)["throughput"] for p in problems])
-        if len(front)
-        else np.zeros((n_draws, 0))
-    )
+    per_draw = np.zeros((n_draws, len(front)))
+    if len(front):
+        every = max(1, n_draws // PROGRESS_STEPS)
+        for scored, p in enumerate(problems, 1):
+            per_draw[scored - 1] = evaluate_configs(p, front.members, front.k)["throughput"]
+            if scored % every == 0 or scored == n_draws:
+                done = total + scored * len(front)
+                report(total + len(front) * n_draws)
+    done = total + len(front) * n_draws
+    report(done)
     pct = np.percentile(per_draw, PERCENTILES, axis=0) if len(front) else np.zeros((3, 0))
     percentiles = {
         "throughput_p05": pct[0],

@@ -214,3 +214,52 @@ def test_special_files_are_written_not_replaced(good, tmp_path):
     assert run("solve", good, "--json", fifo).exit_code == 0
     assert json.loads(reader.communicate(timeout=30)[0])["problem"] == "cli-test"
     assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_the_package_imports_no_private_module_of_another_package():
+    """typer's click copy (``typer._click``) is private and exists only from typer 0.26,
+    while pyproject allows typer >= 0.12: every import of a third-party module must go
+    through public names (no path component starting with ``_``)."""
+    import ast
+    from pathlib import Path
+
+    import allocator
+
+    root = Path(allocator.__file__).parent
+    private = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            else:
+                continue
+            for m in modules:
+                top, *rest = m.split(".")
+                if top != "allocator" and any(p.startswith("_") for p in rest):
+                    private.append(f"{path.relative_to(root)}: {m}")
+    assert private == []
+
+
+def test_usage_errors_of_the_public_typer_bad_parameter_become_one_line():
+    """typer's public ``BadParameter`` (click's) is caught and named by its option."""
+    import typer
+
+    from allocator.cli import ClickException, UsageError, usage_error_line
+
+    assert issubclass(typer.BadParameter, UsageError)
+    assert issubclass(UsageError, ClickException)
+
+    def boom(value: int) -> int:
+        raise typer.BadParameter("Seven is Right Out.")
+
+    sub = typer.Typer()
+
+    @sub.command()
+    def cmd(n: int = typer.Option(0, "--n", callback=boom)) -> None:
+        pass
+
+    with pytest.raises(typer.BadParameter) as info:
+        typer.main.get_command(sub).main(["--n", "7"], standalone_mode=False)
+    assert usage_error_line(info.value) == "--n: seven is Right Out (see --help)"

@@ -495,3 +495,60 @@ def test_outputs_never_overwrite_the_problem_or_each_other(problems_dir, tmp_pat
         assert r.output.startswith(f"error: {option}: "), r.output
         assert path.read_text() == text
         assert not (tmp_path / "s.svg").exists()
+
+
+def _memory_problem(tmp_path, a_gb: float):
+    """Drafters a and b (m = 1, k 1..2) with measured tables at batches 1 and 64 and a
+    40 GB KV cache at 0.5 GB a sequence: a's ``a_gb`` leave (40 - a_gb) / 0.5 sequences."""
+    table = {1: {0: 6.0, 1: 7.0, 2: 8.0}, 64: {0: 20.0, 1: 24.0, 2: 28.0}}
+    data = {
+        "name": "mem",
+        "convention": "bonus",
+        "drafters": [
+            {"name": "a", "acceptance": 0.8, "unit_cost": 0.1, "memory_gb": a_gb},
+            {"name": "b", "acceptance": 0.5, "unit_cost": 0.1},
+        ],
+        "search": {"k": {"min": 1, "max": 2}, "m": {"max": 1}},
+        "serving": {
+            "batch_sizes": [1, 64],
+            "step_ms": [{"drafters": [n], "by_batch": table} for n in ("a", "b")],
+            "memory": {"kv_cache_gb": 40.0, "kv_per_seq_gb": 0.5},
+        },
+    }
+    path = tmp_path / "mem.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_solve_batch_notes_configurations_left_out_for_memory(tmp_path):
+    """a's 34 GB leave (40 - 34) / 0.5 = 12 sequences: at batch 64 its two configurations
+    (k = 1, 2) are left out, and said so as `schedule` does; at batch 8 they fit."""
+    path = _memory_problem(tmp_path, 34.0)
+    r = runner.invoke(app, ["solve", str(path), "--batch", "64", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert {tuple(p["drafters"]) for p in doc["front"]} == {("b",)}
+    want = (
+        "2 configuration(s) left out at batch 64: their drafters take KV-cache memory "
+        "the batch needs (serving.memory, drafters[].memory_gb)"
+    )
+    assert want in doc["notes"]
+    r = runner.invoke(app, ["solve", str(path), "--batch", "64"])  # the table: notes on stderr
+    assert r.exit_code == 0, r.output
+    assert want in " ".join(r.stderr.split())
+    r = runner.invoke(app, ["solve", str(path), "--batch", "1", "--json", "-"])
+    assert r.exit_code == 0, r.output
+    assert not any("KV-cache" in n for n in json.loads(r.stdout)["notes"])
+
+
+def test_solve_batch_says_memory_when_nothing_fits(tmp_path):
+    """With b excluded only a is left, and at batch 64 it does not fit: the error says why."""
+    path = _memory_problem(tmp_path, 34.0)
+    data = yaml.safe_load(path.read_text())
+    data["search"]["exclude"] = ["b"]
+    path.write_text(yaml.safe_dump(data))
+    r = runner.invoke(app, ["solve", str(path), "--batch", "64"])
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: serving: ")
+    assert "2 have a step time but their drafters take the KV-cache memory" in lines[0]

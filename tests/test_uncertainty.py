@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from allocator import api
 from allocator.cli import app
+from allocator.exceptions import InputError
+from allocator.problem import Problem
 from allocator.spec import parse_problem
 from allocator.uncertainty import analyse, beta_from_interval, posterior_draws
 
@@ -58,9 +60,9 @@ def test_draws_follow_the_posterior_and_are_seeded():
             {"name": "b", "acceptance": 0.5, "unit_cost": 0.1},
         ]
     )
-    d1, names = posterior_draws(spec, 20000, seed=1)
-    d2, _ = posterior_draws(spec, 20000, seed=1)
-    d3, _ = posterior_draws(spec, 20000, seed=2)
+    d1, names = posterior_draws(Problem.from_spec(spec), 20000, seed=1)
+    d2, _ = posterior_draws(Problem.from_spec(spec), 20000, seed=1)
+    d3, _ = posterior_draws(Problem.from_spec(spec), 20000, seed=2)
     np.testing.assert_array_equal(d1, d2)
     assert not np.array_equal(d1, d3)
     assert names == ["a"]
@@ -82,7 +84,7 @@ def test_per_position_intervals_drawn_per_position():
             }
         ]
     )
-    d, _ = posterior_draws(spec, 5000, seed=0)
+    d, _ = posterior_draws(Problem.from_spec(spec), 5000, seed=0)
     assert d.shape == (5000, 1, 2)
     assert d[:, 0, 0].mean() == pytest.approx(0.9, abs=0.005)
     assert d[:, 0, 1].mean() == pytest.approx(0.5, abs=0.01)
@@ -147,7 +149,7 @@ def test_optimal_share_and_percentiles_match_brute_force(tmp_path):
     result = api.solve(prob)
     n_draws = 60
     rep = analyse(prob, result.front, n_draws, seed=5)
-    draws, _ = posterior_draws(prob.spec, n_draws, seed=5)
+    draws, _ = posterior_draws(prob, n_draws, seed=5)
     table = brute_force(PROBLEM, draws)
     keys = list(table)
     thr = np.stack([table[k] for k in keys])  # (C, D)
@@ -178,7 +180,7 @@ def test_robust_front_matches_brute_force_quantiles(tmp_path):
     prob = api.load(path)
     result = api.solve(prob)
     rep = analyse(prob, result.front, 40, seed=8, quantile=0.1)
-    draws, _ = posterior_draws(prob.spec, 40, seed=8)
+    draws, _ = posterior_draws(prob, 40, seed=8)
     table = brute_force(PROBLEM, draws)
     # brute-force front of (cost, 10% quantile)
     pts = sorted(
@@ -405,3 +407,104 @@ def test_batched_draws_agree_with_the_full_model_per_draw(tmp_path):
         np.testing.assert_allclose(t1, t2, rtol=1e-12)
         np.testing.assert_array_equal(f1, f2)
         assert 0 < f1.mean() < 1  # the budget binds somewhere
+
+
+@pytest.mark.parametrize("quantile", [None, 0.1])
+def test_sampling_reports_progress_to_a_callback(tmp_path, quantile):
+    """PROBLEM has 3 drafters: 7 subsets x 6 draft lengths = 42 configurations, each
+    evaluated under every draw, then every configuration of the reported front under
+    every draw; the callback sees that count rise to the total, never past it."""
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(PROBLEM))
+    prob = api.load(path)
+    result = api.solve(prob)
+    n_draws = 30
+    calls = []
+    rep = analyse(
+        prob,
+        result.front,
+        n_draws,
+        seed=2,
+        quantile=quantile,
+        progress=lambda d, t, f: calls.append((d, t, f)),
+    )
+    want = 42 * n_draws + len(rep.front) * n_draws
+    assert calls[-1] == (want, want, None)
+    done = [d for d, _, _ in calls]
+    assert done == sorted(done) and done[0] == 0
+    assert all(d <= t for d, t, _ in calls)
+    assert 42 * n_draws in done  # the search over, the front's scoring begins
+
+
+def test_samples_bar_is_drawn_on_a_terminal_only(tmp_path, monkeypatch):
+    """`solve --samples` draws the project's rich bar on stderr when stderr is a terminal
+    (and not with --json -, whose stdout must hold only JSON)."""
+    import io
+
+    from rich.console import Console
+
+    from allocator.cli import progress as progress_module
+
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(PROBLEM))
+    screen = io.StringIO()
+    monkeypatch.setattr(
+        progress_module, "err", Console(file=screen, force_terminal=True, width=120)
+    )
+    r = run("solve", path, "--samples", 50, "--json", tmp_path / "out.json")
+    assert r.exit_code == 0, r.output
+    drawn = screen.getvalue()
+    assert "sampling 50 draws" in drawn
+    screen.truncate(0)
+    screen.seek(0)
+    r = run("solve", path, "--samples", 50, "--json", "-")
+    assert r.exit_code == 0, r.output
+    assert "sampling" not in screen.getvalue()
+
+
+def test_a_replaced_problem_is_sampled_as_replaced(tmp_path):
+    """`Problem` is what is sampled, not the file it came from: intervals, point values
+    and workload overrides changed with `Problem.replace` are the ones drawn under."""
+    from dataclasses import replace
+
+    from allocator.uncertainty import draw_problems
+
+    path = tmp_path / "u.yaml"
+    path.write_text(yaml.safe_dump(PROBLEM))
+    prob = api.load(path)
+    # a's interval replaced by the Jeffreys interval of 20 successes in 100 trials: its
+    # draws follow Beta(20.5, 80.5), not the file's Beta(72.5, 28.5)
+    iv = prob.acceptance_interval.copy()
+    iv[0, :, :] = jeffreys(20, 100)
+    moved = prob.replace(acceptance_interval=iv)
+    d, names = posterior_draws(moved, 20000, seed=4)
+    post = stats.beta(20.5, 80.5)
+    assert d[:, 0, 0].mean() == pytest.approx(post.mean(), abs=4 * post.std() / np.sqrt(2e4))
+    assert d[:, 0, 0].std() == pytest.approx(post.std(), rel=0.03)
+    # c's interval removed: c keeps a replaced point value in every draw
+    iv[2] = np.nan
+    acc = prob.acceptance.copy()
+    acc[2] = 0.33
+    d, names = posterior_draws(prob.replace(acceptance_interval=iv, acceptance=acc), 50, seed=4)
+    assert names == ["a", "b"] and np.all(d[:, 2] == 0.33)
+    # no interval left: nothing to sample
+    with pytest.raises(InputError, match="no drafter has an acceptance_interval"):
+        analyse(prob.replace(acceptance_interval=None), api.solve(prob).front, 10)
+    # a workload's override of a removed: a is drawn there too
+    p = dict(PROBLEM)
+    p["workloads"] = [{"name": "chat", "weight": 1.0, "acceptance": {"a": 0.9}}]
+    path.write_text(yaml.safe_dump(p))
+    prob = api.load(path)
+    problems, names = draw_problems(prob, 200, seed=1)
+    assert names == ["b", "c"]
+    freed = prob.replace(
+        workloads=tuple(
+            replace(w, overrides=np.zeros(prob.n, bool), acceptance=prob.acceptance)
+            for w in prob.workloads
+        )
+    )
+    problems, names = draw_problems(freed, 200, seed=1)
+    assert names == ["a", "b", "c"]
+    chat_a = np.array([q.workloads[0].acceptance[0, 0] for q in problems])
+    np.testing.assert_array_equal(chat_a, [q.acceptance[0, 0] for q in problems])
+    assert chat_a.std() > 0.02

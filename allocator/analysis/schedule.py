@@ -284,7 +284,7 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
     ks = speculative_ks(problem)
     metric = problem.cost_metric
     parts: list[Front] = []
-    evaluated = unmeasured = 0
+    evaluated = unmeasured = no_room = 0
     base = baseline_ms(serving, float(batch))
     if np.isnan(base):
         raise InputError(
@@ -300,7 +300,9 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
         has = ~np.isnan(sm["tokens_per_s"])
         evaluated += c.e.size
         unmeasured += int((~has).sum())
-        ok = c.feasible & has & (max_batch(problem, c.members) >= batch)[:, None]
+        fits = (max_batch(problem, c.members) >= batch)[:, None]  # drafters take KV memory
+        no_room += int((c.feasible & has & ~fits).sum())
+        ok = c.feasible & has & fits
         r, j = np.nonzero(ok)
         if r.size == 0:
             continue
@@ -318,7 +320,14 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
     if not parts:
         raise InputError(
             "serving",
-            f"no configuration within the budget has a step time at batch {batch}",
+            f"no configuration within the budget has a step time at batch {batch}"
+            + (
+                f" and leaves the batch room in memory ({no_room:,} have a step time but "
+                "their drafters take the KV-cache memory it needs: serving.memory, "
+                "drafters[].memory_gb)"
+                if no_room
+                else ""
+            ),
         )
     members = np.concatenate([p.members for p in parts])
     k = np.concatenate([p.k for p in parts])
@@ -334,5 +343,10 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
         notes.append(
             f"{unmeasured:,} of {evaluated:,} configurations have no step time at batch "
             f"{batch} (no measured table and no component model covering them): left out"
+        )
+    if no_room:
+        notes.append(
+            f"{no_room:,} configuration(s) left out at batch {batch}: their drafters take "
+            "KV-cache memory the batch needs (serving.memory, drafters[].memory_gb)"
         )
     return front, evaluated, unmeasured, notes

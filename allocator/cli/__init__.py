@@ -10,32 +10,68 @@ from collections.abc import Sequence
 from typing import Any
 
 import typer
-from typer._click import exceptions as click_errors
 from typer.core import TyperGroup
 
 from .. import __version__
 
 
-def usage_error_line(exc: click_errors.ClickException) -> str:
-    """A command-line usage error as ``<option>: <what is wrong>`` (one line)."""
+def _click_class(name: str) -> type[Exception]:
+    """One of click's documented exception bases of the public ``typer.BadParameter``.
+
+    typer raises click's exceptions: click's own up to typer 0.25 (which depends on click),
+    a copy inside typer from 0.26 on (typer no longer depends on click, and the copy is a
+    private module). ``typer.BadParameter`` is public in both, and click documents it as a
+    ``UsageError``, itself a ``ClickException``: the classes are found there, so the same
+    code catches what either typer raises.
+    """
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == name and issubclass(cls, Exception):
+            return cls
+    raise ImportError(f"typer.BadParameter is no longer a click {name}")  # pragma: no cover
+
+
+#: click's base of every error it shows the user (``exit_code``, ``format_message()``, ``show()``)
+ClickException = _click_class("ClickException")
+#: click's command-line usage errors (exit status 2)
+UsageError = _click_class("UsageError")
+
+
+def _is_help_request(exc: Exception) -> bool:
+    """click's ``NoArgsIsHelpError`` (click >= 8.2: a group run without arguments shows
+    its help). It has no public name in typer and no attribute of its own, so it is told
+    by its class name; older click shows the help and exits without an error."""
+    return any(cls.__name__ == "NoArgsIsHelpError" for cls in type(exc).__mro__)
+
+
+def usage_error_line(exc: Exception) -> str:
+    """A command-line usage error (one of click's, :data:`ClickException`) as
+    ``<option>: <what is wrong>`` (one line).
+
+    The kind is told by click's documented attributes: ``NoSuchOption`` carries
+    ``option_name`` and ``possibilities``, ``BadOptionUsage`` ``option_name``,
+    ``BadParameter`` (public as ``typer.BadParameter``) ``param``, and its subclass
+    ``MissingParameter`` ``param_type``.
+    """
     field = "usage"
-    message = exc.format_message()
-    if isinstance(exc, click_errors.NoSuchOption):
-        field, message = exc.option_name, "no such option"
-        if exc.possibilities:
-            message += f" (did you mean {', '.join(sorted(exc.possibilities))}?)"
-    elif isinstance(exc, click_errors.BadOptionUsage):
-        field, message = exc.option_name, exc.message
-    elif isinstance(exc, click_errors.BadParameter):
+    message = getattr(exc, "format_message", lambda: str(exc))()
+    option_name = getattr(exc, "option_name", None)
+    if isinstance(exc, typer.BadParameter):
         param = exc.param
         if param is not None:
             opts = [o for o in getattr(param, "opts", []) if o.startswith("--")]
             name = getattr(param, "human_readable_name", None) or getattr(param, "name", None)
             field = opts[0] if opts else (name or "usage")
-        if isinstance(exc, click_errors.MissingParameter):
+        if hasattr(exc, "param_type"):  # MissingParameter
             message = "missing (required)"
         else:
             message = exc.message
+    elif isinstance(option_name, str) and hasattr(exc, "possibilities"):  # NoSuchOption
+        possibilities = getattr(exc, "possibilities", None)
+        field, message = option_name, "no such option"
+        if possibilities:
+            message += f" (did you mean {', '.join(sorted(possibilities))}?)"
+    elif isinstance(option_name, str):  # BadOptionUsage
+        field, message = option_name, getattr(exc, "message", message)
     message = " ".join(str(message).split()).rstrip(".")
     return f"{field}: {message[:1].lower() + message[1:]} (see --help)"
 
@@ -63,18 +99,17 @@ class OneLineErrors(TyperGroup):
                 windows_expand_args=windows_expand_args,
                 **extra,
             )
-        except click_errors.NoArgsIsHelpError as exc:
+        except ClickException as exc:
             if not standalone_mode:
                 raise
-            exc.show()
-            sys.exit(exc.exit_code)
-        except click_errors.ClickException as exc:
-            if not standalone_mode:
-                raise
+            exit_code = int(getattr(exc, "exit_code", 1))
+            if _is_help_request(exc):
+                getattr(exc, "show")()  # noqa: B009  (click's interface, not typed here)
+                sys.exit(exit_code)
             from .common import fail
 
             code = fail(usage_error_line(exc)).exit_code
-            sys.exit(code if isinstance(exc, click_errors.UsageError) else exc.exit_code)
+            sys.exit(code if isinstance(exc, UsageError) else exit_code)
         except typer.Abort:
             if not standalone_mode:
                 raise

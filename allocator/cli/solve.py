@@ -226,7 +226,7 @@ def solve(
             progress=progress,
         )
     result.notes.extend(limit_notes(prob, result))
-    udoc = apply_uncertainty(prob, result, samples, seed, robust)
+    udoc = apply_uncertainty(prob, result, samples, seed, robust, show_progress=json_path != "-")
     doc = solve_document(result)
     if udoc is not None:
         doc["uncertainty"] = udoc

@@ -11,6 +11,7 @@ from ..engines import export_point as engine_settings
 from ..exceptions import InputError
 from ..outputs import uncertainty_document
 from ..uncertainty import analyse
+from .progress import search_progress
 
 if TYPE_CHECKING:
     from ..problem import Problem
@@ -35,16 +36,23 @@ def check_options(samples, robust, export, pick, json_path) -> None:
         raise InputError("--export", "prints to stdout, which --json - already uses")
 
 
-def apply_uncertainty(prob: Problem, result, samples, seed, robust) -> dict | None:
+def apply_uncertainty(
+    prob: Problem, result, samples, seed, robust, show_progress: bool = True
+) -> dict | None:
     """Run the sampling analysis when asked; with ``robust`` the result's front is replaced.
 
-    Returns the ``uncertainty`` JSON object, or ``None`` when not asked.
+    ``show_progress``: draw a progress bar on stderr (only on a terminal) of the
+    evaluations (configuration x draw) done. Returns the ``uncertainty`` JSON object, or
+    ``None`` when not asked.
     """
     if samples is None and robust is None:
         return None
     n = samples if samples is not None else DEFAULT_SAMPLES
     try:
-        report = analyse(prob, result.front, n, seed=seed or 0, quantile=robust)
+        with search_progress(f"sampling {n:,} draws", enabled=show_progress) as progress:
+            report = analyse(
+                prob, result.front, n, seed=seed or 0, quantile=robust, progress=progress
+            )
     except InputError as exc:  # name the option the user gave, not the one implied
         if samples is None and exc.field == "--samples":
             raise InputError("--robust", exc.message) from None
