@@ -211,6 +211,20 @@ def test_capacity_and_schedule_agree_on_the_budget():
     assert got["k"] <= 2
 
 
+def test_a_drafter_with_rank_acceptances_is_noted_as_sized_in_chains(tmp_path):
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    data["search"]["k"] = {"min": 2, "max": 2}
+    plain = size_fleet(build(data), 500.0)
+    assert not any("acceptance_by_rank" in n for n in plain.notes)
+    data["drafters"][0]["acceptance_by_rank"] = [0.8, 0.3]
+    ranked = size_fleet(build(data), 500.0)
+    assert ranked.document() == plain.document()  # the tree is not used: chains only
+    assert any("acceptance_by_rank" in n and "chains only" in n for n in ranked.notes)
+    r = runner.invoke(app, ["capacity", write(tmp_path, data), "--tokens-per-s", "500"])
+    assert r.exit_code == 0, r.output
+    assert "chains only" in " ".join(r.output.split())
+
+
 # ---------------------------------------------------------------- decisions flip
 def _flip_tables():
     """Speculation with drafter a (acceptance 0.8) at k = 2: E = 2.44. At batch 1 it

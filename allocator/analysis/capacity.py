@@ -458,6 +458,20 @@ def _infeasible(grid: ServingGrid, itl_target: float) -> InputError:
     )
 
 
+def tree_notes(problem: Problem) -> list[str]:
+    """A note when a drafter of the problem carries ``acceptance_by_rank``: the sizing
+    runs chains (its ``acceptance``, rank 1) only, never the token trees it could draft."""
+    spec = problem.spec
+    ranked = [] if spec is None else [d.name for d in spec.drafters if d.acceptance_by_rank]
+    if not ranked:
+        return []
+    return [
+        f"drafter(s) {', '.join(ranked)} carry acceptance_by_rank, but capacity sizes "
+        "chains only (acceptance, one candidate per position), not token trees; "
+        "`allocator tree` evaluates their trees"
+    ]
+
+
 def size_fleet(
     problem: Problem,
     tokens_per_s: float,
@@ -487,6 +501,7 @@ def size_fleet(
             f"{grid.over_budget:,} speculative configuration(s) left out by the budget "
             f"({caps}), as schedule leaves them out"
         )
+    notes += tree_notes(problem)
     return CapacityResult(problem.name, load, target, best, plain, notes)
 
 
