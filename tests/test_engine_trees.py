@@ -216,6 +216,9 @@ def test_export_vllm_says_it_takes_no_tree(problem):
         (["--eagle", "65,2,10"], "--eagle"),
         (["--eagle", "3,65,10"], "--eagle"),
         (["--export", "trt"], "--export"),
+        # --engine searches, --eagle names one setting: together one of them was ignored
+        (["--engine", "--eagle", "3,2,5"], "--eagle"),
+        (["--engine", "--eagle", "3,2,5", "--json", "-"], "--eagle"),
     ],
 )
 def test_bad_engine_input(problem, extra, field):

@@ -229,6 +229,12 @@ def tree_command(
         raise InputError("--export", f"{export!r} is not one of sglang, vllm")
     if export is not None and json_path == "-":
         raise InputError("--export", "prints to stdout, which --json - already uses")
+    if engine and eagle is not None:
+        raise InputError(
+            "--eagle",
+            "evaluates the one setting given while --engine searches for the best: "
+            "give one of them",
+        )
     use_engine = engine or eagle is not None or export is not None
     if rounds is not None and nodes is None and eagle is None:
         raise InputError("--rounds", "simulates one tree: give --nodes or --eagle")
