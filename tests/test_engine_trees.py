@@ -188,6 +188,25 @@ def test_engine_search_and_serving(problem):
     assert row["num_draft_tokens"] <= by_batch[1]["num_draft_tokens"]
 
 
+def test_engine_rounds_simulate_the_picked_setting(problem):
+    """--engine picks one setting; --rounds plays that tree (it was refused without
+    --nodes). The Monte Carlo of its paths, written independently, agrees."""
+    r = run("tree", problem, "-d", "eagle", "--engine", "--rounds", "40000", "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    sim = doc["simulation"]
+    assert sim["rounds"] == 40000 and sim["model_accepted"] == doc["expected_accepted"]
+    assert sim["ci_low"] <= doc["expected_accepted"] <= sim["ci_high"]
+    paths = engine_paths(P, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
+    played: list[tuple[int, ...]] = [()]
+    for v in range(1, len(doc["parents"])):
+        played.append(played[doc["parents"][v]] + (doc["ranks"][v],))
+    assert set(played[1:]) == paths  # the simulated tree is the engine's for that setting
+    units = monte_carlo(P, paths, 40_000, 3)
+    half = 2.576 * units.std(ddof=1) / np.sqrt(units.size)
+    assert abs(units.mean() - doc["expected_accepted"]) < half
+
+
 def test_export_sglang(problem):
     r = run("tree", problem, "-d", "eagle", "--eagle", "4,3,10", "--export", "sglang")
     assert r.exit_code == 0, r.output

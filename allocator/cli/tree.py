@@ -200,7 +200,10 @@ def tree_command(
         None, "--export", help="Print the engine tree's settings: sglang or vllm."
     ),
     rounds: int = typer.Option(
-        None, "--rounds", help="Simulate this many steps of the tree (with --nodes or --eagle)."
+        None,
+        "--rounds",
+        help="Simulate this many steps of the tree (with --nodes, --eagle, or --engine: "
+        "the setting it picks).",
     ),
     seed: int = typer.Option(0, "--seed", help="Random seed of --rounds."),
     json_path: str = JsonOption,
@@ -236,8 +239,9 @@ def tree_command(
             "give one of them",
         )
     use_engine = engine or eagle is not None or export is not None
-    if rounds is not None and nodes is None and eagle is None:
-        raise InputError("--rounds", "simulates one tree: give --nodes or --eagle")
+    if rounds is not None and nodes is None and not use_engine:
+        # --engine (and --export) pick one setting, which is then the tree simulated
+        raise InputError("--rounds", "simulates one tree: give --nodes, --eagle or --engine")
     if plot_path and (nodes is not None or use_engine):
         raise InputError("--plot", "draws the front: leave out --nodes and the engine options")
     precheck_outputs(json=json_path)
