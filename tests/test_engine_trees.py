@@ -207,6 +207,25 @@ def test_engine_rounds_simulate_the_picked_setting(problem):
     assert abs(units.mean() - doc["expected_accepted"]) < half
 
 
+def test_eagle_topk_beyond_the_measured_ranks_is_noted(problem):
+    """P measures 4 ranks: at topk 6 ranks 5 and 6 weigh 0, so E is that of topk 4 with
+    the same steps and tokens (the zero-scored candidates are never chosen ahead)."""
+    r = run("tree", problem, "-d", "eagle", "--eagle", "2,6,5", "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert any("beyond the 4 measured ranks" in n for n in doc["notes"])
+    # by hand from the expansion written out above: ranks 5, 6 weigh nothing
+    e = 1.0
+    for path in engine_paths(P, 2, 6, 5):
+        w = [(weights(P, d + 1) + [0.0, 0.0])[r - 1] for d, r in enumerate(path)]
+        e += float(np.prod(w))
+    assert doc["expected_accepted"] == pytest.approx(e)
+    r = run("tree", problem, "-d", "eagle", "--eagle", "2,6,5")
+    assert r.exit_code == 0 and "beyond the 4 measured ranks" in " ".join(r.output.split())
+    r = run("tree", problem, "-d", "eagle", "--eagle", "2,4,5", "--json", "-")
+    assert "notes" not in json.loads(r.stdout)
+
+
 def test_export_sglang(problem):
     r = run("tree", problem, "-d", "eagle", "--eagle", "4,3,10", "--export", "sglang")
     assert r.exit_code == 0, r.output

@@ -398,6 +398,13 @@ def _engine(
     if eagle is not None:
         steps, topk, tokens = _parse_eagle(eagle)
         check_triple(steps, topk, tokens)
+        if topk > p.shape[1]:
+            doc["notes"] = [
+                f"topk {topk} is beyond the {p.shape[1]} measured ranks of "
+                f"{prob.names[index]}'s acceptance_by_rank: candidates of rank "
+                f"{p.shape[1] + 1}..{topk} are scored 0 (never accepted), so E counts "
+                "nothing for them; measure those ranks to evaluate them"
+            ]
     else:
         topk_max = min(width or p.shape[1], p.shape[1])
         tri = sglang_triples(p, depth, topk_max, n_max)
