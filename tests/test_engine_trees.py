@@ -226,6 +226,45 @@ def test_eagle_topk_beyond_the_measured_ranks_is_noted(problem):
     assert "notes" not in json.loads(r.stdout)
 
 
+WIDE = """
+name: wide
+convention: bonus
+verifier: {pass_cost: 1.0, token_cost: 0.02}
+drafters:
+  - name: eagle
+    acceptance: 0.5
+    unit_cost: 0.05
+    acceptance_by_rank: [0.5, %s]
+"""
+
+
+def test_engine_caps_the_default_width_at_16(tmp_path, monkeypatch):
+    """A drafter with 200 measured ranks: --engine searched every topk up to 200 by
+    default (minutes); it now stops at 16 unless --width asks for more."""
+    import allocator.engines.trees as trees
+
+    path = tmp_path / "wide.yaml"
+    path.write_text(WIDE % ", ".join(["0.01"] * 199))
+    seen: list[int] = []
+    original = trees.sglang_triples
+
+    def spy(p, max_steps, max_topk, max_nodes):
+        seen.append(max_topk)
+        return original(p, max_steps, max_topk, max_nodes)
+
+    monkeypatch.setattr(trees, "sglang_triples", spy)
+    args = ("tree", path, "-d", "eagle", "--engine", "--nodes", "6", "--depth", "2")
+    r = run(*args, "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert seen == [16] and doc["topk"] <= 16
+    assert any("up to 16 of the 200 measured ranks" in n for n in doc["notes"])
+    r = run(*args, "--width", "20", "--json", "-")
+    assert r.exit_code == 0 and seen[-1] == 20 and "notes" not in json.loads(r.stdout)
+    help_text = " ".join(run("tree", "--help").output.split())
+    assert "up to 16" in help_text
+
+
 def test_export_sglang(problem):
     r = run("tree", problem, "-d", "eagle", "--eagle", "4,3,10", "--export", "sglang")
     assert r.exit_code == 0, r.output
