@@ -70,8 +70,9 @@ def random_tables(rng: np.random.Generator, names) -> dict:
     return out
 
 
-def brute_force(data: dict, load: float, itl_target: float, speculative=None):
-    """Every (batch, drafter or none, k) and every replica count, in plain Python."""
+def brute_force(data: dict, load: float, itl_target: float, speculative=None, allowed=None):
+    """Every (batch, drafter or none, k) and every replica count, in plain Python;
+    ``allowed(name, k)``: which speculative configurations a budget leaves in."""
     tables = {t["drafters"][0]: t["by_batch"] for t in data["serving"]["step_ms"]}
     acc = {d["name"]: d["acceptance"] for d in data["drafters"]}
     mem = data["serving"].get("memory")
@@ -81,6 +82,8 @@ def brute_force(data: dict, load: float, itl_target: float, speculative=None):
     best = None
     for b, (name, k) in itertools.product(BATCHES, options):
         if speculative is not None and (k > 0) != speculative:
+            continue
+        if name is not None and allowed is not None and not allowed(name, k):
             continue
         if mem is not None:
             room = mem["kv_cache_gb"] - (gb[name] if name else 0.0)
@@ -164,6 +167,62 @@ def test_sweep_matches_brute_force_at_every_load():
             assert (got is None) == (want is None)
             if want is not None:
                 same_fleet(got.document(), want)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_budget_caps_the_configurations_as_schedule_applies_them(seed):
+    """budget.draft_cost_per_round 0.2 with unit_cost 0.1 leaves k <= 2 (k · 0.1 per
+    round); plain decoding stays a candidate whatever the budget."""
+    rng = np.random.default_rng(100 + seed)
+    acc = {"a": float(rng.uniform(0.85, 0.95)), "b": float(rng.uniform(0.85, 0.95))}
+    data = problem_data(random_tables(rng, acc), acc)
+    free = build(data)
+    data["budget"] = {"draft_cost_per_round": 0.2}
+    prob = build(data)
+    changed = False
+    for load, target in [(50.0, 1e9), (3e3, 10.0), (2.5e4, 20.0), (1e5, 40.0)]:
+        want = brute_force(data, load, target, allowed=lambda name, k: k * 0.1 <= 0.2)
+        if want is None:
+            with pytest.raises(InputError):
+                size_fleet(prob, load, target)
+            continue
+        got = size_fleet(prob, load, target)
+        same_fleet(got.document(), want)
+        assert got.document()["k"] <= 2
+        assert any("left out by the budget" in n for n in got.notes)
+        changed |= size_fleet(free, load, target).document()["k"] > 2
+    assert changed  # the case would pass without the budget otherwise
+
+
+def test_capacity_and_schedule_agree_on_the_budget():
+    """At one batch size with no latency target and a load one replica carries, the
+    cheapest fleet is the fastest candidate: schedule's pick at that batch size."""
+    rng = np.random.default_rng(3)
+    acc = {"a": 0.9, "b": 0.92}
+    data = problem_data(random_tables(rng, acc), acc)
+    data["serving"]["batch_sizes"] = [1]
+    data["budget"] = {"draft_cost_per_round": 0.2}
+    prob = build(data)
+    from allocator.analysis.schedule import schedule
+
+    row = schedule(prob).rows()[0]
+    got = size_fleet(prob, 1.0).document()
+    assert (got["drafters"], got["k"]) == (row["drafters"], row["k"])
+    assert got["k"] <= 2
+
+
+def test_a_drafter_with_rank_acceptances_is_noted_as_sized_in_chains(tmp_path):
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    data["search"]["k"] = {"min": 2, "max": 2}
+    plain = size_fleet(build(data), 500.0)
+    assert not any("acceptance_by_rank" in n for n in plain.notes)
+    data["drafters"][0]["acceptance_by_rank"] = [0.8, 0.3]
+    ranked = size_fleet(build(data), 500.0)
+    assert ranked.document() == plain.document()  # the tree is not used: chains only
+    assert any("acceptance_by_rank" in n and "chains only" in n for n in ranked.notes)
+    r = runner.invoke(app, ["capacity", write(tmp_path, data), "--tokens-per-s", "500"])
+    assert r.exit_code == 0, r.output
+    assert "chains only" in " ".join(r.output.split())
 
 
 # ---------------------------------------------------------------- decisions flip

@@ -188,6 +188,83 @@ def test_engine_search_and_serving(problem):
     assert row["num_draft_tokens"] <= by_batch[1]["num_draft_tokens"]
 
 
+def test_engine_rounds_simulate_the_picked_setting(problem):
+    """--engine picks one setting; --rounds plays that tree (it was refused without
+    --nodes). The Monte Carlo of its paths, written independently, agrees."""
+    r = run("tree", problem, "-d", "eagle", "--engine", "--rounds", "40000", "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    sim = doc["simulation"]
+    assert sim["rounds"] == 40000 and sim["model_accepted"] == doc["expected_accepted"]
+    assert sim["ci_low"] <= doc["expected_accepted"] <= sim["ci_high"]
+    paths = engine_paths(P, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
+    played: list[tuple[int, ...]] = [()]
+    for v in range(1, len(doc["parents"])):
+        played.append(played[doc["parents"][v]] + (doc["ranks"][v],))
+    assert set(played[1:]) == paths  # the simulated tree is the engine's for that setting
+    units = monte_carlo(P, paths, 40_000, 3)
+    half = 2.576 * units.std(ddof=1) / np.sqrt(units.size)
+    assert abs(units.mean() - doc["expected_accepted"]) < half
+
+
+def test_eagle_topk_beyond_the_measured_ranks_is_noted(problem):
+    """P measures 4 ranks: at topk 6 ranks 5 and 6 weigh 0, so E is that of topk 4 with
+    the same steps and tokens (the zero-scored candidates are never chosen ahead)."""
+    r = run("tree", problem, "-d", "eagle", "--eagle", "2,6,5", "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert any("beyond the 4 measured ranks" in n for n in doc["notes"])
+    # by hand from the expansion written out above: ranks 5, 6 weigh nothing
+    e = 1.0
+    for path in engine_paths(P, 2, 6, 5):
+        w = [(weights(P, d + 1) + [0.0, 0.0])[r - 1] for d, r in enumerate(path)]
+        e += float(np.prod(w))
+    assert doc["expected_accepted"] == pytest.approx(e)
+    r = run("tree", problem, "-d", "eagle", "--eagle", "2,6,5")
+    assert r.exit_code == 0 and "beyond the 4 measured ranks" in " ".join(r.output.split())
+    r = run("tree", problem, "-d", "eagle", "--eagle", "2,4,5", "--json", "-")
+    assert "notes" not in json.loads(r.stdout)
+
+
+WIDE = """
+name: wide
+convention: bonus
+verifier: {pass_cost: 1.0, token_cost: 0.02}
+drafters:
+  - name: eagle
+    acceptance: 0.5
+    unit_cost: 0.05
+    acceptance_by_rank: [0.5, %s]
+"""
+
+
+def test_engine_caps_the_default_width_at_16(tmp_path, monkeypatch):
+    """A drafter with 200 measured ranks: --engine searched every topk up to 200 by
+    default (minutes); it now stops at 16 unless --width asks for more."""
+    import allocator.engines.trees as trees
+
+    path = tmp_path / "wide.yaml"
+    path.write_text(WIDE % ", ".join(["0.01"] * 199))
+    seen: list[int] = []
+    original = trees.sglang_triples
+
+    def spy(p, max_steps, max_topk, max_nodes):
+        seen.append(max_topk)
+        return original(p, max_steps, max_topk, max_nodes)
+
+    monkeypatch.setattr(trees, "sglang_triples", spy)
+    args = ("tree", path, "-d", "eagle", "--engine", "--nodes", "6", "--depth", "2")
+    r = run(*args, "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert seen == [16] and doc["topk"] <= 16
+    assert any("up to 16 of the 200 measured ranks" in n for n in doc["notes"])
+    r = run(*args, "--width", "20", "--json", "-")
+    assert r.exit_code == 0 and seen[-1] == 20 and "notes" not in json.loads(r.stdout)
+    help_text = " ".join(run("tree", "--help").output.split())
+    assert "up to 16" in help_text
+
+
 def test_export_sglang(problem):
     r = run("tree", problem, "-d", "eagle", "--eagle", "4,3,10", "--export", "sglang")
     assert r.exit_code == 0, r.output
@@ -216,6 +293,9 @@ def test_export_vllm_says_it_takes_no_tree(problem):
         (["--eagle", "65,2,10"], "--eagle"),
         (["--eagle", "3,65,10"], "--eagle"),
         (["--export", "trt"], "--export"),
+        # --engine searches, --eagle names one setting: together one of them was ignored
+        (["--engine", "--eagle", "3,2,5"], "--eagle"),
+        (["--engine", "--eagle", "3,2,5", "--json", "-"], "--eagle"),
     ],
 )
 def test_bad_engine_input(problem, extra, field):

@@ -389,6 +389,9 @@ def test_simulate_command_plays_a_tree(problem):
         (["--rounds", "10"], "--k"),
         (["--nodes", "0"], "--nodes"),
         (["--nodes", "5", "--rounds", "1"], "--rounds"),
+        # --depth bounds a tree; on a chain it was ignored without a word
+        (["--k", "3", "--depth", "2"], "--depth"),
+        (["--nodes", "5", "--depth", "0"], "--depth"),
     ],
 )
 def test_simulate_tree_bad_input(problem, extra, field):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +21,8 @@ from typer.testing import CliRunner
 from allocator.cli import app
 from allocator.exceptions import InputError
 from allocator.model.tree import TreeProgramme, edge_weights, from_unconditional
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def sequoia_best(q: list[float], nodes: int, depth: int) -> float:
@@ -77,3 +80,18 @@ def test_conversion_refuses_what_is_not_a_share_vector():
 def test_help_says_which_vector_acceptance_by_rank_is():
     text = " ".join(CliRunner().invoke(app, ["tree", "--help"]).output.split())
     assert "conditional" in text and "Sequoia" in text and "from_unconditional" in text
+
+
+def test_design_doc_warns_that_sequoias_vector_is_unconditional():
+    """docs/design.md §8.10 states the conversion and its example; the example checked by
+    hand here, independently of :func:`from_unconditional`."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    section = text[text.index("### 8.10") : text.index("### 8.11")]
+    flat = " ".join(section.split())
+    assert "from_unconditional" in flat and "test_accept.py" in flat
+    assert "p_r(ℓ) = q_r(ℓ) / (1 − Σ_{s<r} q_s(ℓ))" in flat
+    assert "`[0.62, 0.14, 0.06, 0.03]` → `[0.62, 0.368, 0.25, 0.167]`" in flat
+    q = [0.62, 0.14, 0.06, 0.03]
+    left = [1.0, 1 - 0.62, 1 - 0.62 - 0.14, 1 - 0.62 - 0.14 - 0.06]
+    assert [round(a / b, 3) for a, b in zip(q, left, strict=True)] == [0.62, 0.368, 0.25, 0.167]
+    assert "`E = 2.856` to 2.660" in flat  # the numbers of the test above

@@ -9,7 +9,9 @@ The serving model (:mod:`allocator.model.serving`) gives, at each batch size ``b
 ``serving.batch_sizes``, every configuration's ``tokens_per_s(b)`` (one replica, whole
 batch) and ``itl_ms(b)`` (ms between tokens of one sequence). A configuration here is a
 subset of the search space with a ``k`` in ``search.k`` up to the largest ``k`` any step
-time reaches, plus ``k = 0`` (no speculation, no drafter). A candidate ``(b, config)`` is
+time reaches, within the problem's ``budget`` caps (on the model's metrics, the same test
+as ``schedule``: :func:`allocator.search.base.feasible_mask`), plus ``k = 0`` (no
+speculation, no drafter, a candidate whatever the budget). A candidate ``(b, config)`` is
 *feasible* when it has a measured or modelled step time, ``itl_ms(b) <= Y`` and the
 replica can hold ``b`` sequences (:mod:`allocator.model.memory`: hosted drafters take
 KV-cache memory). For a load of ``X`` tokens/s (generated, over the whole fleet) it needs
@@ -60,7 +62,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..exceptions import InputError
+from ..model.evaluate import evaluate_subsets
 from ..model.memory import max_batch
+from ..search.base import feasible_mask
 from ..search.space import count_subsets, iter_subsets
 
 if TYPE_CHECKING:
@@ -89,7 +93,8 @@ class ServingGrid:
     batch : ``(S,)`` int, the batch sizes; members : ``(C, N)`` bool; k : ``(C,)`` int
     (row 0 is ``k = 0`` without drafters); tokens_per_s : ``(S, C)`` tokens/s of one
     replica (NaN: no step time); itl_ms : ``(S, C)`` ms; max_batch : ``(C,)`` int, the
-    largest batch the replica holds with that configuration's drafters (memory).
+    largest batch the replica holds with that configuration's drafters (memory);
+    over_budget : speculative configurations the problem's ``budget`` left out (not rows).
     """
 
     names: tuple[str, ...]
@@ -99,6 +104,7 @@ class ServingGrid:
     tokens_per_s: np.ndarray
     itl_ms: np.ndarray
     max_batch: np.ndarray
+    over_budget: int = 0
 
     def fits(self) -> np.ndarray:
         """``(S, C)`` bool: a step time exists and the batch fits in memory."""
@@ -253,10 +259,11 @@ def _need_serving(problem: Problem):
     )
 
 
-def configurations(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+def configurations(problem: Problem) -> tuple[np.ndarray, np.ndarray, int]:
     """Row 0: no drafters, ``k = 0``; then every subset of the search space at every ``k``
-    of the serving model's ``speculative_ks``. Returns ``members (C, N)`` bool and ``k (C,)``
-    int."""
+    of the serving model's ``speculative_ks`` that is within the problem's ``budget``
+    (each cap on the model's metrics, as ``schedule`` applies it). Returns ``members
+    (C, N)`` bool, ``k (C,)`` int and how many configurations the budget left out."""
     ks = _serving_model().speculative_ks(problem)
     cells = count_subsets(problem) * ks.size * _need_serving(problem).batch_sizes.size
     if cells > MAX_CELLS:
@@ -267,11 +274,19 @@ def configurations(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
         )
     parts_m = [np.zeros((1, problem.n), bool)]
     parts_k = [np.zeros(1, np.int64)]
+    over_budget = 0
     if ks.size:
+        # the model's metrics over k_min..k_max == ks, as schedule evaluates them
+        limited = problem.replace(k_max=int(ks[-1]))
         for chunk in iter_subsets(problem, 1 << 16):
-            parts_m.append(np.repeat(chunk, ks.size, axis=0))
-            parts_k.append(np.tile(ks, chunk.shape[0]))
-    return np.concatenate(parts_m), np.concatenate(parts_k)
+            ok = np.ones((chunk.shape[0], ks.size), bool)
+            if problem.budget:
+                ok = feasible_mask(evaluate_subsets(limited, chunk), problem.budget)
+            over_budget += int((~ok).sum())
+            rows, cols = np.nonzero(ok)  # row-major: each subset's k in ascending order
+            parts_m.append(chunk[rows])
+            parts_k.append(ks[cols])
+    return np.concatenate(parts_m), np.concatenate(parts_k), over_budget
 
 
 def serving_grid(problem: Problem) -> ServingGrid:
@@ -281,7 +296,7 @@ def serving_grid(problem: Problem) -> ServingGrid:
     """
     sm = _serving_model()
     serving = _need_serving(problem)
-    members, k = configurations(problem)
+    members, k, over_budget = configurations(problem)
     e = sm.bonus_expected(problem, members, k)  # (C,), independent of the batch size
     batch = np.asarray(serving.batch_sizes, dtype=np.int64)
     tps = np.full((batch.size, k.size), np.nan)
@@ -291,7 +306,14 @@ def serving_grid(problem: Problem) -> ServingGrid:
         tps[i] = sm.tokens_per_s(e, step, float(b))
         itl[i] = step / e
     return ServingGrid(
-        problem.names, batch, members, k, tps, itl, max_batch(problem, members).astype(np.int64)
+        problem.names,
+        batch,
+        members,
+        k,
+        tps,
+        itl,
+        max_batch(problem, members).astype(np.int64),
+        over_budget,
     )
 
 
@@ -436,6 +458,20 @@ def _infeasible(grid: ServingGrid, itl_target: float) -> InputError:
     )
 
 
+def tree_notes(problem: Problem) -> list[str]:
+    """A note when a drafter of the problem carries ``acceptance_by_rank``: the sizing
+    runs chains (its ``acceptance``, rank 1) only, never the token trees it could draft."""
+    spec = problem.spec
+    ranked = [] if spec is None else [d.name for d in spec.drafters if d.acceptance_by_rank]
+    if not ranked:
+        return []
+    return [
+        f"drafter(s) {', '.join(ranked)} carry acceptance_by_rank, but capacity sizes "
+        "chains only (acceptance, one candidate per position), not token trees; "
+        "`allocator tree` evaluates their trees"
+    ]
+
+
 def size_fleet(
     problem: Problem,
     tokens_per_s: float,
@@ -458,7 +494,15 @@ def size_fleet(
     if best is None:
         raise _infeasible(grid, target)
     plain = _fleets(grid, loads, target, price, False)[0]
-    return CapacityResult(problem.name, load, target, best, plain)
+    notes = []
+    if grid.over_budget:
+        caps = ", ".join(f"{m} <= {c:g}" for m, c in problem.budget.items())
+        notes.append(
+            f"{grid.over_budget:,} speculative configuration(s) left out by the budget "
+            f"({caps}), as schedule leaves them out"
+        )
+    notes += tree_notes(problem)
+    return CapacityResult(problem.name, load, target, best, plain, notes)
 
 
 def size_routes(

@@ -24,6 +24,9 @@ from .common import (
 )
 from .evaluate import split_names
 
+#: Deepest depth of the tree ``--nodes`` plays when ``--depth`` is not given.
+TREE_DEPTH = 16
+
 
 @app.command("simulate")
 @handles_input_errors
@@ -46,7 +49,13 @@ def simulate_command(
         "(one drafter with acceptance_by_rank; see `allocator tree`).",
         show_default=False,
     ),
-    depth: int = typer.Option(16, "--depth", help="With --nodes: the tree's deepest depth."),
+    depth: int = typer.Option(
+        None,
+        "--depth",
+        help=f"With --nodes: the tree's deepest depth (default {TREE_DEPTH}); a chain's "
+        "depth is --k.",
+        show_default=False,
+    ),
     json_path: str = JsonOption,
     plot_path: str = typer.Option(
         None,
@@ -68,10 +77,15 @@ def simulate_command(
             raise InputError("--plot", "draws chains only; leave it out with --nodes")
         from .tree import simulate_tree_command
 
+        depth = TREE_DEPTH if depth is None else depth
         simulate_tree_command(problem, drafters, nodes, depth, rounds, seed, json_path)
         return
     if k is None:
         raise InputError("--k", "give the draft length (or --nodes to play a token tree)")
+    if depth is not None:
+        raise InputError(
+            "--depth", "bounds a token tree (--nodes); a chain's depth is its draft length --k"
+        )
     precheck_outputs(json=json_path)
     if plot_path:
         from ..plots import check_plot_path

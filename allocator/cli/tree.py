@@ -144,6 +144,11 @@ def _simulation(tree: Tree, p: np.ndarray, rounds: int, seed: int) -> dict:
 #: Largest ``topk`` of one ``--eagle`` setting (SGLang's own defaults stay below 10).
 MAX_TOPK = 64
 
+#: Largest ``topk`` ``--engine`` searches without ``--width``: the search drafts
+#: ``topk + (steps - 1)·topk²`` candidates per setting, so a drafter with hundreds of
+#: measured ranks would take minutes; SGLang's own defaults stay below 10.
+ENGINE_TOPK = 16
+
 
 def _parse_eagle(text: str) -> tuple[int, int, int]:
     parts = split_names(text)
@@ -179,7 +184,10 @@ def tree_command(
     ),
     depth: int = typer.Option(16, "--depth", help=f"Deepest depth (1..{MAX_DEPTH})."),
     width: int = typer.Option(
-        None, "--width", help="Most children per node (default: every measured rank)."
+        None,
+        "--width",
+        help="Most children per node (default: every measured rank; with --engine, the "
+        f"measured ranks up to {ENGINE_TOPK}).",
     ),
     max_nodes: int = typer.Option(
         FRONT_NODES, "--max-nodes", help="Without --nodes: the front runs over sizes 1..this."
@@ -187,8 +195,9 @@ def tree_command(
     engine: bool = typer.Option(
         False,
         "--engine",
-        help="Evaluate SGLang's EAGLE trees (num_steps <= --depth, "
-        "topk <= --width, num_draft_tokens - 1 <= --nodes) and pick the best.",
+        help="Evaluate SGLang's EAGLE trees (num_steps <= --depth, topk <= --width or by "
+        f"default the measured ranks up to {ENGINE_TOPK}, num_draft_tokens - 1 <= --nodes) "
+        "and pick the best.",
     ),
     eagle: str = typer.Option(
         None,
@@ -200,7 +209,10 @@ def tree_command(
         None, "--export", help="Print the engine tree's settings: sglang or vllm."
     ),
     rounds: int = typer.Option(
-        None, "--rounds", help="Simulate this many steps of the tree (with --nodes or --eagle)."
+        None,
+        "--rounds",
+        help="Simulate this many steps of the tree (with --nodes, --eagle, or --engine: "
+        "the setting it picks).",
     ),
     seed: int = typer.Option(0, "--seed", help="Random seed of --rounds."),
     json_path: str = JsonOption,
@@ -229,9 +241,16 @@ def tree_command(
         raise InputError("--export", f"{export!r} is not one of sglang, vllm")
     if export is not None and json_path == "-":
         raise InputError("--export", "prints to stdout, which --json - already uses")
+    if engine and eagle is not None:
+        raise InputError(
+            "--eagle",
+            "evaluates the one setting given while --engine searches for the best: "
+            "give one of them",
+        )
     use_engine = engine or eagle is not None or export is not None
-    if rounds is not None and nodes is None and eagle is None:
-        raise InputError("--rounds", "simulates one tree: give --nodes or --eagle")
+    if rounds is not None and nodes is None and not use_engine:
+        # --engine (and --export) pick one setting, which is then the tree simulated
+        raise InputError("--rounds", "simulates one tree: give --nodes, --eagle or --engine")
     if plot_path and (nodes is not None or use_engine):
         raise InputError("--plot", "draws the front: leave out --nodes and the engine options")
     precheck_outputs(json=json_path)
@@ -388,8 +407,20 @@ def _engine(
     if eagle is not None:
         steps, topk, tokens = _parse_eagle(eagle)
         check_triple(steps, topk, tokens)
+        if topk > p.shape[1]:
+            doc["notes"] = [
+                f"topk {topk} is beyond the {p.shape[1]} measured ranks of "
+                f"{prob.names[index]}'s acceptance_by_rank: candidates of rank "
+                f"{p.shape[1] + 1}..{topk} are scored 0 (never accepted), so E counts "
+                "nothing for them; measure those ranks to evaluate them"
+            ]
     else:
-        topk_max = min(width or p.shape[1], p.shape[1])
+        topk_max = min(width or ENGINE_TOPK, p.shape[1])
+        if width is None and p.shape[1] > ENGINE_TOPK:
+            doc["notes"] = [
+                f"topk searched up to {ENGINE_TOPK} of the {p.shape[1]} measured ranks "
+                "(the default cap of --engine); give --width to search wider"
+            ]
         tri = sglang_triples(p, depth, topk_max, n_max)
         t = _times(prob, index, tri.tokens - 1, tri.steps)
         thr = tri.expected_accepted / t
@@ -416,7 +447,7 @@ def _engine(
                 for b, i, m in per_batch[0]
             ]
             if per_batch[1]:
-                doc["notes"] = per_batch[1]
+                doc["notes"] = [*doc.get("notes", []), *per_batch[1]]
     tree = sglang_tree(p, steps, topk, tokens)
     t_step = float(_times(prob, index, tree.nodes, steps))
     same = TreeProgramme(p, tree.nodes, steps, width).values()[-1]

@@ -31,7 +31,8 @@ profile). Under that assumption every candidate's score is exactly its path prob
 the engine's tree is deterministic, and ``E = 1 + Σ`` (the ``num_draft_tokens - 1`` largest
 scores). Real scores fluctuate around that profile, so the engine's per-step choice adapts
 and can do better than this fixed tree; ties are broken by candidate index (``torch.topk``
-leaves them unspecified). Ranks beyond the measured ``acceptance_by_rank`` score 0.
+leaves them unspecified). Ranks beyond the measured ``acceptance_by_rank`` score 0
+(``tree --eagle`` says so in a note when its ``topk`` reaches them).
 
 vLLM. vLLM's ``SpeculativeConfig`` once took ``speculative_token_tree`` (a string list of
 node paths of child indices, e.g. ``"[(0,), (1,), (0, 0)]"``, sorted breadth-first in
