@@ -5,20 +5,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run
 from synthetic_logs import simulate_chain, simulate_short_drafts, vllm_exposition, vllm_log_line
-from typer.testing import CliRunner
 
-from allocator.cli import app
 from allocator.estimate import estimate
 from allocator.spec import load_problem
 
-runner = CliRunner()
 FIXTURES = Path(__file__).parent / "fixtures"
 TARGET = "meta-llama/Llama-3.1-8B-Instruct"
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def estimate_fixture(out):
