@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from cli_helpers import run
+from cli_runner import run
 
 from allocator import inputs
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import run
+from cli_runner import run
 
 GOOD = """\
 name: cli-test

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from cli_helpers import run
+from cli_runner import run
 
 from allocator.engines.trees import sglang_expected, sglang_tree, sglang_triples
 from allocator.model.acceptance import expected_accepted

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from cli_helpers import run
+from cli_runner import run
 
 from allocator.engines.methods import METHODS
 from allocator.spec import Method, load_problem

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from cli_helpers import run
+from cli_runner import run
 from synthetic_logs import simulate_outcomes, write_outcomes_csv, write_outcomes_jsonl
 
 from allocator.estimate import estimate

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from cli_helpers import run
+from cli_runner import run
 from scipy import optimize
 from synthetic_logs import sglang_decode_line, sglang_response
 

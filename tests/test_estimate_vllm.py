@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helpers import run
+from cli_runner import run
 from synthetic_logs import simulate_chain, simulate_short_drafts, vllm_exposition, vllm_log_line
 
 from allocator.estimate import estimate

@@ -5,7 +5,7 @@ import shlex
 
 import pytest
 import yaml
-from cli_helpers import run
+from cli_runner import run
 
 from allocator.engines import export_text, pick_point
 from allocator.spec import Drafter

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from cli_helpers import run
+from cli_runner import run
 
 from allocator.cli import app
 from allocator.plots import boxes_overlap, plot_accepted, plot_front, plot_sweep

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 import reference
-from cli_helpers import run
+from cli_runner import run
 
 from allocator import solve
 from allocator.exceptions import InputError

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from cli_helpers import run
+from cli_runner import run
 
 from allocator.model.acceptance import expected_accepted
 from allocator.model.tree import (

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from cli_helpers import run
+from cli_runner import run
 from reference import metrics as ref_metrics
 from scipy import stats
 
