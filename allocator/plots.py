@@ -102,6 +102,33 @@ def _save(fig, path: str | Path, fmt: str, option: str) -> None:
     write_atomic(path, buf.getvalue(), option)
 
 
+def _front_line(ax, cost: np.ndarray, thr: np.ndarray, label: str):
+    """Draw a front as black steps through its points, ``cost`` and ``thr`` ``(P,)``:
+    within a budget between two points, the cheaper point is the best there is.
+    Returns the line (its data are what was drawn)."""
+    (line,) = ax.plot(
+        cost,
+        thr,
+        "o-",
+        drawstyle="steps-post",
+        color="black",
+        lw=1.6,
+        ms=4.5,
+        label=label,
+        zorder=3,
+    )
+    return line
+
+
+def _frame_points(ax) -> None:
+    """Leave room around the drawn points for their labels, then fix the axis limits so
+    that what is drawn or placed later does not move them."""
+    ax.margins(x=0.18, y=0.14)
+    ax.autoscale_view()
+    ax.set_xlim(ax.get_xlim())
+    ax.set_ylim(ax.get_ylim())
+
+
 # ---------------------------------------------------------------- label placement
 @dataclass(frozen=True)
 class PlacedLabel:
@@ -319,18 +346,7 @@ def plot_front(
         drawn_singles[name] = tuple(np.asarray(a, float) for a in line.get_data())
     cost = np.array([p["cost"] for p in points], float)
     thr = np.array([p["throughput"] for p in points], float)
-    # steps: within a budget between two points, the cheaper point is the best there is
-    (front_line,) = ax.plot(
-        cost,
-        thr,
-        "o-",
-        drawstyle="steps-post",
-        color="black",
-        lw=1.6,
-        ms=4.5,
-        label="front: best at each cost",
-        zorder=3,
-    )
+    front_line = _front_line(ax, cost, thr, "front: best at each cost")
     metric = result.cost_metric
     ax.set_xlabel(COST_LABELS.get(metric, metric))
     ax.set_ylabel(throughput_label or THROUGHPUT_LABEL)
@@ -341,10 +357,7 @@ def plot_front(
         fontsize=11,
     )
     ax.grid(True, lw=0.4, alpha=0.5)
-    ax.margins(x=0.18, y=0.14)
-    ax.autoscale_view()
-    ax.set_xlim(ax.get_xlim())
-    ax.set_ylim(ax.get_ylim())
+    _frame_points(ax)
     budget_x = None
     if budget is not None:
         lo, hi = ax.get_xlim()
@@ -588,17 +601,7 @@ def plot_sweep(
         label="one config for all traffic",
         zorder=2,
     )
-    (front_line,) = ax.plot(
-        cost,
-        thr,
-        "o-",
-        drawstyle="steps-post",
-        color="black",
-        lw=1.6,
-        ms=4.5,
-        label="plan: routing per workload",
-        zorder=3,
-    )
+    front_line = _front_line(ax, cost, thr, "plan: routing per workload")
     ax.set_xlabel(COST_LABELS["hosting_cost"])
     ax.set_ylabel("overall throughput 1 / Σ_w p_w / S_w  (accepted units per verifier-unit)")
     ax.set_title(
@@ -609,10 +612,7 @@ def plot_sweep(
     )
     ax.grid(True, lw=0.4, alpha=0.5)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    ax.margins(x=0.18, y=0.14)
-    ax.autoscale_view()
-    ax.set_xlim(ax.get_xlim())
-    ax.set_ylim(ax.get_ylim())
+    _frame_points(ax)
     placed = place_labels(ax, cost, thr, ["+".join(p["hosted"]) or "(none)" for p in points])
     _save(fig, path, fmt, option)
     xs, ys = front_line.get_data()

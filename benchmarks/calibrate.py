@@ -23,6 +23,10 @@ from pathlib import Path
 import numpy as np
 from processes import timed_runs
 
+# the known step-time model the tests draw their synthetic rows from
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from synthetic_serving import true_expected, true_step  # noqa: E402
+
 PROBLEM = """\
 name: bench-calibrate
 convention: bonus
@@ -37,27 +41,12 @@ TARGET_S = 2.0
 def table(seed: int = 0) -> str:
     """The first 50 of 52 rows: 4 batch sizes x (k = 0, and 3 drafter sets x k = 1, 3, 5, 7)."""
     rng = np.random.default_rng(seed)
-    acc = {"a": [0.8, 0.7, 0.6], "b": [0.6]}
-    draft = {"a": (0.5, 0.004), "b": (1.2, 0.01)}
-
-    def expected(names: list[str], k: int) -> float:
-        total, surv = 1.0, 1.0
-        for j in range(k):
-            fail = 1.0
-            for n in names:
-                fail *= 1.0 - acc[n][min(j, len(acc[n]) - 1)]
-            surv *= 1.0 - fail
-            total += surv
-        return total
-
     rows = []
     for b in (1, 8, 32, 128):
         for names in ([], ["a"], ["b"], ["a", "b"]):
             for k in [0] if not names else [1, 3, 5, 7]:
-                t = len(names) * k + 1
-                step = max(6.0 + 0.03 * b, 0.02 * b * t)
-                step += k * sum(draft[n][0] + draft[n][1] * b for n in names) + (0.3 if k else 0)
-                tps = 1000 * b * expected(names, k) / step * (1 + 0.02 * rng.standard_normal())
+                step = true_step(names, k, b)
+                tps = 1000 * b * true_expected(names, k) / step * (1 + 0.02 * rng.standard_normal())
                 rows.append(f"{'+'.join(names)},{k},{b},{tps:.4f}")
     rows = rows[:50]
     return "drafters,k,batch,tokens_per_s\n" + "\n".join(rows) + "\n"

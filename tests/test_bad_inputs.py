@@ -12,12 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from cli_runner import run
 
 from allocator import inputs
-from allocator.cli import app
-
-runner = CliRunner()
 
 GOOD = """\
 name: bad-inputs
@@ -26,10 +23,6 @@ drafters:
   - {name: weak-b, acceptance: [0.8, 0.6], unit_cost: 0.1, hosting_cost: 2}
 search: {k: {max: 8}}
 """
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def write(tmp_path: Path, text: str, name: str = "p.yaml") -> Path:

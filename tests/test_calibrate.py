@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from synthetic_serving import DRAFT, OVH, PROBLEM, V0, V1, C, true_expected, true_step
 from typer.testing import CliRunner
 
 from allocator.analysis.calibrate import (
@@ -24,39 +25,6 @@ from allocator.problem import Problem
 from allocator.spec import load_problem
 
 runner = CliRunner()
-
-PROBLEM = """\
-name: synth
-convention: bonus
-drafters:
-  - {name: a, acceptance: [0.8, 0.7, 0.6], unit_cost: 0.05}
-  - {name: b, acceptance: 0.6, unit_cost: 0.1}
-search: {k: {max: 16}}
-"""
-
-# the truth the synthetic rows are drawn from (ms)
-V0, V1, C, OVH = 6.0, 0.03, 0.02, 0.3
-DRAFT = {"a": (0.5, 0.004), "b": (1.2, 0.01)}
-ACC = {"a": [0.8, 0.7, 0.6], "b": [0.6]}
-
-
-def true_expected(names: list[str], k: int) -> float:
-    """Bonus-convention tokens per step, independent errors, by a plain loop."""
-    total, surv = 1.0, 1.0
-    for j in range(k):
-        fail = 1.0
-        for n in names:
-            fail *= 1.0 - ACC[n][min(j, len(ACC[n]) - 1)]
-        surv *= 1.0 - fail
-        total += surv
-    return total
-
-
-def true_step(names: list[str], k: int, b: int) -> float:
-    t = len(names) * k + 1
-    verify = max(V0 + V1 * b, C * b * t)
-    draft = sum(DRAFT[n][0] + DRAFT[n][1] * b for n in names)
-    return verify + k * draft + (OVH if k else 0.0)
 
 
 def synthetic_csv(noise: float, seed: int, ks=(1, 3, 5, 7), batches=(1, 8, 32, 64, 128)) -> str:

@@ -6,11 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from typer.testing import CliRunner
-
-from allocator.cli import app
-
-runner = CliRunner()
+from cli_runner import run
 
 GOOD = """\
 name: cli-test
@@ -19,10 +15,6 @@ drafters:
   - {name: b, acceptance: [0.8, 0.6], unit_cost: 0.1, hosting_cost: 2}
 search: {k: {max: 8}}
 """
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import yaml
+from synthetic_serving import DRAFT, PROBLEM, true_expected, true_step
 
 from allocator.analysis.calibrate import calibrate, calibrated_problem_data, read_measured
 from allocator.analysis.schedule import schedule
@@ -17,38 +18,8 @@ from allocator.model.serving import serving_metrics
 from allocator.problem import Problem
 from allocator.spec import Drafter
 
+
 # ---------------------------------------------------------------- §8.7 calibration
-PROBLEM = """\
-name: synth
-convention: bonus
-drafters:
-  - {name: a, acceptance: [0.8, 0.7, 0.6], unit_cost: 0.05}
-  - {name: b, acceptance: 0.6, unit_cost: 0.1}
-search: {k: {max: 16}}
-"""
-V0, V1, C, OVH = 6.0, 0.03, 0.02, 0.3
-DRAFT = {"a": (0.5, 0.004), "b": (1.2, 0.01)}
-ACC = {"a": [0.8, 0.7, 0.6], "b": [0.6]}
-
-
-def true_expected(names: list[str], k: int) -> float:
-    """Bonus-convention tokens per step, independent errors, by a plain loop."""
-    total, surv = 1.0, 1.0
-    for j in range(k):
-        fail = 1.0
-        for n in names:
-            fail *= 1.0 - ACC[n][min(j, len(ACC[n]) - 1)]
-        surv *= 1.0 - fail
-        total += surv
-    return total
-
-
-def true_step(names: list[str], k: int, b: int, draft: dict = DRAFT) -> float:
-    t = len(names) * k + 1
-    verify = max(V0 + V1 * b, C * b * t)
-    return verify + k * sum(draft[n][0] + draft[n][1] * b for n in names) + (OVH if k else 0.0)
-
-
 def rows_csv(rows: list[tuple[list[str], int, int]], draft: dict = DRAFT) -> str:
     lines = ["drafters,k,batch,tokens_per_s"]
     for names, k, b in rows:

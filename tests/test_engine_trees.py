@@ -7,13 +7,10 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from cli_runner import run
 
-from allocator.cli import app
 from allocator.engines.trees import sglang_expected, sglang_tree, sglang_triples
 from allocator.model.acceptance import expected_accepted
-
-runner = CliRunner()
 
 
 def weights(p: list[list[float]], depth: int) -> list[float]:
@@ -159,10 +156,6 @@ def problem(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(PROBLEM)
     return path
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def test_engine_search_and_serving(problem):

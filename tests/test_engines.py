@@ -18,18 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from typer.testing import CliRunner
+from cli_runner import run
 
-from allocator.cli import app
 from allocator.engines.methods import METHODS
 from allocator.spec import Method, load_problem
 
-runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 # ----------------------------------------------------------------- vLLM's schema

@@ -8,10 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from cli_runner import run
 from synthetic_logs import simulate_outcomes, write_outcomes_csv, write_outcomes_jsonl
-from typer.testing import CliRunner
 
-from allocator.cli import app
 from allocator.estimate import estimate
 from allocator.estimate.correlation import (
     fit_loadings,
@@ -20,15 +19,9 @@ from allocator.estimate.correlation import (
 )
 from allocator.spec import load_problem
 
-runner = CliRunner()
-
 ACC = np.array([[0.8, 0.7, 0.55], [0.6, 0.5, 0.45]])  # position-dependent
 CORR = np.array([[1.0, 0.5], [0.5, 1.0]])  # correlated errors
 NAMES = ["small", "tiny"]
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def costs(tiny=0.05):

@@ -6,20 +6,13 @@ import json
 
 import numpy as np
 import pytest
+from cli_runner import run
 from scipy import optimize
 from synthetic_logs import sglang_decode_line, sglang_response
-from typer.testing import CliRunner
 
-from allocator.cli import app
 from allocator.estimate import estimate
 from allocator.exceptions import InputError
 from allocator.spec import load_problem
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def rounds_accepted(rng, acc, rounds, k):

@@ -5,20 +5,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_runner import run
 from synthetic_logs import simulate_chain, simulate_short_drafts, vllm_exposition, vllm_log_line
-from typer.testing import CliRunner
 
-from allocator.cli import app
 from allocator.estimate import estimate
 from allocator.spec import load_problem
 
-runner = CliRunner()
 FIXTURES = Path(__file__).parent / "fixtures"
 TARGET = "meta-llama/Llama-3.1-8B-Instruct"
 
 
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
+def estimate_metrics(tmp_path, text: str, *options):
+    """Write ``text`` to ``m.prom`` and ``estimate`` it as ``vllm-metrics`` into ``p.yaml``
+    (both in ``tmp_path``), with any further ``options``."""
+    path = tmp_path / "m.prom"
+    path.write_text(text)
+    return run("estimate", path, "--format", "vllm-metrics", "--out", tmp_path / "p.yaml", *options)
 
 
 def estimate_fixture(out):
@@ -194,10 +196,8 @@ BAD_METRICS = [
 
 @pytest.mark.parametrize("text,needle", BAD_METRICS)
 def test_bad_metrics(tmp_path, text, needle):
-    path = tmp_path / "m.prom"
-    path.write_text(text)
     out = tmp_path / "p.yaml"
-    res = run("estimate", path, "--format", "vllm-metrics", "--out", out)
+    res = estimate_metrics(tmp_path, text)
     assert res.exit_code == 2, res.output
     assert len(res.stderr.strip().splitlines()) == 1 and needle in res.stderr, res.stderr
     assert not out.exists()
@@ -210,10 +210,8 @@ def test_metrics_partial_restart_refused(tmp_path):
         'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 6000.0',
         'engine="0",model_name="meta-llama/Llama-3.1-8B-Instruct"} 50.0',
     )
-    path = tmp_path / "m.prom"
-    path.write_text(text + restarted)
     out = tmp_path / "p.yaml"
-    res = run("estimate", path, "--format", "vllm-metrics", "--out", out)
+    res = estimate_metrics(tmp_path, text + restarted)
     assert res.exit_code == 2 and "restart together" in res.stderr, res.stderr
     assert not out.exists()
 
@@ -224,17 +222,13 @@ def test_metrics_per_position_counts_that_increase(tmp_path):
         .read_text()
         .replace('position="2"} 1836.0', 'position="2"} 4836.0')
     )
-    path = tmp_path / "m.prom"
-    path.write_text(text)
-    res = run("estimate", path, "--format", "vllm-metrics", "--out", tmp_path / "p.yaml")
+    res = estimate_metrics(tmp_path, text)
     assert res.exit_code == 2 and "cannot increase" in res.stderr, res.stderr
 
 
 def test_metrics_without_drafts(tmp_path):
     text = vllm_exposition({"m": [(0, np.zeros(3, int))]})
-    path = tmp_path / "m.prom"
-    path.write_text(text)
-    res = run("estimate", path, "--format", "vllm-metrics", "--out", tmp_path / "p.yaml")
+    res = estimate_metrics(tmp_path, text)
     assert res.exit_code == 2 and "no drafts recorded" in res.stderr, res.stderr
 
 
@@ -394,10 +388,10 @@ def test_short_drafts_few_keep_tight_intervals(tmp_path):
 def test_short_drafts_range_is_reported_and_point_is_inside(tmp_path):
     rng = np.random.default_rng(7)
     per_pos, tokens = simulate_short_drafts(rng, [0.8, 0.7, 0.6], 4000, 3, rng.integers(1, 4, 4000))
-    path = tmp_path / "m.prom"
-    path.write_text(vllm_exposition({"m": [(4000, per_pos, tokens)]}))
     out = tmp_path / "p.yaml"
-    res = run("estimate", path, "--format", "vllm-metrics", "--out", out, "--json", "-")
+    res = estimate_metrics(
+        tmp_path, vllm_exposition({"m": [(4000, per_pos, tokens)]}), "--json", "-"
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     rep = doc["report"]["models"]["m"]
@@ -500,10 +494,8 @@ def test_restarted_server_segments_are_summed(tmp_path):
 def test_metrics_without_per_position_counter(tmp_path):
     text = vllm_exposition({"m": [(100, np.array([80, 60]))]})
     text = "".join(line for line in text.splitlines(True) if "per_pos" not in line)
-    path = tmp_path / "m.prom"
-    path.write_text(text)
     out = tmp_path / "p.yaml"
-    res = run("estimate", path, "--format", "vllm-metrics", "--out", out)
+    res = estimate_metrics(tmp_path, text)
     assert res.exit_code == 2
     assert res.stderr.startswith("error: m.prom: ")
     assert len(res.stderr.strip().splitlines()) == 1
@@ -513,9 +505,7 @@ def test_metrics_without_per_position_counter(tmp_path):
 
 def test_metrics_more_draft_tokens_than_positions_refused(tmp_path):
     text = vllm_exposition({"m": [(100, np.array([80, 60]), 201)]})
-    path = tmp_path / "m.prom"
-    path.write_text(text)
-    res = run("estimate", path, "--format", "vllm-metrics", "--out", tmp_path / "p.yaml")
+    res = estimate_metrics(tmp_path, text)
     assert res.exit_code == 2 and "exceeds num_drafts x 2 positions" in res.stderr, res.stderr
 
 
@@ -525,10 +515,10 @@ def test_huge_counters_still_write_a_valid_interval(tmp_path):
     validate. Rounded outward it holds the computed interval and stays lo < hi."""
     drafts = 2 * 10**15
     per_pos = np.array([1.6 * 10**15, 1.152 * 10**15])  # 0.8, then 0.72
-    path = tmp_path / "m.prom"
-    path.write_text(vllm_exposition({"m": [(drafts, per_pos)]}))
     out = tmp_path / "p.yaml"
-    res = run("estimate", path, "--format", "vllm-metrics", "--out", out, "--unit-cost", "m=0.1")
+    res = estimate_metrics(
+        tmp_path, vllm_exposition({"m": [(drafts, per_pos)]}), "--unit-cost", "m=0.1"
+    )
     assert res.exit_code == 0, res.output
     d = load_problem(out).drafters[0]
     for (lo, hi), a in zip(d.acceptance_interval, [0.8, 0.72], strict=True):

@@ -5,18 +5,10 @@ import shlex
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from cli_runner import run
 
-from allocator.cli import app
 from allocator.engines import export_text, pick_point
 from allocator.spec import Drafter
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
-
 
 PROBLEM = {
     "name": "exp",

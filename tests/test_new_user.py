@@ -11,20 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from typer.testing import CliRunner
+from cli_runner import run
 
 from allocator.cli import app
 from allocator.plots import boxes_overlap, plot_accepted, plot_front, plot_sweep
 from allocator.problem import Problem
 from allocator.spec import parse_problem
 
-runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def write(tmp_path, spec: dict, name: str = "p.yaml") -> Path:

@@ -14,10 +14,9 @@ import sys
 import numpy as np
 import pytest
 import reference
-from typer.testing import CliRunner
+from cli_runner import run
 
 from allocator import solve
-from allocator.cli import app
 from allocator.exceptions import InputError
 from allocator.planning import make_plan, sweep_hosting
 from allocator.planning.candidates import dominated_by_subset
@@ -25,7 +24,6 @@ from allocator.problem import Problem
 from allocator.spec import parse_problem
 
 SLACK = 1e-9
-runner = CliRunner()
 
 
 def within(value, cap):
@@ -427,10 +425,6 @@ def test_range_sweep_is_monotone_and_matches_plans(seed):
 
 
 # ----------------------------------------------------------------- command line
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 @pytest.fixture

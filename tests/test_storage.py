@@ -5,7 +5,6 @@ The PostgreSQL tests need a server: ``.ci/run`` starts one and exports its URL a
 """
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,27 +15,7 @@ import numpy as np
 import optuna
 import pytest
 
-from allocator.storage import mask_text, mask_url, with_driver
-
-POSTGRES_ENV = "ALLOCATOR_TEST_POSTGRES_URL"
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    url = os.environ.get(POSTGRES_ENV)
-    if not url:
-        pytest.skip(f"{POSTGRES_ENV} is not set (.ci/run starts a PostgreSQL server and sets it)")
-    import psycopg2
-
-    try:
-        psycopg2.connect(
-            with_driver(url).replace("postgresql+psycopg2", "postgresql"), connect_timeout=3
-        ).close()
-    except psycopg2.OperationalError as exc:
-        pytest.skip(
-            f"no PostgreSQL server reachable at {mask_url(url)}: {mask_text(str(exc), url)}"
-        )
-    return url
+from allocator.storage import mask_url, with_driver
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ connects) reads from each URL, not against the masking code. The PostgreSQL test
 """
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -32,8 +31,6 @@ from allocator.search.exact import ExactStrategy
 from allocator.search.knapsack import KnapsackStrategy
 from allocator.search.study import OptunaStrategy
 from allocator.storage import mask_text, mask_url, with_driver
-
-POSTGRES_ENV = "ALLOCATOR_TEST_POSTGRES_URL"
 
 
 def run_cli(*args, timeout=300):
@@ -65,22 +62,6 @@ def write_problem(path, n, seed=0, errors=None, k_max=16, m=None):
         raw["search"]["m"] = m
     path.write_text(json.dumps(raw))
     return path
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    url = os.environ.get(POSTGRES_ENV)
-    if not url:
-        pytest.skip(f"{POSTGRES_ENV} is not set (.ci/run starts a PostgreSQL server and sets it)")
-    import psycopg2
-
-    try:
-        psycopg2.connect(
-            with_driver(url).replace("postgresql+psycopg2", "postgresql"), connect_timeout=3
-        ).close()
-    except psycopg2.OperationalError:
-        pytest.skip(f"no PostgreSQL server reachable at {mask_url(url)}")
-    return url
 
 
 def sqlalchemy_secrets(url):

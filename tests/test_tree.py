@@ -10,9 +10,8 @@ import math
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from cli_runner import run
 
-from allocator.cli import app
 from allocator.model.acceptance import expected_accepted
 from allocator.model.tree import (
     TreeProgramme,
@@ -21,8 +20,6 @@ from allocator.model.tree import (
     simulate_tree,
     tree_expected,
 )
-
-runner = CliRunner()
 
 
 # ---------------------------------------------------------------- brute force, by hand
@@ -189,10 +186,6 @@ def problem(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text(PROBLEM)
     return path
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def test_tree_json_document(problem):

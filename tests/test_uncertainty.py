@@ -8,22 +8,15 @@ import json
 import numpy as np
 import pytest
 import yaml
+from cli_runner import run
 from reference import metrics as ref_metrics
 from scipy import stats
-from typer.testing import CliRunner
 
 from allocator import api
-from allocator.cli import app
 from allocator.exceptions import InputError
 from allocator.problem import Problem
 from allocator.spec import parse_problem
 from allocator.uncertainty import analyse, beta_from_interval, posterior_draws
-
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
 
 def jeffreys(s, n):

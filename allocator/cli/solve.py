@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import typer
@@ -192,27 +193,9 @@ def solve(
         _check_batch_options(strategy, samples, robust, export, storage, study, trials, timeout)
         result = api.solve_at_batch(prob, batch)
         doc = solve_document(result)
-        if csv_path and csv_path != "-":
-            write_atomic(csv_path, front_csv(doc["front"]), "--csv")
-        if plot_path:
-            from ..plots import plot_front
-
-            plot_front(
-                result,
-                plot_path,
-                throughput_label=f"tokens/s at batch {batch}",
-                budget=prob.budget.get(result.cost_metric),
-            )
-        if json_path == "-":
-            emit_json(doc, "-")
-            return
-        emit_json(doc, json_path)
-        if csv_path == "-":
-            emit_text(front_csv(doc["front"]))
-            return
-        for message in result.notes:
-            note(message)
-        out.print(front_table(result))
+        label = f"tokens/s at batch {batch}"
+        if _write_outputs(prob, result, doc, json_path, csv_path, plot_path, label=label):
+            out.print(front_table(result))
         return
     with search_progress(f"solving {prob.name}", enabled=json_path != "-") as progress:
         result = api.solve(
@@ -232,6 +215,34 @@ def solve(
         doc["uncertainty"] = udoc
     # refused exports fail here, before any output is written or note printed
     exported = export_settings(prob, doc["front"], export, pick) if export is not None else None
+    if not _write_outputs(prob, result, doc, json_path, csv_path, plot_path, singles=True):
+        return
+    if exported is not None:
+        print_export(exported)
+        return
+    out.print(front_table(result))
+    if udoc is not None:
+        out.print(uncertainty_table(udoc))
+
+
+def _write_outputs(
+    prob: Problem,
+    result: SolveResult,
+    doc: dict[str, Any],
+    json_path: str | None,
+    csv_path: str | None,
+    plot_path: str | None,
+    *,
+    label: str | None = None,
+    singles: bool = False,
+) -> bool:
+    """Write ``--csv`` (a file), ``--plot`` and ``--json``; then print on stdout the JSON or
+    CSV asked for there (``-``), else the notes.
+
+    ``label`` names the plot's throughput axis (default: the model's unit); ``singles``
+    draws each single drafter's own front faintly behind. Returns whether stdout is still
+    free for the human-readable tables.
+    """
     if csv_path and csv_path != "-":
         write_atomic(csv_path, front_csv(doc["front"]), "--csv")
     if plot_path:
@@ -240,24 +251,20 @@ def solve(
         plot_front(
             result,
             plot_path,
-            singles=single_drafter_fronts(prob),
+            singles=single_drafter_fronts(prob) if singles else None,
             budget=prob.budget.get(result.cost_metric),
+            throughput_label=label,
         )
     if json_path == "-":
         emit_json(doc, "-")
-        return
+        return False
     emit_json(doc, json_path)
     if csv_path == "-":
         emit_text(front_csv(doc["front"]))
-        return
+        return False
     for message in result.notes:
         note(message)
-    if exported is not None:
-        print_export(exported)
-        return
-    out.print(front_table(result))
-    if udoc is not None:
-        out.print(uncertainty_table(udoc))
+    return True
 
 
 def _check_batch_options(
