@@ -237,3 +237,17 @@ def test_calibration_says_when_it_replaces_the_planned_batch_sizes(tmp_path):
     assert any(
         "batch_sizes [1, 8, 64] replaced by the measured batch sizes [1, 64]" in n for n in notes
     ), notes
+
+
+def test_short_draft_bounds_by_hand():
+    """§8.9, worked by hand: k = 3, 10 drafts, per-position accepted [8, 5, 2], 27 draft
+    tokens. The deficit 3·10 − 27 = 3 can hide at most 3 // 2 = 1 draft of length 1 at
+    position 2 and at most min(3 // 1, 5 − 2) = 3 drafts of length 2 at position 3, so the
+    rounds reaching positions 1..3 lie in [10, 10], [7, 8], [2, 5]. With no short draft
+    (30 tokens) the bounds meet."""
+    from allocator.estimate.counts import bounded_trials
+
+    hi, lo = bounded_trials(10, np.array([8, 5, 2]), 27)
+    assert hi.tolist() == [10, 8, 5] and lo.tolist() == [10, 7, 2]
+    hi, lo = bounded_trials(10, np.array([8, 5, 2]), 30)
+    assert hi.tolist() == lo.tolist() == [10, 8, 5]
