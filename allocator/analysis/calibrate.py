@@ -302,25 +302,19 @@ class _Layout:
         return 2 + int(self.fit_v1) + int(self.fit_overhead) + len(self.drafters) + len(self.sloped)
 
     def unpack(self, x: np.ndarray, n: int, drafting: str) -> StepModel:
-        i = 0
-        v0 = x[i]
-        i += 1
-        v1 = 0.0
-        if self.fit_v1:
-            v1 = x[i]
-            i += 1
-        c = x[i]
-        i += 1
-        o = 0.0
-        if self.fit_overhead:
-            o = x[i]
-            i += 1
+        """The step model of parameter vector ``x`` (laid out as :meth:`size` counts:
+        v0, [v1], c, [overhead], d0 of each fitted drafter, d1 of each sloped one)."""
+        head = 2 + int(self.fit_v1) + int(self.fit_overhead)
+        it = iter(x[:head])
+        v0 = next(it)
+        v1 = next(it) if self.fit_v1 else 0.0
+        c = next(it)
+        o = next(it) if self.fit_overhead else 0.0
+        nd = len(self.drafters)
         d0 = np.zeros(n)
         d1 = np.zeros(n)
-        nd = len(self.drafters)
-        d0[self.drafters] = x[i : i + nd]
-        i += nd
-        d1[self.sloped] = x[i : i + len(self.sloped)]
+        d0[self.drafters] = x[head : head + nd]
+        d1[self.sloped] = x[head + nd : head + nd + len(self.sloped)]
         fitted = np.zeros(n, bool)
         fitted[self.drafters] = True
         return StepModel(float(v0), float(v1), float(c), float(o), d0, d1, fitted, drafting)
