@@ -48,6 +48,35 @@ def test_tree_step_time_by_hand():
     assert ms[0] == pytest.approx(v + 2 * ((1 - w) * 0.45 + w * 0.6) + 0.3)
 
 
+def _hand_expected(p: np.ndarray, parents: np.ndarray, ranks: np.ndarray) -> float:
+    """1 + Σ_v Π q along the path, from the definition: at depth d a rank-r edge weighs
+    p_r·Π_{s<r}(1 − p_s) with row min(d, rows) − 1 of ``p`` (the last row repeats)."""
+    total = 1.0
+    for v in range(1, parents.size):
+        weight, u = 1.0, v
+        while u != 0:
+            d, w = 0, u
+            while w != 0:
+                d, w = d + 1, int(parents[w])
+            row = p[min(d, p.shape[0]) - 1]
+            r = int(ranks[u])
+            weight *= row[r - 1] * math.prod(1.0 - row[: r - 1])
+            u = int(parents[u])
+        total += weight
+    return total
+
+
+def _check_engine_tree(p: np.ndarray, s: int, k: int, t: int) -> float:
+    """SGLang keeps exactly t − 1 drafted nodes, of depth ≤ s, and its E is the tree's own
+    sum of path weights; returns that E."""
+    tree = sglang_tree(p, s, k, t)
+    assert tree.nodes == t - 1 and tree.depth <= s, (s, k, t)
+    assert tree.expected_accepted == pytest.approx(
+        _hand_expected(p, tree.parents, tree.ranks), rel=1e-12
+    ), (s, k, t)
+    return tree.expected_accepted
+
+
 def _all_triples(steps_max: int, topk_max: int, tokens_max: int):
     for s, k in itertools.product(range(1, steps_max + 1), range(1, topk_max + 1)):
         most = k + (s - 1) * k * k + 1
@@ -65,9 +94,9 @@ def test_sglang_tree_never_beats_the_programme_when_q_falls_with_rank(seed):
     rng = np.random.default_rng(seed)
     p = np.sort(rng.uniform(0.05, 0.95, (2, 3)), axis=1)[:, ::-1].copy()
     for s, k, t in _all_triples(4, 3, 10):
-        tree = sglang_tree(p, s, k, t)
+        engine = _check_engine_tree(p, s, k, t)
         best = TreeProgramme(p, t - 1, s).values()[-1]
-        assert tree.expected_accepted <= np.max(best[np.isfinite(best)]) + 1e-12, (s, k, t)
+        assert engine <= np.max(best[np.isfinite(best)]) + 1e-12, (s, k, t)
 
 
 def test_programme_covers_trees_that_skip_a_rank():
@@ -87,9 +116,9 @@ def test_sglang_tree_never_beats_the_programme_whatever_the_ranks(seed):
     rng = np.random.default_rng(100 + seed)
     p = rng.uniform(0.05, 0.95, (2, 3))  # q may rise with rank
     for s, k, t in _all_triples(4, 3, 10):
-        tree = sglang_tree(p, s, k, t)
+        engine = _check_engine_tree(p, s, k, t)
         best = TreeProgramme(p, t - 1, s).values()[-1]
-        assert tree.expected_accepted <= np.max(best[np.isfinite(best)]) + 1e-12, (s, k, t)
+        assert engine <= np.max(best[np.isfinite(best)]) + 1e-12, (s, k, t)
 
 
 # ---------------------------------------------------------------- §8.11 capacity
