@@ -303,7 +303,9 @@ def test_estimate_writes_rank_acceptance_with_intervals(tmp_path):
     want = np.array([truth[0]] + [truth[1]] * 3)
     covered = (iv[..., 0] <= want) & (want <= iv[..., 1])
     assert covered.mean() >= 0.75  # 95% intervals: most of the 12 hold the truth
-    assert np.all(np.abs(acc - want) < 5 * (iv[..., 1] - iv[..., 0]))
+    # a 95% interval spans about 4 standard errors: an unbiased estimate stays within
+    # 1.5 widths (6 standard errors) of the truth; a bias of a few percent does not
+    assert np.all(np.abs(acc - want) < 1.5 * (iv[..., 1] - iv[..., 0]))
     # the chain acceptance is rank 1's
     assert d["acceptance"][0] == pytest.approx(acc[0, 0], abs=1e-6)
     # the JSON report carries the counts behind them
