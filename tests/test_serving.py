@@ -403,7 +403,7 @@ def test_huge_k_is_refused_before_the_model_runs(tmp_path, monkeypatch):
     path = write(tmp_path, measured())
     r = runner.invoke(app, ["evaluate", str(path), "-d", "eagle", "-k", "1000000000", "-b", "4"])
     assert r.exit_code == 2, r.output
-    assert r.output.startswith("error: --k: must be at most 100,000")
+    assert r.output.startswith("error: --k: ") and "100000" in r.output.replace(",", "")
 
 
 @pytest.mark.parametrize(
@@ -412,21 +412,23 @@ def test_huge_k_is_refused_before_the_model_runs(tmp_path, monkeypatch):
         (
             "evaluate",
             ["-d", "eagle", "-k", "3", "--batch", "0"],
-            "error: --batch: must be at least 1",
+            ("error: --batch: ", "1"),
         ),
-        ("evaluate", ["-d", "eagle", "-k", "3", "-b", "-4"], "error: --batch: must be at least 1"),
-        ("evaluate", ["-d", "eagle", "-k", "-1", "-b", "4"], "error: --k: must be >= 0"),
-        ("solve", ["--batch", "0"], "error: --batch: must be at least 1"),
+        ("evaluate", ["-d", "eagle", "-k", "3", "-b", "-4"], ("error: --batch: ", "1")),
+        ("evaluate", ["-d", "eagle", "-k", "-1", "-b", "4"], ("error: --k: ", "0")),
+        ("solve", ["--batch", "0"], ("error: --batch: ", "1")),
     ],
 )
 def test_out_of_range_options_are_one_line(tmp_path, command, args, line):
-    """The project's one-line error, not typer's boxed usage message."""
+    """The project's one-line error naming the option and its bound, not typer's boxed
+    usage message."""
     path = write(tmp_path, measured())
     out = tmp_path / "o.json"
     r = runner.invoke(app, [command, str(path), *args, "--json", str(out)])
     assert r.exit_code == 2
     assert r.output.strip().splitlines() == [r.output.strip()], r.output
-    assert r.output.startswith(line), r.output
+    prefix, bound = line
+    assert r.output.startswith(prefix) and bound in r.output[len(prefix) :], r.output
     assert not out.exists()
 
 

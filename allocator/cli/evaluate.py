@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from .. import api
-from ..exceptions import InputError
 from ..outputs import point_document
+from ..spec import MAX_K
 from . import app
 from .common import (
     JsonOption,
@@ -41,6 +41,8 @@ def evaluate(
         ...,
         "--k",
         "-k",
+        min=0,
+        max=MAX_K,
         help="Draft length, >= 0 (0, no speculation, only with --batch).",
         show_default=False,
     ),
@@ -48,6 +50,7 @@ def evaluate(
         None,
         "--batch",
         "-b",
+        min=1,
         help="Also give tokens/s, inter-token latency, speedup and $/Mtok at B >= 1 concurrent "
         "sequences (needs the problem's serving section).",
         metavar="B",
@@ -56,11 +59,6 @@ def evaluate(
 ) -> None:
     """Evaluate one configuration (drafters and k), ignoring the search space and budget."""
     precheck_outputs(json=json_path)
-    # checked here, not with typer's min=: its message is a box, not one line
-    if k < 0:
-        raise InputError("--k", f"must be >= 0, got {k}")
-    if batch is not None and batch < 1:
-        raise InputError("--batch", f"must be at least 1, got {batch}")
     prob = api.load(problem, check_search=False)  # the search section does not apply
     names = split_names(drafters or "")
     if k == 0 and batch is not None:

@@ -166,6 +166,7 @@ def solve(
         None,
         "--batch",
         "-b",
+        min=1,
         help="Serve B >= 1 concurrent sequences: the front's throughput is tokens/s from the "
         "problem's serving step times (exhaustive search; configurations without a step "
         "time are left out).",
@@ -178,8 +179,6 @@ def solve(
     throughput and cost within the problem's budget.
     """
     precheck_outputs(json=json_path, csv=csv_path)
-    if batch is not None and batch < 1:  # checked here: typer's own check prints a box
-        raise InputError("--batch", f"must be at least 1, got {batch}")
     if json_path == "-" and csv_path == "-":
         raise InputError("--csv", "stdout ('-') is already taken by --json -")
     check_options(samples, robust, export, pick, json_path)
