@@ -5,13 +5,13 @@ drafters to pool, and return the Pareto front of throughput against cost.
 
 Public API::
 
-    from allocator import load_problem, Problem, solve, evaluate
+    from . import load_problem, Problem, solve, evaluate
 """
 
 from .api import evaluate, load, solve
+from .core.problem import Problem
 from .exceptions import InputError
-from .problem import Problem
-from .spec import ProblemSpec, load_problem
+from .io.spec import ProblemSpec, load_problem
 
 __all__ = ["InputError", "Problem", "ProblemSpec", "evaluate", "load", "load_problem", "solve"]
 #: The one place the version is written (pyproject.toml reads it: dynamic version).

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .core.problem import Problem
+from .core.result import Front, SolveResult
 from .exceptions import InputError
+from .io.spec import MAX_K, SERVING_COST_METRICS
 from .model.evaluate import evaluate_configs
-from .problem import Problem
-from .result import Front, SolveResult
 from .search import make_strategy
-from .spec import MAX_K, SERVING_COST_METRICS
 
 
 def load(path: str | Path, *, check_search: bool = True) -> Problem:

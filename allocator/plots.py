@@ -1,7 +1,7 @@
 """Pictures of results: the front, the gain against error correlation, and the
 distribution of accepted units.
 
-Every function takes plain data (a :class:`~allocator.result.SolveResult` or numpy
+Every function takes plain data (a :class:`~allocator.core.result.SolveResult` or numpy
 arrays) and an output path, draws on a private :class:`matplotlib.figure.Figure`
 with the Agg canvas (no pyplot, no global backend change, nothing happens on
 ``import allocator``), writes PNG or SVG by the path's extension (atomically: a
@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 import numpy as np
 
 from .exceptions import InputError
-from .outputs import check_writable, write_atomic
+from .io.outputs import check_writable, write_atomic
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 if TYPE_CHECKING:
-    from .problem import Problem
+    from .core.problem import Problem
 
 #: Output formats by file extension.
 FORMATS = {".png": "png", ".svg": "svg"}
@@ -299,7 +299,7 @@ def plot_front(
     option: str = "--plot",
     throughput_label: str | None = None,
 ) -> dict:
-    """Draw the front of ``result`` (a :class:`~allocator.result.SolveResult`):
+    """Draw the front of ``result`` (a :class:`~allocator.core.result.SolveResult`):
     throughput against its cost metric, each point labelled with its drafters and
     ``k``; the fronts in ``singles`` (``{name: SolveResult}``, e.g. from
     :func:`single_drafter_fronts`) drawn faintly behind; ``budget``, the problem's cap
@@ -519,7 +519,7 @@ def plot_accepted(
 
     ``simulated`` and ``model`` are ``(U,)`` shares of rounds with ``u = 0..U-1``
     accepted units (``Simulation.accepted_shares`` and
-    :func:`allocator.simulate.accepted_distribution`); ``u = 0`` (always empty) is not
+    :func:`allocator.analysis.simulate.accepted_distribution`); ``u = 0`` (always empty) is not
     drawn. Returns ``units`` ``(U-1,)`` = ``1..U-1``, ``simulated`` (bar heights read
     back from the bars), ``model`` (read back from the markers), ``xlabel``,
     ``ylabel``, ``format``, ``legend_box`` and ``axes_box`` ``(4,)`` in pixels (the
@@ -645,7 +645,7 @@ def plot_capacity_sweep(
     ``loads`` ``(L,)`` tokens/s ascending; ``with_speculation``, ``without_speculation``
     ``(L,)`` $/h of the cheapest fleet of each side (NaN where none meets the latency
     target: a gap in that line). Both are step functions of the load (whole replicas),
-    drawn as steps. ``crossings`` (from :func:`allocator.analysis.capacity.crossings`)
+    drawn as steps. ``crossings`` (from :func:`allocator.analysis.fleet.crossings`)
     are marked where the cheaper side changes.
 
     Returns ``loads``, ``with_speculation``, ``without_speculation`` (read back from the

@@ -32,9 +32,9 @@ from processes import timed_runs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from allocator.analysis.capacity import serving_grid, size_fleet  # noqa: E402
-from allocator.problem import Problem  # noqa: E402
-from allocator.spec import parse_problem  # noqa: E402
+from allocator.analysis.fleet import serving_grid, size_fleet  # noqa: E402
+from allocator.core.problem import Problem  # noqa: E402
+from allocator.io.spec import parse_problem  # noqa: E402
 
 BATCHES = [1, 2, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64, 80, 96, 112, 128]
 

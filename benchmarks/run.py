@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cases  # noqa: E402
 
 from allocator import api  # noqa: E402
+from allocator.core.pareto import front_order, hypervolume, nondominated  # noqa: E402
 from allocator.exceptions import InputError  # noqa: E402
-from allocator.pareto import front_order, hypervolume, nondominated  # noqa: E402
 from allocator.search.exact import ExactStrategy  # noqa: E402
 from allocator.search.knapsack import KnapsackStrategy  # noqa: E402
 from allocator.search.study import SearchSpace, constraint_values, evaluate_batch  # noqa: E402
@@ -292,7 +292,7 @@ def loop_case(folder, repeats, rows):
 
 def front_utility_timing(rows):
     """front_order (moocore pre-filter, then the scan) against the scan alone and moocore alone."""
-    from allocator.pareto import _scan
+    from allocator.core.pareto import _scan
 
     rng = np.random.default_rng(0)
     cost, thr = rng.uniform(0, 1, 200_000), rng.uniform(0, 1, 200_000)

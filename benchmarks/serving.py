@@ -88,8 +88,8 @@ def main() -> None:
     py = sys.executable
     print(f"python {platform.python_version()}, {platform.machine()}, repeats {args.repeats}")
     from allocator.analysis.schedule import schedule
-    from allocator.problem import Problem
-    from allocator.spec import parse_problem
+    from allocator.core.problem import Problem
+    from allocator.io.spec import parse_problem
 
     print(
         f"{'case':<34} {'configs':>10} {'schedule s':>11} {'solve s':>9} {'ratio':>7} "

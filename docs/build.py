@@ -6,7 +6,7 @@
 Two sections are generated, each between marker comments in README.md:
 
 - ``problem-reference``: the problem-file format, from the JSON Schema that
-  ``allocator schema`` prints (pydantic models of :mod:`allocator.spec`);
+  ``allocator schema`` prints (pydantic models of :mod:`allocator.io.spec`);
 - ``cli-reference``: every command with its arguments and options, from the
   command line's own definitions.
 
@@ -127,7 +127,7 @@ def _default(prop: dict) -> str:
 def problem_reference(schema: dict | None = None) -> str:
     """The problem-file reference as Markdown."""
     if schema is None:
-        from allocator.spec import problem_json_schema
+        from allocator.io.spec import problem_json_schema
 
         schema = problem_json_schema()
     defs = schema.get("$defs", {})

@@ -20,7 +20,7 @@ POSTGRES_ENV = "ALLOCATOR_TEST_POSTGRES_URL"
 @pytest.fixture(scope="module")
 def postgres_url() -> str:
     """The URL in ``POSTGRES_ENV`` once a connection to it succeeds; skips otherwise."""
-    from allocator.storage import mask_text, mask_url, with_driver
+    from allocator.search.storage import mask_text, mask_url, with_driver
 
     url = os.environ.get(POSTGRES_ENV)
     if not url:

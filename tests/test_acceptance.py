@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from allocator.core.problem import Problem
 from allocator.model import evaluate_configs
 from allocator.model.acceptance import expected_accepted, position_matrix
-from allocator.problem import Problem
 
 
 def direct_paper(a, k):

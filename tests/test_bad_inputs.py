@@ -14,7 +14,7 @@ import pytest
 import yaml
 from cli_runner import run
 
-from allocator import inputs
+from allocator.io import inputs
 
 GOOD = """\
 name: bad-inputs

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from allocator.analysis.breakeven import breakeven, gain_curve
 from allocator.cli import app
-from allocator.problem import Problem
-from allocator.spec import parse_problem
+from allocator.core.problem import Problem
+from allocator.io.spec import parse_problem
 
 runner = CliRunner()
 

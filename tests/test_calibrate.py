@@ -13,16 +13,16 @@ import yaml
 from synthetic_serving import DRAFT, OVH, PROBLEM, V0, V1, C, true_expected, true_step
 from typer.testing import CliRunner
 
-from allocator.analysis.calibrate import (
+from allocator.cli import app
+from allocator.core.problem import Problem
+from allocator.estimate.calibrate import (
     bonus_expected,
     calibrate,
     holdout_mask,
     read_measured,
     serving_section,
 )
-from allocator.cli import app
-from allocator.problem import Problem
-from allocator.spec import load_problem
+from allocator.io.spec import load_problem
 
 runner = CliRunner()
 

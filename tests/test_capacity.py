@@ -20,12 +20,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from allocator.analysis.capacity import crossings, size_fleet, sweep_load
+from allocator.analysis.fleet import crossings, size_fleet, sweep_load
 from allocator.cli import app
+from allocator.core.problem import Problem
 from allocator.exceptions import InputError
+from allocator.io.spec import parse_problem
 from allocator.model.memory import max_batch, memory_model
-from allocator.problem import Problem
-from allocator.spec import parse_problem
 
 runner = CliRunner()
 
@@ -430,7 +430,7 @@ def test_plan_keeps_the_hosted_drafters_within_the_memory_a_batch_leaves():
     cache at 0.5 GB per sequence. Without --batch the plan hosts it for workload x; at
     --batch 32 it may take only 40 - 16 = 24 GB, so x falls back to small; at --batch 81
     nothing fits (80 sequences at most)."""
-    from allocator.planning import make_plan
+    from allocator.analysis.plan import make_plan
 
     data = {
         "name": "mem-plan",
@@ -467,7 +467,7 @@ def test_plan_keeps_the_hosted_drafters_within_the_memory_a_batch_leaves():
 def test_routes_sized_together_match_brute_force():
     """Two workloads on drafter a's table, each with its own acceptance and k: the fleet
     at batch b needs ceil(Σ_w p_w X / tps_w(b)) replicas (counted up here)."""
-    from allocator.analysis.capacity import size_routes
+    from allocator.analysis.fleet import size_routes
 
     rng = np.random.default_rng(3)
     acc = {"a": 0.8, "b": 0.6}
@@ -524,7 +524,7 @@ def test_cli_reports_routes_for_mixed_traffic(tmp_path):
 
 
 def test_cheaper_from_skips_the_flicker_of_ties():
-    from allocator.analysis.capacity import LoadSweep
+    from allocator.analysis.fleet import LoadSweep
 
     x = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
     a = np.array([1.0, 1.0, 2.0, 2.0, 2.0])
@@ -536,7 +536,7 @@ def test_cheaper_from_skips_the_flicker_of_ties():
 
 
 def test_too_large_a_space_is_refused_before_any_work(monkeypatch):
-    import allocator.analysis.capacity as cap
+    import allocator.analysis.fleet as cap
 
     data = problem_data(_flip_tables(), {"a": 0.8})
     monkeypatch.setattr(cap, "MAX_CELLS", 3)

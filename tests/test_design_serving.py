@@ -10,13 +10,13 @@ import pytest
 import yaml
 from synthetic_serving import DRAFT, PROBLEM, true_expected, true_step
 
-from allocator.analysis.calibrate import calibrate, calibrated_problem_data, read_measured
 from allocator.analysis.schedule import schedule
+from allocator.core.problem import Problem
 from allocator.engines.vllm import speculative_config as point_config
 from allocator.engines.vllm_schedule import speculative_config as schedule_config
+from allocator.estimate.calibrate import calibrate, calibrated_problem_data, read_measured
+from allocator.io.spec import Drafter
 from allocator.model.serving import serving_metrics
-from allocator.problem import Problem
-from allocator.spec import Drafter
 
 
 # ---------------------------------------------------------------- §8.7 calibration

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from allocator.analysis.capacity import serving_grid, sweep_load
+from allocator.analysis.fleet import serving_grid, sweep_load
+from allocator.core.problem import Problem
 from allocator.engines.trees import sglang_tree
 from allocator.model.memory import MemoryModel
 from allocator.model.tree import TreeProgramme, tree_expected, tree_serving, tree_step_ms
-from allocator.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,13 +25,13 @@ import pytest
 import reference
 
 from allocator import api
+from allocator.core.problem import Problem
+from allocator.core.space import iter_subsets
+from allocator.io.spec import parse_problem
 from allocator.model.errors import ExchangeableErrors, IndependentErrors
 from allocator.model.evaluate import evaluate_subsets
-from allocator.problem import Problem
 from allocator.search.exact import ExactStrategy
 from allocator.search.knapsack import KnapsackStrategy, knapsack_blocker
-from allocator.search.space import iter_subsets
-from allocator.spec import parse_problem
 
 FEATURES = (
     "plain",
@@ -324,7 +324,7 @@ UNCERTAIN = {
 
 
 def test_uncertainty_samples_under_the_problems_error_model_not_the_files():
-    from allocator.uncertainty import draw_problems
+    from allocator.analysis.uncertainty import draw_problems
 
     file_problem = Problem.from_spec(parse_problem(UNCERTAIN))
     assert file_problem.errors.name == "exchangeable"
@@ -339,7 +339,7 @@ def test_uncertainty_samples_under_the_problems_error_model_not_the_files():
 
 
 def test_uncertainty_keeps_an_error_model_swapped_in_after_loading():
-    from allocator.uncertainty import analyse, draw_problems
+    from allocator.analysis.uncertainty import analyse, draw_problems
 
     raw = {**UNCERTAIN, "errors": {"model": "independent"}}
     swapped = Problem.from_spec(parse_problem(raw)).with_errors(ExchangeableErrors(0.5, None))

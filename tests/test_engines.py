@@ -20,8 +20,8 @@ import pytest
 import yaml
 from cli_runner import run
 
-from allocator.engines.methods import METHODS
-from allocator.spec import Method, load_problem
+from allocator.core.methods import METHODS
+from allocator.io.spec import Method, load_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -248,9 +248,9 @@ def test_gaussian_subset_too_large(tmp_path):
 def test_gaussian_refuses_hours_of_integration():
     import numpy as np
 
+    from allocator.core.space import combinations
     from allocator.exceptions import InputError
     from allocator.model.errors import GaussianErrors
-    from allocator.search.space import combinations
 
     n = 40  # every triple of 40 drafters at 6 distinct positions: 59,280 integrations
     triples = combinations(n, 3)

@@ -17,7 +17,7 @@ from allocator.estimate.correlation import (
     latent_correlations,
     phi_correlations,
 )
-from allocator.spec import load_problem
+from allocator.io.spec import load_problem
 
 ACC = np.array([[0.8, 0.7, 0.55], [0.6, 0.5, 0.45]])  # position-dependent
 CORR = np.array([[1.0, 0.5], [0.5, 1.0]])  # correlated errors

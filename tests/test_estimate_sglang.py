@@ -12,7 +12,7 @@ from synthetic_logs import sglang_decode_line, sglang_response
 
 from allocator.estimate import estimate
 from allocator.exceptions import InputError
-from allocator.spec import load_problem
+from allocator.io.spec import load_problem
 
 
 def rounds_accepted(rng, acc, rounds, k):

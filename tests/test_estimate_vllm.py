@@ -9,7 +9,7 @@ from cli_runner import run
 from synthetic_logs import simulate_chain, simulate_short_drafts, vllm_exposition, vllm_log_line
 
 from allocator.estimate import estimate
-from allocator.spec import load_problem
+from allocator.io.spec import load_problem
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TARGET = "meta-llama/Llama-3.1-8B-Instruct"

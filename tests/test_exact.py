@@ -6,9 +6,9 @@ import reference
 from random_problems import random_problem
 
 from allocator import solve
+from allocator.core.problem import Problem
 from allocator.exceptions import InputError
-from allocator.problem import Problem
-from allocator.spec import parse_problem
+from allocator.io.spec import parse_problem
 
 
 @pytest.mark.parametrize("seed", range(60))

@@ -8,7 +8,7 @@ import yaml
 from cli_runner import run
 
 from allocator.engines import export_text, pick_point
-from allocator.spec import Drafter
+from allocator.io.spec import Drafter
 
 PROBLEM = {
     "name": "exp",

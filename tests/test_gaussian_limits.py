@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal, norm
 
+from allocator.core.problem import Problem
 from allocator.exceptions import InputError
+from allocator.io.spec import ProblemSpec
 from allocator.model.errors import gaussian
-from allocator.problem import Problem
 from allocator.search.auto import choose_strategy
 from allocator.search.exact import ExactStrategy
-from allocator.spec import ProblemSpec
 
 
 def correlated_problem(n: int, seed: int = 1) -> Problem:

@@ -13,10 +13,10 @@ cuts off (hypervolume ratio ~0.7-0.94 instead of >= 0.985).
 import numpy as np
 import pytest
 
-from allocator.problem import Problem
+from allocator.core.problem import Problem
+from allocator.io.spec import ProblemSpec
 from allocator.search.exact import ExactStrategy
 from allocator.search.study import OptunaStrategy
-from allocator.spec import ProblemSpec
 
 FLOOR = 0.98
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from reference import acc_at
 
+from allocator.core.problem import Problem
+from allocator.io.spec import parse_problem
 from allocator.model.evaluate import evaluate_configs, evaluate_subsets
-from allocator.problem import Problem
-from allocator.spec import parse_problem
 
 BASE = {
     "name": "mix",

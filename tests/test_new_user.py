@@ -14,9 +14,9 @@ import yaml
 from cli_runner import run
 
 from allocator.cli import app
+from allocator.core.problem import Problem
+from allocator.io.spec import parse_problem
 from allocator.plots import boxes_overlap, plot_accepted, plot_front, plot_sweep
-from allocator.problem import Problem
-from allocator.spec import parse_problem
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

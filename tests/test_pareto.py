@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from allocator.pareto import front_order, hypervolume, knee_point, nondominated
+from allocator.core.pareto import front_order, hypervolume, knee_point, nondominated
 
 coords = st.lists(
     st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=1, max_size=60
@@ -87,7 +87,7 @@ def test_knee_point_of_a_sharp_corner():
 
 
 def test_library_prefilter_keeps_exactly_what_the_scan_keeps():
-    from allocator.pareto import LIBRARY_FROM, _scan
+    from allocator.core.pareto import LIBRARY_FROM, _scan
 
     rng = np.random.default_rng(1)
     n = 3 * LIBRARY_FROM

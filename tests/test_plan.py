@@ -2,7 +2,7 @@
 
 The brute force (:func:`brute_plan`) tries every hosted set and, for each workload, every
 configuration those drafters allow, with the plain-Python model of ``reference.py``; it
-shares no code with ``allocator.planning`` or ``allocator.model``.
+shares no code with ``allocator.analysis.plan`` or ``allocator.model``.
 """
 
 import itertools
@@ -17,11 +17,11 @@ import reference
 from cli_runner import run
 
 from allocator import solve
+from allocator.analysis.plan import make_plan, sweep_hosting
+from allocator.analysis.plan.candidates import dominated_by_subset
+from allocator.core.problem import Problem
 from allocator.exceptions import InputError
-from allocator.planning import make_plan, sweep_hosting
-from allocator.planning.candidates import dominated_by_subset
-from allocator.problem import Problem
-from allocator.spec import parse_problem
+from allocator.io.spec import parse_problem
 
 SLACK = 1e-9
 

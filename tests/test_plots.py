@@ -13,7 +13,10 @@ import reference
 from typer.testing import CliRunner
 
 from allocator import solve
+from allocator.analysis.simulate import accepted_distribution
 from allocator.cli import app
+from allocator.core.problem import Problem
+from allocator.io.spec import parse_problem
 from allocator.plots import (
     COST_LABELS,
     boxes_overlap,
@@ -23,9 +26,6 @@ from allocator.plots import (
     point_label,
     single_drafter_fronts,
 )
-from allocator.problem import Problem
-from allocator.simulate import accepted_distribution
-from allocator.spec import parse_problem
 
 runner = CliRunner()
 ROOT = Path(__file__).resolve().parents[1]
@@ -319,7 +319,7 @@ def test_simulate_plot_histogram_matches_the_run_and_the_model(tmp_path):
     assert r.exit_code == 0, r.output
     assert_valid_png(png)
     doc = json.loads(js.read_text())
-    from allocator.problem import Problem
+    from allocator.core.problem import Problem
 
     prob = Problem.from_file(R2, simulation=True)
     model = accepted_distribution(prob, prob.mask(["weak-a", "weak-b"]), 5)
@@ -341,8 +341,8 @@ def test_simulate_plot_histogram_matches_the_run_and_the_model(tmp_path):
 
 
 def test_simulate_plot_of_a_workload_mixture(tmp_path):
-    from allocator.problem import Problem
-    from allocator.simulate import simulate
+    from allocator.analysis.simulate import simulate
+    from allocator.core.problem import Problem
 
     prob = Problem.from_file(MIXED, simulation=True)
     name = prob.names[0]

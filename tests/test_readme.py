@@ -145,7 +145,7 @@ def test_generated_reference_is_current(name):
 
 
 def test_problem_reference_names_every_schema_field():
-    from allocator.spec import problem_json_schema
+    from allocator.io.spec import problem_json_schema
 
     build = load_build()
     section = build.section(README, "problem-reference")

@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 
 from allocator.analysis.schedule import schedule, speculation_off_from
 from allocator.cli import app
+from allocator.core.problem import Problem
 from allocator.engines.vllm_schedule import batch_ranges, speculative_config
 from allocator.exceptions import InputError
-from allocator.problem import Problem
-from allocator.spec import Drafter, parse_problem
+from allocator.io.spec import Drafter, parse_problem
 
 runner = CliRunner()
 

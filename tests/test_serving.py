@@ -13,11 +13,11 @@ import yaml
 from typer.testing import CliRunner
 
 from allocator.cli import app
+from allocator.core.problem import Problem
 from allocator.exceptions import InputError
+from allocator.io.spec import parse_problem
 from allocator.model.evaluate import evaluate_configs
 from allocator.model.serving import bonus_expected, serving_metrics, step_ms
-from allocator.problem import Problem
-from allocator.spec import parse_problem
 
 runner = CliRunner()
 

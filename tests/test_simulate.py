@@ -9,16 +9,21 @@ import yaml
 from scipy.stats import chi2, multivariate_normal, norm
 from typer.testing import CliRunner
 
+from allocator.analysis.simulate import (
+    accepted_distribution,
+    simulate,
+    simulate_rounds,
+    workload_rounds,
+)
 from allocator.cli import app
+from allocator.core.problem import Problem
+from allocator.io.spec import parse_problem
 from allocator.model.errors import (
     EmpiricalErrors,
     ExchangeableErrors,
     FactorErrors,
     GaussianErrors,
 )
-from allocator.problem import Problem
-from allocator.simulate import accepted_distribution, simulate, simulate_rounds, workload_rounds
-from allocator.spec import parse_problem
 
 runner = CliRunner()
 

@@ -15,7 +15,7 @@ import numpy as np
 import optuna
 import pytest
 
-from allocator.storage import mask_url, with_driver
+from allocator.search.storage import mask_url, with_driver
 
 
 @pytest.fixture

@@ -23,14 +23,14 @@ from sqlalchemy.engine import make_url
 from tcp_proxy import TcpProxy
 
 import allocator
+from allocator.core.problem import Problem
 from allocator.exceptions import InputError
-from allocator.problem import Problem
 from allocator.search import study as study_module
 from allocator.search.auto import choose_strategy, scientific
 from allocator.search.exact import ExactStrategy
 from allocator.search.knapsack import KnapsackStrategy
+from allocator.search.storage import mask_text, mask_url, with_driver
 from allocator.search.study import OptunaStrategy
-from allocator.storage import mask_text, mask_url, with_driver
 
 
 def run_cli(*args, timeout=300):

@@ -16,12 +16,12 @@ import reference
 from random_problems import random_problem
 
 from allocator import solve
+from allocator.core.problem import Problem
 from allocator.exceptions import InputError
-from allocator.problem import Problem
+from allocator.io.spec import parse_problem
 from allocator.search import STRATEGIES, make_strategy
 from allocator.search.exact import ExactStrategy
 from allocator.search.knapsack import KnapsackStrategy, knapsack_blocker
-from allocator.spec import parse_problem
 
 
 def points(result):

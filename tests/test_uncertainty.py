@@ -13,10 +13,10 @@ from reference import metrics as ref_metrics
 from scipy import stats
 
 from allocator import api
+from allocator.analysis.uncertainty import analyse, beta_from_interval, posterior_draws
+from allocator.core.problem import Problem
 from allocator.exceptions import InputError
-from allocator.problem import Problem
-from allocator.spec import parse_problem
-from allocator.uncertainty import analyse, beta_from_interval, posterior_draws
+from allocator.io.spec import parse_problem
 
 
 def jeffreys(s, n):
@@ -292,7 +292,7 @@ def test_empirical_model_resamples_the_joint_log(tmp_path):
     path = tmp_path / "emp.yaml"
     path.write_text(yaml.safe_dump(prob_dict))
     prob = api.load(path)
-    from allocator.uncertainty import draw_problems
+    from allocator.analysis.uncertainty import draw_problems
 
     problems, names = draw_problems(prob, 3000, seed=0)
     assert names == ["a", "b"]
@@ -319,7 +319,7 @@ def test_workloads_take_drawn_acceptance_where_not_overridden(tmp_path):
     path = tmp_path / "w.yaml"
     path.write_text(yaml.safe_dump(p))
     prob = api.load(path)
-    from allocator.uncertainty import draw_problems
+    from allocator.analysis.uncertainty import draw_problems
 
     problems, names = draw_problems(prob, 200, seed=1)
     assert names == ["b", "c"]  # a is overridden everywhere
@@ -372,8 +372,8 @@ def test_beta_from_extreme_intervals():
 
 
 def test_batched_draws_agree_with_the_full_model_per_draw(tmp_path):
-    from allocator.search.space import iter_subsets
-    from allocator.uncertainty import _looped_throughput, batched_throughput, draw_problems
+    from allocator.analysis.uncertainty import _looped_throughput, batched_throughput, draw_problems
+    from allocator.core.space import iter_subsets
 
     p = dict(PROBLEM)
     p["drafters"] = [
@@ -460,7 +460,7 @@ def test_a_replaced_problem_is_sampled_as_replaced(tmp_path):
     and workload overrides changed with `Problem.replace` are the ones drawn under."""
     from dataclasses import replace
 
-    from allocator.uncertainty import draw_problems
+    from allocator.analysis.uncertainty import draw_problems
 
     path = tmp_path / "u.yaml"
     path.write_text(yaml.safe_dump(PROBLEM))

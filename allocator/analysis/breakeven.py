@@ -26,7 +26,7 @@ from ..model.errors.latent import error_correlation
 from ..model.evaluate import evaluate_subsets
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 
 @dataclass

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.problem import Problem
 from ..model.evaluate import evaluate_configs, evaluate_subsets
-from ..problem import Problem
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ The rules and their reasons: docs/design.md §8.5.
 
 Both enumerate the problem's search space (``search.m``, ``require``, ``exclude``)
 exhaustively, every subset at every ``k`` of ``search.k`` up to the largest ``k`` any
-step time reaches, vectorised over subsets (:func:`allocator.search.space.iter_subsets`
+step time reaches, vectorised over subsets (:func:`allocator.core.space.iter_subsets`
 chunks) with the step times of :mod:`allocator.model.serving`. A configuration is a
 candidate when it is within the budget (the problem's caps, on the model's metrics)
 and has a step time at the batch size; configurations without one are counted and
@@ -31,6 +31,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.pareto import front_order
+from ..core.problem import Problem
+from ..core.result import Front
+from ..core.space import iter_subsets
 from ..exceptions import InputError
 from ..model.evaluate import _curves, evaluate_subsets
 from ..model.memory import max_batch
@@ -43,11 +47,7 @@ from ..model.serving import (
     step_grid,
     tokens_per_s,
 )
-from ..pareto import front_order
-from ..problem import Problem
-from ..result import Front
 from ..search.base import feasible_mask
-from ..search.space import iter_subsets
 
 #: Subset x k cells evaluated per chunk (bounds memory).
 MAX_CELLS = 1 << 20

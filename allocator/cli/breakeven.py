@@ -8,8 +8,8 @@ import numpy as np
 import typer
 
 from ..analysis.breakeven import breakeven
+from ..core.problem import Problem
 from ..model.evaluate import evaluate_subsets
-from ..problem import Problem
 from . import app
 from .common import JsonOption, ProblemArg, emit_json, handles_input_errors, out, precheck_outputs
 from .evaluate import split_names

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from .. import api
 from ..exceptions import InputError
-from ..outputs import write_atomic
+from ..io.outputs import write_atomic
 from . import app
 from .common import JsonOption, emit_json, handles_input_errors, out, precheck_outputs
 
@@ -64,7 +64,7 @@ def calibrate_command(
     Prints predicted against measured tokens/s with the median and largest absolute
     error (on the held-out rows only under --holdout). Comments of PROBLEM are not kept.
     """
-    from ..analysis.calibrate import calibrate, calibrated_problem_data, read_measured
+    from ..estimate.calibrate import calibrate, calibrated_problem_data, read_measured
 
     if Path(out_path).suffix.lower() not in (".yaml", ".yml"):
         raise InputError("--out", "write the calibrated problem as .yaml or .yml")

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from .. import api
-from ..analysis.capacity import (
+from ..analysis.fleet import (
     CapacityResult,
     LoadSweep,
     parse_load_range,

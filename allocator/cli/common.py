@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.text import Text
 
 from ..exceptions import InputError
-from ..inputs import recording_inputs
-from ..outputs import check_writable, stage_stdout, staged_outputs, to_json, write_atomic
+from ..io.inputs import recording_inputs
+from ..io.outputs import check_writable, stage_stdout, staged_outputs, to_json, write_atomic
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,7 +68,7 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
 
     :class:`InputError` becomes ``error: <field>: <message>``. Inside, every output file
     is only prepared and put in place once the whole command has succeeded
-    (:func:`~allocator.outputs.staged_outputs`), no output may overwrite a file the
+    (:func:`~allocator.io.outputs.staged_outputs`), no output may overwrite a file the
     command read, and tables (``out``) and notes (:func:`note`) wait for success.
     """
 

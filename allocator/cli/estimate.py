@@ -7,12 +7,12 @@ from pathlib import Path
 
 import typer
 
-from ..engines.methods import METHODS
+from ..core.methods import METHODS
 from ..estimate import FORMATS, MIN_TRIALS, estimate, problem_text, read_costs
 from ..estimate.problem_file import parse_assignments
 from ..exceptions import InputError
+from ..io.outputs import write_atomic
 from ..model.acceptance import CONVENTIONS
-from ..outputs import write_atomic
 from . import app
 from .common import JsonOption, emit_json, handles_input_errors, note, out, precheck_outputs
 

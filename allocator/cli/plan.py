@@ -10,11 +10,11 @@ from pydantic import BaseModel
 from rich.table import Table
 
 from .. import api
+from ..analysis.plan import MAX_CANDIDATES, Plan, PlanSweep, make_plan, parse_caps, sweep_hosting
+from ..core.result import Front
 from ..engines import TARGETS, convention_warning, export_plan
 from ..exceptions import InputError
-from ..planning import MAX_CANDIDATES, Plan, PlanSweep, make_plan, parse_caps, sweep_hosting
-from ..result import Front
-from ..spec import COST_METRICS
+from ..io.spec import COST_METRICS
 from . import app
 from .common import (
     JsonOption,

@@ -1,10 +1,10 @@
-"""Rich tables for people; JSON and CSV are in :mod:`allocator.outputs`."""
+"""Rich tables for people; JSON and CSV are in :mod:`allocator.io.outputs`."""
 
 from __future__ import annotations
 
 from rich.table import Table
 
-from ..result import SolveResult
+from ..core.result import SolveResult
 
 
 def front_table(result: SolveResult) -> Table:

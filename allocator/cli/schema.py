@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..outputs import to_json
-from ..spec import problem_json_schema
+from ..io.outputs import to_json
+from ..io.spec import problem_json_schema
 from . import app
 
 

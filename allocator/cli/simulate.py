@@ -8,10 +8,10 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from ..analysis.simulate import LEVEL, accepted_distribution, simulate
+from ..core.problem import Problem
 from ..exceptions import InputError
-from ..problem import Problem
-from ..simulate import LEVEL, accepted_distribution, simulate
-from ..spec import MAX_K
+from ..io.spec import MAX_K
 from . import app
 from .common import (
     MAX_SEED,

@@ -9,10 +9,10 @@ import numpy as np
 import typer
 
 from .. import api
+from ..core.problem import Problem
+from ..core.result import SolveResult
 from ..exceptions import InputError
-from ..outputs import front_csv, solve_document, write_atomic
-from ..problem import Problem
-from ..result import SolveResult
+from ..io.outputs import front_csv, solve_document, write_atomic
 from . import app
 from .common import (
     MAX_SEED,

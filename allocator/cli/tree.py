@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import typer
 
+from ..core.problem import Problem
 from ..exceptions import InputError
 from ..model.tree import (
     MAX_DEPTH,
@@ -22,7 +23,6 @@ from ..model.tree import (
     tree_serving,
     tree_step_ms,
 )
-from ..problem import Problem
 from . import app
 from .common import (
     JsonOption,
@@ -121,7 +121,7 @@ def _print_tree(tree: Tree) -> None:
 def _simulation(tree: Tree, p: np.ndarray, rounds: int, seed: int) -> dict:
     from scipy.special import ndtri
 
-    from ..simulate import MAX_ROUNDS
+    from ..analysis.simulate import MAX_ROUNDS
 
     if rounds < 2:
         raise InputError("--rounds", "must be at least 2 (the interval needs a spread)")

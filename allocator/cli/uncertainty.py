@@ -6,15 +6,15 @@ from typing import TYPE_CHECKING
 
 from rich.table import Table
 
+from ..analysis.uncertainty import analyse
 from ..engines import TARGETS, convention_warning, pick_point
 from ..engines import export_point as engine_settings
 from ..exceptions import InputError
-from ..outputs import uncertainty_document
-from ..uncertainty import analyse
+from ..io.outputs import uncertainty_document
 from .progress import search_progress
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 #: Draws used by ``--robust`` when ``--samples`` is not given.
 DEFAULT_SAMPLES = 200

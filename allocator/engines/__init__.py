@@ -14,8 +14,8 @@ import json
 import shlex
 from collections.abc import Mapping
 
+from ..core.methods import resolve_method
 from ..exceptions import InputError
-from .methods import resolve_method
 from .sglang import launch_flags
 from .vllm import DrafterLike, speculative_config
 

@@ -18,7 +18,7 @@ sglang, commit 4bc0b6e6; see :mod:`.methods`):
 
 from __future__ import annotations
 
-from .methods import required_model, resolve_method, sglang_algorithm
+from ..core.methods import required_model, resolve_method, sglang_algorithm
 from .vllm import DrafterLike
 
 

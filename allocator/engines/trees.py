@@ -43,7 +43,7 @@ vLLM drafts chains only (``num_speculative_tokens``), so :func:`vllm_export` say
 gives the tree string only for the older versions that took it.
 
 Exports. SGLang's flags are :func:`allocator.engines.sglang.eagle_flags` (algorithm from
-the one method table, :mod:`allocator.engines.methods`; draft path; the triple), vLLM's
+the one method table, :mod:`allocator.core.methods`; draft path; the triple), vLLM's
 chain :func:`allocator.engines.vllm.speculative_config`: the same code as every other
 export. Trees are exported for ``EAGLE`` and ``EAGLE3`` (methods ``eagle``, ``eagle3``).
 """
@@ -56,9 +56,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.methods import TABLE
 from ..exceptions import InputError
 from ..model.tree import Tree, edge_weights, make_tree
-from .methods import TABLE
 from .sglang import eagle_flags
 from .vllm import DrafterLike, speculative_config
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .methods import required_model, resolve_method, vllm_method
+from ..core.methods import required_model, resolve_method, vllm_method
 
 
 class DrafterLike(Protocol):
-    """What an export reads of a drafter (``allocator.spec.Drafter`` has it)."""
+    """What an export reads of a drafter (``allocator.io.spec.Drafter`` has it)."""
 
     @property
     def name(self) -> str: ...

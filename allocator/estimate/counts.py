@@ -9,7 +9,7 @@ Intervals are equal-tailed Beta posterior intervals under the Jeffreys prior
 ``Beta(1/2, 1/2)``: the posterior after ``s`` successes in ``n`` trials is
 ``Beta(s + 1/2, n - s + 1/2)``. Their frequentist coverage is close to nominal
 even for small ``n`` and for ``s`` near ``0`` or ``n`` (Brown, Cai & DasGupta 2001),
-and :mod:`allocator.uncertainty` draws from the same posterior.
+and :mod:`allocator.analysis.uncertainty` draws from the same posterior.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 from scipy import special
 
 from ..exceptions import InputError
-from ..inputs import MAX_LOG_BYTES, read_input_text
+from ..io.inputs import MAX_LOG_BYTES, read_input_text
 
 #: Positions reached by fewer rounds than this are dropped from the end of the
 #: per-position list (the last kept value then repeats, docs/design.md §1).
@@ -33,7 +33,7 @@ PRIOR = 0.5
 
 
 def read_text(path: Path) -> str:
-    """The text of an input file (a regular file within :data:`~allocator.inputs.MAX_LOG_BYTES`,
+    """The text of an input file (a regular file within :data:`~allocator.io.inputs.MAX_LOG_BYTES`,
     a leading UTF-8 BOM dropped); a missing or unreadable file names ``INPUT``."""
     return read_input_text(path, "INPUT", MAX_LOG_BYTES)
 

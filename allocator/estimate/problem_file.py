@@ -16,8 +16,8 @@ import numpy as np
 import yaml
 
 from ..exceptions import InputError
-from ..inputs import parse_document, read_input_text
-from ..spec import parse_problem
+from ..io.inputs import parse_document, read_input_text
+from ..io.spec import parse_problem
 from .counts import DrafterCounts, Estimate
 
 FILL_IN = "FILL IN"

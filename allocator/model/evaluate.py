@@ -32,7 +32,7 @@ from .errors.independent import independent_fail_prob
 from .timing import draft_time, verify_time
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 METRICS: tuple[str, ...] = (
     "throughput",  # accepted units per verifier-unit of time
@@ -76,7 +76,7 @@ def pooled_acceptance(
     """Pooled per-position acceptance ``a_S(j)`` of each subset: ``(B, J)``.
 
     For a single class of traffic (a problem without workloads, or a
-    :meth:`~allocator.problem.Problem.workload_view`). Measured ``ensembles`` replace
+    :meth:`~allocator.core.problem.Problem.workload_view`). Measured ``ensembles`` replace
     the model for exactly their subsets. ``longest-chain`` pooling gives the
     effective acceptance of :func:`chain_acceptance` (``J = k_max``, which it needs).
     """

@@ -24,7 +24,7 @@ import numpy as np
 from ..exceptions import InputError
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 #: ``max_batch`` of a configuration when the problem gives no memory: no cap.
 UNCAPPED = np.iinfo(np.int64).max

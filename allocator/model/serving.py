@@ -48,8 +48,8 @@ import numpy as np
 from ..exceptions import InputError
 
 if TYPE_CHECKING:
-    from ..problem import Problem
-    from ..spec import ProblemSpec
+    from ..core.problem import Problem
+    from ..io.spec import ProblemSpec
 
 #: Keys of :func:`serving_metrics`, in display order.
 SERVING_METRICS: tuple[str, ...] = (

@@ -54,11 +54,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..exceptions import InputError
-from ..spec import rank_rows
+from ..io.spec import rank_rows
 from .serving import Serving, component_ms, draft_ms_at
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 #: Largest tree the command line plans (speculated nodes) and its deepest depth.
 MAX_NODES = 512

@@ -17,7 +17,7 @@ from .knapsack import KnapsackStrategy
 from .study import OptunaStrategy
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 STRATEGIES: dict[str, type[Strategy]] = {
     "exact": ExactStrategy,

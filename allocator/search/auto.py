@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..core.space import count_subsets
 from .dominance import pruning_blocker
 from .knapsack import knapsack_blocker
-from .space import count_subsets
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 #: Error models whose pooled acceptance for every subset is cheap (closed form,
 #: subset sums, quadrature or a zeta transform).

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from ..core.result import SolveResult
 from ..exceptions import InputError
-from ..result import SolveResult
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 #: Budgets are met up to this relative slack, absorbing floating-point rounding
 #: (``3 * 0.05 * 4`` is ``0.6000000000000001``).

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.space import count_subsets, iter_subset_chunks, subset_sizes
 from ..model.acceptance import expected_accepted
-from .space import count_subsets, iter_subset_chunks, subset_sizes
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 #: Build the table of every bitmask subset at once up to this many float cells.
 MAX_TABLE_CELLS = 1 << 25

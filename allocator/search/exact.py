@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.pareto import front_order
+from ..core.result import Front, SolveResult
+from ..core.space import count_subsets, iter_subsets
 from ..model.evaluate import METRICS, evaluate_subsets
-from ..pareto import front_order
-from ..result import Front, SolveResult
 from .base import Strategy, feasible_mask, infeasible_error
 from .dominance import group_columns, pruning_blocker, screen
-from .space import count_subsets, iter_subsets
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 
 class ExactStrategy(Strategy):

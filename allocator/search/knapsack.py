@@ -27,15 +27,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.result import SolveResult
+from ..core.space import size_allowed
 from ..exceptions import InputError
-from ..result import SolveResult
 from .base import Strategy, budget_limit
 from .dominance import pruning_blocker
 from .exact import evaluate_front
-from .space import size_allowed
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 #: ``exp(-40) < 2**-53``: pooled acceptance rounds to exactly 1.0 below this.
 L_FLOOR = -40.0

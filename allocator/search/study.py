@@ -29,23 +29,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.pareto import front_order, nondominated
+from ..core.result import Front, SolveResult
+from ..core.space import count_subsets, size_allowed
 from ..exceptions import InputError
 from ..model.errors import IndependentErrors
 from ..model.evaluate import METRICS, evaluate_configs
-from ..pareto import front_order, nondominated
-from ..result import Front, SolveResult
 from .base import Strategy, budget_limit, feasible_mask, infeasible_error
 from .dominance import pruning_blocker
 from .exact import ExactStrategy
 from .knapsack import KnapsackStrategy, knapsack_blocker
-from .space import count_subsets, size_allowed
 
 if TYPE_CHECKING:
     from optuna import Study
     from optuna.distributions import BaseDistribution
     from optuna.trial import FrozenTrial, Trial
 
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 #: Seed the study from the independence front only when exact search of it is this small.
 SEED_MAX_SUBSETS = 2_000_000
@@ -180,7 +180,7 @@ class OptunaStrategy(Strategy):
         Sampler seed; with in-memory storage and ``trials`` (no timeout) the result
         is reproducible.
     storage : str or None
-        Storage URL (see :mod:`allocator.storage`); ``None`` is in-memory.
+        Storage URL (see :mod:`allocator.search.storage`); ``None`` is in-memory.
     study : str or None
         Study name; default ``allocator-<problem name>``. An existing study resumes.
     population : int
@@ -220,7 +220,7 @@ class OptunaStrategy(Strategy):
         """
         import optuna
 
-        from ..storage import mask_url, open_storage
+        from .storage import mask_url, open_storage
 
         storage = open_storage(self.storage)
         if storage is None:
@@ -239,7 +239,7 @@ class OptunaStrategy(Strategy):
         return study
 
     def check_fingerprint(self, problem: Problem, study: Study) -> None:
-        from ..storage import mask_url
+        from .storage import mask_url
 
         fp = problem_fingerprint(problem)
         have = study.user_attrs.get("problem_fingerprint")
@@ -334,7 +334,7 @@ class OptunaStrategy(Strategy):
         except InputError:
             raise
         except Exception as exc:
-            from ..storage import database_error, mask_url, reason
+            from .storage import database_error, mask_url, reason
 
             if database_error(exc) is None:
                 raise
@@ -349,7 +349,7 @@ class OptunaStrategy(Strategy):
     def _solve(self, problem: Problem, t0: float) -> SolveResult:
         import optuna
 
-        from ..storage import mask_url
+        from .storage import mask_url
 
         deadline = None if self.timeout is None else t0 + self.timeout
         space = SearchSpace(problem)

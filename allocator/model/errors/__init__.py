@@ -29,7 +29,7 @@ __all__ = [
 def build_error_model(spec, names, acceptance, base_dir=None) -> ErrorModel:
     """The error model a problem file's ``errors:`` section asks for.
 
-    ``spec`` is an :class:`allocator.spec.ErrorsSpec` (its fields already checked for
+    ``spec`` is an :class:`allocator.io.spec.ErrorsSpec` (its fields already checked for
     shape); ``names`` the drafter names in order; ``acceptance`` their ``(N, J)``
     marginal acceptance; ``base_dir`` the folder paths in the file are relative to.
     Checks that need the drafters (matrix size and validity, loadings by name,

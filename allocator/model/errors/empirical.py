@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ...exceptions import InputError
-from ...inputs import MAX_LOG_BYTES, check_regular_file
+from ...io.inputs import MAX_LOG_BYTES, check_regular_file
 from ..acceptance import extend_positions
 from .base import ErrorModel
 

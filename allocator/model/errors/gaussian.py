@@ -29,7 +29,7 @@ from .base import ErrorModel
 from .latent import bvn_cdf, dedupe_columns, sample_matrix, thresholds
 
 if TYPE_CHECKING:
-    from ...problem import Problem
+    from ...core.problem import Problem
 
 #: Largest subset whose orthant probability is integrated (quasi-Monte Carlo).
 MAX_SUBSET = 12
@@ -158,7 +158,7 @@ def integration_estimate(problem: Problem) -> tuple[int, float]:
     """``(integrals, seconds each)`` exact search of ``problem`` would need under its
     gaussian matrix: subsets of 3 or more drafters in the space x distinct acceptance
     columns, and the mean time of a seeded sample of :data:`PILOT` of them."""
-    from ...search.space import subset_sizes
+    from ...core.space import subset_sizes
 
     errors = problem.errors
     assert isinstance(errors, GaussianErrors)

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import ndtri
 
-from .exceptions import InputError
-from .model.acceptance import extend_positions
-from .model.errors import IndependentErrors
-from .model.evaluate import evaluate_configs, pooled_acceptance
+from ..exceptions import InputError
+from ..model.acceptance import extend_positions
+from ..model.errors import IndependentErrors
+from ..model.evaluate import evaluate_configs, pooled_acceptance
 
 if TYPE_CHECKING:
-    from .problem import Problem
+    from ..core.problem import Problem
 
 #: Two-sided confidence level of the reported interval.
 LEVEL = 0.99

@@ -18,7 +18,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
 
-from .exceptions import InputError
+from ..exceptions import InputError
 
 if TYPE_CHECKING:
     from optuna.storages import RDBStorage

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .model.evaluate import METRICS
+from ..model.evaluate import METRICS
 
 
 @dataclass

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from ..exceptions import InputError
 
-#: Every method, in the order of the problem-file literal (``allocator.spec.Method``).
+#: Every method, in the order of the problem-file literal (``allocator.io.spec.Method``).
 METHODS: tuple[str, ...] = (
     "draft_model",
     "eagle",

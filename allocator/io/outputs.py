@@ -20,9 +20,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, SerializeAsAny
 
-from .exceptions import InputError
+from ..core.result import SolveResult
+from ..exceptions import InputError
 from .inputs import is_input
-from .result import SolveResult
 
 
 class PointOut(BaseModel):
@@ -311,7 +311,8 @@ class UncertaintyOut(BaseModel):
 
 
 def uncertainty_document(report, names: tuple[str, ...]) -> dict:
-    """The ``uncertainty`` object from an :class:`allocator.uncertainty.UncertaintyReport`."""
+    """The ``uncertainty`` object of an
+    :class:`allocator.analysis.uncertainty.UncertaintyReport`."""
     f = report.front
     points = []
     for i in range(len(f)):

@@ -84,7 +84,7 @@ __all__ = [
     "read_measured",
     "serving_section",
 ]
-from ..problem import Problem
+from ..core.problem import Problem
 
 REQUIRED_COLUMNS = ("drafters", "k", "batch", "tokens_per_s")
 OPTIONAL_COLUMNS = ("mean_accepted",)
@@ -571,7 +571,7 @@ def calibrated_problem_data(
     lowered to the largest measured ``k``, and ``errors.outcomes`` rewritten relative to
     the new file's folder. The result is validated before it is returned.
     """
-    from ..spec import parse_problem
+    from ..io.spec import parse_problem
 
     spec = problem.spec
     if spec is None:

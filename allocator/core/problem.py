@@ -1,6 +1,6 @@
 """A problem as plain numpy arrays: what the solvers work on.
 
-:class:`Problem` is built once from a validated :class:`~allocator.spec.ProblemSpec`
+:class:`Problem` is built once from a validated :class:`~allocator.io.spec.ProblemSpec`
 (:meth:`Problem.from_spec`) and never changes. Solvers, the model and reports read
 its arrays; none of them touch pydantic.
 """
@@ -12,12 +12,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .exceptions import InputError
-from .model.acceptance import extend_positions, position_matrix
-from .model.errors import ErrorModel, IndependentErrors, build_error_model, load_empirical
-from .model.evaluate import no_chain_closed_form
-from .model.serving import Serving
-from .spec import COST_METRICS, MAX_K, SERVING_COST_METRICS, ProblemSpec, load_problem
+from ..exceptions import InputError
+from ..io.spec import COST_METRICS, MAX_K, SERVING_COST_METRICS, ProblemSpec, load_problem
+from ..model.acceptance import extend_positions, position_matrix
+from ..model.errors import ErrorModel, IndependentErrors, build_error_model, load_empirical
+from ..model.evaluate import no_chain_closed_form
+from ..model.serving import Serving
 
 
 @dataclass(frozen=True, eq=False)

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..exceptions import InputError
-from ..pareto import front_order
+from ...core.pareto import front_order
+from ...exceptions import InputError
 from .candidates import SingleFront, Traffic, build_candidates
 from .plan import MAX_CANDIDATES, Plan, hosting_infeasible, plan_from_candidates, with_budget
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ...core.problem import Problem
 
 #: Relative step below a plan's hosting cost in the automatic sweep.
 AUTO_STEP = 1e-6

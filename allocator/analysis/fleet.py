@@ -2,7 +2,7 @@
 carry a load at the lowest $/h, against the cheapest fleet that does not speculate
 (docs/design.md §8.11).
 
-(:mod:`allocator.planning.capacity` is a different question: which drafters to *host*
+(:mod:`allocator.analysis.plan.hosting_sweep` is a different question: which drafters to *host*
 under a hosting budget. This module sizes a *fleet of replicas* for a traffic load.)
 
 The serving model (:mod:`allocator.model.serving`) gives, at each batch size ``b`` of
@@ -61,14 +61,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.space import count_subsets, iter_subsets
 from ..exceptions import InputError
 from ..model.evaluate import evaluate_subsets
 from ..model.memory import max_batch
 from ..search.base import feasible_mask
-from ..search.space import count_subsets, iter_subsets
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ..core.problem import Problem
 
 #: Most (configuration, batch size) pairs sized exactly (two float arrays of this many
 #: cells are held at once, 8 bytes each).
@@ -512,7 +512,7 @@ def size_routes(
     meets the target for every route.
 
     members ``(W, N)`` and k ``(W,)``: the routes; by default ``plan``'s (the MILP of
-    :func:`allocator.planning.make_plan` under the problem's budget).
+    :func:`allocator.analysis.plan.make_plan` under the problem's budget).
     """
     sm = _serving_model()
     load = check_load(tokens_per_s)
@@ -521,7 +521,7 @@ def size_routes(
     if not problem.workloads:
         raise InputError("workloads", "routes per workload need a problem with workloads")
     if members is None or k is None:
-        from ..planning import make_plan  # cvxpy: only when routes are asked for
+        from .plan import make_plan  # cvxpy: only when routes are asked for
 
         plan = make_plan(problem)
         members, k = plan.members, plan.k

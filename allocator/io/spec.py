@@ -2,7 +2,7 @@
 
 This module is the edge of the package: it validates what a user wrote and turns
 pydantic's errors into one :class:`~allocator.exceptions.InputError` naming the
-field. Everything inside the package works on :class:`allocator.problem.Problem`,
+field. Everything inside the package works on :class:`allocator.core.problem.Problem`,
 plain numpy arrays built from a :class:`ProblemSpec`.
 """
 
@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from .exceptions import InputError
+from ..exceptions import InputError
 from .inputs import parse_document, read_input_text
 
 CostMetric = Literal[
@@ -521,7 +521,7 @@ class ProblemSpec(_Frozen):
         drafter hosted alone (allocator/model/memory.py gives the batch cap)."""
         mem = self.serving.memory if self.serving is not None else None
         if mem is not None:
-            from .model.memory import check_memory
+            from ..model.memory import check_memory
 
             gb = [d.memory_gb or 0.0 for d in self.drafters]
             try:
@@ -554,8 +554,8 @@ def _check_interval(d: Drafter, field: str) -> None:
 
 
 def _check_method(d: Drafter, where: str) -> None:
-    """A drafter's fields belong to its ``method`` (:mod:`allocator.engines.methods`)."""
-    from .engines.methods import METHOD_FIELDS, method_problem
+    """A drafter's fields belong to its ``method`` (:mod:`allocator.core.methods`)."""
+    from ..core.methods import METHOD_FIELDS, method_problem
 
     given = {f: getattr(d, f) for f in METHOD_FIELDS if getattr(d, f) is not None}
     problem = method_problem(d.method, given, d.model)
@@ -670,7 +670,7 @@ def parse_problem(data: object, *, source: str = "problem") -> ProblemSpec:
 
 
 def read_problem_data(path: str | Path) -> dict:
-    """Read a YAML or JSON file into a dict, with clear errors (see :mod:`allocator.inputs`
+    """Read a YAML or JSON file into a dict, with clear errors (see :mod:`allocator.io.inputs`
     for the limits: a regular file, size, nesting, numbers, no duplicate keys)."""
     p = Path(path)
     text = read_input_text(p, "problem")

@@ -20,14 +20,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..exceptions import InputError
-from ..model.evaluate import evaluate_subsets
-from ..pareto import front_order
-from ..search.base import budget_limit, feasible_mask, infeasible_error
-from ..search.space import iter_subsets
+from ...core.pareto import front_order
+from ...core.space import iter_subsets
+from ...exceptions import InputError
+from ...model.evaluate import evaluate_subsets
+from ...search.base import budget_limit, feasible_mask, infeasible_error
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ...core.problem import Problem
 
 #: Metrics a budget caps per configuration; ``hosting_cost`` caps the hosted set instead.
 CONFIG_CAPS = ("draft_cost_per_round", "draft_cost_per_token", "drafters")
@@ -43,7 +43,7 @@ class Traffic:
     """The workloads of a problem as single-class problems.
 
     names : ``(W,)`` workload names; weights : ``(W,)`` shares of generated units, sum 1;
-    views : one single-class :class:`~allocator.problem.Problem` per workload.
+    views : one single-class :class:`~allocator.core.problem.Problem` per workload.
     A problem without workloads is one workload (its own name) of weight 1.
     """
 

@@ -15,7 +15,7 @@ import numpy as np
 from ..exceptions import InputError
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from .problem import Problem
 
 #: Refuse exhaustive enumeration of more subsets than this.
 MAX_SUBSETS = 50_000_000

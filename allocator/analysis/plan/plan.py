@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..exceptions import InputError
-from ..model.evaluate import evaluate_configs
-from ..model.memory import hosting_room
-from ..search.base import budget_limit
+from ...exceptions import InputError
+from ...model.evaluate import evaluate_configs
+from ...model.memory import hosting_room
+from ...search.base import budget_limit
 from .candidates import Candidates, SingleFront, Traffic, build_candidates, within
 from .milp import solve_assignment
 
 if TYPE_CHECKING:
-    from ..problem import Problem
+    from ...core.problem import Problem
 
 #: Candidates kept per workload after pruning; beyond it the plan is not proven optimal.
 MAX_CANDIDATES = 2000

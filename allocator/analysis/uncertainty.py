@@ -37,19 +37,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import special
 
-from .estimate.counts import LEVEL, PRIOR  # the intervals' level; Jeffreys prior weight
-from .exceptions import InputError
-from .model.acceptance import expected_accepted, extend_positions
-from .model.errors import EmpiricalErrors
-from .model.evaluate import METRICS, evaluate_configs, evaluate_subsets
-from .pareto import front_order
-from .result import Front
-from .search.base import feasible_mask
-from .search.exact import concat_fronts
-from .search.space import count_subsets, iter_subsets
+from ..core.pareto import front_order
+from ..core.result import Front
+from ..core.space import count_subsets, iter_subsets
+from ..estimate.counts import LEVEL, PRIOR  # the intervals' level; Jeffreys prior weight
+from ..exceptions import InputError
+from ..model.acceptance import expected_accepted, extend_positions
+from ..model.errors import EmpiricalErrors
+from ..model.evaluate import METRICS, evaluate_configs, evaluate_subsets
+from ..search.base import feasible_mask
+from ..search.exact import concat_fronts
 
 if TYPE_CHECKING:
-    from .problem import Problem, Workload
+    from ..core.problem import Problem, Workload
 
 #: Refuse more than this many (configuration x draw) evaluations.
 MAX_EVALUATIONS = 200_000_000
@@ -133,7 +133,7 @@ def posterior_draws(problem: Problem, n_draws: int, seed: int) -> tuple[np.ndarr
 
     Drafters with an interval (``problem.acceptance_interval``) are drawn from its Beta;
     the others keep ``problem.acceptance``. Both are read from ``problem`` as it is (a
-    :meth:`~allocator.problem.Problem.replace` of either is sampled as replaced).
+    :meth:`~allocator.core.problem.Problem.replace` of either is sampled as replaced).
     """
     if n_draws < 1:
         raise InputError("--samples", "must be at least 1")
@@ -152,7 +152,7 @@ def draw_problem(problem: Problem, acceptance: np.ndarray) -> Problem:
     """``problem`` with acceptance ``(N, J)`` replaced, under the problem's own error model.
 
     The parametric models take the marginals at call time, so the model object carries
-    over as it is (whatever :meth:`~allocator.problem.Problem.with_errors` put there; the
+    over as it is (whatever :meth:`~allocator.core.problem.Problem.with_errors` put there; the
     file's ``errors:`` section is not read again); it is checked against the drawn
     marginals.
     """

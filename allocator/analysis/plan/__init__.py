@@ -6,7 +6,7 @@ the capacity-planning curve of throughput against hosting cost."""
 from __future__ import annotations
 
 from .candidates import Candidates, SingleFront, Traffic, build_candidates
-from .capacity import PlanSweep, parse_caps, sweep_hosting
+from .hosting_sweep import PlanSweep, parse_caps, sweep_hosting
 from .plan import MAX_CANDIDATES, Plan, make_plan
 
 __all__ = [

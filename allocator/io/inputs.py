@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from .exceptions import InputError
+from ..exceptions import InputError
 
 #: Largest YAML or JSON document read (problem files, cost files), bytes.
 MAX_DOCUMENT_BYTES = 16 * 2**20
