@@ -7,10 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .core.problem import Problem
+from .core.problem import MAX_K, SERVING_COST_METRICS, Problem
 from .core.result import Front, SolveResult
 from .exceptions import InputError
-from .io.spec import MAX_K, SERVING_COST_METRICS
 from .model.evaluate import evaluate_configs
 from .search import make_strategy
 
@@ -18,7 +17,9 @@ from .search import make_strategy
 def load(path: str | Path, *, check_search: bool = True) -> Problem:
     """Read, validate and build a problem file (``check_search=False``: do not require
     the search section to be satisfiable, as for evaluating one configuration)."""
-    return Problem.from_file(path, check_search=check_search)
+    from .io.build import problem_from_file
+
+    return problem_from_file(path, check_search=check_search)
 
 
 def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> SolveResult:

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from allocator.analysis.fleet import serving_grid, size_fleet  # noqa: E402
-from allocator.core.problem import Problem  # noqa: E402
+from allocator.io.build import problem_from_spec  # noqa: E402
 from allocator.io.spec import parse_problem  # noqa: E402
 
 BATCHES = [1, 2, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64, 80, 96, 112, 128]
@@ -132,7 +132,7 @@ def main() -> None:
             cap_t += timed_runs(cmd, 1, ROOT).walls
             base_t += timed_runs(base, 1, ROOT).walls
         doc = json.loads(out.read_text())
-        problem = Problem.from_spec(parse_problem(data))
+        problem = problem_from_spec(parse_problem(data))
     t0 = time.perf_counter()
     grid = serving_grid(problem)
     fleet = size_fleet(problem, 50_000, 25.0, grid=grid)

@@ -88,7 +88,7 @@ def main() -> None:
     py = sys.executable
     print(f"python {platform.python_version()}, {platform.machine()}, repeats {args.repeats}")
     from allocator.analysis.schedule import schedule
-    from allocator.core.problem import Problem
+    from allocator.io.build import problem_from_spec
     from allocator.io.spec import parse_problem
 
     print(
@@ -123,7 +123,7 @@ def main() -> None:
             subsets = sum(math.comb(N_DRAFTERS, m) for m in range(1, m_max + 1))
             cells = subsets * K_MAX * len(BATCH_SIZES)
             name = f"N={N_DRAFTERS} B={len(BATCH_SIZES)} k<={K_MAX} m<={m_max}"
-            prob = Problem.from_spec(parse_problem(problem(args.seed, m_max)))
+            prob = problem_from_spec(parse_problem(problem(args.seed, m_max)))
             inner = []
             for _ in range(args.repeats):
                 t0 = time.perf_counter()

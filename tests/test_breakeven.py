@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from allocator.analysis.breakeven import breakeven, gain_curve
 from allocator.cli import app
-from allocator.core.problem import Problem
+from allocator.io.build import problem_from_file, problem_from_spec
 from allocator.io.spec import parse_problem
 
 runner = CliRunner()
@@ -38,7 +38,7 @@ def r2_pair_best(r):
 def test_r2_breakeven_by_bisection(problems_dir):
     single = max((1 - 0.5**k) / 0.5 / (1 + 0.1 * k) for k in range(1, 65))
     r_star = bisect(lambda r: r2_pair_best(r) - single, 0.0, 1.0)
-    p = Problem.from_file(problems_dir / "paper-r2.yaml")
+    p = problem_from_file(problems_dir / "paper-r2.yaml")
     got = breakeven(p, ["weak-a", "weak-b"], ["weak-a"])
     assert got.latent_correlation == pytest.approx(r_star, abs=1e-9)
     # equal marginals at 0.5: error correlation (2/π) asin(r)
@@ -46,7 +46,7 @@ def test_r2_breakeven_by_bisection(problems_dir):
     assert got.gain_at_independence == pytest.approx(r2_pair_best(0.0) / single - 1, rel=1e-12)
     assert got.never is False
     # the correlated R2 shares the answer (its own error model is set aside)
-    q = Problem.from_file(problems_dir / "paper-r2-correlated.yaml")
+    q = problem_from_file(problems_dir / "paper-r2-correlated.yaml")
     assert breakeven(q, ["weak-a", "weak-b"], ["weak-a"]).latent_correlation == pytest.approx(
         r_star, abs=1e-9
     )
@@ -62,7 +62,7 @@ def test_unequal_drafters_by_bisection():
         "verifier": {"pass_cost": 1.0, "token_cost": 0.01},
         "search": {"k": {"max": 30}},
     }
-    p = Problem.from_spec(parse_problem(spec))
+    p = problem_from_spec(parse_problem(spec))
     tx, ty = norm.ppf(0.4), norm.ppf(0.55)
 
     def pair_best(r):
@@ -90,11 +90,11 @@ def test_never_and_no_gain():
             {"name": "strong", "acceptance": 0.9, "unit_cost": 0.01},
         ],
     }
-    p = Problem.from_spec(parse_problem(spec))
+    p = problem_from_spec(parse_problem(spec))
     never = breakeven(p, ["weak", "strong"], ["weak"])
     assert never.never is True and never.latent_correlation is None
     assert never.gain_at_identical > 0
-    costly = Problem.from_spec(
+    costly = problem_from_spec(
         parse_problem(
             {**spec, "drafters": [{**spec["drafters"][0], "unit_cost": 0.5}, spec["drafters"][1]]}
         )

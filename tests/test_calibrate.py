@@ -22,6 +22,7 @@ from allocator.estimate.calibrate import (
     read_measured,
     serving_section,
 )
+from allocator.io.build import problem_from_file
 from allocator.io.spec import load_problem
 
 runner = CliRunner()
@@ -47,7 +48,7 @@ def problem_file(tmp_path):
 
 
 def load(path) -> Problem:
-    return Problem.from_file(path)
+    return problem_from_file(path)
 
 
 def test_bonus_expected_by_hand(problem_file):
@@ -279,7 +280,7 @@ def test_written_problem_predicts_through_the_serving_model(problem_file, tmp_pa
     )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    p2 = Problem.from_file(out)
+    p2 = problem_from_file(out)
     for row in doc["rows"]:
         members = np.array([[n in row["drafters"] for n in p2.names]])
         got = serving_metrics(p2, members, np.array([row["k"]]), row["batch"])
@@ -293,7 +294,7 @@ def test_written_problem_predicts_through_the_serving_model(problem_file, tmp_pa
     # past the verify table (m_max * k_max + 1 = 15 tokens): refused, naming serving
     r = runner.invoke(app, ["evaluate", str(out), "-d", "a", "-k", "15", "--batch", "8"])
     assert r.exit_code == 2 and r.output.startswith("error: serving: "), r.output
-    assert Problem.from_file(out).k_max == 7  # solve and schedule stay at measured k
+    assert problem_from_file(out).k_max == 7  # solve and schedule stay at measured k
 
 
 MEASURED = Path(__file__).resolve().parent.parent / "problems" / "measured"
@@ -315,13 +316,13 @@ def test_bundled_measurements_calibrate(tmp_path, csv_name, problem_name):
         ["calibrate", str(MEASURED / csv_name), "-p", str(MEASURED / problem_name), "-o", str(out)],
     )
     assert r.exit_code == 0, r.output
-    assert Problem.from_file(out).serving is not None
+    assert problem_from_file(out).serving is not None
 
 
 def test_bundled_acceptance_reproduces_the_measured_accept_lengths():
     """llama31-8b-eagle.yaml's per-position acceptance was derived from issue 20780's
     accept lengths; the bonus-convention E of that acceptance gives them back."""
-    prob = Problem.from_file(MEASURED / "llama31-8b-eagle.yaml")
+    prob = problem_from_file(MEASURED / "llama31-8b-eagle.yaml")
     data = read_measured(MEASURED / "vllm-issue20780-bs1.csv", prob)
     spec = data.k > 0
     got = bonus_expected(prob, data.members[spec], data.k[spec])
@@ -343,7 +344,7 @@ def test_steps_sweep_reads_in_the_calibrate_format(tmp_path):
     p.write_text(
         "name: s\nconvention: bonus\ndrafters: [{name: eagle, acceptance: 0.7, unit_cost: 0.1}]\n"
     )
-    data = read_measured(MEASURED / "sglang-pr22246-steps.csv", Problem.from_file(p))
+    data = read_measured(MEASURED / "sglang-pr22246-steps.csv", problem_from_file(p))
     assert len(data) == 42 and set(data.k.tolist()) == set(range(1, 7))
 
 

@@ -24,6 +24,7 @@ from allocator.analysis.fleet import crossings, size_fleet, sweep_load
 from allocator.cli import app
 from allocator.core.problem import Problem
 from allocator.exceptions import InputError
+from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
 from allocator.model.memory import max_batch, memory_model
 
@@ -51,7 +52,7 @@ def problem_data(tables: dict[str, dict[int, dict[int, float]]], acc: dict[str, 
 
 
 def build(data: dict) -> Problem:
-    return Problem.from_spec(parse_problem(copy.deepcopy(data)))
+    return problem_from_spec(parse_problem(copy.deepcopy(data)))
 
 
 def random_tables(rng: np.random.Generator, names) -> dict:

@@ -15,6 +15,7 @@ from allocator.core.problem import Problem
 from allocator.engines.vllm import speculative_config as point_config
 from allocator.engines.vllm_schedule import speculative_config as schedule_config
 from allocator.estimate.calibrate import calibrate, calibrated_problem_data, read_measured
+from allocator.io.build import problem_from_file
 from allocator.io.spec import Drafter
 from allocator.model.serving import serving_metrics
 
@@ -32,7 +33,7 @@ def rows_csv(rows: list[tuple[list[str], int, int]], draft: dict = DRAFT) -> str
 def problem(tmp_path) -> Problem:
     p = tmp_path / "p.yaml"
     p.write_text(PROBLEM)
-    return Problem.from_file(p)
+    return problem_from_file(p)
 
 
 def test_a_drafter_measured_at_one_batch_size_gets_no_batch_slope_and_a_note(problem, tmp_path):
@@ -65,9 +66,9 @@ def test_calibrated_file_reproduces_the_fit_to_its_rounding(problem, tmp_path):
     csv = tmp_path / "m.csv"
     csv.write_text(rows_csv(rows, free))
     cal = calibrate(problem, read_measured(csv, problem))
-    data, _ = calibrated_problem_data(problem, cal, tmp_path / "p2.yaml")
+    data, _ = calibrated_problem_data(problem, cal, tmp_path / "p2.yaml", tmp_path / "p.yaml")
     (tmp_path / "p2.yaml").write_text(yaml.safe_dump(data))
-    p2 = Problem.from_file(tmp_path / "p2.yaml")
+    p2 = problem_from_file(tmp_path / "p2.yaml")
     assert data["drafters"][0]["draft_ms"] == {1: 1e-4, 16: 1e-4, 64: 1e-4}
     for b in (1, 16, 64):
         for names in (["a"], ["b"], ["a", "b"]):
@@ -105,7 +106,7 @@ def test_schedule_decides_against_the_baseline_and_reports_speedup_over_its_own_
     125, so it is chosen, with speedup 1.1 · 6 / 7 = 0.943 below 1."""
     p = tmp_path / "d.yaml"
     p.write_text(DISAGREE)
-    sched = schedule(Problem.from_file(p))
+    sched = schedule(problem_from_file(p))
     (row,) = sched.rows()
     assert row["drafters"] == ["eagle"] and row["k"] == 1
     assert row["tokens_per_s"] == pytest.approx(1100.0 / 7.0, rel=1e-12)
@@ -116,7 +117,7 @@ def test_schedule_decides_against_the_baseline_and_reports_speedup_over_its_own_
     # when they agree (within 1%), speedup is the ratio to speculation off, and no note
     agree = DISAGREE.replace("ms: [[8.0, 8.5]]", "ms: [[6.05, 6.5]]")
     p.write_text(agree.replace("{0: 6.0, 1: 7.0}", "{0: 6.0, 1: 6.2}"))
-    sched = schedule(Problem.from_file(p))
+    sched = schedule(problem_from_file(p))
     (row,) = sched.rows()
     assert row["k"] == 1 and row["speedup"] == pytest.approx(1.1 * 6.0 / 6.2, rel=1e-12)
     assert row["tokens_per_s"] / (1000.0 / 6.05) == pytest.approx(row["speedup"], rel=0.01)
@@ -180,7 +181,7 @@ def test_a_table_is_never_left_for_the_component_model(tmp_path):
     p.write_text(
         DISAGREE.replace("tokens: [1, 2], ms: [[8.0, 8.5]]", "tokens: [1, 4], ms: [[8.0, 9.5]]")
     )
-    prob = Problem.from_file(p)
+    prob = problem_from_file(p)
     one = np.array([[True]])
     assert step_ms(prob, one, np.array([1]), 1)[0] == 7.0  # the table
     with pytest.raises(InputError, match="outside its measured step_ms table"):
@@ -204,7 +205,7 @@ serving:
   verify_ms: {batch: [1], tokens: [1, 4], ms: [[10.0, 13.0]]}
 """
     )
-    prob = Problem.from_file(p)
+    prob = problem_from_file(p)
     k = 3
     e = {a: 1 + sum(a**i for i in range(1, k + 1)) for a in (0.9, 0.4)}
     want = 1.0 / (0.75 / e[0.9] + 0.25 / e[0.4])
@@ -224,14 +225,14 @@ def test_calibration_says_when_it_replaces_the_planned_batch_sizes(tmp_path):
     )
     p.write_text(p.read_text().replace("unit_cost: 0.05}", "unit_cost: 0.05, draft_ms: {1: 1}}"))
     p.write_text(p.read_text().replace("unit_cost: 0.1}", "unit_cost: 0.1, draft_ms: {1: 1}}"))
-    prob = Problem.from_file(p)
+    prob = problem_from_file(p)
     rows = [([], 0, b) for b in (1, 64)] + [
         (n, k, b) for b in (1, 64) for n in (["a"], ["b"]) for k in (1, 3)
     ]
     csv = tmp_path / "m.csv"
     csv.write_text(rows_csv(rows))
     cal = calibrate(prob, read_measured(csv, prob))
-    data, notes = calibrated_problem_data(prob, cal, tmp_path / "p2.yaml")
+    data, notes = calibrated_problem_data(prob, cal, tmp_path / "p2.yaml", p)
     assert data["serving"]["batch_sizes"] == [1, 64]
     assert data["serving"]["gpu_cost_per_hour"] == 2.0
     assert any(

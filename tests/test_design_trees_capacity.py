@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from allocator.analysis.fleet import serving_grid, sweep_load
-from allocator.core.problem import Problem
 from allocator.engines.trees import sglang_tree
+from allocator.io.build import problem_from_file
 from allocator.model.memory import MemoryModel
 from allocator.model.tree import TreeProgramme, tree_expected, tree_serving, tree_step_ms
 
@@ -36,7 +36,7 @@ def test_two_children_count_once_not_twice():
 
 def test_tree_step_time_by_hand():
     # docs/tree.yaml at batch 1: verify_ms(1, 8) = 7.2, draft 0.45 ms, overhead 0.3 ms
-    prob = Problem.from_file(ROOT / "docs" / "tree.yaml")
+    prob = problem_from_file(ROOT / "docs" / "tree.yaml")
     serving = tree_serving(prob, 0)
     assert serving is not None
     ms = tree_step_ms(serving, 0, 1.0, np.array([7]), np.array([3]))
@@ -132,7 +132,7 @@ def test_memory_cap_keeps_an_exact_fit():
 
 @pytest.mark.parametrize("itl", [None, 60.0, 40.0, 30.0, 20.0])
 def test_a_load_sweep_shows_no_strict_crossing(itl):
-    prob = Problem.from_file(ROOT / "problems" / "capacity-70b.yaml")
+    prob = problem_from_file(ROOT / "problems" / "capacity-70b.yaml")
     grid = serving_grid(prob)
     loads = np.linspace(300.0, 60_000.0, 160)
     sweep = sweep_load(prob, loads, itl, grid=grid)

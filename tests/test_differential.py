@@ -27,6 +27,7 @@ import reference
 from allocator import api
 from allocator.core.problem import Problem
 from allocator.core.space import iter_subsets
+from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
 from allocator.model.errors import ExchangeableErrors, IndependentErrors
 from allocator.model.evaluate import evaluate_subsets
@@ -163,7 +164,7 @@ def make(feature: str, seed: int, folder, lists: bool = True) -> dict:
 
 
 def build(raw: dict, folder) -> Problem:
-    return Problem.from_spec(parse_problem(raw), base_dir=folder)
+    return problem_from_spec(parse_problem(raw), base_dir=folder)
 
 
 def pairs(result) -> list[tuple[float, float]]:
@@ -230,7 +231,7 @@ def test_no_configuration_has_a_negative_or_infinite_time(feature, tmp_path):
 
 
 def _problem(drafters, **extra) -> Problem:
-    return Problem.from_spec(parse_problem({"name": "hand", "drafters": drafters, **extra}))
+    return problem_from_spec(parse_problem({"name": "hand", "drafters": drafters, **extra}))
 
 
 def test_pass_cost_curve_keeps_the_cheaper_single_drafter():
@@ -326,7 +327,7 @@ UNCERTAIN = {
 def test_uncertainty_samples_under_the_problems_error_model_not_the_files():
     from allocator.analysis.uncertainty import draw_problems
 
-    file_problem = Problem.from_spec(parse_problem(UNCERTAIN))
+    file_problem = problem_from_spec(parse_problem(UNCERTAIN))
     assert file_problem.errors.name == "exchangeable"
     independent = file_problem.with_errors(IndependentErrors())
     draws, _ = draw_problems(independent, 4, seed=1)
@@ -342,12 +343,12 @@ def test_uncertainty_keeps_an_error_model_swapped_in_after_loading():
     from allocator.analysis.uncertainty import analyse, draw_problems
 
     raw = {**UNCERTAIN, "errors": {"model": "independent"}}
-    swapped = Problem.from_spec(parse_problem(raw)).with_errors(ExchangeableErrors(0.5, None))
+    swapped = problem_from_spec(parse_problem(raw)).with_errors(ExchangeableErrors(0.5, None))
     draws, _ = draw_problems(swapped, 3, seed=2)
     assert [d.errors.name for d in draws] == ["exchangeable"] * 3
     front = api.solve(swapped, "exact").front
     report = analyse(swapped, front, 20, seed=3)
-    plain = analyse(Problem.from_spec(parse_problem(raw)), front, 20, seed=3)
+    plain = analyse(problem_from_spec(parse_problem(raw)), front, 20, seed=3)
     # the same draws of acceptance, under r = 0.5 instead of independence: the pair
     # pools less, so its median throughput falls
     pair = [i for i in range(len(front)) if front.members[i].all()]

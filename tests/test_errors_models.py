@@ -274,11 +274,11 @@ def test_error_correlation_with_a_drafter_that_never_fails():
 
 
 def test_log_readers_agree(problems_dir):
-    from allocator.model.errors.empirical import _read_careful, _read_fast
+    from allocator.estimate.outcome_log import read_careful, read_fast
 
     path = problems_dir / "outcome-log" / "outcomes.csv"
     names = ("ngram", "distil-1b", "head", "distil-3b")
-    fast, careful = _read_fast(path, names), _read_careful(path, names)
+    fast, careful = read_fast(path, names), read_careful(path, names)
     for key in ("fail", "position", "workload"):
         np.testing.assert_array_equal(fast[key], careful[key])
     assert fast["fail"].shape == (16000, 4)

@@ -6,15 +6,15 @@ import reference
 from random_problems import random_problem
 
 from allocator import solve
-from allocator.core.problem import Problem
 from allocator.exceptions import InputError
+from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
 
 
 @pytest.mark.parametrize("seed", range(60))
 def test_exact_front_equals_brute_force(seed):
     raw = random_problem(seed)
-    problem = Problem.from_spec(parse_problem(raw))
+    problem = problem_from_spec(parse_problem(raw))
     ref, n_points = reference.brute_front(raw)
     if not ref:
         with pytest.raises(InputError) as info:
@@ -58,7 +58,7 @@ def test_identical_drafters_collapse_to_one_point():
         ],
         "search": {"k": {"max": 3}, "m": {"max": 1}},
     }
-    res = solve(Problem.from_spec(parse_problem(raw)), "exact")
+    res = solve(problem_from_spec(parse_problem(raw)), "exact")
     assert [p["drafters"] for p in res.points()] == [["a"]] * 3
 
 
@@ -69,7 +69,7 @@ def test_budget_nothing_meets_names_the_budget():
         "budget": {"draft_cost_per_round": 0.05},
     }
     with pytest.raises(InputError) as info:
-        solve(Problem.from_spec(parse_problem(raw)), "exact")
+        solve(problem_from_spec(parse_problem(raw)), "exact")
     assert info.value.field == "budget.draft_cost_per_round"
     assert "0.1" in info.value.message
 
@@ -85,7 +85,7 @@ def test_budget_combination_is_reported_as_such():
         "budget": {"draft_cost_per_round": 0.3, "hosting_cost": 2},
     }
     with pytest.raises(InputError) as info:
-        solve(Problem.from_spec(parse_problem(raw)), "exact")
+        solve(problem_from_spec(parse_problem(raw)), "exact")
     assert info.value.field == "budget"
 
 
@@ -103,7 +103,7 @@ def test_fifty_drafters_with_small_m_and_long_k():
         ],
         "search": {"k": {"max": 2000}, "m": {"max": 2}},
     }
-    res = solve(Problem.from_spec(parse_problem(raw)), "exact")
+    res = solve(problem_from_spec(parse_problem(raw)), "exact")
     assert res.evaluated == (50 + 50 * 49 // 2) * 2000
     assert np.all(np.isfinite(res.front.throughput))
 
@@ -114,7 +114,7 @@ def test_acceptance_one_gives_linear_throughput():
         "drafters": [{"name": "a", "acceptance": 1.0, "unit_cost": 0.1}],
         "search": {"k": {"max": 1000}},
     }
-    res = solve(Problem.from_spec(parse_problem(raw)), "exact")
+    res = solve(problem_from_spec(parse_problem(raw)), "exact")
     best = res.points()[-1]
     assert best["k"] == 1000
     assert best["throughput"] == pytest.approx(1000 / (0.1 * 1000 + 1))

@@ -8,6 +8,7 @@ from scipy.stats import multivariate_normal, norm
 
 from allocator.core.problem import Problem
 from allocator.exceptions import InputError
+from allocator.io.build import problem_from_spec
 from allocator.io.spec import ProblemSpec
 from allocator.model.errors import gaussian
 from allocator.search.auto import choose_strategy
@@ -28,7 +29,7 @@ def correlated_problem(n: int, seed: int = 1) -> Problem:
         "search": {"k": {"max": 8}},
         "errors": {"model": "gaussian", "matrix": matrix.tolist()},
     }
-    return Problem.from_spec(ProblemSpec.model_validate(raw))
+    return problem_from_spec(ProblemSpec.model_validate(raw))
 
 
 def test_each_subset_is_integrated_once_and_matches_scipy(monkeypatch):

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from allocator.core.problem import Problem
+from allocator.io.build import problem_from_spec
 from allocator.io.spec import ProblemSpec
 from allocator.search.exact import ExactStrategy
 from allocator.search.study import OptunaStrategy
@@ -54,7 +55,7 @@ def make_problem(seed: int, errors: dict, m: dict | None = None, n: int = 10) ->
     }
     if m is not None:
         raw["search"]["m"] = m
-    return Problem.from_spec(ProblemSpec.model_validate(raw))
+    return problem_from_spec(ProblemSpec.model_validate(raw))
 
 
 def ratio(problem: Problem, heuristic) -> float:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from reference import acc_at
 
-from allocator.core.problem import Problem
+from allocator.io.build import problem_from_file, problem_from_spec
 from allocator.io.spec import parse_problem
 from allocator.model.evaluate import evaluate_configs, evaluate_subsets
 
@@ -23,7 +23,7 @@ BASE = {
 
 
 def build(**extra):
-    return Problem.from_spec(parse_problem({**BASE, **extra}))
+    return problem_from_spec(parse_problem({**BASE, **extra}))
 
 
 def e_any(accs, subset, k, convention):
@@ -154,7 +154,7 @@ def test_outcome_log_workloads_use_their_own_rows(problems_dir):
 
     from allocator.model.evaluate import pooled_acceptance
 
-    p = Problem.from_file(problems_dir / "outcome-log" / "problem.yaml")
+    p = problem_from_file(problems_dir / "outcome-log" / "problem.yaml")
     with (problems_dir / "outcome-log" / "outcomes.csv").open() as f:
         rows = list(csv.DictReader(f))
     pair = ("distil-1b", "ngram")
@@ -174,7 +174,7 @@ def test_with_errors_replaces_the_workloads_own_log_models_too():
     from allocator.model.evaluate import pooled_acceptance
 
     path = Path(__file__).resolve().parents[1] / "problems" / "outcome-log" / "problem.yaml"
-    logged = Problem.from_file(path)
+    logged = problem_from_file(path)
     assert any(w.errors is not None for w in logged.workloads)
     indep = logged.with_errors(IndependentErrors())
     members = np.array(list(itertools.product([False, True], repeat=logged.n))[1:])

@@ -14,7 +14,7 @@ import yaml
 from cli_runner import run
 
 from allocator.cli import app
-from allocator.core.problem import Problem
+from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
 from allocator.plots import boxes_overlap, plot_accepted, plot_front, plot_sweep
 
@@ -139,7 +139,7 @@ def test_readme_paper_r2_is_the_file_and_the_longer_example_is_valid():
     for block in blocks[1:]:
         raw = yaml.safe_load(block)
         assert raw["name"] != "paper-r2"
-        Problem.from_spec(parse_problem(raw))  # validates and builds
+        problem_from_spec(parse_problem(raw))  # validates and builds
     assert all("name: paper-r2\n" not in b for b in blocks[1:])
 
 
@@ -271,7 +271,7 @@ def capped_result(cap: float):
         "search": {"k": {"max": 10}},
         "budget": {"draft_cost_per_round": cap},
     }
-    return solve(Problem.from_spec(parse_problem(spec)))
+    return solve(problem_from_spec(parse_problem(spec)))
 
 
 def test_front_plot_draws_the_budget_line(tmp_path):
@@ -350,5 +350,5 @@ def test_every_pointer_names_a_section_that_exists():
 
 def test_design_example_file_builds():
     (block,) = re.findall(r"```yaml\n(.*?)```", section_of_design("5"), re.S)
-    problem = Problem.from_spec(parse_problem(yaml.safe_load(block)))
+    problem = problem_from_spec(parse_problem(yaml.safe_load(block)))
     assert problem.names == ("small-a", "small-b")

@@ -19,8 +19,8 @@ from cli_runner import run
 from allocator import solve
 from allocator.analysis.plan import make_plan, sweep_hosting
 from allocator.analysis.plan.candidates import dominated_by_subset
-from allocator.core.problem import Problem
 from allocator.exceptions import InputError
+from allocator.io.build import problem_from_file, problem_from_spec
 from allocator.io.spec import parse_problem
 
 SLACK = 1e-9
@@ -178,7 +178,7 @@ def random_plan_problem(seed):
 
 
 def build(raw):
-    return Problem.from_spec(parse_problem(raw))
+    return problem_from_spec(parse_problem(raw))
 
 
 # ----------------------------------------------------------------- exactness
@@ -547,7 +547,7 @@ def test_hosting_cap_each_workload_meets_alone_but_not_together():
 
 
 def test_bundled_mixed_traffic_scenario(problems_dir):
-    problem = Problem.from_file(problems_dir / "mixed-traffic.yaml")
+    problem = problem_from_file(problems_dir / "mixed-traffic.yaml")
     assert [w.name for w in problem.workloads] == ["chat", "code", "summarisation"]
     assert 5 <= problem.n <= 8
     plan = make_plan(problem)

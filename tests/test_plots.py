@@ -16,6 +16,7 @@ from allocator import solve
 from allocator.analysis.simulate import accepted_distribution
 from allocator.cli import app
 from allocator.core.problem import Problem
+from allocator.io.build import problem_from_file, problem_from_spec
 from allocator.io.spec import parse_problem
 from allocator.plots import (
     COST_LABELS,
@@ -60,7 +61,7 @@ def dense_spec(seed: int) -> dict:
 
 
 def build(spec: dict) -> Problem:
-    return Problem.from_spec(parse_problem(spec))
+    return problem_from_spec(parse_problem(spec))
 
 
 def assert_valid_png(path):
@@ -319,9 +320,8 @@ def test_simulate_plot_histogram_matches_the_run_and_the_model(tmp_path):
     assert r.exit_code == 0, r.output
     assert_valid_png(png)
     doc = json.loads(js.read_text())
-    from allocator.core.problem import Problem
 
-    prob = Problem.from_file(R2, simulation=True)
+    prob = problem_from_file(R2, simulation=True)
     model = accepted_distribution(prob, prob.mask(["weak-a", "weak-b"]), 5)
     data = plot_accepted(
         np.array(doc["accepted_shares"]), model, tmp_path / "again.png", rounds=20000
@@ -342,9 +342,8 @@ def test_simulate_plot_histogram_matches_the_run_and_the_model(tmp_path):
 
 def test_simulate_plot_of_a_workload_mixture(tmp_path):
     from allocator.analysis.simulate import simulate
-    from allocator.core.problem import Problem
 
-    prob = Problem.from_file(MIXED, simulation=True)
+    prob = problem_from_file(MIXED, simulation=True)
     name = prob.names[0]
     report = simulate(prob, [name], 4, 4000, 1)
     simulated = np.array(report.accepted_shares)

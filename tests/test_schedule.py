@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from allocator.analysis.schedule import schedule, speculation_off_from
 from allocator.cli import app
-from allocator.core.problem import Problem
 from allocator.engines.vllm_schedule import batch_ranges, speculative_config
 from allocator.exceptions import InputError
+from allocator.io.build import problem_from_file, problem_from_spec
 from allocator.io.spec import Drafter, parse_problem
 
 runner = CliRunner()
@@ -186,7 +186,7 @@ def random_problem(seed):
 @pytest.mark.parametrize("seed", range(6))
 def test_schedule_matches_brute_force(seed):
     data = random_problem(seed)
-    sched = schedule(Problem.from_spec(parse_problem(data)))
+    sched = schedule(problem_from_spec(parse_problem(data)))
     want = brute_schedule(data)
     rows = sched.rows()
     for row, (tps, k, m, names) in zip(rows, want, strict=True):
@@ -206,7 +206,7 @@ def test_schedule_turns_speculation_off_when_it_stops_paying():
     ms[2] = [9.0] + [60.0 + t for t in range(1, 5)]
     ms[3] = [16.0] + [200.0 + t for t in range(1, 5)]
     data["serving"]["step_ms"][0]["by_batch"][128] = {0: 16.0, 2: 300.0, 5: 500.0}
-    sched = schedule(Problem.from_spec(parse_problem(data)))
+    sched = schedule(problem_from_spec(parse_problem(data)))
     rows = sched.rows()
     assert rows[0]["k"] > 0
     assert [r["k"] for r in rows[-2:]] == [0, 0]
@@ -233,7 +233,7 @@ def test_unmeasured_speculation_is_not_reported_as_not_paying(tmp_path):
     refused, naming the batch size, like every other unmeasured request."""
     data = random_problem(0)
     unmeasured_at_128(data)
-    problem = Problem.from_spec(parse_problem(data))
+    problem = problem_from_spec(parse_problem(data))
     with pytest.raises(InputError) as exc:
         schedule(problem)
     assert exc.value.field == "serving.batch_sizes.5" and "batch size 128" in exc.value.message
@@ -247,7 +247,7 @@ def test_unmeasured_speculation_is_not_reported_as_not_paying(tmp_path):
     assert not out.exists() and not plot.exists()
     # without 128 the same problem plans, and k = 0 there is still a measured decision
     data["serving"]["batch_sizes"] = data["serving"]["batch_sizes"][:-1]
-    rows = schedule(Problem.from_spec(parse_problem(data))).rows()
+    rows = schedule(problem_from_spec(parse_problem(data))).rows()
     assert [r["batch"] for r in rows] == [1, 3, 16, 40, 64]
 
 
@@ -255,7 +255,7 @@ def test_a_budget_that_excludes_speculation_still_turns_it_off():
     """Configurations with a step time but over the budget are a measured "no"."""
     data = random_problem(0)
     data["budget"] = {"draft_cost_per_round": 1e-6}
-    sched = schedule(Problem.from_spec(parse_problem(data)))
+    sched = schedule(problem_from_spec(parse_problem(data)))
     assert all(r["k"] == 0 and r["drafters"] == [] for r in sched.rows())
     assert sched.speculation_off_from == 1
 
@@ -427,7 +427,7 @@ def test_schedule_json_has_exactly_the_issue_fields(problems_dir, tmp_path):
 def test_schedule_plot(problems_dir, tmp_path):
     from allocator.plots import plot_schedule
 
-    sched = schedule(Problem.from_file(problems_dir / "serving-eagle.yaml"))
+    sched = schedule(problem_from_file(problems_dir / "serving-eagle.yaml"))
     drawn = plot_schedule(sched, tmp_path / "s.png")
     assert drawn["envelope"] == pytest.approx(sched.metrics["tokens_per_s"])
     assert set(drawn["lines"]) == set(range(0, 8))

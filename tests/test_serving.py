@@ -13,8 +13,8 @@ import yaml
 from typer.testing import CliRunner
 
 from allocator.cli import app
-from allocator.core.problem import Problem
 from allocator.exceptions import InputError
+from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
 from allocator.model.evaluate import evaluate_configs
 from allocator.model.serving import bonus_expected, serving_metrics, step_ms
@@ -65,7 +65,7 @@ def component(drafting="sequential"):
 
 
 def build(data):
-    return Problem.from_spec(parse_problem(data))
+    return problem_from_spec(parse_problem(data))
 
 
 ONE = np.ones((1, 1), bool)

@@ -16,7 +16,7 @@ from allocator.analysis.simulate import (
     workload_rounds,
 )
 from allocator.cli import app
-from allocator.core.problem import Problem
+from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
 from allocator.model.errors import (
     EmpiricalErrors,
@@ -39,7 +39,7 @@ SPEC = {
 
 
 def problem(**extra):
-    return Problem.from_spec(parse_problem({**SPEC, **extra}), simulation=True)
+    return problem_from_spec(parse_problem({**SPEC, **extra}), simulation=True)
 
 
 def log_model():

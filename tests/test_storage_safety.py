@@ -23,8 +23,8 @@ from sqlalchemy.engine import make_url
 from tcp_proxy import TcpProxy
 
 import allocator
-from allocator.core.problem import Problem
 from allocator.exceptions import InputError
+from allocator.io.build import problem_from_file
 from allocator.search import study as study_module
 from allocator.search.auto import choose_strategy, scientific
 from allocator.search.exact import ExactStrategy
@@ -215,7 +215,7 @@ def exact_front_configs(problem):
 
 @pytest.mark.parametrize("kill_at", ["after 5 seed points", "writing the seeded flag"])
 def test_a_kill_while_seeding_leaves_a_study_the_next_run_completes(tmp_path, monkeypatch, kill_at):
-    problem = Problem.from_file(write_problem(tmp_path / "p.json", 10))
+    problem = problem_from_file(write_problem(tmp_path / "p.json", 10))
     url = f"sqlite:///{tmp_path / 'study.db'}"
     expected = exact_front_configs(problem)  # independent errors: the seeds are this front
     assert 5 < len(expected) <= study_module.SEED_MAX_TRIALS
@@ -260,7 +260,7 @@ def test_a_kill_while_seeding_leaves_a_study_the_next_run_completes(tmp_path, mo
 def test_timeout_is_honoured_while_seeding(tmp_path, monkeypatch):
     """A clock that advances one second per stored trial: with ``timeout=10`` the run
     stops after about ten stored seed points and answers from them."""
-    problem = Problem.from_file(write_problem(tmp_path / "p.json", 100))
+    problem = problem_from_file(write_problem(tmp_path / "p.json", 100))
     url = f"sqlite:///{tmp_path / 'study.db'}"
     clock = [0.0]
     add_trial = optuna.study.Study.add_trial
@@ -285,7 +285,7 @@ def test_database_error_mid_run_is_one_masked_line(tmp_path, monkeypatch):
     """Optuna wraps the driver's error in ``StorageInternalError``: still one line."""
     from sqlalchemy.exc import OperationalError
 
-    problem = Problem.from_file(write_problem(tmp_path / "p.json", 6))
+    problem = problem_from_file(write_problem(tmp_path / "p.json", 6))
     url = f"sqlite:///{tmp_path / 'study.db'}"
     calls = [0]
     add_trial = optuna.study.Study.add_trial
@@ -351,7 +351,7 @@ def test_scientific_matches_decimal(n):
 
 
 def test_auto_at_1024_drafters(tmp_path):
-    problem = Problem.from_file(write_problem(tmp_path / "p.json", 1024))
+    problem = problem_from_file(write_problem(tmp_path / "p.json", 1024))
     name, reason = choose_strategy(problem)
     assert name == "knapsack" and "1.80e+308 subsets" in reason
     r = run_cli("solve", tmp_path / "p.json", "--json", "-")

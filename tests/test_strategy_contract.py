@@ -16,8 +16,8 @@ import reference
 from random_problems import random_problem
 
 from allocator import solve
-from allocator.core.problem import Problem
 from allocator.exceptions import InputError
+from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
 from allocator.search import STRATEGIES, make_strategy
 from allocator.search.exact import ExactStrategy
@@ -35,7 +35,7 @@ def assert_same_front(a, b):
 
 
 def check_exact(raw, strategy, **params):
-    problem = Problem.from_spec(parse_problem(raw))
+    problem = problem_from_spec(parse_problem(raw))
     ref, _ = reference.brute_front(raw)
     if not ref:
         with pytest.raises(InputError):
@@ -57,7 +57,7 @@ def test_exact_claims_match_brute_force(seed, strategy):
 @pytest.mark.parametrize("seed", range(40))
 def test_knapsack_matches_brute_force(seed):
     raw = random_problem(2000 + seed, knapsack=True)
-    problem = Problem.from_spec(parse_problem(raw))
+    problem = problem_from_spec(parse_problem(raw))
     assert knapsack_blocker(problem) is None
     res = check_exact(raw, "knapsack")
     if res is not None:
@@ -86,7 +86,7 @@ def test_knapsack_equals_enumeration_on_mid_size_pools(seed):
     }
     if seed >= 3:
         raw["budget"] = {"draft_cost_per_round": 1.5}
-    problem = Problem.from_spec(parse_problem(raw))
+    problem = problem_from_spec(parse_problem(raw))
     exact = ExactStrategy(prune=False).solve(problem)
     knap = KnapsackStrategy().solve(problem)
     assert knap.exact
@@ -97,7 +97,7 @@ def test_knapsack_refuses_what_it_cannot_solve_exactly():
     raw = random_problem(7, knapsack=True)
     raw["drafting"] = "parallel"
     with pytest.raises(InputError) as info:
-        solve(Problem.from_spec(parse_problem(raw)), "knapsack")
+        solve(problem_from_spec(parse_problem(raw)), "knapsack")
     assert info.value.field == "drafting"
 
 
@@ -119,7 +119,7 @@ def test_pruning_changes_nothing(errors, seed):
             "loadings": {d["name"]: float(rng.uniform(-0.5, 0.9)) for d in raw["drafters"]},
         }
     raw["errors"] = errors
-    problem = Problem.from_spec(parse_problem(raw))
+    problem = problem_from_spec(parse_problem(raw))
     try:
         plain = ExactStrategy(prune=False).solve(problem)
     except InputError:
@@ -141,7 +141,7 @@ def test_pruning_evaluates_far_fewer_configurations():
         ],
         "search": {"k": {"max": 16}},
     }
-    res = ExactStrategy().solve(Problem.from_spec(parse_problem(raw)))
+    res = ExactStrategy().solve(problem_from_spec(parse_problem(raw)))
     screened = int(res.notes[0].split("the model evaluated ")[1].split()[0].replace(",", ""))
     space = (2**12 - 1) * 16  # every non-empty subset of 12 drafters at k = 1..16
     assert res.evaluated == space  # reported as covering the whole space ...
@@ -156,7 +156,7 @@ HEURISTIC = [name for name, cls in STRATEGIES.items() if name not in ("exact", "
 @pytest.mark.parametrize("seed", range(8))
 def test_heuristic_returns_real_configurations(name, seed):
     raw = random_problem(4000 + seed, n_max=8)
-    problem = Problem.from_spec(parse_problem(raw))
+    problem = problem_from_spec(parse_problem(raw))
     ref, _ = reference.brute_front(raw)
     if not ref:
         with pytest.raises(InputError):
@@ -204,7 +204,7 @@ def test_heuristic_is_reproducible_from_its_seed(name):
         "errors": {"model": "independent"},
         "search": {"k": {"max": 12}},
     }
-    problem = Problem.from_spec(parse_problem(raw))
+    problem = problem_from_spec(parse_problem(raw))
     a = solve(problem, name, trials=120, seed=3, seed_front=False, population=20)
     b = solve(problem, name, trials=120, seed=3, seed_front=False, population=20)
     c = solve(problem, name, trials=120, seed=4, seed_front=False, population=20)
@@ -219,7 +219,7 @@ def test_optuna_seeded_with_the_independence_front_reaches_it():
     """Under independence the seeds are the exact front, so the heuristic front equals it."""
     raw = random_problem(11, n_max=6)
     raw.pop("budget", None)
-    problem = Problem.from_spec(parse_problem(raw))
+    problem = problem_from_spec(parse_problem(raw))
     ref, _ = reference.brute_front(raw)
     heur = solve(problem, "optuna", trials=len(ref) + 10, seed=0)
     assert not heur.exact
@@ -236,20 +236,20 @@ def test_auto_is_honest_about_exactness():
         ],
         "search": {"k": {"max": 8}},
     }
-    problem = Problem.from_spec(parse_problem(big))
+    problem = problem_from_spec(parse_problem(big))
     strategy, notes = make_strategy("auto", problem, trials=40, seed=0)
     assert strategy.name == "optuna" and "beyond exact" in notes[0]
     result = solve(problem, "auto", trials=40, seed=0)
     assert result.exact is False and result.notes[0].startswith("auto picked optuna")
     single = dict(big, drafters=[dict(d, acceptance=0.6) for d in big["drafters"]])
-    result = solve(Problem.from_spec(parse_problem(single)), "auto")
+    result = solve(problem_from_spec(parse_problem(single)), "auto")
     assert result.strategy == "knapsack" and result.exact is True
 
 
 def test_progress_reports_work_and_front_size():
     raw = random_problem(21, n_max=6)
     raw.pop("budget", None)
-    problem = Problem.from_spec(parse_problem(raw))
+    problem = problem_from_spec(parse_problem(raw))
     for name, params in [("exact", {}), ("optuna", {"trials": 40, "population": 10})]:
         calls = []
         solve(problem, name, progress=lambda d, t, f: calls.append((d, t, f)), **params)
@@ -261,9 +261,9 @@ def test_progress_reports_work_and_front_size():
 def test_options_a_strategy_does_not_use_are_reported_not_silently_dropped():
     raw = random_problem(31, n_max=4)
     raw.pop("budget", None)
-    res = solve(Problem.from_spec(parse_problem(raw)), "exact", trials=5, storage="sqlite:///x.db")
+    res = solve(problem_from_spec(parse_problem(raw)), "exact", trials=5, storage="sqlite:///x.db")
     assert "--trials, --storage ignored" in res.notes[0]
-    res = solve(Problem.from_spec(parse_problem(raw)), "exact", seed=3)
+    res = solve(problem_from_spec(parse_problem(raw)), "exact", seed=3)
     assert "ignored" not in " ".join(res.notes)
 
 
@@ -287,7 +287,7 @@ def test_knapsack_with_unequal_hosting_costs_equals_enumeration(seed):
     }
     if seed >= 2:
         raw["budget"] = {"hosting_cost": 7}
-    problem = Problem.from_spec(parse_problem(raw))
+    problem = problem_from_spec(parse_problem(raw))
     assert knapsack_blocker(problem) is None
     exact = ExactStrategy(prune=False).solve(problem)
     knap = KnapsackStrategy().solve(problem)
@@ -310,5 +310,5 @@ def test_knapsack_refuses_hosting_costs_with_too_many_distinct_sums():
         ],
         "cost_metric": "hosting_cost",
     }
-    problem = Problem.from_spec(parse_problem(raw))
+    problem = problem_from_spec(parse_problem(raw))
     assert knapsack_blocker(problem)[0] == "drafters"

@@ -14,8 +14,8 @@ from scipy import stats
 
 from allocator import api
 from allocator.analysis.uncertainty import analyse, beta_from_interval, posterior_draws
-from allocator.core.problem import Problem
 from allocator.exceptions import InputError
+from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
 
 
@@ -53,9 +53,9 @@ def test_draws_follow_the_posterior_and_are_seeded():
             {"name": "b", "acceptance": 0.5, "unit_cost": 0.1},
         ]
     )
-    d1, names = posterior_draws(Problem.from_spec(spec), 20000, seed=1)
-    d2, _ = posterior_draws(Problem.from_spec(spec), 20000, seed=1)
-    d3, _ = posterior_draws(Problem.from_spec(spec), 20000, seed=2)
+    d1, names = posterior_draws(problem_from_spec(spec), 20000, seed=1)
+    d2, _ = posterior_draws(problem_from_spec(spec), 20000, seed=1)
+    d3, _ = posterior_draws(problem_from_spec(spec), 20000, seed=2)
     np.testing.assert_array_equal(d1, d2)
     assert not np.array_equal(d1, d3)
     assert names == ["a"]
@@ -77,7 +77,7 @@ def test_per_position_intervals_drawn_per_position():
             }
         ]
     )
-    d, _ = posterior_draws(Problem.from_spec(spec), 5000, seed=0)
+    d, _ = posterior_draws(problem_from_spec(spec), 5000, seed=0)
     assert d.shape == (5000, 1, 2)
     assert d[:, 0, 0].mean() == pytest.approx(0.9, abs=0.005)
     assert d[:, 0, 1].mean() == pytest.approx(0.5, abs=0.01)

@@ -461,8 +461,7 @@ def _infeasible(grid: ServingGrid, itl_target: float) -> InputError:
 def tree_notes(problem: Problem) -> list[str]:
     """A note when a drafter of the problem carries ``acceptance_by_rank``: the sizing
     runs chains (its ``acceptance``, rank 1) only, never the token trees it could draft."""
-    spec = problem.spec
-    ranked = [] if spec is None else [d.name for d in spec.drafters if d.acceptance_by_rank]
+    ranked = [d.name for d in problem.drafters if d.acceptance_by_rank is not None]
     if not ranked:
         return []
     return [

@@ -36,7 +36,7 @@ from ..core.problem import Problem
 from ..core.result import Front
 from ..core.space import iter_subsets
 from ..exceptions import InputError
-from ..model.evaluate import _curves, evaluate_subsets
+from ..model.evaluate import curves, evaluate_subsets
 from ..model.memory import max_batch
 from ..model.serving import (
     SERVING_METRICS,
@@ -123,7 +123,7 @@ def _chunks(problem: Problem, ks: np.ndarray) -> Iterator[_Chunk]:
     rows = max(1, MAX_CELLS // ks.size)
     for members in iter_subsets(problem, rows):
         model = evaluate_subsets(limited, members)  # (B, K) over k_min..k_max == ks
-        e, _ = _curves(bonus, members, k_max)
+        e, _ = curves(bonus, members, k_max)
         yield _Chunk(members, feasible_mask(model, problem.budget), model, e[:, ks - 1])
 
 

@@ -9,6 +9,7 @@ import typer
 
 from ..analysis.breakeven import breakeven
 from ..core.problem import Problem
+from ..io.build import problem_from_file
 from ..model.evaluate import evaluate_subsets
 from . import app
 from .common import JsonOption, ProblemArg, emit_json, handles_input_errors, out, precheck_outputs
@@ -78,7 +79,7 @@ def breakeven_command(
         from ..plots import check_plot_path
 
         check_plot_path(plot_path, "--plot")
-    prob = Problem.from_file(problem)
+    prob = problem_from_file(problem)
     doc = breakeven(prob, split_names(ensemble), split_names(baseline)).document()
     doc["file_errors"] = prob.errors.name
     doc["file_latent_correlation"] = file_latent_correlation(prob, doc["ensemble"][:2])

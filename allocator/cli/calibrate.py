@@ -85,7 +85,7 @@ def calibrate_command(
     prob = api.load(problem)
     data = read_measured(measured, prob)
     cal = calibrate(prob, data, holdout=holdout, seed=seed)
-    p2, file_notes = calibrated_problem_data(prob, cal, out_path)
+    p2, file_notes = calibrated_problem_data(prob, cal, out_path, problem)
     header = (
         f"# {p2['name']}: calibrated by `allocator calibrate` from {Path(measured).name}\n"
         f"# and {Path(problem).name}; the comments of {Path(problem).name} are not kept.\n"

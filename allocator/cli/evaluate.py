@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from .. import api
+from ..core.problem import MAX_K
 from ..io.outputs import point_document
-from ..io.spec import MAX_K
 from . import app
 from .common import (
     JsonOption,

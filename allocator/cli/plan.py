@@ -11,10 +11,10 @@ from rich.table import Table
 
 from .. import api
 from ..analysis.plan import MAX_CANDIDATES, Plan, PlanSweep, make_plan, parse_caps, sweep_hosting
+from ..core.problem import COST_METRICS
 from ..core.result import Front
 from ..engines import TARGETS, convention_warning, export_plan
 from ..exceptions import InputError
-from ..io.spec import COST_METRICS
 from . import app
 from .common import (
     JsonOption,
@@ -404,7 +404,7 @@ def plan(
         )
         doc, table = sweep_document(result), sweep_table
     if export is not None:
-        drafters = {d.name: d for d in prob.spec.drafters} if prob.spec is not None else {}
+        drafters = prob.drafter_map
         settings, notes = export_plan(export, doc, drafters)
         emit_json(doc, json_path)
         warning = convention_warning(prob.convention)

@@ -72,8 +72,7 @@ def schedule(
     if export is not None:
         from ..engines.vllm_schedule import export_text
 
-        spec = prob.spec
-        drafters = {} if spec is None else {d.name: d for d in spec.drafters}
+        drafters = prob.drafter_map
         text, export_notes = export_text(rows, drafters)
     if plot_path:
         from ..plots import plot_schedule

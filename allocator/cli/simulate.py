@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 
 from ..analysis.simulate import LEVEL, accepted_distribution, simulate
-from ..core.problem import Problem
+from ..core.problem import MAX_K
 from ..exceptions import InputError
-from ..io.spec import MAX_K
+from ..io.build import problem_from_file
 from . import app
 from .common import (
     MAX_SEED,
@@ -91,7 +91,7 @@ def simulate_command(
         from ..plots import check_plot_path
 
         check_plot_path(plot_path, "--plot")
-    prob = Problem.from_file(problem, simulation=True)
+    prob = problem_from_file(problem, simulation=True)
     doc = simulate(prob, split_names(drafters), k, rounds, seed).document()
     if plot_path:
         from ..plots import plot_accepted

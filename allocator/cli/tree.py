@@ -12,12 +12,12 @@ import typer
 
 from ..core.problem import Problem
 from ..exceptions import InputError
+from ..io.build import problem_from_file
 from ..model.tree import (
     MAX_DEPTH,
     MAX_NODES,
     Tree,
     TreeProgramme,
-    rank_matrix,
     round_time,
     simulate_tree,
     tree_serving,
@@ -48,15 +48,14 @@ def _drafter(prob: Problem, names: str) -> tuple[int, np.ndarray]:
             "--drafters", f"name one drafter (one model drafts a tree); got {len(chosen)}"
         )
     index = int(np.flatnonzero(prob.mask(chosen, "--drafters"))[0])
-    spec = prob.spec
-    d = spec.drafters[index] if spec is not None else None
-    if d is None or d.acceptance_by_rank is None:
+    d = prob.drafter(index)
+    if d.acceptance_by_rank is None:
         raise InputError(
             "--drafters",
             f"drafter {chosen[0]!r} has no acceptance_by_rank (the acceptance of its rank-r "
             "candidate; `allocator estimate` writes it from per-rank columns NAME@r)",
         )
-    return index, rank_matrix(d.acceptance_by_rank)
+    return index, d.acceptance_by_rank
 
 
 def _rank_one_note(prob: Problem, index: int, p: np.ndarray) -> str | None:
@@ -258,7 +257,7 @@ def tree_command(
         from ..plots import check_plot_path
 
         check_plot_path(plot_path, "--plot")
-    prob = Problem.from_file(problem)
+    prob = problem_from_file(problem)
     index, p = _drafter(prob, drafters)
     name = prob.names[index]
     if use_engine:
@@ -472,9 +471,7 @@ def _engine(
 def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) -> None:
     from ..engines.trees import sglang_export, sglang_tree, vllm_export
 
-    if prob.spec is None:  # _drafter refused a problem without its file's drafters
-        return
-    d = prob.spec.drafters[index]
+    d = prob.drafter(index)
     field = f"drafters[{d.name}].method"
     if target == "sglang":
         text, notes = sglang_export(
@@ -571,7 +568,7 @@ def simulate_tree_command(
     """``allocator simulate --nodes``: play the optimal tree of at most ``nodes`` nodes."""
     _check(nodes, depth, None, FRONT_NODES)
     precheck_outputs(json=json_path)
-    prob = Problem.from_file(problem)
+    prob = problem_from_file(problem)
     index, p = _drafter(prob, drafters)
     tree = TreeProgramme(p, nodes, depth).best()
     t = float(_times(prob, index, tree.nodes, tree.depth))

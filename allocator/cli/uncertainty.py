@@ -102,7 +102,7 @@ def export_settings(prob: Problem, points: list[dict], target: str, pick: int | 
     """The chosen point as ``target``'s settings and the notes for stderr; raises
     :class:`InputError` before anything is printed or written."""
     point = pick_point(points, pick)
-    drafters = {d.name: d for d in prob.spec.drafters} if prob.spec is not None else {}
+    drafters = prob.drafter_map
     text, notes = engine_settings(target, point, drafters)
     note = convention_warning(prob.convention)
     return text, [*notes, *([note] if note else [])]

@@ -559,9 +559,13 @@ def _round(v: float, floor: float = MIN_MS) -> float:
 
 
 def calibrated_problem_data(
-    problem: Problem, cal: Calibration, out_path: str | Path
+    problem: Problem,
+    cal: Calibration,
+    out_path: str | Path,
+    source: str | Path,
 ) -> tuple[dict, list[str]]:
-    """The problem file ``P2`` as plain data: ``P`` with ``serving`` filled in.
+    """The problem file ``P2`` as plain data: ``P`` (the file ``source``, which ``problem``
+    was built from) with ``serving`` filled in.
 
     Everything else of ``P`` is kept as written (a pydantic dump of what the file set;
     comments are not kept). Changes, each returned as a note: ``serving`` replaced (its
@@ -571,11 +575,11 @@ def calibrated_problem_data(
     lowered to the largest measured ``k``, and ``errors.outcomes`` rewritten relative to
     the new file's folder. The result is validated before it is returned.
     """
-    from ..io.spec import parse_problem
+    from ..io.build import problem_from_spec
+    from ..io.spec import load_problem, parse_problem
 
-    spec = problem.spec
-    if spec is None:
-        raise ValueError("calibration needs the problem's spec (load it from a file)")
+    spec = load_problem(source)
+    base_dir = Path(source).resolve().parent
     data = spec.model_dump(mode="python", exclude_unset=True)
     notes: list[str] = []
     previous = data.get("serving")
@@ -611,13 +615,13 @@ def calibrated_problem_data(
             "(the calibrated tables do not extrapolate)"
         )
     outcomes = (data.get("errors") or {}).get("outcomes")
-    if outcomes and problem.base_dir is not None:
-        target = (problem.base_dir / outcomes).resolve()
+    if outcomes and base_dir is not None:
+        target = (base_dir / outcomes).resolve()
         new_dir = Path(out_path).resolve().parent
         rel = Path(os.path.relpath(target, new_dir)).as_posix()
         if rel != outcomes:
             data["errors"]["outcomes"] = rel
             notes.append(f"errors.outcomes rewritten as {rel} (relative to the new file)")
     parse_problem(data, source="--out")
-    Problem.from_spec(parse_problem(data), base_dir=Path(out_path).resolve().parent)
+    problem_from_spec(parse_problem(data), base_dir=Path(out_path).resolve().parent)
     return data, notes

@@ -20,21 +20,15 @@ from pydantic import (
     model_validator,
 )
 
+from ..core.memory import check_memory
+from ..core.methods import METHOD_FIELDS, method_problem
+from ..core.problem import MAX_K, SERVING_COST_METRICS
 from ..exceptions import InputError
 from .inputs import parse_document, read_input_text
 
 CostMetric = Literal[
     "draft_cost_per_round", "draft_cost_per_token", "hosting_cost", "drafters", "cost_per_mtok"
 ]
-COST_METRICS: tuple[str, ...] = (
-    "draft_cost_per_round",
-    "draft_cost_per_token",
-    "hosting_cost",
-    "drafters",
-)
-#: Cost metrics that exist only under load (a ``serving`` section and a batch size):
-#: ``cost_per_mtok``, $ per million generated tokens.
-SERVING_COST_METRICS: tuple[str, ...] = ("cost_per_mtok",)
 
 Probability = Annotated[float, Field(gt=0.0, le=1.0)]
 Acceptance = Probability | Annotated[list[Probability], Field(min_length=1)]
@@ -264,10 +258,6 @@ class WorkloadSpec(_Frozen):
     name: Annotated[str, Field(min_length=1)]
     weight: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
     acceptance: dict[str, Acceptance] = {}
-
-
-#: Longest draft length searched or evaluated (every array over k stays small).
-MAX_K = 100_000
 
 
 class KRange(_Frozen):
@@ -518,11 +508,9 @@ class ProblemSpec(_Frozen):
     @model_validator(mode="after")
     def _memory_fits(self) -> ProblemSpec:
         """``serving.memory`` leaves room for one sequence, with no drafter and with each
-        drafter hosted alone (allocator/model/memory.py gives the batch cap)."""
+        drafter hosted alone (allocator/core/memory.py gives the batch cap)."""
         mem = self.serving.memory if self.serving is not None else None
         if mem is not None:
-            from ..model.memory import check_memory
-
             gb = [d.memory_gb or 0.0 for d in self.drafters]
             try:
                 check_memory(
@@ -555,8 +543,6 @@ def _check_interval(d: Drafter, field: str) -> None:
 
 def _check_method(d: Drafter, where: str) -> None:
     """A drafter's fields belong to its ``method`` (:mod:`allocator.core.methods`)."""
-    from ..core.methods import METHOD_FIELDS, method_problem
-
     given = {f: getattr(d, f) for f in METHOD_FIELDS if getattr(d, f) is not None}
     problem = method_problem(d.method, given, d.model)
     if problem is not None:

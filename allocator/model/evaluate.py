@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.errors import independent_fail_prob
 from ..exceptions import InputError
 from .acceptance import expected_accepted, extend_positions, mean_acceptance, survival
-from .errors.independent import independent_fail_prob
 from .timing import draft_time, verify_time
 
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def _pooled(problem: Problem, members, acceptance, errors, k_max) -> np.ndarray:
     return a
 
 
-def _curves(problem: Problem, members: np.ndarray, k_max: int) -> tuple[np.ndarray, np.ndarray]:
+def curves(problem: Problem, members: np.ndarray, k_max: int) -> tuple[np.ndarray, np.ndarray]:
     """``E_k`` and mean pooled acceptance for ``k = 1..k_max``: two ``(B, k_max)`` arrays,
     combined over workloads as the module docstring says."""
     if not problem.workloads:
@@ -152,7 +152,7 @@ def evaluate_subsets(problem: Problem, members: np.ndarray) -> dict[str, np.ndar
     """
     members = np.asarray(members, dtype=bool)
     ks = problem.k_values
-    e, pooled = _curves(problem, members, problem.k_max)
+    e, pooled = curves(problem, members, problem.k_max)
     return _metrics(problem, members, ks.astype(float), pooled[:, ks - 1], e[:, ks - 1])
 
 
@@ -162,7 +162,7 @@ def evaluate_configs(problem: Problem, members: np.ndarray, k: np.ndarray) -> di
     k = np.atleast_1d(np.asarray(k, dtype=np.int64))
     if k.shape[0] != members.shape[0]:
         raise ValueError("members and k must have the same batch size")
-    e, pooled = _curves(problem, members, int(k.max()))
+    e, pooled = curves(problem, members, int(k.max()))
     idx = (k - 1)[:, None]
     e = np.take_along_axis(e, idx, axis=1)
     pooled = np.take_along_axis(pooled, idx, axis=1)

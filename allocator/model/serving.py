@@ -40,16 +40,16 @@ per-sequence tokens/s over the same configuration's ``k = 0`` step at ``b``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.serving import Serving, StepTableArrays
 from ..exceptions import InputError
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
-    from ..io.spec import ProblemSpec
 
 #: Keys of :func:`serving_metrics`, in display order.
 SERVING_METRICS: tuple[str, ...] = (
@@ -61,103 +61,6 @@ SERVING_METRICS: tuple[str, ...] = (
     "speedup",
     "cost_per_mtok",
 )
-
-
-@dataclass(frozen=True, eq=False)
-class StepTableArrays:
-    """One measured ``step_ms`` table.
-
-    members : ``(N,)`` bool, the configuration measured.
-    batch : ``(Bt,)`` float, measured batch sizes ascending.
-    k : ``(Kt,)`` float, every ``k`` measured at some batch size, ascending (includes 0).
-    ms : ``(Bt, Kt)`` float, step wall time in ms; NaN where ``k`` was not measured at
-        that batch size.
-    """
-
-    members: np.ndarray
-    batch: np.ndarray
-    k: np.ndarray
-    ms: np.ndarray
-
-
-@dataclass(frozen=True, eq=False)
-class Serving:
-    """The ``serving`` section as numpy arrays (built by :meth:`from_spec`, never changed).
-
-    batch_sizes : ``(S,)`` int, the batch sizes to plan for.
-    gpu_cost_per_hour : $/h of one replica, NaN without a price.
-    tables : measured step tables.
-    verify_batch, verify_tokens : ``(Vb,)``, ``(Vt,)`` float axes of the component
-        model (empty without ``verify_ms``); verify_ms : ``(Vb, Vt)`` ms.
-    draft_batch, draft_ms : per drafter ``(D_i,)`` float batch sizes and ms per drafted
-        token (empty arrays for a drafter without ``draft_ms``).
-    overhead_ms : ms added to every speculative step of the component model.
-    drafting : ``"sequential"`` (member draft times add) or ``"parallel"`` (max).
-    """
-
-    batch_sizes: np.ndarray
-    gpu_cost_per_hour: float
-    tables: tuple[StepTableArrays, ...]
-    verify_batch: np.ndarray
-    verify_tokens: np.ndarray
-    verify_ms: np.ndarray
-    draft_batch: tuple[np.ndarray, ...]
-    draft_ms: tuple[np.ndarray, ...]
-    overhead_ms: float
-    drafting: str
-
-    @classmethod
-    def from_spec(cls, spec: ProblemSpec) -> Serving | None:
-        """The arrays of ``spec.serving`` (``None`` when the problem has no such section)."""
-        s = spec.serving
-        if s is None:
-            return None
-        names = spec.names
-        tables = []
-        for t in s.step_ms:
-            batches = sorted(t.by_batch)
-            ks = sorted({k for row in t.by_batch.values() for k in row})
-            ms = np.full((len(batches), len(ks)), np.nan)
-            for i, b in enumerate(batches):
-                for j, k in enumerate(ks):
-                    ms[i, j] = t.by_batch[b].get(k, np.nan)
-            tables.append(
-                StepTableArrays(
-                    np.isin(names, t.drafters),
-                    np.asarray(batches, float),
-                    np.asarray(ks, float),
-                    ms,
-                )
-            )
-        v = s.verify_ms
-        empty = np.zeros(0)
-        return cls(
-            batch_sizes=np.asarray(s.batch_sizes, dtype=np.int64),
-            gpu_cost_per_hour=np.nan if s.gpu_cost_per_hour is None else s.gpu_cost_per_hour,
-            tables=tuple(tables),
-            verify_batch=empty if v is None else np.asarray(v.batch, float),
-            verify_tokens=empty if v is None else np.asarray(v.tokens, float),
-            verify_ms=np.zeros((0, 0)) if v is None else np.asarray(v.ms, float),
-            draft_batch=tuple(np.asarray(sorted(d.draft_ms or {}), float) for d in spec.drafters),
-            draft_ms=tuple(
-                np.asarray([d.draft_ms[b] for b in sorted(d.draft_ms)] if d.draft_ms else [], float)
-                for d in spec.drafters
-            ),
-            overhead_ms=float(s.overhead_ms),
-            drafting=spec.drafting,
-        )
-
-    @property
-    def has_component_model(self) -> bool:
-        return self.verify_tokens.size > 0
-
-    @property
-    def k_limit(self) -> int:
-        """The largest ``k`` any table measures or the component model reaches (``m = 1``)."""
-        ks = [int(t.k[-1]) for t in self.tables]
-        if self.has_component_model:
-            ks.append(int(self.verify_tokens[-1] - 1))
-        return max(ks, default=0)
 
 
 # ---------------------------------------------------------------- interpolation
@@ -425,7 +328,7 @@ def bonus_expected(problem: Problem, members: np.ndarray, k: np.ndarray) -> np.n
     ``a_S`` (pooling, error model, ensembles, workload mixture), regardless of
     ``problem.convention``; equal to ``E_paper(k + 1)`` of the same acceptance.
     """
-    from .evaluate import _curves
+    from .evaluate import curves
 
     members = np.atleast_2d(np.asarray(members, dtype=bool))
     k = np.atleast_1d(np.asarray(k, dtype=np.int64))
@@ -434,7 +337,7 @@ def bonus_expected(problem: Problem, members: np.ndarray, k: np.ndarray) -> np.n
     if spec.any():
         k_max = int(k[spec].max())
         bonus = problem if problem.convention == "bonus" else replace(problem, convention="bonus")
-        e, _ = _curves(bonus, members[spec], k_max)
+        e, _ = curves(bonus, members[spec], k_max)
         out[spec] = np.take_along_axis(e, (k[spec] - 1)[:, None], axis=1)[:, 0]
     return out
 

@@ -54,7 +54,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..exceptions import InputError
-from ..io.spec import rank_rows
 from .serving import Serving, component_ms, draft_ms_at
 
 if TYPE_CHECKING:
@@ -71,7 +70,9 @@ SKIP_MARGIN = 1e-12
 def rank_matrix(value: Sequence[float] | Sequence[Sequence[float]]) -> np.ndarray:
     """``acceptance_by_rank`` as ``(L, W)``: row ``ℓ - 1`` gives depth ``ℓ`` (the last row
     repeats below), column ``r - 1`` rank ``r``. Values as given (conditional ``p``)."""
-    return np.asarray(rank_rows(list(value)), dtype=float)  # type: ignore[arg-type]
+    items: list = list(value)
+    rows = items if items and isinstance(items[0], Sequence) else [items]
+    return np.asarray([[float(x) for x in row] for row in rows], dtype=float)
 
 
 def edge_weights(p: np.ndarray) -> np.ndarray:

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
+from ...core.errors import ErrorModel, IndependentErrors
 from ...exceptions import InputError
-from .base import ErrorModel
-from .empirical import EmpiricalErrors, read_outcomes
+from .empirical import EmpiricalErrors
 from .exchangeable import ExchangeableErrors
 from .factor import FactorErrors
 from .gaussian import GaussianErrors, check_correlation_matrix
-from .independent import IndependentErrors
 
 __all__ = [
     "EmpiricalErrors",
@@ -22,16 +19,17 @@ __all__ = [
     "GaussianErrors",
     "IndependentErrors",
     "build_error_model",
-    "load_empirical",
 ]
 
 
-def build_error_model(spec, names, acceptance, base_dir=None) -> ErrorModel:
+def build_error_model(spec, names, acceptance, empirical=None) -> ErrorModel:
     """The error model a problem file's ``errors:`` section asks for.
 
     ``spec`` is an :class:`allocator.io.spec.ErrorsSpec` (its fields already checked for
     shape); ``names`` the drafter names in order; ``acceptance`` their ``(N, J)``
-    marginal acceptance; ``base_dir`` the folder paths in the file are relative to.
+    marginal acceptance; ``empirical`` the model of the outcome log named by
+    ``errors.outcomes`` (read by :func:`allocator.estimate.outcome_log.load_empirical`),
+    for ``model: empirical``.
     Checks that need the drafters (matrix size and validity, loadings by name,
     the log's columns and values, reachable error correlation) raise
     :class:`~allocator.exceptions.InputError` naming the field.
@@ -61,27 +59,7 @@ def build_error_model(spec, names, acceptance, base_dir=None) -> ErrorModel:
         check_correlation_matrix(matrix, "errors.matrix")
         return GaussianErrors(matrix)
     if spec.model == "empirical":
-        return load_empirical(spec, names, base_dir)[0]
+        if empirical is None:
+            raise ValueError("model: empirical needs the outcome log's model (empirical=)")
+        return empirical
     raise InputError("errors.model", f"unknown error model {spec.model!r}")
-
-
-def load_empirical(spec, names, base_dir=None) -> tuple[EmpiricalErrors, dict]:
-    """The empirical model over the whole log, and one per value of its ``workload``
-    column (empty dict without one)."""
-    path = Path(spec.outcomes)
-    if not path.is_absolute() and base_dir is not None:
-        path = Path(base_dir) / path
-    data = read_outcomes(path, tuple(names))
-    fail, position, workload = data["fail"], data["position"], data["workload"]
-    whole = EmpiricalErrors.from_failures(fail, position)
-    parts = {}
-    if workload is not None:
-        for w in np.unique(workload):
-            rows = workload == w
-            pos = None if position is None else position[rows]
-            if pos is not None and np.unique(pos).size != pos.max():
-                raise InputError(
-                    "errors.outcomes", f"workload {str(w)!r} skips a position in the log"
-                )
-            parts[str(w)] = EmpiricalErrors.from_failures(fail[rows], pos)
-    return whole, parts

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...core.errors import ErrorModel, independent_fail_prob, independent_fail_prob_all
 from ...exceptions import InputError
-from .base import ErrorModel
 from .gaussian import gaussian_fail_prob
-from .independent import independent_fail_prob, independent_fail_prob_all
 from .latent import (
     comonotone_fail_prob,
     comonotone_fail_prob_all,

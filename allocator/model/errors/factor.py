@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import ErrorModel
-from .independent import independent_fail_prob, independent_fail_prob_all
+from ...core.errors import ErrorModel, independent_fail_prob, independent_fail_prob_all
 from .latent import (
     dedupe_columns,
     factor_fail_prob,

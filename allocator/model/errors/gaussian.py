@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...core.errors import ErrorModel
 from ...exceptions import InputError
-from .base import ErrorModel
 from .latent import bvn_cdf, dedupe_columns, sample_matrix, thresholds
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import log_ndtr, ndtr, ndtri
 
-from .base import fold_all_subsets
+from ...core.errors import fold_all_subsets
 
 #: Half-width of the quadrature domain for the common factor: φ(9) ≈ 1e-18.
 HALF_WIDTH = 9.0

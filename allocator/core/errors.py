@@ -1,8 +1,11 @@
-"""The contract every error model fulfils.
+"""The error-model contract, and the default model: independent errors.
 
 An error model gives, for a batch of drafter subsets, the probability that every
 member fails at each position: ``P(all i in S fail at j)``. Pooled acceptance
-under ``any-correct`` pooling is ``1 - fail_prob``.
+under ``any-correct`` pooling is ``1 - fail_prob``. Implementations live in
+:mod:`allocator.model.errors`, one module per model; independent errors (the paper's
+A2, ``P(all fail) = prod_i (1 - a_i)``) are here because a :class:`~allocator.core.problem.Problem`
+takes them when nothing else is said.
 
 Parametric models (independent, exchangeable, factor, gaussian) take the marginal
 failure probabilities ``q`` at call time, so one model serves every workload of a
@@ -91,3 +94,45 @@ class ErrorModel(abc.ABC):
         bool array ``(rounds, K, m)``: True where the member fails at that position.
         """
         raise NotImplementedError(f"the {self.name} model cannot be sampled")
+
+
+def independent_fail_prob(members: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """``prod_{i in S} q_i`` for each row of ``members (B, N)``: ``(B, J)``; exact zeros kept."""
+    members = np.asarray(members, dtype=bool)
+    zero = q <= 0.0  # acceptance 1: the product is exactly 0
+    logq = np.log(np.where(zero, 1.0, q))
+    m = members.astype(float)
+    out = np.exp(m @ logq)
+    if zero.any():
+        out[(m @ zero.astype(float)) > 0] = 0.0
+    return out
+
+
+def independent_fail_prob_all(q: np.ndarray) -> np.ndarray:
+    """``prod q_i`` for every subset in bitmask order (lowest-bit recursion): ``(2**N, J)``."""
+    return fold_all_subsets(q, np.multiply)
+
+
+class IndependentErrors(ErrorModel):
+    """Independent errors: ``P(all fail) = prod_{i in S} q_i``."""
+
+    name = "independent"
+
+    def fail_prob(self, members: np.ndarray, q: np.ndarray) -> np.ndarray:
+        return independent_fail_prob(members, q)
+
+    def fail_prob_all(self, q: np.ndarray) -> np.ndarray:
+        return independent_fail_prob_all(q)
+
+    def sample_failures(self, index, q, rounds, rng):
+        u = rng.random((rounds, q.shape[1], len(index)))
+        return u < q[index].T[None]
+
+
+__all__ = [
+    "ErrorModel",
+    "IndependentErrors",
+    "fold_all_subsets",
+    "independent_fail_prob",
+    "independent_fail_prob_all",
+]
