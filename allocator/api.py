@@ -9,7 +9,7 @@ import numpy as np
 
 from .core.problem import MAX_K, SERVING_COST_METRICS, Problem
 from .core.result import Front, SolveResult
-from .exceptions import InputError
+from .exceptions import InputError, ParameterError
 from .model.evaluate import evaluate_configs
 from .search import make_strategy
 
@@ -85,10 +85,10 @@ def evaluate(
     """
     needs_batch(problem, batch)
     if k > MAX_K:
-        raise InputError("--k" if field.startswith("--") else "k", f"must be at most {MAX_K:,}")
+        raise ParameterError("k" if field.startswith("--") else "k", f"must be at most {MAX_K:,}")
     if batch is None:
         if k < 1:
-            raise InputError("--k", "must be >= 1 (k = 0, no speculation, needs --batch)")
+            raise ParameterError("k", "must be >= 1 (k = 0, no speculation, needs --batch)")
         members = problem.mask(drafters, field)[None, :]
         metrics = evaluate_configs(problem, members, np.array([k]))
         front = Front(members, np.array([k]), metrics, problem.cost_metric)
@@ -101,7 +101,7 @@ def evaluate(
             "serving", "--batch needs a serving section in the problem (step times by batch)"
         )
     if k < 0:
-        raise InputError("--k", "must be >= 0")
+        raise ParameterError("k", "must be >= 0")
     if k == 0:
         members = np.zeros((1, problem.n), bool)
         t = verify_time(np.zeros(1), problem.pass_cost, problem.token_cost, problem.pass_cost_curve)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import numpy as np
 
-from .exceptions import InputError
+from .exceptions import InfeasibleError, InputError, NotModelledError
 from .io.outputs import check_writable, write_atomic
 
 P = ParamSpec("P")
@@ -55,7 +55,7 @@ _DIRECTIONS = tuple(
 _RADII = (6, 12, 20, 30, 42, 56, 72, 90, 110, 135, 165, 200)
 
 
-def check_plot_path(path: str | Path, option: str = "--plot") -> str:
+def check_plot_path(path: str | Path, option: str = "plot") -> str:
     """The matplotlib format of ``path`` (by extension); an ``InputError`` otherwise."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
@@ -283,7 +283,7 @@ def single_drafter_fronts(problem: Problem) -> dict:
         )
         try:
             out[name] = solve(sub, strategy="exact")
-        except InputError:
+        except (InfeasibleError, NotModelledError):
             continue
     return out
 
@@ -296,7 +296,7 @@ def plot_front(
     singles: dict | None = None,
     budget: float | None = None,
     title: str | None = None,
-    option: str = "--plot",
+    option: str = "plot",
     throughput_label: str | None = None,
 ) -> dict:
     """Draw the front of ``result`` (a :class:`~allocator.core.result.SolveResult`):
@@ -423,7 +423,7 @@ def plot_breakeven(
     file_gain: float | None = None,
     file_correlation: float | None = None,
     file_errors: str = "",
-    option: str = "--plot",
+    option: str = "plot",
 ) -> dict:
     """Draw the ensemble's relative gain against the latent error correlation.
 
@@ -513,7 +513,7 @@ def plot_accepted(
     *,
     rounds: int | None = None,
     title: str | None = None,
-    option: str = "--plot",
+    option: str = "plot",
 ) -> dict:
     """Draw the histogram of accepted units per round against the model's distribution.
 
@@ -564,7 +564,7 @@ def plot_accepted(
 # ---------------------------------------------------------------- plan --sweep
 @_literal_text
 def plot_sweep(
-    doc: dict, path: str | Path, *, title: str | None = None, option: str = "--plot"
+    doc: dict, path: str | Path, *, title: str | None = None, option: str = "plot"
 ) -> dict:
     """Draw ``plan --sweep``'s front: overall throughput against hosting cost.
 
@@ -638,7 +638,7 @@ def plot_capacity_sweep(
     *,
     crossings: list[dict] | None = None,
     itl_ms: float = float("inf"),
-    option: str = "--plot",
+    option: str = "plot",
 ) -> dict:
     """Draw the fleet's $/h against the load, with and without speculation.
 
@@ -694,7 +694,7 @@ def plot_capacity_sweep(
 
 # ---------------------------------------------------------------- serving schedule
 @_literal_text
-def plot_schedule(sched, path: str | Path, *, option: str = "--plot") -> dict:
+def plot_schedule(sched, path: str | Path, *, option: str = "plot") -> dict:
     """Tokens/s against batch size: one line per ``k`` (the best configuration within
     the budget at that ``k``; ``k = 0`` is no speculation), the schedule's envelope
     (the best over every ``k``) drawn over them and labelled with its ``k``.
@@ -768,7 +768,7 @@ def plot_tree_front(
     *,
     best: int | None = None,
     title: str | None = None,
-    option: str = "--plot",
+    option: str = "plot",
 ) -> dict:
     """Draw ``E`` (left axis) and throughput (right axis) of the optimal tree against its
     size. ``nodes``, ``expected``, ``throughput``: ``(n,)``; ``best``: the size to mark.

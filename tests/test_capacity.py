@@ -140,7 +140,7 @@ def test_cheapest_fleet_matches_brute_force(seed):
         if want is None:
             with pytest.raises(InputError) as exc:
                 size_fleet(prob, load, target)
-            assert exc.value.field == "--itl-ms"
+            assert exc.value.field == "itl_ms"
             continue
         doc = size_fleet(prob, load, target).document()
         same_fleet(doc, want)
@@ -458,11 +458,11 @@ def test_plan_keeps_the_hosted_drafters_within_the_memory_a_batch_leaves():
     assert capped.members.tolist() == [[False, True], [False, True]]
     with pytest.raises(InputError) as exc:
         make_plan(prob, batch=81)
-    assert exc.value.field == "--batch" and "at most 80" in exc.value.message
+    assert exc.value.field == "batch" and "at most 80" in exc.value.message
     data["drafters"][1]["memory_gb"] = 25.0  # now nothing leaves room for 32
     with pytest.raises(InputError) as exc:
         make_plan(build(data), batch=32)
-    assert exc.value.field == "--batch"
+    assert exc.value.field == "batch"
 
 
 def test_routes_sized_together_match_brute_force():

@@ -300,7 +300,7 @@ def test_database_error_mid_run_is_one_masked_line(tmp_path, monkeypatch):
     monkeypatch.setattr(optuna.study.Study, "add_trial", failing)
     with pytest.raises(InputError) as info:
         OptunaStrategy(trials=20, storage=url, study="x").solve(problem)
-    assert info.value.field == "--storage"
+    assert info.value.field == "storage"
     assert "server closed the connection" in info.value.message
 
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..exceptions import InputError
+from ..exceptions import InputError, ParameterError
 from ..model.errors import ExchangeableErrors
 from ..model.errors.latent import error_correlation
 from ..model.evaluate import evaluate_subsets
@@ -51,10 +51,10 @@ class Breakeven:
 def _check(problem: Problem, ensemble, baseline):
     if problem.pooling != "any-correct":
         raise InputError("pooling", "the break-even correlation is defined for any-correct pooling")
-    ens = problem.mask(ensemble, "--ensemble")
-    base = problem.mask(baseline, "--baseline")
+    ens = problem.mask(ensemble, "ensemble")
+    base = problem.mask(baseline, "baseline")
     if ens.sum() < 2:
-        raise InputError("--ensemble", "name at least two drafters (a single one has no pairs)")
+        raise ParameterError("ensemble", "name at least two drafters (a single one has no pairs)")
     return ens, base
 
 

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.space import count_subsets, iter_subsets
-from ..exceptions import InputError
+from ..exceptions import InfeasibleError, InputError, NotModelledError, ParameterError
 from ..model.evaluate import evaluate_subsets
 from ..model.memory import max_batch
 from ..search.base import feasible_mask
@@ -378,7 +378,7 @@ def _fleets(
     itl_target: float,
     price: float,
     speculative: bool | None,
-    option: str = "--tokens-per-s",
+    option: str = "tokens_per_s",
 ) -> list[Fleet | None]:
     sm = _serving_model()
     s_idx, c_idx = _candidates(grid, itl_target, speculative)
@@ -419,7 +419,7 @@ def _price(problem: Problem) -> float:
     return price
 
 
-def check_load(tokens_per_s: float, option: str = "--tokens-per-s") -> float:
+def check_load(tokens_per_s: float, option: str = "tokens_per_s") -> float:
     if not (np.isfinite(tokens_per_s) and tokens_per_s > 0):
         raise InputError(
             option, f"the load must be a positive number of tokens/s (got {tokens_per_s:g})"
@@ -431,8 +431,8 @@ def check_itl(itl_ms: float | None) -> float:
     if itl_ms is None:
         return float("inf")
     if not (np.isfinite(itl_ms) and itl_ms > 0):
-        raise InputError(
-            "--itl-ms", f"the latency target must be a positive number of ms (got {itl_ms:g})"
+        raise ParameterError(
+            "itl_ms", f"the latency target must be a positive number of ms (got {itl_ms:g})"
         )
     return float(itl_ms)
 
@@ -441,7 +441,7 @@ def _infeasible(grid: ServingGrid, itl_target: float) -> InputError:
     """The error when nothing meets the target: the lowest latency any candidate reaches."""
     ok = grid.fits()
     if not ok.any():
-        return InputError(
+        return NotModelledError(
             "serving",
             "no configuration has a step time at any of serving.batch_sizes within its memory cap",
         )
@@ -451,8 +451,8 @@ def _infeasible(grid: ServingGrid, itl_target: float) -> InputError:
     # no square brackets: the error line is printed through rich, which took "[eagle3]"
     # for a style tag and dropped the drafter's name
     what = f"drafters {'+'.join(names)}, k={int(grid.k[c])}" if names else "no speculation"
-    return InputError(
-        "--itl-ms",
+    return InfeasibleError(
+        "itl_ms",
         f"no configuration meets itl_ms <= {itl_target:g} at any batch size; the lowest "
         f"latency reachable is {float(itl[s, c]):.6g} ms ({what}, batch {int(grid.batch[s])})",
     )
@@ -548,7 +548,7 @@ def size_routes(
     worst = np.where(ok, itl.max(axis=1), np.inf)
     i = int(np.lexsort((batch, worst, rep))[0])
     if rep[i] > MAX_REPLICAS:
-        raise _too_many(load, float(mix[i]), "--tokens-per-s")
+        raise _too_many(load, float(mix[i]), "tokens_per_s")
     names = problem.names
     cost = float(rep[i]) * price
     return RoutedFleet(
@@ -604,11 +604,11 @@ def parse_load_range(text: str) -> np.ndarray:
             raise ValueError
         lo, hi, steps = float(parts[0]), float(parts[1]), int(parts[2])
     except ValueError:
-        raise InputError("--sweep-load", f"expected LO:HI:STEPS, got {text!r}") from None
+        raise ParameterError("sweep_load", f"expected LO:HI:STEPS, got {text!r}") from None
     if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0 or hi < lo:
-        raise InputError("--sweep-load", f"the range {lo:g}:{hi:g} must satisfy 0 < LO <= HI")
+        raise ParameterError("sweep_load", f"the range {lo:g}:{hi:g} must satisfy 0 < LO <= HI")
     if not 1 <= steps <= MAX_SWEEP_STEPS:
-        raise InputError("--sweep-load", f"STEPS must be 1..{MAX_SWEEP_STEPS:,} (got {steps:,})")
+        raise ParameterError("sweep_load", f"STEPS must be 1..{MAX_SWEEP_STEPS:,} (got {steps:,})")
     return np.array([hi]) if steps == 1 else np.linspace(lo, hi, steps)
 
 
@@ -622,12 +622,12 @@ def sweep_load(
     cheapest fleet with ``k > 0``) and without (``k = 0``)."""
     loads = np.sort(np.asarray(loads, float))
     for x in loads:
-        check_load(float(x), "--sweep-load")
+        check_load(float(x), "sweep_load")
     target = check_itl(itl_ms)
     price = _price(problem)
     grid = serving_grid(problem) if grid is None else grid
-    spec = _fleets(grid, loads, target, price, True, "--sweep-load")
-    plain = _fleets(grid, loads, target, price, False, "--sweep-load")
+    spec = _fleets(grid, loads, target, price, True, "sweep_load")
+    plain = _fleets(grid, loads, target, price, False, "sweep_load")
     if all(f is None for f in spec) and all(f is None for f in plain):
         raise _infeasible(grid, target)
     a = np.array([np.nan if f is None else f.cost_per_hour for f in spec])

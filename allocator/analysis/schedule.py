@@ -35,7 +35,7 @@ from ..core.pareto import front_order
 from ..core.problem import Problem
 from ..core.result import Front
 from ..core.space import iter_subsets
-from ..exceptions import InputError
+from ..exceptions import NotModelledError
 from ..model.evaluate import curves, evaluate_subsets
 from ..model.memory import max_batch
 from ..model.serving import (
@@ -150,7 +150,7 @@ def schedule(problem: Problem) -> Schedule:
     off = np.array([baseline_ms(serving, float(b)) for b in batches])
     if np.isnan(off).any():
         b = int(batches[np.flatnonzero(np.isnan(off))[0]])
-        raise InputError("serving", f"no k = 0 step time at batch {b} (the baseline)")
+        raise NotModelledError("serving", f"no k = 0 step time at batch {b} (the baseline)")
     metrics = metrics_from(
         np.ones(s_count), off, off, batches.astype(float), serving.gpu_cost_per_hour
     )
@@ -201,7 +201,7 @@ def schedule(problem: Problem) -> Schedule:
     if not spec_timed.all():
         # k = 0 there would read as "speculation stops paying" for want of a measurement
         i = int(np.flatnonzero(~spec_timed)[0])
-        raise InputError(
+        raise NotModelledError(
             f"serving.batch_sizes.{i}",
             f"batch size {int(batches[i])}: no configuration of the search space has a "
             f"step time with k >= 1 there (search.k {problem.k_min}..{problem.k_max}); "
@@ -287,11 +287,11 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
     evaluated = unmeasured = no_room = 0
     base = baseline_ms(serving, float(batch))
     if np.isnan(base):
-        raise InputError(
+        raise NotModelledError(
             "serving", f"no step time at batch {batch}: outside every measured or modelled range"
         )
     if ks.size == 0:
-        raise InputError(
+        raise NotModelledError(
             "serving",
             f"no speculative step time within search.k ({problem.k_min}..{problem.k_max})",
         )
@@ -318,7 +318,7 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
             Front(c.members[r[keep]], ks[j][keep], {m: v[keep] for m, v in met.items()}, metric)
         )
     if not parts:
-        raise InputError(
+        raise NotModelledError(
             "serving",
             f"no configuration within the budget has a step time at batch {batch}"
             + (

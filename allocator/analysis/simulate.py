@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import ndtri
 
-from ..exceptions import InputError
+from ..exceptions import NotModelledError, ParameterError
 from ..model.acceptance import extend_positions
 from ..model.errors import IndependentErrors
 from ..model.evaluate import evaluate_configs, pooled_acceptance
@@ -157,17 +157,17 @@ def simulate(
 ) -> Simulation:
     """Play ``rounds`` rounds of configuration (``drafters``, ``k``); compare with the model."""
     if k < 1:
-        raise InputError("--k", "must be at least 1")
+        raise ParameterError("k", "must be at least 1")
     if rounds < 2:
-        raise InputError("--rounds", "must be at least 2 (the interval needs a spread)")
+        raise ParameterError("rounds", "must be at least 2 (the interval needs a spread)")
     if rounds > MAX_ROUNDS:
-        raise InputError(
-            "--rounds", f"at most {MAX_ROUNDS:,} (the interval is then already ~1e-4 wide)"
+        raise ParameterError(
+            "rounds", f"at most {MAX_ROUNDS:,} (the interval is then already ~1e-4 wide)"
         )
-    members = problem.mask(drafters, "--drafters")
+    members = problem.mask(drafters, "drafters")
     try:
         model = evaluate_configs(problem, members[None], np.array([k]))
-    except InputError:  # no closed form (longest-chain under correlated errors)
+    except NotModelledError:  # no closed form (longest-chain under correlated errors)
         timing = problem.with_errors(IndependentErrors()).replace(
             pooling="any-correct", ensembles=()
         )

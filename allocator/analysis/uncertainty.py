@@ -41,7 +41,7 @@ from ..core.pareto import front_order
 from ..core.result import Front
 from ..core.space import count_subsets, iter_subsets
 from ..estimate.counts import LEVEL, PRIOR  # the intervals' level; Jeffreys prior weight
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 from ..model.acceptance import expected_accepted, extend_positions
 from ..model.errors import EmpiricalErrors
 from ..model.evaluate import METRICS, evaluate_configs, evaluate_subsets
@@ -136,7 +136,7 @@ def posterior_draws(problem: Problem, n_draws: int, seed: int) -> tuple[np.ndarr
     :meth:`~allocator.core.problem.Problem.replace` of either is sampled as replaced).
     """
     if n_draws < 1:
-        raise InputError("--samples", "must be at least 1")
+        raise ParameterError("samples", "must be at least 1")
     acc, lo, hi, has = _interval_rows(problem)
     rng = np.random.default_rng(seed)
     out = np.broadcast_to(acc, (n_draws,) + acc.shape).copy()
@@ -238,8 +238,8 @@ def draw_problems(problem: Problem, n_draws: int, seed: int) -> tuple[list, list
         varies = [n for n, f in zip(problem.names, free.T, strict=True) if f.any()]
         resampled = [n for n in resampled if n in varies]
         if not resampled:
-            raise InputError(
-                "--samples",
+            raise ParameterError(
+                "samples",
                 "every workload overrides the acceptance of the drafters that have an "
                 "acceptance_interval, and per-workload acceptance carries no interval; use "
                 "errors: empirical with the outcome log to resample per workload",
@@ -344,19 +344,19 @@ def analyse(
     shrinks when the robust front replaces ``front``).
     """
     if quantile is not None and not 0.0 < quantile < 1.0:
-        raise InputError("--robust", f"{quantile} is not a quantile strictly between 0 and 1")
+        raise ParameterError("robust", f"{quantile} is not a quantile strictly between 0 and 1")
     problems, resampled = draw_problems(problem, n_draws, seed)
     if not resampled:
-        raise InputError(
-            "--samples",
+        raise ParameterError(
+            "samples",
             "no drafter has an acceptance_interval to sample from (write one, or estimate "
             "the file with `allocator estimate`)",
         )
     ks = problem.k_values
     total = count_subsets(problem) * len(ks) * n_draws
     if total > MAX_EVALUATIONS:
-        raise InputError(
-            "--samples",
+        raise ParameterError(
+            "samples",
             f"{total:,} evaluations (configurations x draws) are too many; lower --samples "
             "or narrow the search (search.m.max, search.k.max)",
         )

@@ -20,7 +20,7 @@ from ..analysis.fleet import (
     size_routes,
     sweep_load,
 )
-from ..exceptions import InputError
+from ..exceptions import InfeasibleError, InputError, NotModelledError, SolverError
 from . import app
 from .common import (
     JsonOption,
@@ -150,7 +150,7 @@ def capacity_command(
     if prob.workloads:
         try:
             routed = size_routes(prob, tokens_per_s, itl_ms)
-        except InputError as exc:  # the main answer stands without routes
+        except (InfeasibleError, NotModelledError, SolverError) as exc:  # the main answer stands
             routed = None
             notes.append(f"per-workload routes not sized: {exc.field}: {exc.message}")
         doc["routed"] = None if routed is None else routed.document()

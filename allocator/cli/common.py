@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import inspect
+import re
 import sys
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -13,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..exceptions import InputError
+from ..exceptions import InputError, ParameterError, SolverError
 from ..io.inputs import recording_inputs
 from ..io.outputs import check_writable, stage_stdout, staged_outputs, to_json, write_atomic
 
@@ -63,14 +65,53 @@ def note(message: str) -> None:
         pending.append(message)
 
 
+#: Top-level fields of the problem file whose names are also parameter names
+#: (``--drafters``, ``--budget``, ``--errors``): an error naming one is the file's unless it
+#: is a :class:`~allocator.exceptions.ParameterError`.
+_FILE_FIELDS = frozenset({"drafters", "budget", "errors"})
+_HEAD = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def option_flags(fn: Callable) -> dict[str, str]:
+    """The command's options by parameter name: ``{"itl_ms": "--itl-ms", "json_path":
+    "--json", ...}``, read from the typer options of ``fn``'s signature; each long flag is
+    also listed under its own name in snake case (``--tokens-per-s`` as ``tokens_per_s``),
+    the name the library gives the same parameter."""
+    flags: dict[str, str] = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        decls = [d for d in getattr(param.default, "param_decls", None) or () if d.startswith("--")]
+        if decls:
+            flags.setdefault(decls[0][2:].replace("-", "_"), decls[0])
+            flags[name] = decls[0]
+    return flags
+
+
+def flag_field(exc: InputError, flags: dict[str, str]) -> str:
+    """``exc.field`` as the user gave it: a library parameter name (``itl_ms``, ``costs:
+    unit_cost``) becomes the command's flag (``--itl-ms``, ``--costs: unit_cost``); a
+    problem-file field (``drafters.1.acceptance``) stays as it is. The one place where
+    parameter names are mapped to flags."""
+    field = exc.field
+    m = _HEAD.match(field)
+    if m is None or m.group(0) not in flags:
+        return field
+    if m.group(0) in _FILE_FIELDS and not isinstance(exc, ParameterError):
+        return field
+    return flags[m.group(0)] + field[m.end() :]
+
+
 def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Run a command so that bad input ends in one line on stderr and exit status 2.
 
-    :class:`InputError` becomes ``error: <field>: <message>``. Inside, every output file
+    :class:`InputError` becomes ``error: <field>: <message>``, the field a flag where it
+    names a parameter (:func:`flag_field`); a :class:`~allocator.exceptions.SolverError`
+    becomes the same one line with exit status 1. Inside, every output file
     is only prepared and put in place once the whole command has succeeded
     (:func:`~allocator.io.outputs.staged_outputs`), no output may overwrite a file the
     command read, and tables (``out``) and notes (:func:`note`) wait for success.
     """
+
+    flags = option_flags(fn)
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -82,7 +123,10 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
                 with staged_outputs():
                     result = fn(*args, **kwargs)
         except InputError as exc:
-            raise fail(f"{exc.field}: {exc.message}") from None
+            raise fail(f"{flag_field(exc, flags)}: {exc.message}") from None
+        except SolverError as exc:
+            fail(f"{flag_field(InputError(exc.field, exc.message), flags)}: {exc.message}")
+            raise typer.Exit(1) from None
         except MemoryError:
             raise fail(
                 "memory: out of memory (narrow the search space with search.m.max or "

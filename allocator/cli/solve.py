@@ -11,7 +11,7 @@ import typer
 from .. import api
 from ..core.problem import Problem
 from ..core.result import SolveResult
-from ..exceptions import InputError
+from ..exceptions import InputError, NotModelledError
 from ..io.outputs import front_csv, solve_document, write_atomic
 from . import app
 from .common import (
@@ -66,7 +66,7 @@ def limit_notes(problem: Problem, result: SolveResult) -> list[str]:
         try:
             met = evaluate_configs(problem, members[None, :], np.array([k + 1]))
             longer = {name: float(v[0]) for name, v in met.items()}
-        except InputError:  # the model cannot evaluate k + 1 here (e.g. beyond a log)
+        except NotModelledError:  # the model cannot evaluate k + 1 here
             longer = {}
     pays = bool(longer) and longer["throughput"] > best
     broken = [n for n, cap in problem.budget.items() if pays and longer[n] > budget_limit(cap)]

@@ -9,7 +9,7 @@ from rich.table import Table
 from ..analysis.uncertainty import analyse
 from ..engines import TARGETS, convention_warning, pick_point
 from ..engines import export_point as engine_settings
-from ..exceptions import InputError
+from ..exceptions import InputError, ParameterError
 from ..io.outputs import uncertainty_document
 from .progress import search_progress
 
@@ -54,8 +54,8 @@ def apply_uncertainty(
                 prob, result.front, n, seed=seed or 0, quantile=robust, progress=progress
             )
     except InputError as exc:  # name the option the user gave, not the one implied
-        if samples is None and exc.field == "--samples":
-            raise InputError("--robust", exc.message) from None
+        if samples is None and exc.field == "samples":
+            raise ParameterError("robust", exc.message) from None
         raise
     if robust is not None:
         result.front = report.front

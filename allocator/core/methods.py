@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 
 #: Every method, in the order of the problem-file literal (``allocator.io.spec.Method``).
 METHODS: tuple[str, ...] = (
@@ -161,8 +161,8 @@ def required_model(name: str, method: str, model: str | None) -> str | None:
     """The drafter's model where its method takes one; refuses a missing required model."""
     need = TABLE[method].model
     if need == "required" and not model:
-        raise InputError(
-            "--export",
+        raise ParameterError(
+            "export",
             f"drafter {name!r} (method {method}: {TABLE[method].what}) has no `model` "
             "(the serving system's model name or path); add `model:` to it in the problem file",
         )
@@ -173,7 +173,7 @@ def sglang_algorithm(name: str, method: str) -> str:
     """SGLang's ``--speculative-algorithm`` for ``method``; refuses what SGLang cannot serve."""
     info = TABLE[method]
     if info.sglang is None:
-        raise InputError("--export", f"drafter {name!r} (method {method}): {info.sglang_refusal}")
+        raise ParameterError("export", f"drafter {name!r} (method {method}): {info.sglang_refusal}")
     return info.sglang
 
 
@@ -181,5 +181,5 @@ def vllm_method(name: str, method: str) -> str:
     """vLLM's ``method`` value for ``method``."""
     info = TABLE[method]
     if info.vllm is None:  # every method in the table is served by vLLM today
-        raise InputError("--export", f"drafter {name!r} (method {method}): vLLM cannot serve it")
+        raise ParameterError("export", f"drafter {name!r} (method {method}): vLLM cannot serve it")
     return info.vllm

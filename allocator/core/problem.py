@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 from .errors import ErrorModel, IndependentErrors
 from .memory import MemoryModel
 from .serving import Serving
@@ -192,16 +192,17 @@ class Problem:
         return np.arange(self.k_min, self.k_max + 1)
 
     def mask(self, drafters: list[str] | tuple[str, ...], field: str = "drafters") -> np.ndarray:
-        """Membership row ``(N,)`` for drafter names; unknown names are an ``InputError``."""
+        """Membership row ``(N,)`` for drafter names (the parameter ``field``); an unknown or
+        repeated name is a :class:`~allocator.exceptions.ParameterError`."""
         index = {n: i for i, n in enumerate(self.names)}
         out = np.zeros(self.n, bool)
         if not drafters:
-            raise InputError(field, "name at least one drafter")
+            raise ParameterError(field, "name at least one drafter")
         for d in drafters:
             if d not in index:
-                raise InputError(field, f"unknown drafter {d!r} (known: {', '.join(self.names)})")
+                raise ParameterError(field, f"unknown drafter {d!r} (known: {', '.join(self.names)})")
             if out[index[d]]:
-                raise InputError(field, f"drafter {d!r} named twice")
+                raise ParameterError(field, f"drafter {d!r} named twice")
             out[index[d]] = True
         return out
 

@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping
 
 from ..core.methods import resolve_method
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 from .sglang import launch_flags
 from .vllm import DrafterLike, speculative_config
 
@@ -25,24 +25,24 @@ TARGETS = ("vllm", "sglang")
 def pick_point(points: list[dict], pick: int | None) -> dict:
     """The ``pick``-th point (1-based, as numbered in the table), or the best by throughput."""
     if not points:
-        raise InputError("--export", "the front is empty: nothing to export")
+        raise ParameterError("export", "the front is empty: nothing to export")
     if pick is None:
         return max(points, key=lambda p: p["throughput"])
     if not 1 <= pick <= len(points):
-        raise InputError("--pick", f"{pick} is not a point of the front (1..{len(points)})")
+        raise ParameterError("pick", f"{pick} is not a point of the front (1..{len(points)})")
     return points[pick - 1]
 
 
 def _check_target(target: str) -> None:
     if target not in TARGETS:
-        raise InputError("--export", f"{target!r} is not one of {', '.join(TARGETS)}")
+        raise ParameterError("export", f"{target!r} is not one of {', '.join(TARGETS)}")
 
 
 def _single(names: list[str], drafters: Mapping[str, DrafterLike], target: str, what: str):
     engine = {"vllm": "vLLM", "sglang": "SGLang"}[target]
     if len(names) != 1:
-        raise InputError(
-            "--export",
+        raise ParameterError(
+            "export",
             f"{what} pools {len(names)} drafters ({', '.join(names)}); {engine} runs one "
             "draft model, so it cannot serve this ensemble (choose single-drafter "
             "configurations, e.g. search.m.max: 1)",

@@ -114,7 +114,7 @@ def max_draft_tokens(steps: int, topk: int) -> int:
     return 1 if topk == 1 and steps == 0 else topk + (steps - 1) * topk * topk + 1
 
 
-def check_triple(steps: int, topk: int, tokens: int, field: str = "--eagle") -> None:
+def check_triple(steps: int, topk: int, tokens: int, field: str = "eagle") -> None:
     if steps < 1 or topk < 1 or tokens < 2:
         raise InputError(field, "needs num_steps >= 1, topk >= 1 and num_draft_tokens >= 2")
     if topk == 1 and tokens != steps + 1:

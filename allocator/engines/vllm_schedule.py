@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 from .vllm import DrafterLike
 from .vllm import speculative_config as drafter_config
 
@@ -74,14 +74,14 @@ def speculative_config(
     """
     sets = sorted({tuple(r["drafters"]) for r in rows if r["k"] > 0})
     if not sets:
-        raise InputError(
-            "--export",
+        raise ParameterError(
+            "export",
             "the schedule never speculates: serve without a speculative config",
         )
     if len(sets) > 1 or len(sets[0]) != 1:
         used = ", ".join("+".join(s) for s in sets)
-        raise InputError(
-            "--export",
+        raise ParameterError(
+            "export",
             f"the schedule uses {used}; vLLM serves one drafter for every batch size "
             "(set search.m.max: 1 and keep one drafter, e.g. with search.require)",
         )

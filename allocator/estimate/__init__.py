@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 from .counts import LEVEL, MIN_TRIALS, DrafterCounts, Estimate, jeffreys_interval
 from .outcomes import estimate_outcomes
 from .problem_file import build_problem, check_problem, read_costs, render
@@ -42,7 +42,7 @@ def estimate(
     ``k``: the draft length, for the SGLang formats (their inputs may not say it).
     """
     if min_trials < 1:
-        raise InputError("--min-count", "must be at least 1")
+        raise ParameterError("min_count", "must be at least 1")
     if fmt == "outcomes":
         return estimate_outcomes(path, out_path, errors, min_trials, convention)
     if fmt == "vllm-metrics":
@@ -51,11 +51,11 @@ def estimate(
         return estimate_vllm_log(path, drafter_name, min_trials)
     if fmt == "sglang-requests":
         if k is not None and k < 1:
-            raise InputError("--k", "must be at least 1")
+            raise ParameterError("k", "must be at least 1")
         return estimate_sglang_requests(path, drafter_name, min_trials, k)
     if fmt == "sglang-log":
         return estimate_sglang_log(path, k, drafter_name)
-    raise InputError("--format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+    raise ParameterError("format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
 
 
 def problem_text(

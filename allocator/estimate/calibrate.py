@@ -69,7 +69,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..exceptions import InputError
+from ..exceptions import InputError, ParameterError
 from ..model.serving import bonus_expected, drafting_pass, tokens_per_s
 
 __all__ = [
@@ -499,11 +499,11 @@ def calibrate(
     notes: list[str] = []
     if holdout is not None:
         if not 0.0 < holdout < 1.0:
-            raise InputError("--holdout", f"{holdout} is not a fraction in (0, 1)")
+            raise ParameterError("holdout", f"{holdout} is not a fraction in (0, 1)")
         held = holdout_mask(data, holdout, seed)
         if not held.any():
-            raise InputError(
-                "--holdout",
+            raise ParameterError(
+                "holdout",
                 f"no row can be held out of {len(data)} (each drafter set keeps one row "
                 "and at least two rows are fitted)",
             )
@@ -512,7 +512,7 @@ def calibrate(
     notes += fit_notes
     unfitted = data.members[held].any(axis=0) & ~model.fitted
     if unfitted.any():  # cannot happen by construction of the holdout; guard anyway
-        raise InputError("--holdout", "a held-out row's drafter has no fitted row")
+        raise ParameterError("holdout", "a held-out row's drafter has no fitted row")
     predicted = model.step_ms(data.members, data.k, data.batch)
     predicted_tps = tokens_per_s(e, predicted, data.batch)
     error = 100.0 * (predicted_tps / data.tokens_per_s - 1.0)
@@ -622,6 +622,6 @@ def calibrated_problem_data(
         if rel != outcomes:
             data["errors"]["outcomes"] = rel
             notes.append(f"errors.outcomes rewritten as {rel} (relative to the new file)")
-    parse_problem(data, source="--out")
+    parse_problem(data, source="out")
     problem_from_spec(parse_problem(data), base_dir=Path(out_path).resolve().parent)
     return data, notes

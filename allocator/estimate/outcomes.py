@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import InputError
+from ..exceptions import InputError, ParameterError
 from .correlation import fit_loadings, latent_correlations, phi_correlations
 from .counts import (
     MIN_TRIALS,
@@ -323,11 +323,11 @@ def estimate_outcomes(
     ``factor`` (loadings fitted to the latent correlations) or ``independent``.
     """
     if errors not in ERROR_MODELS:
-        raise InputError("--errors", f"{errors!r} is not one of {', '.join(ERROR_MODELS)}")
+        raise ParameterError("errors", f"{errors!r} is not one of {', '.join(ERROR_MODELS)}")
     path = Path(path)
     if errors == "empirical" and path.suffix.lower() != ".csv":
-        raise InputError(
-            "--errors",
+        raise ParameterError(
+            "errors",
             "the empirical error model reads CSV logs; convert INPUT to CSV or choose "
             "--errors factor or independent",
         )
@@ -339,8 +339,8 @@ def estimate_outcomes(
     names, outcomes, ranks = split_rank_columns(log["names"], log["outcomes"], path)
     positions = log["positions"]
     if ranks and errors == "empirical":
-        raise InputError(
-            "--errors",
+        raise ParameterError(
+            "errors",
             "the log has per-rank columns (NAME@r), which the empirical error model does not "
             "read: choose --errors independent or factor",
         )

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 from ..io.inputs import parse_document, read_input_text
 from ..io.spec import parse_problem
 from .counts import DrafterCounts, Estimate
@@ -30,7 +30,7 @@ def parse_assignments(items: list[str], option: str) -> dict[str, str]:
     for item in items or []:
         name, sep, value = item.rpartition("=")
         if not sep or not name.strip() or not value.strip():
-            raise InputError(option, f"{item!r} is not NAME=VALUE")
+            raise ParameterError(option, f"{item!r} is not NAME=VALUE")
         out[name.strip()] = value.strip()
     return out
 
@@ -39,9 +39,9 @@ def _cost(value, where: str) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise InputError(where, f"{value!r} is not a number") from None
+        raise ParameterError(where, f"{value!r} is not a number") from None
     if not np.isfinite(v) or v < 0:
-        raise InputError(where, f"{value!r} must be a finite number >= 0")
+        raise ParameterError(where, f"{value!r} must be a finite number >= 0")
     return v
 
 
@@ -55,29 +55,29 @@ def read_costs(path: str | Path | None, unit_costs: list[str]) -> dict:
     data: dict = {}
     if path is not None:
         p = Path(path)
-        text = read_input_text(p, "--costs")
-        parsed = parse_document(text, "--costs", str(p), json_format=p.suffix.lower() == ".json")
+        text = read_input_text(p, "costs")
+        parsed = parse_document(text, "costs", str(p), json_format=p.suffix.lower() == ".json")
         data = {} if parsed is None else parsed  # type: ignore[assignment]
         if not isinstance(data, dict):
-            raise InputError("--costs", "must hold a mapping (unit_cost: {name: value}, ...)")
+            raise ParameterError("costs", "must hold a mapping (unit_cost: {name: value}, ...)")
         unknown = set(data) - {"unit_cost", "hosting_cost", "verifier"}
         if unknown:
-            raise InputError(
-                "--costs",
+            raise ParameterError(
+                "costs",
                 f"unknown key(s) {sorted(unknown)} (use unit_cost, hosting_cost, verifier)",
             )
     out: dict = {"unit_cost": {}, "hosting_cost": {}, "verifier": {}}
     for key in ("unit_cost", "hosting_cost"):
         section = data.get(key) or {}
         if not isinstance(section, dict):
-            raise InputError(f"--costs: {key}", "must map drafter names to numbers")
-        out[key] = {str(n): _cost(v, f"--costs: {key}.{n}") for n, v in section.items()}
+            raise ParameterError(f"costs: {key}", "must map drafter names to numbers")
+        out[key] = {str(n): _cost(v, f"costs: {key}.{n}") for n, v in section.items()}
     verifier = data.get("verifier") or {}
     if not isinstance(verifier, dict):
-        raise InputError("--costs: verifier", "must be a mapping (pass_cost, token_cost)")
+        raise ParameterError("costs: verifier", "must be a mapping (pass_cost, token_cost)")
     out["verifier"] = dict(verifier)
-    for n, v in parse_assignments(unit_costs, "--unit-cost").items():
-        out["unit_cost"][n] = _cost(v, f"--unit-cost {n}")
+    for n, v in parse_assignments(unit_costs, "unit_cost").items():
+        out["unit_cost"][n] = _cost(v, f"unit_cost {n}")
     return out
 
 
@@ -132,14 +132,16 @@ def build_problem(
     for key in ("unit_cost", "hosting_cost"):
         for n in costs[key]:
             if n not in known:
-                raise InputError(
-                    "--unit-cost" if key == "unit_cost" else f"--costs: {key}",
+                raise ParameterError(
+                    "unit_cost" if key == "unit_cost" else f"costs: {key}",
                     f"unknown drafter {n!r} (drafters: {', '.join(known)})",
                 )
-    for option, given in (("--model", models), ("--method", methods)):
+    for option, given in (("model", models), ("method", methods)):
         for n in given:
             if n not in known:
-                raise InputError(option, f"unknown drafter {n!r} (drafters: {', '.join(known)})")
+                raise ParameterError(
+                    option, f"unknown drafter {n!r} (drafters: {', '.join(known)})"
+                )
     drafters = []
     missing = []
     for c in est.drafters:

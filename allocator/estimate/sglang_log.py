@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..exceptions import InputError
+from ..exceptions import InputError, ParameterError
 from ..model.acceptance import expected_accepted
 from .counts import LEVEL, DrafterCounts, Estimate, read_text
 
@@ -81,11 +81,11 @@ def estimate_sglang_log(path: str | Path, k: int | None, name: str = "draft") ->
 
     path = Path(path)
     if k is None:
-        raise InputError(
-            "--k", "sglang-log needs the draft length (--speculative-num-steps) as --k K"
+        raise ParameterError(
+            "k", "sglang-log needs the draft length (--speculative-num-steps) as --k K"
         )
     if k < 1:
-        raise InputError("--k", "must be at least 1")
+        raise ParameterError("k", "must be at least 1")
     lengths = read_lengths(path)
     if lengths.size < 2:
         raise InputError(

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..exceptions import InputError
+from ..exceptions import InputError, ParameterError
 from .counts import MIN_TRIALS, DrafterCounts, Estimate, WorkloadCounts, read_text
 from .vllm_metrics import cumulative_to_counts
 
@@ -202,8 +202,8 @@ def estimate_sglang_requests(
     if k is not None and lengths and k > max(lengths):
         # a position past the drafted ones was never proposed: counting its rounds as
         # reached-and-rejected would report an acceptance of ~0 there
-        raise InputError(
-            "--k",
+        raise ParameterError(
+            "k",
             f"{k} exceeds the {max(lengths)} drafted token(s) per round that "
             "spec_num_proposed_drafts reports; positions past it were never drafted",
         )

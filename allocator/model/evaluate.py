@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.errors import independent_fail_prob
-from ..exceptions import InputError
+from ..exceptions import NotModelledError
 from .acceptance import expected_accepted, extend_positions, mean_acceptance, survival
 from .timing import draft_time, verify_time
 
@@ -46,9 +46,9 @@ METRICS: tuple[str, ...] = (
 )
 
 
-def no_chain_closed_form(model: str) -> InputError:
+def no_chain_closed_form(model: str) -> NotModelledError:
     """The refusal of ``longest-chain`` pooling under a correlated error ``model``."""
-    return InputError(
+    return NotModelledError(
         "pooling",
         "longest-chain pooling has a closed form only for independent errors "
         f"(errors.model is {model!r}); run `allocator simulate` for correlated chains",

@@ -29,7 +29,7 @@ def max_batch(problem: Problem, members: np.ndarray) -> np.ndarray:
     return model.max_batch(members)
 
 
-def hosting_room(problem: Problem, batch: int, option: str = "--batch") -> tuple[np.ndarray, float]:
+def hosting_room(problem: Problem, batch: int, option: str = "batch") -> tuple[np.ndarray, float]:
     """What hosting may take so that a replica still holds ``batch`` sequences: each
     drafter's memory ``(N,)`` GB and the cap ``kv_cache_gb - batch · kv_per_seq_gb`` GB on
     the hosted set's total. Raises :class:`InputError` (field ``option``) without

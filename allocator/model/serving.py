@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.serving import Serving, StepTableArrays
-from ..exceptions import InputError
+from ..exceptions import InputError, NotModelledError, ParameterError
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -312,12 +312,12 @@ def step_ms(problem: Problem, members: np.ndarray, k: np.ndarray, batch: int) ->
     if k.shape[0] != members.shape[0]:
         raise ValueError("members and k must have the same batch size")
     if np.any(k < 0):
-        raise InputError("k", "must be >= 0")
+        raise ParameterError("k", "must be >= 0")
     out = step_ms_or_nan(problem, members, k, float(batch))
     bad = np.flatnonzero(np.isnan(out))
     if bad.size:
         i = int(bad[0])
-        raise InputError("serving", _why(problem, members[i], int(k[i]), float(batch)))
+        raise NotModelledError("serving", _why(problem, members[i], int(k[i]), float(batch)))
     return out
 
 

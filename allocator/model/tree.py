@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..exceptions import InputError
+from ..exceptions import InputError, ParameterError
 from .serving import Serving, component_ms, draft_ms_at
 
 if TYPE_CHECKING:
@@ -281,7 +281,7 @@ class TreeProgramme:
         self._prepare()
         q = self._tables["q"]
         if not np.isfinite(self._value(0, depth)[n + 1]):
-            raise InputError("--nodes", f"no tree of {n} nodes fits depth {depth}")
+            raise ParameterError("nodes", f"no tree of {n} nodes fits depth {depth}")
         parents: list[int] = [-1]
         ranks: list[int] = [0]
         stack = [(0, 0, depth, n + 1)]  # (node, level, left, size)

@@ -45,10 +45,10 @@ def make_strategy(
     try:
         cls = STRATEGIES[name]
     except KeyError:
-        from ..exceptions import InputError
+        from ..exceptions import ParameterError
 
-        raise InputError(
-            "--strategy",
+        raise ParameterError(
+            "strategy",
             f"unknown strategy {name!r} (choose from auto, " + ", ".join(STRATEGIES) + ")",
         ) from None
     accepted = inspect.signature(cls.__init__).parameters

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from ..core.result import SolveResult
-from ..exceptions import InputError
+from ..exceptions import InfeasibleError
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -77,7 +77,7 @@ def feasible_mask(metrics: dict[str, np.ndarray], budget: dict[str, float]) -> n
     return ok
 
 
-def infeasible_error(budget: dict[str, float], lowest: dict[str, float]) -> InputError:
+def infeasible_error(budget: dict[str, float], lowest: dict[str, float]) -> InfeasibleError:
     """The error for a budget no configuration meets, naming the cap that binds.
 
     ``lowest`` holds, per capped metric, its lowest value over the search space.
@@ -85,10 +85,10 @@ def infeasible_error(budget: dict[str, float], lowest: dict[str, float]) -> Inpu
     alone = [m for m, cap in budget.items() if lowest[m] > budget_limit(cap)]
     if alone:
         m = alone[0]
-        return InputError(
+        return InfeasibleError(
             f"budget.{m}",
             f"no configuration meets {m} <= {budget[m]:g} (the lowest in the search space "
             f"is {lowest[m]:.6g})",
         )
     caps = " and ".join(f"{m} <= {c:g}" for m, c in budget.items())
-    return InputError("budget", f"no configuration meets {caps} at once")
+    return InfeasibleError("budget", f"no configuration meets {caps} at once")

@@ -18,7 +18,7 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
 
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 
 if TYPE_CHECKING:
     from optuna.storages import RDBStorage
@@ -140,19 +140,19 @@ def check_url(url: str) -> None:
     """
     parsed = _parse(url)
     if parsed is None:
-        raise InputError(
-            "--storage",
+        raise ParameterError(
+            "storage",
             f"{mask_url(url)!r} is not a URL SQLAlchemy can read "
             "(sqlite:///file.db, postgresql://user:password@host:5432/db)",
         )
     if _hidden_host(parsed)[0] is not None:
-        raise InputError(
-            "--storage",
+        raise ParameterError(
+            "storage",
             f"{mask_url(url)}: the password contains an unencoded '@'; write it as %40",
         )
     if parsed.get_backend_name() == "sqlite" and parsed.database in (None, ""):
-        raise InputError(
-            "--storage",
+        raise ParameterError(
+            "storage",
             f"{mask_url(url)} names no database file: give a path (sqlite:///study.db), "
             "or leave --storage out for an in-memory study",
         )
@@ -196,8 +196,8 @@ def open_storage(url: str | None) -> RDBStorage | None:
     if url is None or url in ("", "memory", "in-memory"):
         return None
     if "://" not in url:
-        raise InputError(
-            "--storage", f"{mask_url(url)!r} is not a URL (sqlite:///file.db, postgresql://...)"
+        raise ParameterError(
+            "storage", f"{mask_url(url)!r} is not a URL (sqlite:///file.db, postgresql://...)"
         )
     check_url(url)
     import optuna
@@ -211,7 +211,9 @@ def open_storage(url: str | None) -> RDBStorage | None:
     try:
         return optuna.storages.RDBStorage(url, engine_kwargs=kwargs)
     except Exception as exc:  # SQLAlchemy / driver errors carry the URL: mask it
-        raise InputError("--storage", f"cannot open {mask_url(url)}: {reason(exc, url)}") from None
+        raise ParameterError(
+            "storage", f"cannot open {mask_url(url)}: {reason(exc, url)}"
+        ) from None
 
 
 def database_error(exc: BaseException) -> BaseException | None:

@@ -32,7 +32,7 @@ import numpy as np
 from ..core.pareto import front_order, nondominated
 from ..core.result import Front, SolveResult
 from ..core.space import count_subsets, size_allowed
-from ..exceptions import InputError
+from ..exceptions import InfeasibleError, InputError, NotModelledError, ParameterError
 from ..model.errors import IndependentErrors
 from ..model.evaluate import METRICS, evaluate_configs
 from .base import Strategy, budget_limit, feasible_mask, infeasible_error
@@ -234,7 +234,7 @@ class OptunaStrategy(Strategy):
                 load_if_exists=True,
             )
         except ValueError as exc:
-            raise InputError("--study", f"{name!r} in {mask_url(self.storage)}: {exc}") from None
+            raise ParameterError("study", f"{name!r} in {mask_url(self.storage)}: {exc}") from None
         self.check_fingerprint(problem, study)
         return study
 
@@ -248,8 +248,8 @@ class OptunaStrategy(Strategy):
             study.set_user_attr("problem", problem.name)
             study.set_user_attr("cost_metric", problem.cost_metric)
         elif have != fp:
-            raise InputError(
-                "--study",
+            raise ParameterError(
+                "study",
                 f"study {study.study_name!r} in {mask_url(self.storage)} was made for another "
                 f"problem ({study.user_attrs.get('problem')!r}); choose another --study name",
             )
@@ -266,7 +266,7 @@ class OptunaStrategy(Strategy):
                 res = ExactStrategy().solve(indep)
             else:
                 return "no seed: the independence front is too large to enumerate"
-        except InputError as exc:
+        except (InfeasibleError, NotModelledError) as exc:
             return f"no seed: {exc.message}"
         front = res.front
         idx = np.unique(
@@ -338,8 +338,8 @@ class OptunaStrategy(Strategy):
 
             if database_error(exc) is None:
                 raise
-            raise InputError(
-                "--storage",
+            raise ParameterError(
+                "storage",
                 f"{mask_url(self.storage)}: the database failed mid-run: "
                 f"{reason(exc, self.storage)}",
             ) from None
@@ -547,7 +547,9 @@ def study_front(problem: Problem, study: Study, space: SearchSpace) -> tuple[Fro
 
     done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     if not done:
-        raise InputError("--trials", "no trial finished; give more --trials or a longer --timeout")
+        raise ParameterError(
+            "trials", "no trial finished; give more --trials or a longer --timeout"
+        )
     candidates = stored_candidates(done)
     members, k = space.configs([done[i].params for i in candidates])
     # one configuration may have been tried many times: evaluate it once

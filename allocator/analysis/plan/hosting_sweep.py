@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...core.pareto import front_order
-from ...exceptions import InputError
+from ...exceptions import ParameterError
 from .candidates import SingleFront, Traffic, build_candidates
 from .plan import MAX_CANDIDATES, Plan, hosting_infeasible, plan_from_candidates, with_budget
 
@@ -59,9 +59,9 @@ class PlanSweep:
 def parse_caps(lo: float, hi: float, steps: int) -> np.ndarray:
     """``steps`` equally spaced caps from ``lo`` to ``hi`` inclusive: ``(steps,)``."""
     if not (np.isfinite(lo) and np.isfinite(hi)) or lo < 0 or hi < lo:
-        raise InputError("--sweep", f"the range {lo:g}:{hi:g} must satisfy 0 <= lo <= hi")
+        raise ParameterError("sweep", f"the range {lo:g}:{hi:g} must satisfy 0 <= lo <= hi")
     if steps < 1:
-        raise InputError("--sweep", f"STEPS must be at least 1 (got {steps})")
+        raise ParameterError("sweep", f"STEPS must be at least 1 (got {steps})")
     if steps == 1:
         return np.array([float(hi)])
     return np.linspace(lo, hi, steps)

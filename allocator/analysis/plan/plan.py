@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...exceptions import InputError
+from ...exceptions import InfeasibleError, InputError, ParameterError, SolverError
 from ...model.evaluate import evaluate_configs
 from ...model.memory import hosting_room
 from ...search.base import budget_limit
@@ -114,8 +114,8 @@ def make_plan(
     if plan is None and memory is not None:
         free = plan_from_candidates(problem, traffic, cands, single, cap, time_limit)
         if free is not None:
-            raise InputError(
-                "--batch",
+            raise ParameterError(
+                "batch",
                 f"no plan's hosted drafters leave KV-cache memory for {batch} sequences "
                 f"(they may take {memory[1]:.6g} GB; serving.memory, drafters[].memory_gb)",
             )
@@ -130,7 +130,9 @@ def make_plan(
     return plan
 
 
-def hosting_infeasible(problem: Problem, traffic, cap: float, max_candidates: int) -> InputError:
+def hosting_infeasible(
+    problem: Problem, traffic, cap: float, max_candidates: int
+) -> InfeasibleError:
     """The error for a hosting cap no plan meets, with the cheapest plan's hosting cost.
 
     Candidates are rebuilt without the cap, so the cheapest hosted set that lets every
@@ -150,7 +152,7 @@ def hosting_infeasible(problem: Problem, traffic, cap: float, max_candidates: in
         if cheapest.hosted is not None
         else np.nan
     )
-    return InputError(
+    return InfeasibleError(
         "budget.hosting_cost",
         f"no plan meets hosting_cost <= {cap:g}: hosting drafters for every workload costs "
         f"at least {least:.6g}",
@@ -202,8 +204,8 @@ def plan_from_candidates(
             memory=memory,
         )
         if found.choice is None and found.status not in ("infeasible", "infeasible_inaccurate"):
-            field = "--time-limit" if found.status == "user_limit" else "plan"
-            raise InputError(
+            field = "time_limit" if found.status == "user_limit" else "plan"
+            raise SolverError(
                 field, f"the MILP solver stopped without a plan (status {found.status})"
             )
     if found is None or found.choice is None:

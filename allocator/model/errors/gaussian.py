@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...core.errors import ErrorModel
-from ...exceptions import InputError
+from ...exceptions import InputError, NotModelledError
 from .latent import bvn_cdf, dedupe_columns, sample_matrix, thresholds
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def gaussian_fail_prob(
     b, j = members.shape[0], qs.shape[1]
     sizes = members.sum(axis=1)
     if sizes.max(initial=0) > MAX_SUBSET:
-        raise InputError(
+        raise NotModelledError(
             field,
             f"a subset of {int(sizes.max())} drafters is too large to integrate accurately "
             f"under a full correlation matrix (at most {MAX_SUBSET}); cap search.m.max at "
@@ -63,7 +63,7 @@ def gaussian_fail_prob(
         )
     integrals = int((sizes >= 3).sum()) * j
     if integrals > MAX_INTEGRALS:
-        raise InputError(
+        raise NotModelledError(
             field,
             f"{integrals:,} multivariate normal integrations (subsets of 3 or more drafters "
             f"x positions) would take about {integrals * 0.02 / 60:.0f} min; lower "
@@ -140,7 +140,7 @@ def _pilot(
     each = (time.perf_counter() - start) / max(len(done), 1)
     projected = each * integrals
     if projected > MAX_SECONDS:
-        raise InputError(field, too_slow(integrals, each))
+        raise NotModelledError(field, too_slow(integrals, each))
 
 
 def too_slow(integrals: int, each: float) -> str:
