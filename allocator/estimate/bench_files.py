@@ -25,7 +25,8 @@ other traffic during the run is counted too); without them speculation was off (
 drafted). With ``--save-detailed`` the per-request ``input_lens`` and ``output_lens`` tell
 whether the lengths were fixed. vLLM records no hardware; a top-level ``hardware`` key (as
 ``--metadata hardware=h100-sxm`` writes one) and ``tensor_parallel_size`` are read when
-present. ``backend`` names the client protocol, not the server.
+present. ``--metadata`` writes its values as strings, so ``tensor_parallel_size`` may be
+``"2"``. ``backend`` names the client protocol, not the server.
 
 **SGLang** 0.5.23, ``python -m sglang.benchmark.serving --output-file F`` (the old
 ``sglang.bench_serving``; python/sglang/benchmark/serving.py, ``run_benchmark``: one JSON
@@ -374,7 +375,10 @@ def _vllm_run(obj: Mapping, where: str) -> BenchRun:
     if failed:
         notes.append(f"{failed} request(s) failed; the rates count completed ones only")
     hardware = _optional_text(obj, "hardware", where)
-    tp = _count(obj, "tensor_parallel_size", where, optional=True)
+    tp_raw = obj.get("tensor_parallel_size")
+    if isinstance(tp_raw, str) and tp_raw.strip().isdigit() and len(tp_raw.strip()) < 6:
+        tp_raw = int(tp_raw)  # --metadata KEY=VALUE writes every value as a string
+    tp = None if tp_raw is None else whole_count(tp_raw, f"{where}: tensor_parallel_size")
     mean_in, mean_out = total_in / completed, total_out / completed
     return BenchRun(
         source=where,

@@ -259,7 +259,7 @@ def test_mixed_deployments_refused_naming_both(tmp_path):
     with pytest.raises(InputError, match="s.json: engine 'sglang', but a.json has 'vllm'"):
         read_bench_files([base, sg])
     tp = dump(tmp_path / "tp.json", vllm_by_hand(tensor_parallel_size=2))
-    tp1 = dump(tmp_path / "tp1.json", vllm_by_hand(tensor_parallel_size=1))
+    tp1 = dump(tmp_path / "tp1.json", vllm_by_hand(tensor_parallel_size="1"))  # --metadata
     with pytest.raises(InputError, match="tp.json: tensor-parallel size 2, but tp1.json has 1"):
         read_bench_files([tp1, tp])
     # an unrecorded hardware is not a second one
