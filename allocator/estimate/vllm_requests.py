@@ -3,8 +3,10 @@
 Source: vLLM 0.33.0. The server option ``--per-request-spec-decode-metrics
 {none,summary,detailed}`` (``ObservabilityConfig.per_request_spec_decode_metrics``,
 vllm/config/observability.py) adds ``metrics.speculative_decoding`` to every
-single-sequence (``n == 1``) response of ``/v1/completions``, ``/v1/chat/completions``
-and ``/v1/responses`` (and to the final usage chunk of a stream), built by
+single-sequence (``n == 1``) response of ``/v1/completions`` and
+``/v1/chat/completions`` (vllm/entrypoints/openai/{completion,chat_completion}/serving.py;
+in a stream, the final usage chunk) and of the token-in-token-out endpoint
+(vllm/entrypoints/scale_out/token_in_token_out/serving.py), built by
 ``build_spec_decoding_metrics`` (vllm/entrypoints/generate/base/serving.py) from
 ``RequestSpecDecodeMetrics.to_dict`` (vllm/v1/metrics/stats.py); the schema is
 ``SpeculativeDecodingMetrics`` (vllm/entrypoints/generate/base/protocol.py):
