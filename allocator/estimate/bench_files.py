@@ -735,15 +735,21 @@ def steady_state(run: BenchRun) -> SteadyState:
 def calibration_rows(runs: Sequence[BenchRun]) -> list[dict]:
     """``calibrate``'s measured rows from the steady-state runs (rate runs left out):
     ``drafters`` (the run's ``drafter``, empty at ``k = 0``), ``k``, ``batch`` (a
-    float), ``tokens_per_s`` (decode), ``mean_accepted``, plus ``context``,
-    ``prefill_tokens`` and ``source``. A speculative run without a drafter is refused:
-    name it (``read_bench_files(..., drafter=NAME)``)."""
+    float), ``tokens_per_s`` (decode), ``mean_accepted``, plus ``verified_tokens``
+    (``k + 1`` for a chain drafting every position; a tree's node count), ``topk``,
+    ``context``, ``prefill_tokens`` and ``source``. A speculative run without a drafter
+    is refused (name it: ``read_bench_files(..., drafter=NAME)``), and so is an adaptive
+    run, whose ``k`` changes from round to round."""
     rows = []
     for run in runs:
         if run.kind != STEADY:
             continue
         if run.k > 0 and run.drafter is None:
             raise InputError(run.source, "a speculative run needs its drafter's name")
+        if run.adaptive:
+            raise InputError(
+                run.source, "an adaptive run drafts a different k from round to round: no row"
+            )
         s = steady_state(run)
         rows.append(
             {
@@ -753,6 +759,8 @@ def calibration_rows(runs: Sequence[BenchRun]) -> list[dict]:
                 "batch": s.batch,
                 "tokens_per_s": s.tokens_per_s,
                 "mean_accepted": s.mean_accepted,
+                "verified_tokens": s.verified_tokens,
+                "topk": run.topk,
                 "context": s.context,
                 "prefill_tokens": s.prefill_tokens,
             }

@@ -276,8 +276,13 @@ def test_calibration_rows_need_the_drafter(tmp_path):
     assert row["batch"] == pytest.approx(3.84) and row["tokens_per_s"] == pytest.approx(384.0)
     # calibrate's relation gives the step back
     assert 1000 * row["batch"] * row["mean_accepted"] / row["tokens_per_s"] == pytest.approx(25)
+    assert row["verified_tokens"] == 4.0 and row["context"] == pytest.approx(560.5)
     rate = dump(tmp_path / "r.json", vllm_by_hand(request_rate=2.0))
     assert calibration_rows(read_bench_files([path, rate], drafter="eagle3")) == [row]
+    info = sglang_by_hand()["server_info"] | {"speculative_adaptive": True}
+    ada = dump(tmp_path / "a.json", sglang_by_hand(server_info=info))
+    with pytest.raises(InputError, match="adaptive run drafts a different k"):
+        calibration_rows(read_bench_files([ada], drafter="eagle3"))
 
 
 def drop(obj, key):
