@@ -108,7 +108,7 @@ def test_k_from_proposed_and_from_option(tmp_path):
     hist = [50, 30]  # 1 correct draft at most, k = 3
     write_jsonl(tmp_path / "a.jsonl", [sglang_response(hist, k=3)])
     write_jsonl(tmp_path / "b.jsonl", [sglang_response(hist)])
-    a = estimate(tmp_path / "a.jsonl", "sglang-requests", tmp_path / "x.yaml", min_trials=1)
+    a = estimate(tmp_path / "a.jsonl", "sglang-requests", tmp_path / "x.yaml", min_trials=1, topk=1)
     b = estimate(tmp_path / "b.jsonl", "sglang-requests", tmp_path / "x.yaml", min_trials=1)
     c = estimate(tmp_path / "b.jsonl", "sglang-requests", tmp_path / "x.yaml", min_trials=1, k=3)
     assert a.drafters[0].trials.tolist() == [80, 30]  # position 3 never reached

@@ -200,7 +200,9 @@ class Problem:
             raise ParameterError(field, "name at least one drafter")
         for d in drafters:
             if d not in index:
-                raise ParameterError(field, f"unknown drafter {d!r} (known: {', '.join(self.names)})")
+                raise ParameterError(
+                    field, f"unknown drafter {d!r} (known: {', '.join(self.names)})"
+                )
             if out[index[d]]:
                 raise ParameterError(field, f"drafter {d!r} named twice")
             out[index[d]] = True

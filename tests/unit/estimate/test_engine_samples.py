@@ -1,0 +1,77 @@
+"""The sample engine outputs in problems/measurements/ are what their seeded script
+writes, and every reader's interval on them holds the truth they were drawn from."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from allocator.estimate.bench_files import read_bench_files, steady_state
+from allocator.estimate.sglang_requests import estimate_sglang_requests
+from allocator.estimate.vllm_requests import estimate_vllm_requests
+
+HERE = Path(__file__).resolve().parents[3] / "problems" / "measurements"
+
+
+def generator():
+    spec = importlib.util.spec_from_file_location("engine_files", HERE / "generate_engine_files.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def truth():
+    return json.loads((HERE / "truth-engine-files.json").read_text())
+
+
+def test_samples_match_their_generator(tmp_path):
+    gen = generator()
+    gen.write_all(tmp_path)
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert "vllm-requests.jsonl" in written and "sglang-bench.jsonl" in written
+    for name in written:
+        assert (tmp_path / name).read_bytes() == (HERE / name).read_bytes(), name
+
+
+def covers(drafter, truth_values):
+    lo, hi = drafter.interval
+    t = np.asarray(truth_values)[: lo.size]
+    return bool(np.all((lo <= t) & (t <= hi)))
+
+
+def test_vllm_requests_sample(truth):
+    est = estimate_vllm_requests(HERE / "vllm-requests.jsonl", "eagle3")
+    w = {x.name: x.drafters[0] for x in est.workloads}
+    t = truth["vllm-requests.jsonl"]
+    assert covers(w["chat"], t["chat"]) and covers(w["json"], t["json"])
+    assert est.k_max == 4 and not est.drafters[0].bounded  # per-step arrays: exact
+
+
+def test_sglang_samples(truth):
+    tree = estimate_sglang_requests(HERE / "sglang-tree-requests.jsonl", topk=4)
+    assert tree.k_max == 3 and covers(
+        tree.drafters[0], truth["sglang-tree-requests.jsonl"]["by_depth"]
+    )
+    ada = estimate_sglang_requests(HERE / "sglang-adaptive-requests.jsonl")
+    assert ada.k_max == 7 and covers(
+        ada.drafters[0], truth["sglang-adaptive-requests.jsonl"]["acceptance"]
+    )
+    oai = estimate_sglang_requests(HERE / "sglang-openai.jsonl")
+    assert oai.k_max == 3 and covers(oai.drafters[0], truth["sglang-openai.jsonl"]["acceptance"])
+
+
+def test_bench_samples(truth):
+    gen = generator()
+    sb = gen._synthetic_bench()
+    step = sb.Roofline(**truth["bench"]["step_ms"])
+    vllm = read_bench_files(sorted(HERE.glob("vllm-bench-*.json")), drafter="eagle3")
+    sglang = read_bench_files([HERE / "sglang-bench.jsonl"], drafter="eagle3")
+    for runs in (vllm, sglang):
+        assert len(runs) == 6 and {r.kind for r in runs} == {"steady-state"}
+        for run in runs:
+            s = steady_state(run)
+            expected = step(s.batch, run.k + 1, s.context, s.prefill_tokens)
+            assert s.step_ms == pytest.approx(expected, rel=0.01), run.source
