@@ -668,9 +668,9 @@ class RooflineFit:
 def _starts(space: ParameterSpace, free: list[str], x0: np.ndarray) -> list[np.ndarray]:
     grid: list[tuple[str, tuple[float, ...]]] = []
     if "compute_eff" in free:
-        grid.append(("compute_eff", (1.0, 0.3, 0.05)))
+        grid.append(("compute_eff", (1.0, 0.1, 0.01, 0.001)))
     if "p" in free:
-        grid.append(("p", (2.0, 6.0, 20.0)))
+        grid.append(("p", (2.0, 8.0)))
     starts = [x0.copy()]
     combos: list[dict[str, float]] = [{}]
     for key, vals in grid:
@@ -691,7 +691,8 @@ def fit_roofline(
     measured_ms,
     *,
     free: Sequence[str] | None = None,
-    max_nfev: int = 4000,
+    starts: Sequence[Mapping[str, float]] = (),
+    max_nfev: int = 800,
     rank_tol: float = 1e-7,
 ) -> RooflineFit:
     """Fit ``model``'s parameters to measured step times by least squares.
@@ -701,8 +702,10 @@ def fit_roofline(
     to fit (default: those fitted by default less :func:`undetermined`'s); the others stay
     at ``model``'s values. Minimises ``Σ_r (pred_r / measured_r − 1)²`` with
     :func:`scipy.optimize.least_squares` (trust region, within the bounds of
-    :meth:`~RooflinePredictor.parameters`), from ``model``'s values and from a small grid
-    over ``compute_eff`` and ``p`` when they are free; the lowest cost wins. A free
+    :meth:`~RooflinePredictor.parameters`), from ``model``'s values, from each of
+    ``starts`` (name → value overrides of those) and from a grid over ``compute_eff``
+    (1, 0.1, 0.01, 0.001) and ``p`` (2, 8) when they are free; the lowest cost wins
+    (``max_nfev`` evaluations per start). A free
     parameter the fitted rows still leave flat (a direction of the scaled Jacobian with a
     singular value below ``rank_tol`` of the largest, or whose standard error exceeds its
     value) is added to ``undetermined``.
@@ -736,8 +739,15 @@ def fit_roofline(
     if not names:
         r = residuals(x0)
         return RooflineFit(model, (), {}, {}, why, r, 0.5 * float(r @ r))
+    candidates = _starts(space, names, x0)
+    for extra in starts:
+        s0 = x0.copy()
+        for key, v in extra.items():
+            if key in names:
+                s0[names.index(key)] = v
+        candidates.append(s0)
     best = None
-    for s in _starts(space, names, x0):
+    for s in candidates:
         s = np.clip(s, lo, hi)
         res = least_squares(
             residuals, s, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=max_nfev
