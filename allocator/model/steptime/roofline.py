@@ -752,7 +752,8 @@ def fit_roofline(
         res = least_squares(
             residuals, s, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=max_nfev
         )
-        if best is None or res.cost < best.cost:
+        # a later start must be clearly better: ties go to the earlier (the model's values)
+        if best is None or res.cost < best.cost * (1 - 1e-9) - 1e-15:
             best = res
     assert best is not None
     theta = best.x
@@ -768,17 +769,21 @@ def fit_roofline(
         if norms[j] <= rank_tol * max(top, 1e-300):
             why[n] = "the fitted step times do not depend on it (no fitted row shows it)"
     keep = [j for j, n in enumerate(names) if n not in why]
-    if keep:
-        u, sv, vt = np.linalg.svd(js[:, keep], full_matrices=False)
-        for k in np.flatnonzero(sv < rank_tol * sv[0]):
-            comp = np.abs(vt[k])
-            j = keep[int(np.argmax(comp))]
-            others = [names[keep[i]] for i in np.flatnonzero(comp > 0.1) if keep[i] != j]
-            why[names[j]] = (
-                "only its combination with "
-                + (", ".join(others) or "the other parameters")
-                + " is determined by these rows"
-            )
+    while keep:
+        _, sv, vt = np.linalg.svd(js[:, keep], full_matrices=True)
+        # fewer rows than parameters: the missing singular values are zero
+        sv = np.concatenate([sv, np.zeros(vt.shape[0] - sv.size)])
+        if sv[-1] >= rank_tol * max(sv[0], 1e-300):
+            break
+        comp = np.abs(vt[-1])
+        j = keep[int(np.argmax(comp))]
+        others = [names[keep[i]] for i in np.flatnonzero(comp > 0.1) if keep[i] != j]
+        why[names[j]] = (
+            "only its combination with "
+            + (", ".join(others) or "the other parameters")
+            + " is determined by these rows"
+        )
+        keep.remove(j)
     dof = len(y) - len(keep)
     stderr = {n: float("nan") for n in names}
     if keep and dof > 0:

@@ -146,7 +146,10 @@ def test_from_fields_matches_from_config_where_they_say_the_same():
     )
     assert math.isclose(f.expert_params, q.expert_params, rel_tol=1e-12)
     assert f.kv_bytes_per_token == q.kv_bytes_per_token
-    assert ModelSpec.from_fields(params_b=8, layers=32, hidden=4096, heads=32, kv_heads=8).head_dim == 128
+    assert (
+        ModelSpec.from_fields(params_b=8, layers=32, hidden=4096, heads=32, kv_heads=8).head_dim
+        == 128
+    )
 
 
 def test_config_read_from_a_file(tmp_path):
@@ -157,7 +160,9 @@ def test_config_read_from_a_file(tmp_path):
     assert spec.params == 8_030_261_248 and spec.name == "llama"
 
 
-@pytest.mark.parametrize("missing", ["hidden_size", "num_hidden_layers", "vocab_size", "torch_dtype"])
+@pytest.mark.parametrize(
+    "missing", ["hidden_size", "num_hidden_layers", "vocab_size", "torch_dtype"]
+)
 def test_a_config_without_a_needed_field_is_refused_naming_it(missing):
     cfg = {k: v for k, v in LLAMA_31_8B.items() if k != missing}
     with pytest.raises(InputError) as e:
@@ -188,7 +193,13 @@ def test_bad_fields_are_refused_naming_the_field():
     assert e.value.field == "serving.model.dtype"
     with pytest.raises(InputError, match="active_params_b"):
         ModelSpec.from_fields(
-            params_b=30, layers=48, hidden=2048, heads=32, kv_heads=4, experts=128, experts_per_token=8
+            params_b=30,
+            layers=48,
+            hidden=2048,
+            heads=32,
+            kv_heads=4,
+            experts=128,
+            experts_per_token=8,
         )
 
 
