@@ -164,7 +164,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
                     "dense_tflops.fp16": f"{_L40S_DS}: 'FP16 Tensor Core 362.05 | 733*'; the "
                     "dense figure is the first",
                     "dense_tflops.fp8": f"{_L40S_DS}: 'FP8 Tensor Core 733 | 1,466*'; the "
-                    "dense figure is the first (no int8 figure for the L40S in the copy read: "
+                    "dense figure is the first (the page gives no int8 figure for the L40S: "
                     "int8 left out)",
                     "bandwidth_tb_s": f"{_L40S_DS}: 'Memory Bandwidth 864GB/s'",
                     "memory_gb": f"{_L40S_DS}: 'GPU Memory 48GB GDDR6 with ECC'",
