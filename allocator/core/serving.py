@@ -4,9 +4,13 @@ in :mod:`allocator.model.serving`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
+
+from .hardware import Hardware
+from .model_spec import ModelSpec
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,6 +30,22 @@ class StepTableArrays:
     ms: np.ndarray
 
 
+#: The largest ``k`` a roofline step time is given for (it has no measured range).
+ROOFLINE_K_LIMIT = 64
+
+
+@dataclass(frozen=True)
+class SchedulerLimits:
+    """The engine scheduler's limits (``serving.scheduler``; vLLM's names): most running
+    requests, most tokens per step, KV-cache capacity in tokens (``None``: from
+    ``serving.memory``) and tokens per KV block."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_tokens: int | None = None
+    block_size: int = 16
+
+
 @dataclass(frozen=True, eq=False)
 class Serving:
     """The ``serving`` section as numpy arrays (built by
@@ -40,6 +60,14 @@ class Serving:
         token (empty arrays for a drafter without ``draft_ms``).
     overhead_ms : ms added to every speculative step of the component model.
     drafting : ``"sequential"`` (member draft times add) or ``"parallel"`` (max).
+    gpus_per_replica : GPUs one replica takes (its price is ``gpu_cost_per_hour``).
+    scheduler : the engine's scheduler limits, or ``None``.
+    prefill_tokens, prefill_ms : ``(P,)`` the measured prefill table (empty without one).
+    hardware, model : the replica's accelerators and the verifier's architecture (the
+        roofline step time), or ``None``; drafter_models : per drafter its architecture
+        or ``None``; roofline : the roofline's fitted factors (``serving.roofline``).
+    calibrated_from : the measured domain of a calibrated file, ``{"batch": (lo, hi),
+        "k": (lo, hi), "context": (lo, hi) or None, "rows": n}``, or ``None``.
     """
 
     batch_sizes: np.ndarray
@@ -52,6 +80,20 @@ class Serving:
     draft_ms: tuple[np.ndarray, ...]
     overhead_ms: float
     drafting: str
+    gpus_per_replica: int = 1
+    scheduler: SchedulerLimits | None = None
+    prefill_tokens: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    prefill_ms: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    hardware: Hardware | None = None
+    model: ModelSpec | None = None
+    drafter_models: tuple[ModelSpec | None, ...] = ()
+    roofline: Mapping[str, object] = field(default_factory=dict)
+    calibrated_from: Mapping[str, object] | None = None
+
+    @property
+    def has_roofline(self) -> bool:
+        """The step time can come from the roofline (``hardware`` and ``model`` given)."""
+        return self.hardware is not None and self.model is not None
 
     @property
     def has_component_model(self) -> bool:
@@ -63,7 +105,9 @@ class Serving:
         ks = [int(t.k[-1]) for t in self.tables]
         if self.has_component_model:
             ks.append(int(self.verify_tokens[-1] - 1))
+        if self.has_roofline:
+            ks.append(ROOFLINE_K_LIMIT)
         return max(ks, default=0)
 
 
-__all__ = ["Serving", "StepTableArrays"]
+__all__ = ["ROOFLINE_K_LIMIT", "SchedulerLimits", "Serving", "StepTableArrays"]

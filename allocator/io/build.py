@@ -9,16 +9,19 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.hardware import Hardware
 from ..core.memory import MemoryModel
+from ..core.model_spec import ModelSpec
 from ..core.problem import DrafterInfo, Ensemble, Problem, Workload
-from ..core.serving import Serving, StepTableArrays
+from ..core.serving import SchedulerLimits, Serving, StepTableArrays
 from ..estimate.outcome_log import load_empirical
 from ..exceptions import InputError
 from ..model.acceptance import extend_positions, position_matrix
 from ..model.errors import build_error_model
 from ..model.evaluate import no_chain_closed_form
 from ..model.tree import rank_matrix
-from .spec import MAX_K, ProblemSpec, load_problem
+from .inputs import parse_document, read_input_text
+from .spec import MAX_K, ArchitectureSpec, ProblemSpec, load_problem
 
 
 def problem_from_spec(
@@ -102,7 +105,7 @@ def problem_from_spec(
         pass_cost_curve=None
         if curve is None
         else (np.asarray(curve.tokens, dtype=float), np.asarray(curve.cost, dtype=float)),
-        serving=serving_from_spec(spec),
+        serving=serving_from_spec(spec, base),
         acceptance_interval=_intervals(spec),
         memory=memory_from_spec(spec),
         drafters=drafters_from_spec(spec),
@@ -121,7 +124,7 @@ def problem_from_file(
     )
 
 
-def serving_from_spec(spec: ProblemSpec) -> Serving | None:
+def serving_from_spec(spec: ProblemSpec, base_dir: Path | None = None) -> Serving | None:
     """The arrays of ``spec.serving`` (``None`` when the problem has no such section)."""
     s = spec.serving
     if s is None:
@@ -159,6 +162,75 @@ def serving_from_spec(spec: ProblemSpec) -> Serving | None:
         ),
         overhead_ms=float(s.overhead_ms),
         drafting=spec.drafting,
+        gpus_per_replica=int(
+            s.gpus_per_replica or (s.hardware.count if s.hardware is not None else 1)
+        ),
+        scheduler=None
+        if s.scheduler is None
+        else SchedulerLimits(
+            s.scheduler.max_num_seqs,
+            s.scheduler.max_num_batched_tokens,
+            s.scheduler.kv_cache_tokens,
+            s.scheduler.block_size,
+        ),
+        prefill_tokens=np.asarray([] if s.prefill_ms is None else s.prefill_ms.tokens, float),
+        prefill_ms=np.asarray([] if s.prefill_ms is None else s.prefill_ms.ms, float),
+        hardware=None
+        if s.hardware is None
+        else Hardware.from_fields(s.hardware.gpu, s.hardware.count),
+        model=None if s.model is None else architecture(s.model, "serving.model", base_dir),
+        drafter_models=tuple(
+            None
+            if d.architecture is None
+            else architecture(d.architecture, f"drafters[{d.name}].architecture", base_dir, d.name)
+            for d in spec.drafters
+        ),
+        roofline={} if s.roofline is None else s.roofline.model_dump(),
+        calibrated_from=None
+        if s.calibrated_from is None
+        else {
+            "batch": tuple(s.calibrated_from.batch),
+            "k": tuple(s.calibrated_from.k),
+            "context": None
+            if s.calibrated_from.context is None
+            else tuple(s.calibrated_from.context),
+            "rows": s.calibrated_from.rows,
+        },
+    )
+
+
+def architecture(
+    a: ArchitectureSpec, field: str, base_dir: Path | None = None, name: str = ""
+) -> ModelSpec:
+    """A model's architecture from its problem-file fields or its Hugging Face
+    ``config.json`` (``config``, relative to ``base_dir``); errors name ``field``."""
+    if a.config is not None:
+        path = Path(a.config)
+        if not path.is_absolute() and base_dir is not None:
+            path = base_dir / path
+        text = read_input_text(path, f"{field}.config")
+        data = parse_document(text, f"{field}.config", str(path), json_format=True)
+        if not isinstance(data, dict):
+            raise InputError(f"{field}.config", f"{path.name} does not hold a JSON object")
+        spec = ModelSpec.from_hf_config(data, dtype=a.dtype, kv_dtype=a.kv_dtype)
+        return replace(spec, name=name or spec.name, field=field)
+    assert a.params_b and a.layers and a.hidden and a.heads and a.kv_heads  # the spec checked
+    return ModelSpec.from_fields(
+        params_b=a.params_b,
+        layers=a.layers,
+        hidden=a.hidden,
+        heads=a.heads,
+        kv_heads=a.kv_heads,
+        head_dim=a.head_dim,
+        dtype=a.dtype or "bf16",
+        kv_dtype=a.kv_dtype,
+        active_params_b=a.active_params_b,
+        experts=a.experts,
+        experts_per_token=a.experts_per_token,
+        expert_params_b=a.expert_params_b,
+        embedding_params_b=a.embedding_params_b,
+        name=name,
+        field=field,
     )
 
 
@@ -334,6 +406,7 @@ def _ensembles(spec, acc) -> tuple[Ensemble, ...]:
 
 
 __all__ = [
+    "architecture",
     "drafters_from_spec",
     "memory_from_spec",
     "problem_from_file",

@@ -133,6 +133,40 @@ Interval = Annotated[
 ]
 
 
+class ArchitectureSpec(_Frozen):
+    """A model's architecture, for the roofline step time (docs/design.md §8.12): a Hugging
+    Face ``config`` (path to its ``config.json``, relative to the problem file) or the
+    fields; parameter counts in billions, ``dtype``/``kv_dtype`` as ``bf16``, ``fp8``, ..."""
+
+    config: Annotated[str, Field(min_length=1)] | None = None
+    params_b: Positive | None = None
+    layers: Annotated[int, Field(ge=1)] | None = None
+    hidden: Annotated[int, Field(ge=1)] | None = None
+    heads: Annotated[int, Field(ge=1)] | None = None
+    kv_heads: Annotated[int, Field(ge=1)] | None = None
+    head_dim: Annotated[int, Field(ge=1)] | None = None
+    dtype: Annotated[str, Field(min_length=1)] | None = None
+    kv_dtype: Annotated[str, Field(min_length=1)] | None = None
+    active_params_b: Positive | None = None
+    experts: Annotated[int, Field(ge=0)] = 0
+    experts_per_token: Annotated[int, Field(ge=0)] = 0
+    expert_params_b: Positive | None = None
+    embedding_params_b: NonNegative = 0.0
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ArchitectureSpec:
+        core = ("params_b", "layers", "hidden", "heads", "kv_heads")
+        given = [f for f in core if getattr(self, f) is not None]
+        if self.config is not None:
+            if given:
+                raise ValueError(f"give config or the fields, not both ({given[0]} with config)")
+            return self
+        missing = [f for f in core if getattr(self, f) is None]
+        if missing:
+            raise ValueError(f"missing {missing[0]} (or give config: a config.json path)")
+        return self
+
+
 class Drafter(_Frozen):
     """One draft model.
 
@@ -163,6 +197,8 @@ class Drafter(_Frozen):
     draft_ms: dict[BatchKey, Positive] | None = None
     # serving: accelerator memory hosting it takes from one replica's KV cache, GB
     memory_gb: NonNegative | None = None
+    # serving: the draft model's architecture, for the roofline's drafting cost
+    architecture: ArchitectureSpec | None = None
 
     @field_validator("acceptance_by_rank", mode="before")
     @classmethod
@@ -345,28 +381,141 @@ class MemorySpec(_Frozen):
     kv_per_seq_gb: Positive
 
 
+class SchedulerSpec(_Frozen):
+    """The serving engine's scheduler, as vLLM names its settings (vLLM 0.33.0,
+    vllm/config/scheduler.py), for the request-level simulator.
+
+    ``max_num_seqs``: most requests running at once; ``max_num_batched_tokens``: most
+    tokens one step processes (prefill chunks plus every decoding sequence's 1 + k);
+    ``kv_cache_tokens``: tokens the KV cache holds (vLLM's start-up line ``GPU KV cache
+    size: N tokens``; without it, from ``serving.memory``); ``block_size``: tokens per KV
+    block (vLLM's default 16).
+    """
+
+    max_num_seqs: Annotated[int, Field(ge=1)]
+    max_num_batched_tokens: Annotated[int, Field(ge=1)]
+    kv_cache_tokens: Annotated[int, Field(ge=1)] | None = None
+    block_size: Annotated[int, Field(ge=1)] = 16
+
+
+class PrefillTable(_Frozen):
+    """Measured wall time of prefilling ``tokens[i]`` prompt tokens in one step, ms
+    (``ms[i]``): linear between measured points, the first point's time below it (a
+    prefill chunk costs at least that pass), nothing past the last point."""
+
+    tokens: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
+    ms: Annotated[list[Positive], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _shape(self) -> PrefillTable:
+        if len(self.tokens) != len(self.ms):
+            raise _FieldError("serving.prefill_ms.ms", "needs one value per entry of tokens")
+        if any(b <= a for a, b in zip(self.tokens, self.tokens[1:], strict=False)):
+            raise _FieldError("serving.prefill_ms.tokens", "must be strictly increasing")
+        return self
+
+
+class HardwareSpec(_Frozen):
+    """The replica's accelerators: ``gpu`` from the bundled table
+    (:data:`allocator.core.hardware.GPUS`), ``count`` of them under tensor parallelism."""
+
+    gpu: Annotated[str, Field(min_length=1)]
+    count: Annotated[int, Field(ge=1)] = 1
+
+    @field_validator("gpu")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        from ..core.hardware import GPUS
+
+        if value not in GPUS:
+            raise ValueError(f"unknown GPU {value!r} (known: {', '.join(sorted(GPUS))})")
+        return value
+
+
+class RooflineSpec(_Frozen):
+    """The roofline's fitted factors (docs/design.md §8.12): the share of peak bandwidth
+    (``mem_eff``) and of peak throughput (``compute_eff``) reached, ms per pass
+    (``fixed_ms``), per decoding sequence per pass (``seq_ms``) and per speculative step
+    (``overhead_ms``), how memory and compute combine (``form``: ``max`` or ``pnorm`` with
+    exponent ``p``), and whether the KV write of processed tokens is counted."""
+
+    form: Literal["max", "pnorm"] = "max"
+    p: Annotated[float, Field(ge=1.0, le=64.0)] = 8.0
+    mem_eff: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    compute_eff: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    fixed_ms: NonNegative = 0.0
+    seq_ms: NonNegative = 0.0
+    overhead_ms: NonNegative = 0.0
+    kv_write: bool = True
+
+
+Range = Annotated[
+    list[Annotated[float, Field(ge=0.0, allow_inf_nan=False)]], Field(min_length=2, max_length=2)
+]
+
+
+class CalibratedFrom(_Frozen):
+    """The measured domain behind a calibrated ``serving`` section (written by
+    ``allocator calibrate``): ``[lo, hi]`` of batch size, ``k`` and context tokens over the
+    fitted rows, and how many rows. Commands note when they plan outside it."""
+
+    batch: Range
+    k: Range
+    context: Range | None = None
+    rows: Annotated[int, Field(ge=1)]
+
+
 class ServingSpec(_Frozen):
     """Serving under load: batch sizes to plan for, price, and step times (measured
-    tables and/or a component model).
+    tables, a component model, or the roofline from ``hardware`` and ``model``).
 
-    ``gpu_cost_per_hour``: $/h of the replica the step times were measured on (gives
-    ``cost_per_mtok``). ``overhead_ms``: added to every speculative step (``k > 0``) of
-    the component model.
+    ``gpu_cost_per_hour``: $/h of one replica, the deployment the step times are of (gives
+    ``cost_per_mtok``); ``gpus_per_replica``: the GPUs it takes (default
+    ``hardware.count``, else 1). ``overhead_ms``: added to every speculative step
+    (``k > 0``) of the component model. ``scheduler`` and ``prefill_ms``: the engine's
+    scheduler and its prefill time, for the request-level simulator (``bench``, capacity
+    for a request rate). ``calibrated_from``: the measured domain of a calibrated file.
     """
 
     batch_sizes: Annotated[list[BatchSize], Field(min_length=1)]
     gpu_cost_per_hour: Positive | None = None
+    gpus_per_replica: Annotated[int, Field(ge=1)] | None = None
     step_ms: list[StepTable] = []
     verify_ms: VerifyTable | None = None
     overhead_ms: NonNegative = 0.0
     memory: MemorySpec | None = None
+    scheduler: SchedulerSpec | None = None
+    prefill_ms: PrefillTable | None = None
+    hardware: HardwareSpec | None = None
+    model: ArchitectureSpec | None = None
+    roofline: RooflineSpec | None = None
+    calibrated_from: CalibratedFrom | None = None
 
     @model_validator(mode="after")
     def _tables(self) -> ServingSpec:
         f = "serving"
-        if not self.step_ms and self.verify_ms is None:
+        if (self.hardware is None) != (self.model is None):
+            given, other = ("hardware", "model") if self.model is None else ("model", "hardware")
             raise _FieldError(
-                f, "give step times: measured step_ms tables and/or a verify_ms component model"
+                f"{f}.{other}", f"the roofline step time needs {other} beside {given}"
+            )
+        if self.roofline is not None and self.model is None:
+            raise _FieldError(f"{f}.roofline", "needs serving.hardware and serving.model")
+        if not self.step_ms and self.verify_ms is None and self.model is None:
+            raise _FieldError(
+                f,
+                "give step times: measured step_ms tables, a verify_ms component model, or "
+                "hardware and model (the roofline)",
+            )
+        if (
+            self.hardware is not None
+            and self.gpus_per_replica is not None
+            and self.gpus_per_replica < self.hardware.count
+        ):
+            raise _FieldError(
+                f"{f}.gpus_per_replica",
+                f"{self.gpus_per_replica} is fewer than serving.hardware.count "
+                f"({self.hardware.count} GPUs under tensor parallelism)",
             )
         if any(b <= a for a, b in zip(self.batch_sizes, self.batch_sizes[1:], strict=False)):
             raise _FieldError(f"{f}.batch_sizes", "must be strictly increasing")
@@ -408,6 +557,8 @@ class ServingSpec(_Frozen):
         ranges = [t.batch_range() for t in self.step_ms]
         if v is not None:
             ranges.append(v.batch_range())
+        if self.model is not None:
+            ranges.append((1, 1 << 62))  # the roofline covers every batch size
         for i, b in enumerate(self.batch_sizes):
             if not any(lo <= b <= hi for lo, hi in ranges):
                 covered = ", ".join(f"{lo}..{hi}" for lo, hi in ranges)

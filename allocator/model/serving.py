@@ -40,13 +40,22 @@ per-sequence tokens/s over the same configuration's ``k = 0`` step at ``b``
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.serving import Serving, StepTableArrays
+from ..core.serving import Serving
 from ..exceptions import InputError, NotModelledError, ParameterError
+from .steptime import ServingPredictor, roofline_of
+from .steptime.component import (
+    component_ms,
+    draft_ms_at,
+    drafting_ms,
+    drafting_pass,
+    verify_ms_at,
+)
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -64,185 +73,56 @@ SERVING_METRICS: tuple[str, ...] = (
 
 
 # ---------------------------------------------------------------- interpolation
-def _lerp_rows(axis: np.ndarray, rows: np.ndarray, x: float) -> np.ndarray:
-    """Rows ``(A, C)`` given at ``axis (A,)`` ascending, linear at ``x``: ``(C,)``; NaN
-    everywhere outside ``[axis[0], axis[-1]]`` (never extrapolated)."""
-    if axis.size == 0 or x < axis[0] or x > axis[-1]:
-        return np.full(rows.shape[1:], np.nan)
-    hi = int(np.searchsorted(axis, x, side="left"))
-    if axis[hi] == x:
-        return rows[hi].copy()
-    lo = hi - 1
-    w = (x - axis[lo]) / (axis[hi] - axis[lo])
-    return (1.0 - w) * rows[lo] + w * rows[hi]
+def predictor(problem: Problem) -> ServingPredictor:
+    """The step-time predictor of ``problem``'s serving section
+    (:class:`~allocator.model.steptime.ServingPredictor`: tables ▸ component ▸ roofline),
+    built once per problem. Raises like :func:`need_serving` without one."""
+    serving = need_serving(problem)
+    found = _PREDICTORS.get(serving)
+    if found is None:
+        found = ServingPredictor(serving, roofline_of(serving, problem.names))
+        _PREDICTORS[serving] = found
+    return found
 
 
-def _interp_measured(points: np.ndarray, values: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Linear in ``x`` through the non-NaN ``(points, values)``; NaN outside their range."""
-    ok = ~np.isnan(values)
-    p, v = points[ok], values[ok]
-    out = np.full(x.shape, np.nan)
-    if p.size == 0:
-        return out
-    inside = (x >= p[0]) & (x <= p[-1])
-    out[inside] = np.interp(x[inside], p, v)
-    return out
-
-
-def _table_step(t: StepTableArrays, k: np.ndarray, batch: float) -> np.ndarray:
-    """A measured table at ``(batch, k)``: linear in ``k`` at each measured batch size,
-    then linear in the batch; NaN past the largest ``k`` measured at either bracketing
-    batch size, or outside the measured batch sizes. ``k`` ``(R,)`` -> ``(R,)`` ms."""
-    if batch < t.batch[0] or batch > t.batch[-1]:
-        return np.full(k.shape, np.nan)
-    hi = int(np.searchsorted(t.batch, batch, side="left"))
-    at_hi = _interp_measured(t.k, t.ms[hi], k)
-    if t.batch[hi] == batch:
-        return at_hi
-    lo = hi - 1
-    at_lo = _interp_measured(t.k, t.ms[lo], k)
-    w = (batch - t.batch[lo]) / (t.batch[hi] - t.batch[lo])
-    return (1.0 - w) * at_lo + w * at_hi
-
-
-def draft_ms_at(serving: Serving, batch: float) -> np.ndarray:
-    """Each drafter's ms per drafted token at ``batch``: ``(N,)``, NaN where not given or
-    outside its measured batch sizes."""
-    out = np.full(len(serving.draft_ms), np.nan)
-    for i, (b, ms) in enumerate(zip(serving.draft_batch, serving.draft_ms, strict=True)):
-        if b.size:
-            out[i] = _lerp_rows(b, ms[:, None], batch)[0]
-    return out
-
-
-def verify_ms_at(serving: Serving, tokens: np.ndarray, batch: float) -> np.ndarray:
-    """Component model's verifier pass at ``batch`` for ``tokens`` per sequence:
-    bilinear, NaN outside the table. ``tokens`` any shape -> same shape, ms."""
-    tokens = np.asarray(tokens, dtype=float)
-    if not serving.has_component_model:
-        return np.full(tokens.shape, np.nan)
-    row = _lerp_rows(serving.verify_batch, serving.verify_ms, batch)
-    return _interp_measured(serving.verify_tokens, row, tokens)
+#: One predictor per ``Serving`` (an immutable entity), dropped with it.
+_PREDICTORS: weakref.WeakKeyDictionary[Serving, ServingPredictor] = weakref.WeakKeyDictionary()
 
 
 def baseline_ms(serving: Serving, batch: float) -> float:
     """Plain decoding (``k = 0``) step at ``batch``: ``verify_ms(b, 1)``, or without a
-    component model the ``k = 0`` entry of the first table measured at ``b`` (NaN if none)."""
-    if serving.has_component_model:
-        v = float(verify_ms_at(serving, np.array([1.0]), batch)[0])
-        if not np.isnan(v):
-            return v
-    for t in serving.tables:
-        v = float(_table_step(t, np.array([0.0]), batch)[0])
-        if not np.isnan(v):
-            return v
-    return float("nan")
-
-
-def drafting_pass(draft_ms: np.ndarray, members: np.ndarray, drafting: str) -> np.ndarray:
-    """ms of one drafting pass of a configuration from its members' draft times: summed
-    under ``drafting: sequential``, the max under ``parallel``; 0 without members.
-
-    ``draft_ms`` ``(..., N)`` ms per drafter, broadcasting with ``members`` ``(..., N)``
-    bool -> ``(...)``; NaN where a member's draft time is NaN.
-    """
-    d = np.where(members, draft_ms, 0.0)
-    if drafting == "parallel":
-        return np.max(d, axis=-1, initial=0.0)
-    return np.sum(d, axis=-1)
-
-
-def drafting_ms(serving: Serving, members: np.ndarray, batch: float) -> np.ndarray:
-    """:func:`drafting_pass` of each row of ``members`` ``(B, N)`` at ``batch``: ``(B,)``
-    ms, NaN where a member has no draft time at ``batch``."""
-    return drafting_pass(draft_ms_at(serving, batch), members, serving.drafting)
-
-
-def component_ms(
-    serving: Serving,
-    batch: float,
-    tokens: np.ndarray,
-    draft_steps: np.ndarray,
-    draft_ms: np.ndarray,
-) -> np.ndarray:
-    """The component model of one *speculative* step at ``batch``, ms:
-    ``verify_ms(b, tokens) + draft_steps · draft_ms + overhead_ms``.
-
-    ``tokens``: verified tokens per sequence (a chain of ``m`` drafters' ``k`` tokens:
-    ``m·k + 1``; a token tree of ``n`` nodes: ``n + 1``); ``draft_steps``: drafting passes
-    (``k``; a tree's depth); ``draft_ms``: ms of one pass (:func:`drafting_ms`, or one
-    drafter's :func:`draft_ms_at`). Arrays broadcasting together; NaN where the
-    ``verify_ms`` table or a draft time does not reach (never extrapolated).
-    """
-    return (
-        verify_ms_at(serving, tokens, batch)
-        + np.asarray(draft_steps, dtype=float) * draft_ms
-        + serving.overhead_ms
-    )
+    component model the ``k = 0`` entry of the first table measured at ``b``, else the
+    roofline's (NaN if none)."""
+    found = _PREDICTORS.get(serving)
+    if found is None:
+        found = ServingPredictor(serving)
+    return found.baseline_ms(batch)
 
 
 def step_ms_or_nan(
-    problem: Problem, members: np.ndarray, k: np.ndarray, batch: float
+    problem: Problem, members: np.ndarray, k: np.ndarray, batch: float, context: float = 0.0
 ) -> np.ndarray:
     """:func:`step_ms` with NaN (instead of an error) where a row has no step time.
 
-    ``members`` ``(B, N)`` bool, ``k`` ``(B,)`` int ``>= 0`` -> ``(B,)`` ms. Used by
-    searches, which leave such configurations out.
+    ``members`` ``(B, N)`` bool, ``k`` ``(B,)`` int ``>= 0`` -> ``(B,)`` ms: a chain of
+    ``k`` drafted tokens per member, ``m·k + 1`` verified, ``batch`` sequences decoding at
+    ``context`` tokens each. Used by searches, which leave such configurations out.
     """
-    serving = need_serving(problem)
     members = np.atleast_2d(np.asarray(members, dtype=bool))
-    k = np.atleast_1d(np.asarray(k)).astype(float)
-    out = np.full(k.shape, np.nan)
-    matched = np.zeros(k.shape, bool)
-    for t in serving.tables:
-        rows = np.all(members == t.members, axis=1)
-        if rows.any():
-            out[rows] = _table_step(t, k[rows], batch)
-            matched |= rows
-    rest = ~matched
-    if not rest.any():
-        return out
-    mem = members[rest]
-    m = mem.sum(axis=1)
-    kr = k[rest]
-    spec = kr > 0
-    model = component_ms(serving, batch, m * kr + 1.0, kr, drafting_ms(serving, mem, batch))
-    model[spec & (m == 0)] = np.nan
-    out[rest] = np.where(spec, model, baseline_ms(serving, batch))
-    return out
+    k = np.atleast_1d(np.asarray(k)).astype(np.int64)
+    m = members.sum(axis=1)
+    verified = np.where(k > 0, m * k + 1, 1)
+    return predictor(problem).step_ms(members, k, verified, float(batch), float(context), 0.0)
 
 
-def step_grid(problem: Problem, members: np.ndarray, ks: np.ndarray, batch: float) -> np.ndarray:
+def step_grid(
+    problem: Problem, members: np.ndarray, ks: np.ndarray, batch: float, context: float = 0.0
+) -> np.ndarray:
     """Step ms of every subset at every ``k``: ``members`` ``(B, N)``, ``ks`` ``(K,)`` ->
     ``(B, K)``, NaN where there is no step time. The same values as
     :func:`step_ms_or_nan` on every ``(subset, k)`` pair, computed once per subset
     (draft time) and once per table (searches call this)."""
-    serving = need_serving(problem)
-    members = np.atleast_2d(np.asarray(members, dtype=bool))
-    ks = np.atleast_1d(np.asarray(ks)).astype(float)
-    out = np.full((members.shape[0], ks.size), np.nan)
-    matched = np.zeros(members.shape[0], bool)
-    for t in serving.tables:
-        rows = np.all(members == t.members, axis=1)
-        if rows.any():
-            out[rows] = _table_step(t, ks, batch)[None, :]
-            matched |= rows
-    rest = ~matched
-    if not rest.any():
-        return out
-    mem = members[rest]
-    m = mem.sum(axis=1).astype(float)
-    spec = ks > 0
-    model = component_ms(
-        serving,
-        batch,
-        m[:, None] * ks[None, :] + 1.0,
-        ks[None, :],
-        drafting_ms(serving, mem, batch)[:, None],
-    )
-    model[(m == 0)[:, None] & spec[None, :]] = np.nan
-    out[rest] = np.where(spec[None, :], model, baseline_ms(serving, batch))
-    return out
+    return predictor(problem).grid(members, ks, float(batch), float(context))
 
 
 # ---------------------------------------------------------------- public interface
@@ -300,7 +180,9 @@ def _why(problem: Problem, members: np.ndarray, k: int, batch: float) -> str:
     )
 
 
-def step_ms(problem: Problem, members: np.ndarray, k: np.ndarray, batch: int) -> np.ndarray:
+def step_ms(
+    problem: Problem, members: np.ndarray, k: np.ndarray, batch: int, context: float = 0.0
+) -> np.ndarray:
     """Wall time of one decoding step, ms, at ``batch`` concurrent sequences.
 
     ``members`` ``(B, N)`` bool, ``k`` ``(B,)`` int ``>= 0`` (0: no speculation) ->
@@ -313,7 +195,7 @@ def step_ms(problem: Problem, members: np.ndarray, k: np.ndarray, batch: int) ->
         raise ValueError("members and k must have the same batch size")
     if np.any(k < 0):
         raise ParameterError("k", "must be >= 0")
-    out = step_ms_or_nan(problem, members, k, float(batch))
+    out = step_ms_or_nan(problem, members, k, float(batch), context)
     bad = np.flatnonzero(np.isnan(out))
     if bad.size:
         i = int(bad[0])
@@ -393,3 +275,25 @@ def serving_metrics(
     base = step_ms(problem, members, np.zeros_like(k), batch)
     e = bonus_expected(problem, members, k)
     return metrics_from(e, step, base, float(batch), need_serving(problem).gpu_cost_per_hour)
+
+
+__all__ = [
+    "SERVING_METRICS",
+    "baseline_ms",
+    "bonus_expected",
+    "component_ms",
+    "cost_per_mtok",
+    "draft_ms_at",
+    "drafting_ms",
+    "drafting_pass",
+    "metrics_from",
+    "need_serving",
+    "predictor",
+    "serving_metrics",
+    "speculative_ks",
+    "step_grid",
+    "step_ms",
+    "step_ms_or_nan",
+    "tokens_per_s",
+    "verify_ms_at",
+]

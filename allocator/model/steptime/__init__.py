@@ -1,7 +1,7 @@
 """Step-time predictors: one contract, one module per predictor, one registry.
 
 :class:`~allocator.model.steptime.base.StepTimePredictor` is the contract
-(docs/design.md §8); :data:`PREDICTORS` maps each predictor's ``name`` to its class, and
+(docs/design.md §8.12); :data:`PREDICTORS` maps each predictor's ``name`` to its class, and
 :func:`predictor_class` looks one up, refusing an unknown name with the known ones.
 """
 
@@ -9,16 +9,23 @@ from __future__ import annotations
 
 from ...exceptions import InputError
 from .base import AXES, StepInputs, StepTimePredictor, step_inputs
+from .component import ComponentPredictor
 from .roofline import RooflinePredictor
+from .serving import ServingPredictor, roofline_of
+from .tables import TablePredictor
 
 __all__ = [
     "AXES",
     "PREDICTORS",
+    "ComponentPredictor",
     "RooflinePredictor",
+    "ServingPredictor",
+    "TablePredictor",
     "StepInputs",
     "StepTimePredictor",
     "predictor_class",
     "register",
+    "roofline_of",
     "step_inputs",
 ]
 
@@ -48,4 +55,5 @@ def predictor_class(name: str, field: str = "serving.step_time") -> type[StepTim
     return PREDICTORS[name]
 
 
-register(RooflinePredictor)
+for _cls in (TablePredictor, ComponentPredictor, RooflinePredictor, ServingPredictor):
+    register(_cls)

@@ -1,4 +1,4 @@
-"""The step-time contract: one engine step's wall time, ms (docs/design.md §8).
+"""The step-time contract: one engine step's wall time, ms (docs/design.md §8.12).
 
 Every predictor of step time (measured tables, the component model, the roofline) is a
 :class:`StepTimePredictor`: a class with a registry ``name`` and one vectorised method,
@@ -36,7 +36,7 @@ AXES: tuple[str, ...] = ("decode_seqs", "k", "context", "prefill")
 
 
 class StepTimePredictor(abc.ABC):
-    """Wall time of one engine step, in ms (docs/design.md §8)."""
+    """Wall time of one engine step, in ms (docs/design.md §8.12)."""
 
     name: ClassVar[str]  # registry key, e.g. "roofline"
 

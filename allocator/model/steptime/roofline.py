@@ -1,5 +1,5 @@
 """The roofline step-time predictor: memory traffic against arithmetic, with context,
-prefill, mixture-of-experts coverage and drafting (docs/design.md §8).
+prefill, mixture-of-experts coverage and drafting (docs/design.md §8.12).
 
 **One pass** of a model over ``n`` tokens, for ``b`` decoding sequences of ``C`` cached
 tokens each and ``P`` prefilled prompt tokens (``n = b·t + P`` for the verifier, ``t``
