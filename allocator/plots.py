@@ -16,18 +16,15 @@ import io
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 import numpy as np
 
-from .exceptions import InfeasibleError, InputError, NotModelledError
+from .exceptions import InputError
 from .io.outputs import check_writable, write_atomic
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-if TYPE_CHECKING:
-    from .core.problem import Problem
 
 #: Output formats by file extension.
 FORMATS = {".png": "png", ".svg": "svg"}
@@ -262,32 +259,6 @@ def point_label(drafters: list[str] | tuple[str, ...], k: int) -> str:
     return f"{'+'.join(drafters)}, k={k}"
 
 
-def single_drafter_fronts(problem: Problem) -> dict:
-    """Each drafter's own front: ``problem`` restricted to that drafter alone.
-
-    Solved with the public API (``m = 1``, every other drafter excluded, the same
-    budget, cost metric and ``k`` range). Drafters excluded by the problem, or
-    whose every configuration breaks the budget, are left out. Returns
-    ``{name: SolveResult}``.
-    """
-    from .api import solve
-
-    out = {}
-    for i, name in enumerate(problem.names):
-        if problem.excluded[i]:
-            continue
-        alone = np.zeros(problem.n, bool)
-        alone[i] = True
-        sub = problem.replace(
-            name=f"{problem.name}/{name}", required=alone, excluded=~alone, m_min=1, m_max=1
-        )
-        try:
-            out[name] = solve(sub, strategy="exact")
-        except (InfeasibleError, NotModelledError):
-            continue
-    return out
-
-
 @_literal_text
 def plot_front(
     result,
@@ -302,10 +273,10 @@ def plot_front(
     """Draw the front of ``result`` (a :class:`~allocator.core.result.SolveResult`):
     throughput against its cost metric, each point labelled with its drafters and
     ``k``; the fronts in ``singles`` (``{name: SolveResult}``, e.g. from
-    :func:`single_drafter_fronts`) drawn faintly behind; ``budget``, the problem's cap
-    on the cost metric (same unit as the axis), as a dashed vertical line (widening the
-    axis to show it when it lies at most twice the axis' width to the right; further
-    out, the legend gives its value).
+    :func:`allocator.analysis.fronts.single_drafter_fronts`) drawn faintly behind;
+    ``budget``, the problem's cap on the cost metric (same unit as the axis), as a dashed
+    vertical line (widening the axis to show it when it lies at most twice the axis'
+    width to the right; further out, the legend gives its value).
 
     Every point is labelled where a label fits without overlapping another label, a
     point or the front's line (on a front of a few dozen points, all of them); the
