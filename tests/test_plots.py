@@ -13,6 +13,7 @@ import reference
 from typer.testing import CliRunner
 
 from allocator import solve
+from allocator.analysis.fronts import single_drafter_fronts
 from allocator.analysis.simulate import accepted_distribution
 from allocator.cli import app
 from allocator.core.problem import Problem
@@ -25,7 +26,6 @@ from allocator.plots import (
     plot_breakeven,
     plot_front,
     point_label,
-    single_drafter_fronts,
 )
 
 runner = CliRunner()

@@ -245,7 +245,8 @@ def _write_outputs(
     if csv_path and csv_path != "-":
         write_atomic(csv_path, front_csv(doc["front"]), "--csv")
     if plot_path:
-        from ..plots import plot_front, single_drafter_fronts
+        from ..analysis.fronts import single_drafter_fronts
+        from ..plots import plot_front
 
         plot_front(
             result,

@@ -1,0 +1,39 @@
+"""Each drafter's own front, for drawing beside the problem's front
+(``solve --plot``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.problem import Problem
+from ..core.result import SolveResult
+from ..exceptions import InfeasibleError, NotModelledError
+
+
+def single_drafter_fronts(problem: Problem) -> dict[str, SolveResult]:
+    """Each drafter's own front: ``problem`` restricted to that drafter alone.
+
+    Solved with the public API (``m = 1``, every other drafter excluded, the same
+    budget, cost metric and ``k`` range). Drafters excluded by the problem, or
+    whose every configuration breaks the budget, are left out. Returns
+    ``{name: SolveResult}``.
+    """
+    from ..api import solve
+
+    out = {}
+    for i, name in enumerate(problem.names):
+        if problem.excluded[i]:
+            continue
+        alone = np.zeros(problem.n, bool)
+        alone[i] = True
+        sub = problem.replace(
+            name=f"{problem.name}/{name}", required=alone, excluded=~alone, m_min=1, m_max=1
+        )
+        try:
+            out[name] = solve(sub, strategy="exact")
+        except (InfeasibleError, NotModelledError):
+            continue
+    return out
+
+
+__all__ = ["single_drafter_fronts"]

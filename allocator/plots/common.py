@@ -1,0 +1,121 @@
+"""What every picture shares: the output path check, a private Agg figure, saving PNG or
+SVG by extension, literal text (``$`` in a name is a dollar sign), the axis names, the
+front's staircase and the colours.
+
+matplotlib is imported inside the functions only, so importing this module (or
+:mod:`allocator.cli`) loads no matplotlib.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+import numpy as np
+
+from ..exceptions import InputError
+from ..io.outputs import check_writable, write_atomic
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+#: Output formats by file extension.
+FORMATS = {".png": "png", ".svg": "svg"}
+
+THROUGHPUT_LABEL = "throughput S = E_k / T  (accepted units per verifier-unit of time)"
+
+#: Axis names (with units) of the cost metrics of docs/design.md §2.5.
+COST_LABELS = {
+    "draft_cost_per_round": "draft cost per round, k·Σρ  (verifier-units of time)",
+    "draft_cost_per_token": "draft cost per accepted unit, k·Σρ / E_k  (verifier-units of time)",
+    "hosting_cost": "hosting cost, Σh  (the problem's hosting unit: GPUs, GiB, $/h, …)",
+    "drafters": "drafters pooled, m  (count)",
+    "cost_per_mtok": "$ per million tokens at the batch size, from serving.gpu_cost_per_hour",
+}
+
+
+def check_plot_path(path: str | Path, option: str = "plot") -> str:
+    """The matplotlib format of ``path`` (by extension); an ``InputError`` otherwise."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise InputError(option, f"unknown image format {suffix or '(none)'!r}: use .png or .svg")
+    check_writable(path, option)
+    return FORMATS[suffix]
+
+
+def literal_text(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run a plotting function with mathtext off: names and labels from a problem file
+    (``$x^$``) are drawn as written, never parsed as TeX."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        from matplotlib import rc_context
+
+        with rc_context({"text.parse_math": False}):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def figure(width: float, height: float):
+    """A new figure ``width`` × ``height`` inches at 100 dpi on its own Agg canvas (no
+    pyplot, no global backend change)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def save(fig, path: str | Path, fmt: str, option: str) -> None:
+    """Write ``fig`` to ``path`` in ``fmt`` (from :func:`check_plot_path`), atomically."""
+    from matplotlib import rc_context
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):  # drawn as written, whoever made the figure
+        text.set_parse_math(False)
+    buf = io.BytesIO()
+    meta = {"Software": None} if fmt == "png" else {"Date": None}
+    # SVG text stays text (searchable, selectable); hashsalt makes SVG ids reproducible
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "allocator"}):
+        fig.savefig(buf, format=fmt, dpi=100, metadata=meta)
+    write_atomic(path, buf.getvalue(), option)
+
+
+def draw_front(ax, cost: np.ndarray, thr: np.ndarray, label: str):
+    """Draw a front as black steps through its points, ``cost`` and ``thr`` ``(P,)``:
+    within a budget between two points, the cheaper point is the best there is.
+    Returns the line (its data are what was drawn)."""
+    (line,) = ax.plot(
+        cost,
+        thr,
+        "o-",
+        drawstyle="steps-post",
+        color="black",
+        lw=1.6,
+        ms=4.5,
+        label=label,
+        zorder=3,
+    )
+    return line
+
+
+def frame_points(ax) -> None:
+    """Leave room around the drawn points for their labels, then fix the axis limits so
+    that what is drawn or placed later does not move them."""
+    ax.margins(x=0.18, y=0.14)
+    ax.autoscale_view()
+    ax.set_xlim(ax.get_xlim())
+    ax.set_ylim(ax.get_ylim())
+
+
+def palette(n: int):
+    """``n`` distinct colours: tab10 for up to ten, tab20 (cycled) beyond."""
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]

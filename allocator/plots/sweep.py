@@ -1,0 +1,148 @@
+"""Sweeps: ``plan --sweep``'s throughput against hosting cost, and ``capacity
+--sweep-load``'s fleet cost against the load."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .common import (
+    COST_LABELS,
+    check_plot_path,
+    draw_front,
+    figure,
+    frame_points,
+    literal_text,
+    save,
+)
+from .labels import place_labels
+
+
+@literal_text
+def plot_sweep(
+    doc: dict, path: str | Path, *, title: str | None = None, option: str = "plot"
+) -> dict:
+    """Draw ``plan --sweep``'s front: overall throughput against hosting cost.
+
+    ``doc`` is the sweep's JSON document (``front``: points with ``hosting_cost``,
+    ``throughput``, ``hosted`` and ``single_throughput``). The front is a black
+    staircase (a cap between two points buys the cheaper plan), each point labelled with
+    the drafters hosted; the best *single* configuration for all traffic within the same
+    hosting cost is drawn faintly beside it, so the value of routing each workload shows.
+    Throughput in accepted units per verifier-unit of time; hosting cost in the problem's
+    own unit.
+
+    Returns ``cost``, ``throughput`` ``(P,)`` (read back from the front line),
+    ``single`` ``(cost (Q,), throughput (Q,))`` of the points that have one, ``labels``,
+    ``xlabel``, ``ylabel``, ``format``.
+    """
+    fmt = check_plot_path(path, option)
+    points = doc["front"]
+    n = len(points)
+    cost = np.array([p["hosting_cost"] for p in points], float)
+    thr = np.array([p["throughput"] for p in points], float)
+    fig = figure(11.0, min(12.0, max(6.0, 3.0 + 0.2 * n)))
+    fig.subplots_adjust(left=0.09, right=0.76, bottom=0.1, top=0.92)
+    ax = fig.add_subplot()
+    has = [i for i, p in enumerate(points) if p["single_throughput"] is not None]
+    (single_line,) = ax.plot(
+        cost[has],
+        [points[i]["single_throughput"] for i in has],
+        "s--",
+        color="C0",
+        alpha=0.5,
+        lw=1.2,
+        ms=4,
+        drawstyle="steps-post",
+        label="one config for all traffic",
+        zorder=2,
+    )
+    front_line = draw_front(ax, cost, thr, "plan: routing per workload")
+    ax.set_xlabel(COST_LABELS["hosting_cost"])
+    ax.set_ylabel("overall throughput 1 / Σ_w p_w / S_w  (accepted units per verifier-unit)")
+    ax.set_title(
+        title
+        or f"{doc.get('problem', '')}: {n} plan(s) on the front of throughput against hosting cost",
+        loc="left",
+        fontsize=11,
+    )
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    frame_points(ax)
+    placed = place_labels(ax, cost, thr, ["+".join(p["hosted"]) or "(none)" for p in points])
+    save(fig, path, fmt, option)
+    xs, ys = front_line.get_data()
+    sx, sy = single_line.get_data()
+    return {
+        "cost": np.asarray(xs, float),
+        "throughput": np.asarray(ys, float),
+        "single": (np.asarray(sx, float), np.asarray(sy, float)),
+        "labels": [p.text for p in placed],
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }
+
+
+@literal_text
+def plot_capacity_sweep(
+    loads,
+    with_speculation,
+    without_speculation,
+    path: str | Path,
+    *,
+    crossings: list[dict] | None = None,
+    itl_ms: float = float("inf"),
+    option: str = "plot",
+) -> dict:
+    """Draw the fleet's $/h against the load, with and without speculation.
+
+    ``loads`` ``(L,)`` tokens/s ascending; ``with_speculation``, ``without_speculation``
+    ``(L,)`` $/h of the cheapest fleet of each side (NaN where none meets the latency
+    target: a gap in that line). Both are step functions of the load (whole replicas),
+    drawn as steps. ``crossings`` (from :func:`allocator.analysis.fleet.crossings`)
+    are marked where the cheaper side changes.
+
+    Returns ``loads``, ``with_speculation``, ``without_speculation`` (read back from the
+    lines), ``crossings`` (the marked loads), ``xlabel``, ``ylabel``, ``format``.
+    """
+    fmt = check_plot_path(path, option)
+    x = np.asarray(loads, float)
+    a = np.asarray(with_speculation, float)
+    b = np.asarray(without_speculation, float)
+    fig = figure(8.5, 5.2)
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.9)
+    ax = fig.add_subplot()
+    (la,) = ax.step(x, a, where="post", color="C0", lw=2, label="with speculation")
+    (lb,) = ax.step(x, b, where="post", color="C1", lw=2, ls="--", label="without speculation")
+    marked = []
+    for c in crossings or []:
+        at = float(c["to_tokens_per_s"])
+        marked.append(at)
+        ax.axvline(at, color="C3", ls=":", lw=1)
+        ax.annotate(
+            f"{c['cheaper']} cheaper\nfrom {at:,.6g} tokens/s",
+            (at, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -28),
+            textcoords="offset points",
+            fontsize=8,
+            color="C3",
+        )
+    ax.set_xlabel("load, generated tokens/s over the fleet")
+    ax.set_ylabel("cost of the cheapest fleet, $/h")
+    target = f"itl ≤ {itl_ms:g} ms" if np.isfinite(itl_ms) else "no latency target"
+    ax.set_title(f"Fleet cost against load ({target})", loc="left")
+    ax.grid(True, lw=0.4, alpha=0.5)
+    ax.legend(loc="upper left", fontsize=8)
+    save(fig, path, fmt, option)
+    return {
+        "loads": np.asarray(la.get_xdata(), float),
+        "with_speculation": np.asarray(la.get_ydata(), float),
+        "without_speculation": np.asarray(lb.get_ydata(), float),
+        "crossings": marked,
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }
