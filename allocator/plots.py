@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 import numpy as np
 
 from .exceptions import InfeasibleError, InputError, NotModelledError
-from .io.outputs import check_writable, write_atomic
+from .io.staged import check_writable, write_atomic
 
 P = ParamSpec("P")
 R = TypeVar("R")
