@@ -1,4 +1,5 @@
-"""The public Python API: load a problem, solve it, evaluate one configuration. Each function returns a dataclass whose ``to_dict()`` is the command's
+"""The public Python API: load a problem, solve it, evaluate one configuration, plan
+mixed traffic. Each function returns a dataclass whose ``to_dict()`` is the command's
 JSON document (docs/design.md §6)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .exceptions import InputError, ParameterError
 from .search import make_strategy
 
 if TYPE_CHECKING:
+    from .analysis.plan import Plan, PlanSweep
     from .analysis.uncertainty import Progress
 
 
@@ -164,3 +166,68 @@ def export_point(
     text, notes = engine_settings(engine, chosen, problem.drafter_map)
     warning = convention_warning(problem.convention)
     return text, [*notes, *([warning] if warning else [])]
+
+
+def plan(
+    problem: Problem | str | Path,
+    budget: dict[str, float] | None = None,
+    *,
+    max_candidates: int | None = None,
+    time_limit: float | None = None,
+    batch: int | None = None,
+) -> Plan:
+    """``plan``: the drafters to host and each workload's subset and ``k``
+    (:func:`allocator.analysis.plan.make_plan`, docs/design.md §4.6). ``budget``
+    replaces caps of the problem's; ``max_candidates`` (default
+    :data:`allocator.analysis.plan.MAX_CANDIDATES`) caps the candidates kept per
+    workload; ``time_limit`` (s) bounds the solver per plan; ``batch``: sequences each
+    replica must still hold beside the hosted drafters."""
+    from .analysis.plan import MAX_CANDIDATES, make_plan
+
+    if not isinstance(problem, Problem):
+        problem = load(problem)
+    return make_plan(
+        problem,
+        budget,
+        max_candidates=MAX_CANDIDATES if max_candidates is None else max_candidates,
+        time_limit=time_limit,
+        batch=batch,
+    )
+
+
+def sweep_hosting(
+    problem: Problem | str | Path,
+    caps: np.ndarray | None = None,
+    budget: dict[str, float] | None = None,
+    *,
+    max_candidates: int | None = None,
+    time_limit: float | None = None,
+) -> PlanSweep:
+    """``plan --sweep``: the front of plans' throughput against hosting cost, under each
+    hosting cap of ``caps`` (``(S,)``) or, with ``None``, every distinct achievable
+    hosting cost (:func:`allocator.analysis.plan.sweep_hosting`). Other arguments as
+    :func:`plan`."""
+    from .analysis.plan import MAX_CANDIDATES
+    from .analysis.plan import sweep_hosting as sweep
+
+    if not isinstance(problem, Problem):
+        problem = load(problem)
+    return sweep(
+        problem,
+        caps,
+        budget,
+        max_candidates=MAX_CANDIDATES if max_candidates is None else max_candidates,
+        time_limit=time_limit,
+    )
+
+
+def export_plan(problem: Problem, plan: Plan, engine: str) -> tuple[dict, list[str]]:
+    """``plan --export``: ``plan`` as one JSON document of ``engine``'s settings per
+    workload route and the hosted set (:func:`allocator.engines.export_plan`), and the
+    notes that go with it (the plan's own notes are not among them)."""
+    from .engines import convention_warning
+    from .engines import export_plan as engine_plan
+
+    settings, notes = engine_plan(engine, plan.to_dict(), problem.drafter_map)
+    warning = convention_warning(problem.convention)
+    return settings, [*notes, *([warning] if warning else [])]
