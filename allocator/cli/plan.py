@@ -29,7 +29,7 @@ from .ranges import parse_hosting_range
 # ----------------------------------------------------------------- option parsing
 
 
-def parse_budget(items: list[str] | None) -> dict[str, float]:
+def _parse_budget(items: list[str] | None) -> dict[str, float]:
     """``METRIC=VALUE`` items into caps."""
     caps: dict[str, float] = {}
     for item in items or []:
@@ -52,7 +52,7 @@ def parse_budget(items: list[str] | None) -> dict[str, float]:
     return caps
 
 
-def parse_sweep(text: str) -> np.ndarray | None:
+def _parse_sweep(text: str) -> np.ndarray | None:
     """``hosting_cost=LO:HI:STEPS`` into caps, or ``hosting_cost`` alone into ``None``."""
     name, sep, rng = text.partition("=")
     if name.strip() != "hosting_cost":
@@ -69,7 +69,7 @@ def _fmt(x: float | None, spec: str = ".6f") -> str:
     return "—" if x is None else format(x, spec)
 
 
-def plan_table(doc: dict) -> Table:
+def _plan_table(doc: dict) -> Table:
     gain = doc["routing_gain"]
     single = doc["single"]
     title = (
@@ -99,7 +99,7 @@ def plan_table(doc: dict) -> Table:
     return t
 
 
-def sweep_table(doc: dict) -> Table:
+def _sweep_table(doc: dict) -> Table:
     title = (
         f"{doc['problem']}: throughput against hosting cost, {len(doc['front'])} point(s)"
         f" ({'every distinct hosting cost' if doc['auto'] else str(len(doc['steps'])) + ' caps'}, "
@@ -121,7 +121,7 @@ def sweep_table(doc: dict) -> Table:
 
 # ----------------------------------------------------------------- command
 
-BudgetOption = typer.Option(
+_BUDGET_OPTION = typer.Option(
     None,
     "--budget",
     help="METRIC=VALUE, replacing the problem's cap on METRIC (repeatable), e.g. hosting_cost=8.",
@@ -134,7 +134,7 @@ BudgetOption = typer.Option(
 def plan(
     problem: Path = ProblemArg,
     json_path: str = JsonOption,
-    budget: list[str] = BudgetOption,
+    budget: list[str] = _BUDGET_OPTION,
     sweep: str = typer.Option(
         None,
         "--sweep",
@@ -192,22 +192,22 @@ def plan(
         if sweep is None:
             raise InputError("--plot", "draws the front of --sweep: give --sweep hosting_cost")
         check_plot_path(plot_path, "--plot")
-    caps = parse_budget(budget)
-    levels = parse_sweep(sweep) if sweep is not None else False
+    caps = _parse_budget(budget)
+    levels = _parse_sweep(sweep) if sweep is not None else False
     prob = api.load(problem)
     result: Plan | PlanSweep
     if levels is False:
         result = api.plan(
             prob, caps, max_candidates=max_candidates, time_limit=time_limit, batch=batch
         )
-        table = plan_table
+        table = _plan_table
     else:
         if batch is not None:
             raise InputError("--batch", "applies to one plan, not to --sweep")
         result = api.sweep_hosting(
             prob, levels, caps, max_candidates=max_candidates, time_limit=time_limit
         )
-        table = sweep_table
+        table = _sweep_table
     doc = result.to_dict()
     if export is not None:
         assert isinstance(result, Plan)  # --export is refused with --sweep

@@ -112,7 +112,7 @@ def solve(
     precheck_outputs(json=json_path, csv=csv_path)
     if json_path == "-" and csv_path == "-":
         raise InputError("--csv", "stdout ('-') is already taken by --json -")
-    check_options(samples, robust, export, pick, json_path)
+    _check_options(samples, robust, export, pick, json_path)
     if plot_path:
         from ..plots import check_plot_path
 
@@ -157,7 +157,7 @@ def solve(
         out.print(uncertainty_table(doc["uncertainty"]))
 
 
-def check_options(samples, robust, export, pick, json_path) -> None:
+def _check_options(samples, robust, export, pick, json_path) -> None:
     """Refuse option combinations that make no sense, before any work."""
     if samples is not None and not 1 <= samples <= MAX_SAMPLES:
         raise InputError("--samples", f"must be in 1..{MAX_SAMPLES:,}")
