@@ -1,17 +1,23 @@
-"""The public Python API: load a problem, solve it, evaluate one configuration."""
+"""The public Python API: load a problem, solve it, evaluate one configuration, plan
+mixed traffic. Each function returns a dataclass whose ``to_dict()`` is the command's
+JSON document (docs/design.md §6)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .core.problem import MAX_K, SERVING_COST_METRICS, Problem
-from .core.result import Front, SolveResult
+from .core.result import Point, SolveResult
 from .exceptions import InputError, ParameterError
-from .model.evaluate import evaluate_configs
 from .search import make_strategy
+
+if TYPE_CHECKING:
+    from .analysis.plan import Plan, PlanSweep
+    from .analysis.uncertainty import Progress
 
 
 def load(path: str | Path, *, check_search: bool = True) -> Problem:
@@ -36,6 +42,9 @@ def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> So
     result = chosen.solve(problem)
     result.seconds = time.perf_counter() - t0
     result.notes[:0] = notes
+    from .analysis.limits import limit_notes
+
+    result.notes.extend(limit_notes(problem, result))
     return result
 
 
@@ -74,58 +83,151 @@ def evaluate(
     k: int,
     field: str = "drafters",
     batch: int | None = None,
-) -> dict:
-    """Every metric of one configuration, as the point dict of docs/design.md §6.
+) -> Point:
+    """Every metric of one configuration: the point of docs/design.md §6
+    (:func:`allocator.model.point.evaluate_point`; ``point["throughput"]``, ``to_dict()``).
 
     With ``batch`` (the problem needs a ``serving`` section) the point also holds the
     serving metrics at that many concurrent sequences (:mod:`allocator.model.serving`),
     and ``k = 0`` is allowed: decoding without speculation (``drafters`` is then
     ignored and reported empty; its model metrics are one token per plain
-    verification pass, no draft cost).
+    verification pass, no draft cost). ``field`` names ``drafters`` in errors.
     """
+    from .model.point import evaluate_point
+
     needs_batch(problem, batch)
     if k > MAX_K:
-        raise ParameterError("k" if field.startswith("--") else "k", f"must be at most {MAX_K:,}")
+        raise ParameterError("k", f"must be at most {MAX_K:,}")
     if batch is None:
         if k < 1:
             raise ParameterError("k", "must be >= 1 (k = 0, no speculation, needs --batch)")
-        members = problem.mask(drafters, field)[None, :]
-        metrics = evaluate_configs(problem, members, np.array([k]))
-        front = Front(members, np.array([k]), metrics, problem.cost_metric)
-        return front.point(0, problem.names)
-    from .model.serving import serving_metrics
-    from .model.timing import verify_time
-
+        return evaluate_point(problem, problem.mask(drafters, field), k)
     if problem.serving is None:
         raise InputError(
             "serving", "--batch needs a serving section in the problem (step times by batch)"
         )
     if k < 0:
         raise ParameterError("k", "must be >= 0")
-    if k == 0:
-        members = np.zeros((1, problem.n), bool)
-        t = verify_time(np.zeros(1), problem.pass_cost, problem.token_cost, problem.pass_cost_curve)
-        t1 = float(np.asarray(t).ravel()[0])
-        zero = np.zeros(1)
-        metrics = {
-            "throughput": np.array([1.0 / t1]),
-            "expected_accepted": np.ones(1),
-            "pooled_acceptance": zero,
-            "round_time": np.array([t1]),
-            "draft_cost_per_round": zero,
-            "draft_cost_per_token": zero,
-            "hosting_cost": zero,
-            "drafters": zero,
-        }
-    else:
-        members = problem.mask(drafters, field)[None, :]
-    # the step time first: an unmeasured k fails here, before the model builds its
-    # acceptance curves up to k (which for a huge k would take all memory)
-    sm = serving_metrics(problem, members, np.array([k]), batch)
-    if k > 0:
-        metrics = evaluate_configs(problem, members, np.array([k]))
-    metrics["tokens_per_step"] = sm.pop("expected_accepted")
-    metrics.update(sm)
-    metrics["batch"] = np.array([float(batch)])
-    front = Front(members, np.array([k]), metrics, problem.cost_metric)
-    return front.point(0, problem.names)
+    members = np.zeros(problem.n, bool) if k == 0 else problem.mask(drafters, field)
+    return evaluate_point(problem, members, k, batch)
+
+
+# ----------------------------------------------------- uncertainty, exports, plans
+
+#: Posterior draws of :func:`sample_uncertainty` when only a robust quantile is given.
+DEFAULT_SAMPLES = 200
+#: Most posterior draws :func:`sample_uncertainty` takes (each draw re-solves the problem).
+MAX_SAMPLES = 100_000
+
+
+def sample_uncertainty(
+    problem: Problem,
+    result: SolveResult,
+    samples: int | None = None,
+    robust: float | None = None,
+    *,
+    seed: int = 0,
+    progress: Progress | None = None,
+) -> SolveResult:
+    """``solve --samples N [--robust Q]``: ``result`` re-examined on ``samples`` posterior
+    draws of the acceptance intervals (docs/design.md §4.7;
+    :func:`allocator.analysis.uncertainty.analyse`).
+
+    The returned result carries the analysis (its ``to_dict()`` has the ``uncertainty``
+    object); with ``robust`` its front is the ``robust``-quantile front (``exact:
+    false``, a note says so). ``samples`` defaults to :data:`DEFAULT_SAMPLES`;
+    ``progress(done, total, None)`` counts evaluations (configuration x draw).
+    """
+    from .analysis.uncertainty import analyse
+
+    if samples is not None and not 1 <= samples <= MAX_SAMPLES:
+        raise ParameterError("samples", f"must be in 1..{MAX_SAMPLES:,}")
+    n = DEFAULT_SAMPLES if samples is None else samples
+    try:
+        report = analyse(problem, result.front, n, seed=seed, quantile=robust, progress=progress)
+    except ParameterError as exc:  # name the parameter given, not the one implied
+        if samples is None and exc.field == "samples":
+            raise ParameterError("robust", exc.message) from None
+        raise
+    return result.with_uncertainty(report)
+
+
+def export_point(
+    problem: Problem, result: SolveResult, engine: str, pick: int | None = None
+) -> tuple[str, list[str]]:
+    """``solve --export``: front point ``pick`` (1-based; default the one of most
+    throughput) as ``engine``'s settings (``vllm``: ``--speculative-config`` JSON,
+    ``sglang``: shell-quoted flags; one line), and the notes that go with them
+    (:func:`allocator.engines.export_point`)."""
+    from .engines import convention_warning, pick_point
+    from .engines import export_point as engine_settings
+
+    chosen = pick_point(result.points(), pick)
+    text, notes = engine_settings(engine, chosen, problem.drafter_map)
+    warning = convention_warning(problem.convention)
+    return text, [*notes, *([warning] if warning else [])]
+
+
+def plan(
+    problem: Problem | str | Path,
+    budget: dict[str, float] | None = None,
+    *,
+    max_candidates: int | None = None,
+    time_limit: float | None = None,
+    batch: int | None = None,
+) -> Plan:
+    """``plan``: the drafters to host and each workload's subset and ``k``
+    (:func:`allocator.analysis.plan.make_plan`, docs/design.md §4.6). ``budget``
+    replaces caps of the problem's; ``max_candidates`` (default
+    :data:`allocator.analysis.plan.MAX_CANDIDATES`) caps the candidates kept per
+    workload; ``time_limit`` (s) bounds the solver per plan; ``batch``: sequences each
+    replica must still hold beside the hosted drafters."""
+    from .analysis.plan import MAX_CANDIDATES, make_plan
+
+    if not isinstance(problem, Problem):
+        problem = load(problem)
+    return make_plan(
+        problem,
+        budget,
+        max_candidates=MAX_CANDIDATES if max_candidates is None else max_candidates,
+        time_limit=time_limit,
+        batch=batch,
+    )
+
+
+def sweep_hosting(
+    problem: Problem | str | Path,
+    caps: np.ndarray | None = None,
+    budget: dict[str, float] | None = None,
+    *,
+    max_candidates: int | None = None,
+    time_limit: float | None = None,
+) -> PlanSweep:
+    """``plan --sweep``: the front of plans' throughput against hosting cost, under each
+    hosting cap of ``caps`` (``(S,)``) or, with ``None``, every distinct achievable
+    hosting cost (:func:`allocator.analysis.plan.sweep_hosting`). Other arguments as
+    :func:`plan`."""
+    from .analysis.plan import MAX_CANDIDATES
+    from .analysis.plan import sweep_hosting as sweep
+
+    if not isinstance(problem, Problem):
+        problem = load(problem)
+    return sweep(
+        problem,
+        caps,
+        budget,
+        max_candidates=MAX_CANDIDATES if max_candidates is None else max_candidates,
+        time_limit=time_limit,
+    )
+
+
+def export_plan(problem: Problem, plan: Plan, engine: str) -> tuple[dict, list[str]]:
+    """``plan --export``: ``plan`` as one JSON document of ``engine``'s settings per
+    workload route and the hosted set (:func:`allocator.engines.export_plan`), and the
+    notes that go with it (the plan's own notes are not among them)."""
+    from .engines import convention_warning
+    from .engines import export_plan as engine_plan
+
+    settings, notes = engine_plan(engine, plan.to_dict(), problem.drafter_map)
+    warning = convention_warning(problem.convention)
+    return settings, [*notes, *([warning] if warning else [])]

@@ -394,12 +394,12 @@ def test_requests_outside_the_tables(tmp_path, args):
 def test_huge_k_is_refused_before_the_model_runs(tmp_path, monkeypatch):
     """evaluate --k 1000000000 --batch 4 must say the table stops at k = 7, not build
     acceptance curves a billion long first (it ran out of memory)."""
-    import allocator.api
+    import allocator.model.point
 
     def never(*_args, **_kw):
         raise AssertionError("the model ran before the step-time check")
 
-    monkeypatch.setattr(allocator.api, "evaluate_configs", never)
+    monkeypatch.setattr(allocator.model.point, "evaluate_configs", never)
     path = write(tmp_path, measured())
     r = runner.invoke(app, ["evaluate", str(path), "-d", "eagle", "-k", "1000000000", "-b", "4"])
     assert r.exit_code == 2, r.output

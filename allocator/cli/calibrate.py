@@ -10,7 +10,7 @@ from rich.table import Table
 
 from .. import api
 from ..exceptions import InputError
-from ..io.outputs import write_atomic
+from ..io.staged import write_atomic
 from . import app
 from .common import JsonOption, emit_json, handles_input_errors, out, precheck_outputs
 

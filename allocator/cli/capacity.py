@@ -14,7 +14,6 @@ from .. import api
 from ..analysis.fleet import (
     CapacityResult,
     LoadSweep,
-    parse_load_range,
     serving_grid,
     size_fleet,
     size_routes,
@@ -31,6 +30,7 @@ from .common import (
     out,
     precheck_outputs,
 )
+from .ranges import parse_load_range
 
 
 def _fmt(x: float | None, spec: str = ".4g") -> str:

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from ..exceptions import InputError, ParameterError, SolverError
 from ..io.inputs import recording_inputs
-from ..io.outputs import check_writable, stage_stdout, staged_outputs, to_json, write_atomic
+from ..io.staged import check_writable, stage_stdout, staged_outputs, to_json, write_atomic
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -107,7 +107,7 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
     names a parameter (:func:`flag_field`); a :class:`~allocator.exceptions.SolverError`
     becomes the same one line with exit status 1. Inside, every output file
     is only prepared and put in place once the whole command has succeeded
-    (:func:`~allocator.io.outputs.staged_outputs`), no output may overwrite a file the
+    (:func:`~allocator.io.staged.staged_outputs`), no output may overwrite a file the
     command read, and tables (``out``) and notes (:func:`note`) wait for success.
     """
 

@@ -11,7 +11,7 @@ from ..core.methods import METHODS
 from ..estimate import FORMATS, MIN_TRIALS, estimate, problem_text, read_costs
 from ..estimate.problem_file import parse_assignments
 from ..exceptions import InputError
-from ..io.outputs import write_atomic
+from ..io.staged import write_atomic
 from ..model.acceptance import CONVENTIONS
 from . import app
 from .common import JsonOption, emit_json, handles_input_errors, note, out, precheck_outputs

@@ -8,7 +8,6 @@ import typer
 
 from .. import api
 from ..core.problem import MAX_K
-from ..io.outputs import point_document
 from . import app
 from .common import (
     JsonOption,
@@ -65,7 +64,7 @@ def evaluate(
         if names:
             note("note: --drafters ignored at k = 0 (no speculation)")
         names = []
-    point = point_document(api.evaluate(prob, names, k, field="--drafters", batch=batch))
+    point = api.evaluate(prob, names, k, field="--drafters", batch=batch).to_dict()
     if json_path == "-":
         emit_json(point, "-")
         return

@@ -5,15 +5,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import typer
-from pydantic import BaseModel
 from rich.table import Table
 
 from .. import api
-from ..analysis.plan import MAX_CANDIDATES, Plan, PlanSweep, make_plan, parse_caps, sweep_hosting
+from ..analysis.plan import MAX_CANDIDATES, Plan, PlanSweep
 from ..core.problem import COST_METRICS
-from ..core.result import Front
-from ..engines import TARGETS, convention_warning, export_plan
+from ..engines import TARGETS
 from ..exceptions import InputError
 from . import app
 from .common import (
@@ -25,199 +24,12 @@ from .common import (
     out,
     precheck_outputs,
 )
-
-# ----------------------------------------------------------------- JSON documents
-
-
-class WorkloadOut(BaseModel):
-    """One workload's configuration and its metrics on its own traffic."""
-
-    name: str
-    weight: float
-    drafters: list[str]
-    m: int
-    k: int
-    throughput: float
-    single_throughput: float | None
-    expected_accepted: float
-    pooled_acceptance: float
-    round_time: float
-    draft_cost_per_round: float
-    draft_cost_per_token: float
-    hosting_cost: float
-
-
-class SingleOut(BaseModel):
-    """The best single configuration for all traffic under the same budget."""
-
-    drafters: list[str]
-    m: int
-    k: int
-    throughput: float
-    hosting_cost: float
-
-
-class CandidatesOut(BaseModel):
-    enumerated: dict[str, int]
-    pruned: dict[str, int]
-    kept: dict[str, int]
-    cut: bool
-
-
-class PlanOut(BaseModel):
-    """``plan --json``: one object."""
-
-    problem: str
-    status: str
-    exact: bool
-    gap: float | None
-    budget: dict[str, float]
-    throughput: float
-    hosted: list[str]
-    hosting_cost: float
-    single: SingleOut | None
-    routing_gain: float | None
-    workloads: list[WorkloadOut]
-    candidates: CandidatesOut
-    seconds: float
-    notes: list[str] = []
-
-
-class SweepPointOut(BaseModel):
-    hosting_cost: float
-    throughput: float
-    hosted: list[str]
-    single_throughput: float | None
-    status: str
-    exact: bool
-    gap: float | None
-    workloads: list[WorkloadOut]
-
-
-class SweepStepOut(BaseModel):
-    """One hosting cap solved (``cap`` null: no cap) and the plan's cost and throughput."""
-
-    cap: float | None
-    hosting_cost: float | None
-    throughput: float | None
-
-
-class SweepOut(BaseModel):
-    """``plan --sweep --json``: the front of throughput against hosting cost."""
-
-    problem: str
-    metric: str
-    auto: bool
-    exact: bool
-    front: list[SweepPointOut]
-    steps: list[SweepStepOut]
-    seconds: float
-    notes: list[str] = []
-
-
-def _names(names, mask) -> list[str]:
-    return [n for n, on in zip(names, mask, strict=True) if on]
-
-
-def _gap(plan: Plan) -> float | None:
-    return None if math.isnan(plan.gap) else plan.gap
-
-
-def _workloads(plan: Plan, single: int | None) -> list[WorkloadOut]:
-    per = None if single is None else plan.single_front.per_workload[single]
-    # one point per workload; its `cost` key (the hosting cost again) is not a field here
-    configs = Front(plan.members, plan.k, plan.metrics, "hosting_cost")
-    return [
-        WorkloadOut(
-            name=name,
-            weight=float(plan.weights[w]),
-            single_throughput=None if per is None else float(per[w]),
-            **configs.point(w, plan.names),
-        )
-        for w, name in enumerate(plan.workloads)
-    ]
-
-
-def plan_document(plan: Plan) -> dict:
-    s = plan.single_front
-    single = (
-        None
-        if plan.single is None
-        else SingleOut(
-            drafters=_names(plan.names, s.members[plan.single]),
-            m=int(s.members[plan.single].sum()),
-            k=int(s.k[plan.single]),
-            throughput=float(s.throughput[plan.single]),
-            hosting_cost=float(s.hosting_cost[plan.single]),
-        )
-    )
-    c = plan.candidates
-    return PlanOut(
-        problem=plan.problem,
-        status=plan.status,
-        exact=plan.exact,
-        gap=_gap(plan),
-        budget=plan.budget,
-        throughput=plan.throughput,
-        hosted=_names(plan.names, plan.hosted),
-        hosting_cost=plan.hosting_cost,
-        single=single,
-        routing_gain=None if single is None else plan.throughput / single.throughput - 1.0,
-        workloads=_workloads(plan, plan.single),
-        candidates=CandidatesOut(
-            **{
-                key: dict(zip(plan.workloads, map(int, getattr(c, key)), strict=True))
-                for key in ("enumerated", "pruned", "kept")
-            },
-            cut=c.cut,
-        ),
-        seconds=round(plan.seconds, 6),
-        notes=plan.notes,
-    ).model_dump()
-
-
-def sweep_document(sweep: PlanSweep) -> dict:
-    front = []
-    for p in sweep.front:
-        single = p.single_front.best_within(p.hosting_cost)
-        front.append(
-            SweepPointOut(
-                hosting_cost=p.hosting_cost,
-                throughput=p.throughput,
-                hosted=_names(p.names, p.hosted),
-                single_throughput=None
-                if single is None
-                else float(p.single_front.throughput[single]),
-                status=p.status,
-                exact=p.exact,
-                gap=_gap(p),
-                workloads=_workloads(p, single),
-            )
-        )
-    steps = [
-        SweepStepOut(
-            cap=cap if math.isfinite(cap) else None,
-            hosting_cost=None if p is None else p.hosting_cost,
-            throughput=None if p is None else p.throughput,
-        )
-        for cap, p in sweep.steps
-    ]
-    return SweepOut(
-        problem=sweep.problem,
-        metric="hosting_cost",
-        auto=sweep.auto,
-        exact=sweep.exact,
-        front=front,
-        steps=steps,
-        seconds=round(sweep.seconds, 6),
-        notes=sweep.notes,
-    ).model_dump()
-
+from .ranges import parse_hosting_range
 
 # ----------------------------------------------------------------- option parsing
 
 
-def parse_budget(items: list[str] | None) -> dict[str, float]:
+def _parse_budget(items: list[str] | None) -> dict[str, float]:
     """``METRIC=VALUE`` items into caps."""
     caps: dict[str, float] = {}
     for item in items or []:
@@ -240,21 +52,14 @@ def parse_budget(items: list[str] | None) -> dict[str, float]:
     return caps
 
 
-def parse_sweep(text: str):
+def _parse_sweep(text: str) -> np.ndarray | None:
     """``hosting_cost=LO:HI:STEPS`` into caps, or ``hosting_cost`` alone into ``None``."""
     name, sep, rng = text.partition("=")
     if name.strip() != "hosting_cost":
         raise InputError("--sweep", "only hosting_cost can be swept: hosting_cost=LO:HI:STEPS")
     if not sep:
         return None
-    parts = rng.split(":")
-    try:
-        lo, hi, steps = float(parts[0]), float(parts[1]), int(parts[2])
-        if len(parts) != 3:
-            raise ValueError
-    except (ValueError, IndexError):
-        raise InputError("--sweep", f"expected hosting_cost=LO:HI:STEPS, got {text!r}") from None
-    return parse_caps(lo, hi, steps)
+    return parse_hosting_range(rng, text)
 
 
 # ----------------------------------------------------------------- tables
@@ -264,7 +69,7 @@ def _fmt(x: float | None, spec: str = ".6f") -> str:
     return "—" if x is None else format(x, spec)
 
 
-def plan_table(doc: dict) -> Table:
+def _plan_table(doc: dict) -> Table:
     gain = doc["routing_gain"]
     single = doc["single"]
     title = (
@@ -294,7 +99,7 @@ def plan_table(doc: dict) -> Table:
     return t
 
 
-def sweep_table(doc: dict) -> Table:
+def _sweep_table(doc: dict) -> Table:
     title = (
         f"{doc['problem']}: throughput against hosting cost, {len(doc['front'])} point(s)"
         f" ({'every distinct hosting cost' if doc['auto'] else str(len(doc['steps'])) + ' caps'}, "
@@ -316,7 +121,7 @@ def sweep_table(doc: dict) -> Table:
 
 # ----------------------------------------------------------------- command
 
-BudgetOption = typer.Option(
+_BUDGET_OPTION = typer.Option(
     None,
     "--budget",
     help="METRIC=VALUE, replacing the problem's cap on METRIC (repeatable), e.g. hosting_cost=8.",
@@ -329,7 +134,7 @@ BudgetOption = typer.Option(
 def plan(
     problem: Path = ProblemArg,
     json_path: str = JsonOption,
-    budget: list[str] = BudgetOption,
+    budget: list[str] = _BUDGET_OPTION,
     sweep: str = typer.Option(
         None,
         "--sweep",
@@ -387,28 +192,28 @@ def plan(
         if sweep is None:
             raise InputError("--plot", "draws the front of --sweep: give --sweep hosting_cost")
         check_plot_path(plot_path, "--plot")
-    caps = parse_budget(budget)
-    levels = parse_sweep(sweep) if sweep is not None else False
+    caps = _parse_budget(budget)
+    levels = _parse_sweep(sweep) if sweep is not None else False
     prob = api.load(problem)
     result: Plan | PlanSweep
     if levels is False:
-        result = make_plan(
+        result = api.plan(
             prob, caps, max_candidates=max_candidates, time_limit=time_limit, batch=batch
         )
-        doc, table = plan_document(result), plan_table
+        table = _plan_table
     else:
         if batch is not None:
             raise InputError("--batch", "applies to one plan, not to --sweep")
-        result = sweep_hosting(
+        result = api.sweep_hosting(
             prob, levels, caps, max_candidates=max_candidates, time_limit=time_limit
         )
-        doc, table = sweep_document(result), sweep_table
+        table = _sweep_table
+    doc = result.to_dict()
     if export is not None:
-        drafters = prob.drafter_map
-        settings, notes = export_plan(export, doc, drafters)
+        assert isinstance(result, Plan)  # --export is refused with --sweep
+        settings, notes = api.export_plan(prob, result, export)
         emit_json(doc, json_path)
-        warning = convention_warning(prob.convention)
-        for message in [*doc["notes"], *notes, *([warning] if warning else [])]:
+        for message in [*doc["notes"], *notes]:
             note(message)
         emit_json(settings, "-")
         return

@@ -1,4 +1,5 @@
-"""Rich tables for people; JSON and CSV are in :mod:`allocator.io.outputs`."""
+"""Rich tables for people; the JSON documents are the results' ``to_dict()``
+(:mod:`allocator.io.documents`), files and CSV in :mod:`allocator.io.staged`."""
 
 from __future__ import annotations
 
@@ -56,4 +57,36 @@ def point_table(point: dict) -> Table:
         if key in ("drafters", "cost"):
             continue
         t.add_row(key, f"{v:.9g}" if isinstance(v, float) else ("-" if v is None else str(v)))
+    return t
+
+
+def uncertainty_table(doc: dict) -> Table:
+    """``solve --samples``: the ``uncertainty`` object of the solve document as a table."""
+    q = doc["robust_quantile"]
+    t = Table(
+        title=f"over {doc['samples']} posterior draws (seed {doc['seed']}) of "
+        + ", ".join(doc["resampled"]),
+        title_justify="left",
+    )
+    for col in ("#", "drafters", "k", "optimal", "p05", "p50", "p95"):
+        t.add_column(col, justify="left" if col == "drafters" else "right")
+    if q is not None:
+        t.add_column(f"q{q:g}", justify="right")
+    for i, p in enumerate(doc["points"], 1):
+        row = [
+            str(i),
+            ", ".join(p["drafters"]),
+            str(p["k"]),
+            f"{p['optimal_share']:.1%}",
+            f"{p['throughput_p05']:.6f}",
+            f"{p['throughput_p50']:.6f}",
+            f"{p['throughput_p95']:.6f}",
+        ]
+        if q is not None:
+            row.append(f"{p['throughput_quantile']:.6f}")
+        t.add_row(*row)
+    for o in doc["other_optima"]:
+        t.add_row(
+            "—", ", ".join(o["drafters"]), str(o["k"]), f"{o['optimal_share']:.1%}", "", "", ""
+        )
     return t

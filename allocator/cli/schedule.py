@@ -10,7 +10,7 @@ from rich.table import Table
 
 from .. import api
 from ..exceptions import InputError
-from ..io.outputs import write_atomic
+from ..io.staged import write_atomic
 from . import app
 from .common import (
     JsonOption,
@@ -94,7 +94,7 @@ def schedule(
 
 
 def _json(doc: dict) -> str:
-    from ..io.outputs import to_json
+    from ..io.staged import to_json
 
     return to_json(doc)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..io.outputs import to_json
 from ..io.spec import problem_json_schema
+from ..io.staged import to_json
 from . import app
 
 

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import typer
 
 from .. import api
+from ..api import DEFAULT_SAMPLES, MAX_SAMPLES
 from ..core.problem import Problem
 from ..core.result import SolveResult
-from ..exceptions import InputError, NotModelledError
-from ..io.outputs import front_csv, solve_document, write_atomic
+from ..engines import TARGETS
+from ..exceptions import InputError
+from ..io.staged import front_csv, write_atomic
 from . import app
 from .common import (
     MAX_SEED,
@@ -26,78 +28,7 @@ from .common import (
     precheck_outputs,
 )
 from .progress import check_search_options, search_progress
-from .render import front_table
-from .uncertainty import (
-    MAX_SAMPLES,
-    apply_uncertainty,
-    check_options,
-    export_settings,
-    print_export,
-    uncertainty_table,
-)
-
-#: The best point's ``k + 1`` is evaluated (to say whether a longer draft pays) only up to
-#: this draft length: beyond it one evaluation would allocate ``k``-long position arrays.
-LIMIT_PROBE_K = 100_000
-
-
-def limit_notes(problem: Problem, result: SolveResult) -> list[str]:
-    """Notes when the front's best-throughput point sits at a limit of the search.
-
-    The limits are ``search.k.max``, ``search.m.max`` (and ``budget.drafters``) and any
-    budget cap that the same drafters one unit further (``k + 1``) would break. The
-    same drafters at ``k + 1`` are evaluated by the model (one configuration) and the
-    note gives their throughput (accepted units per verifier-unit of time) when higher:
-    the search stopped at a limit while a longer draft would still pay. Returns the
-    notes (possibly none).
-    """
-    from ..model.evaluate import evaluate_configs
-    from ..search.base import budget_limit
-
-    front = result.front
-    if len(front) == 0:
-        return []
-    i = int(np.argmax(front.throughput))
-    members, k, best = front.members[i], int(front.k[i]), float(front.throughput[i])
-    label = f"{'+'.join(n for n, on in zip(problem.names, members, strict=True) if on)}, k={k}"
-    notes = []
-    longer: dict[str, float] = {}
-    if k + 1 <= LIMIT_PROBE_K:
-        try:
-            met = evaluate_configs(problem, members[None, :], np.array([k + 1]))
-            longer = {name: float(v[0]) for name, v in met.items()}
-        except NotModelledError:  # the model cannot evaluate k + 1 here
-            longer = {}
-    pays = bool(longer) and longer["throughput"] > best
-    broken = [n for n, cap in problem.budget.items() if pays and longer[n] > budget_limit(cap)]
-    detail = (
-        f"the same drafters at k={k + 1} give throughput {longer['throughput']:.6f} "
-        f"({longer['throughput'] / best - 1:+.2%})"
-        if pays
-        else ""
-    )
-    if k == problem.k_max:
-        text = f"the best point ({label}) sits at search.k.max = {k}: a longer draft may pay"
-        if pays:
-            text += f"; {detail}" + (f", over budget.{broken[0]}" if broken else "")
-        notes.append(text + "; raise search.k.max to search further")
-    elif broken:
-        cap = problem.budget[broken[0]]
-        notes.append(
-            f"budget.{broken[0]} = {cap:g} binds at the best point ({label}): {detail} at "
-            f"{broken[0]} {longer[broken[0]]:.6g} (a larger cap may pay)"
-        )
-    m = int(members.sum())
-    n_free = int((~np.asarray(problem.excluded, bool)).sum())
-    m_max = int(problem.m_max if problem.m_max is not None else problem.n)
-    m_cap = min(m_max, int(problem.budget.get("drafters", m_max)))
-    if m == m_cap and m < n_free:
-        which = "search.m.max" if m == m_max else "budget.drafters"
-        notes.append(
-            f"the best point ({label}) pools m = {m} = {which} drafters: pooling more may "
-            f"pay; raise {which} to search further"
-        )
-    return notes
+from .render import front_table, uncertainty_table
 
 
 @app.command()
@@ -181,7 +112,7 @@ def solve(
     precheck_outputs(json=json_path, csv=csv_path)
     if json_path == "-" and csv_path == "-":
         raise InputError("--csv", "stdout ('-') is already taken by --json -")
-    check_options(samples, robust, export, pick, json_path)
+    _check_options(samples, robust, export, pick, json_path)
     if plot_path:
         from ..plots import check_plot_path
 
@@ -191,7 +122,7 @@ def solve(
     if batch is not None:
         _check_batch_options(strategy, samples, robust, export, storage, study, trials, timeout)
         result = api.solve_at_batch(prob, batch)
-        doc = solve_document(result)
+        doc = result.to_dict()
         label = f"tokens/s at batch {batch}"
         if _write_outputs(prob, result, doc, json_path, csv_path, plot_path, label=label):
             out.print(front_table(result))
@@ -207,21 +138,46 @@ def solve(
             timeout=timeout,
             progress=progress,
         )
-    result.notes.extend(limit_notes(prob, result))
-    udoc = apply_uncertainty(prob, result, samples, seed, robust, show_progress=json_path != "-")
-    doc = solve_document(result)
-    if udoc is not None:
-        doc["uncertainty"] = udoc
+    if samples is not None or robust is not None:
+        draws = DEFAULT_SAMPLES if samples is None else samples
+        with search_progress(f"sampling {draws:,} draws", enabled=json_path != "-") as progress:
+            result = api.sample_uncertainty(
+                prob, result, samples, robust, seed=seed or 0, progress=progress
+            )
+    doc = result.to_dict()
     # refused exports fail here, before any output is written or note printed
-    exported = export_settings(prob, doc["front"], export, pick) if export is not None else None
+    exported = api.export_point(prob, result, export, pick) if export is not None else None
     if not _write_outputs(prob, result, doc, json_path, csv_path, plot_path, singles=True):
         return
     if exported is not None:
-        print_export(exported)
+        _print_export(exported)
         return
     out.print(front_table(result))
-    if udoc is not None:
-        out.print(uncertainty_table(udoc))
+    if "uncertainty" in doc:
+        out.print(uncertainty_table(doc["uncertainty"]))
+
+
+def _check_options(samples, robust, export, pick, json_path) -> None:
+    """Refuse option combinations that make no sense, before any work."""
+    if samples is not None and not 1 <= samples <= MAX_SAMPLES:
+        raise InputError("--samples", f"must be in 1..{MAX_SAMPLES:,}")
+    if robust is not None and not 0.0 < robust < 1.0:
+        raise InputError("--robust", f"{robust} is not a quantile strictly between 0 and 1")
+    if export is not None and export not in TARGETS:
+        raise InputError("--export", f"{export!r} is not one of {', '.join(TARGETS)}")
+    if pick is not None and export is None:
+        raise InputError("--pick", "only applies with --export")
+    if export is not None and json_path == "-":
+        raise InputError("--export", "prints to stdout, which --json - already uses")
+
+
+def _print_export(exported: tuple[str, list[str]]) -> None:
+    """Print settings on stdout (only them) and their notes on stderr."""
+    text, notes = exported
+    for line in notes:
+        note(line)
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def _write_outputs(

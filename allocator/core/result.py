@@ -1,12 +1,20 @@
-"""What a search returns: the front, the configuration behind every point, and how it was found."""
+"""What a search returns: the front, the configuration behind every point, and how it was
+found; one evaluated configuration (:class:`Point`). Each result's ``to_dict()`` is its
+command's JSON document (docs/design.md §6), built with :mod:`allocator.io.documents`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..io.documents import front_point, front_points, names_of, number, point, seconds
 from ..model.evaluate import METRICS
+
+if TYPE_CHECKING:
+    from ..analysis.uncertainty import UncertaintyReport
 
 
 @dataclass
@@ -51,53 +59,54 @@ class Front:
         )
 
     def point(self, i: int, names: tuple[str, ...]) -> dict:
-        """One point as the plain dict of docs/design.md §6 (drafters, m, k, throughput, ...)."""
-        row = {m: float(v[i]) for m, v in self.metrics.items()}
-        cost = row[self.cost_metric]
-        return {
-            "drafters": [n for n, on in zip(names, self.members[i], strict=True) if on],
-            "m": int(self.members[i].sum()),
-            "k": int(self.k[i]),
-            "throughput": row["throughput"],
-            "cost": cost,
-            "expected_accepted": row["expected_accepted"],
-            "pooled_acceptance": row["pooled_acceptance"],
-            "round_time": row["round_time"],
-            "draft_cost_per_round": row["draft_cost_per_round"],
-            "draft_cost_per_token": row["draft_cost_per_token"],
-            "hosting_cost": row["hosting_cost"],
-            **serving_fields(row),
-        }
+        """One point as the plain dict of docs/design.md §6 (drafters, m, k, throughput, ...;
+        :func:`allocator.io.documents.point`)."""
+        return front_point(self, i, names)
 
 
-#: Fields a point gains under load (``evaluate --batch``, ``solve --batch``).
-SERVING_FIELDS: tuple[str, ...] = (
-    "batch",
-    "step_ms",
-    "tokens_per_step",
-    "tokens_per_s",
-    "tokens_per_s_per_seq",
-    "itl_ms",
-    "speedup",
-    "cost_per_mtok",
-)
+@dataclass(frozen=True, eq=False)
+class Point(Mapping[str, Any]):
+    """One configuration and every metric of it (``evaluate``'s answer).
 
+    names : drafter names ``(N,)``; members : ``(N,)`` bool (none at ``k = 0``, no
+    speculation); k : draft length; metrics : one value per metric
+    (:data:`allocator.model.METRICS`, with the serving metrics under load); cost_metric :
+    the problem's cost axis. Read it as the point document of docs/design.md §6
+    (``point["throughput"]``), which :meth:`to_dict` returns.
+    """
 
-def serving_fields(row: dict[str, float]) -> dict:
-    """The serving fields of a metrics row (none when it has no ``tokens_per_s``);
-    ``batch`` as int, ``cost_per_mtok`` ``None`` without a price."""
-    if "tokens_per_s" not in row:
-        return {}
-    out: dict = {f: row[f] for f in SERVING_FIELDS}
-    out["batch"] = int(row["batch"])
-    if np.isnan(out["cost_per_mtok"]):
-        out["cost_per_mtok"] = None
-    return out
+    names: tuple[str, ...]
+    members: np.ndarray
+    k: int
+    metrics: dict[str, float]
+    cost_metric: str
+
+    @classmethod
+    def of(cls, front: Front, i: int, names: tuple[str, ...]) -> Point:
+        """Point ``i`` of ``front``."""
+        metrics = {m: float(v[i]) for m, v in front.metrics.items()}
+        return cls(names, front.members[i].copy(), int(front.k[i]), metrics, front.cost_metric)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``evaluate --json``: the point's fields (docs/design.md §6)."""
+        return point(self.names, self.members, self.k, self.metrics, self.cost_metric)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.to_dict())
+
+    def __len__(self) -> int:
+        return len(self.to_dict())
 
 
 @dataclass
 class SolveResult:
-    """A strategy's answer. ``exact`` is true only when the front is proven complete."""
+    """A strategy's answer. ``exact`` is true only when the front is proven complete.
+
+    ``uncertainty``: the sampling analysis of the front (``solve --samples``), when run.
+    """
 
     problem: str
     names: tuple[str, ...]
@@ -107,10 +116,81 @@ class SolveResult:
     evaluated: int
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    uncertainty: UncertaintyReport | None = None
 
     @property
     def cost_metric(self) -> str:
         return self.front.cost_metric
 
     def points(self) -> list[dict]:
-        return [self.front.point(i, self.names) for i in range(len(self.front))]
+        return front_points(self.front, self.names)
+
+    def with_uncertainty(self, report: UncertaintyReport) -> SolveResult:
+        """This result with ``report`` attached; a robust report (one with a quantile)
+        replaces the front by its own, which no longer claims to be exact."""
+        if report.quantile is None:
+            return replace(self, notes=list(self.notes), uncertainty=report)
+        note = (
+            f"robust: front of cost against the {report.quantile:g}-quantile of throughput "
+            f"over {report.samples} posterior draws (throughput shown at the point estimate)"
+        )
+        return replace(
+            self, front=report.front, exact=False, notes=[*self.notes, note], uncertainty=report
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """``solve --json``: ``front`` sorted by cost ascending; ``uncertainty`` with
+        ``--samples`` or ``--robust`` (docs/design.md §4.7, §6)."""
+        doc: dict[str, Any] = {
+            "problem": str(self.problem),
+            "strategy": str(self.strategy),
+            "exact": bool(self.exact),
+            "cost_metric": str(self.cost_metric),
+            "evaluated": int(self.evaluated),
+            "seconds": seconds(self.seconds),
+            "front": self.points(),
+            "notes": list(self.notes),
+        }
+        if self.uncertainty is not None:
+            doc["uncertainty"] = _uncertainty_dict(self.uncertainty, self.names)
+        return doc
+
+
+def _uncertainty_dict(report: UncertaintyReport, names: tuple[str, ...]) -> dict[str, Any]:
+    """The ``uncertainty`` object of ``solve --json``: per front point (same order as
+    ``front``) its share of draws as the optimum and its throughput's spread, then the
+    configurations off the front that were the optimum in some draw."""
+    f = report.front
+    q = report.quantile_throughput
+    pct = report.percentiles
+    points = [
+        {
+            "drafters": names_of(names, f.members[i]),
+            "k": int(f.k[i]),
+            "optimal_share": float(report.optimal_share[i]),
+            **{
+                key: float(pct[key][i])
+                for key in ("throughput_p05", "throughput_p50", "throughput_p95", "throughput_mean")
+            },
+            "throughput_quantile": None if q is None else float(q[i]),
+        }
+        for i in range(len(f))
+    ]
+    return {
+        "samples": int(report.samples),
+        "seed": int(report.seed),
+        "robust_quantile": number(report.quantile),
+        "resampled": [str(r) for r in report.resampled],
+        "points": points,
+        "other_optima": [
+            {
+                "drafters": [str(n) for n in o["drafters"]],
+                "k": int(o["k"]),
+                "optimal_share": float(o["optimal_share"]),
+            }
+            for o in report.other_optima
+        ],
+    }
+
+
+__all__ = ["Front", "Point", "SolveResult"]

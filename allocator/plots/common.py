@@ -17,7 +17,7 @@ from typing import ParamSpec, TypeVar
 import numpy as np
 
 from ..exceptions import InputError
-from ..io.outputs import check_writable, write_atomic
+from ..io.staged import check_writable, write_atomic
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")

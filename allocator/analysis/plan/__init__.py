@@ -6,7 +6,7 @@ the capacity-planning curve of throughput against hosting cost."""
 from __future__ import annotations
 
 from .candidates import Candidates, SingleFront, Traffic, build_candidates
-from .hosting_sweep import PlanSweep, parse_caps, sweep_hosting
+from .hosting_sweep import PlanSweep, sweep_hosting
 from .plan import MAX_CANDIDATES, Plan, make_plan
 
 __all__ = [
@@ -18,6 +18,5 @@ __all__ = [
     "Traffic",
     "build_candidates",
     "make_plan",
-    "parse_caps",
     "sweep_hosting",
 ]

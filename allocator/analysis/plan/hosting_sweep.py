@@ -16,14 +16,15 @@ Candidates are built once, for the largest cap. Two ways to choose the caps:
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...core.pareto import front_order
-from ...exceptions import ParameterError
+from ...io.documents import names_of, number, seconds
 from .candidates import SingleFront, Traffic, build_candidates
 from .plan import MAX_CANDIDATES, Plan, hosting_infeasible, plan_from_candidates, with_budget
 
@@ -55,16 +56,46 @@ class PlanSweep:
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
 
-
-def parse_caps(lo: float, hi: float, steps: int) -> np.ndarray:
-    """``steps`` equally spaced caps from ``lo`` to ``hi`` inclusive: ``(steps,)``."""
-    if not (np.isfinite(lo) and np.isfinite(hi)) or lo < 0 or hi < lo:
-        raise ParameterError("sweep", f"the range {lo:g}:{hi:g} must satisfy 0 <= lo <= hi")
-    if steps < 1:
-        raise ParameterError("sweep", f"STEPS must be at least 1 (got {steps})")
-    if steps == 1:
-        return np.array([float(hi)])
-    return np.linspace(lo, hi, steps)
+    def to_dict(self) -> dict[str, Any]:
+        """``plan --sweep --json`` (docs/design.md §6): the ``front`` of plans against
+        hosting cost (each with the best single configuration within its hosting cost)
+        and every cap solved (``steps``; ``cap`` null: no cap, the plan's fields null
+        where none meets it)."""
+        front = []
+        for p in self.front:
+            single = p.single_front.best_within(p.hosting_cost)
+            front.append(
+                {
+                    "hosting_cost": float(p.hosting_cost),
+                    "throughput": float(p.throughput),
+                    "hosted": names_of(p.names, p.hosted),
+                    "single_throughput": None
+                    if single is None
+                    else float(p.single_front.throughput[single]),
+                    "status": str(p.status),
+                    "exact": bool(p.exact),
+                    "gap": number(p.gap),
+                    "workloads": p.workload_dicts(single),
+                }
+            )
+        steps = [
+            {
+                "cap": float(cap) if math.isfinite(cap) else None,
+                "hosting_cost": None if p is None else float(p.hosting_cost),
+                "throughput": None if p is None else float(p.throughput),
+            }
+            for cap, p in self.steps
+        ]
+        return {
+            "problem": str(self.problem),
+            "metric": "hosting_cost",
+            "auto": bool(self.auto),
+            "exact": bool(self.exact),
+            "front": front,
+            "steps": steps,
+            "seconds": seconds(self.seconds),
+            "notes": list(self.notes),
+        }
 
 
 def sweep_hosting(

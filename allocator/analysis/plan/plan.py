@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...core.result import Front
 from ...exceptions import InfeasibleError, InputError, ParameterError, SolverError
+from ...io.documents import CONFIG_FIELDS, MODEL_FIELDS, names_of, number, seconds
 from ...model.evaluate import evaluate_configs
 from ...model.memory import hosting_room
 from ...search.base import budget_limit
@@ -79,6 +81,68 @@ class Plan:
     def single_throughput(self) -> float | None:
         """Mixture throughput of the best single configuration (``None``: none)."""
         return None if self.single is None else float(self.single_front.throughput[self.single])
+
+    def to_dict(self) -> dict[str, Any]:
+        """``plan --json`` (docs/design.md §6): status, exact, gap (``null`` when unknown),
+        the caps, overall throughput, the hosted set and its cost, the best ``single``
+        configuration for all traffic and the ``routing_gain`` over it, each workload's
+        configuration, the candidates per workload, seconds and notes."""
+        s = self.single_front
+        single: dict[str, Any] | None = None
+        if self.single is not None:
+            i = self.single
+            single = {
+                "drafters": names_of(self.names, s.members[i]),
+                "m": int(s.members[i].sum()),
+                "k": int(s.k[i]),
+                "throughput": float(s.throughput[i]),
+                "hosting_cost": float(s.hosting_cost[i]),
+            }
+        c = self.candidates
+        counts = {
+            key: dict(zip(self.workloads, map(int, getattr(c, key)), strict=True))
+            for key in ("enumerated", "pruned", "kept")
+        }
+        return {
+            "problem": str(self.problem),
+            "status": str(self.status),
+            "exact": bool(self.exact),
+            "gap": number(self.gap),
+            "budget": {str(m): float(cap) for m, cap in self.budget.items()},
+            "throughput": float(self.throughput),
+            "hosted": names_of(self.names, self.hosted),
+            "hosting_cost": float(self.hosting_cost),
+            "single": single,
+            "routing_gain": None
+            if single is None
+            else float(self.throughput) / single["throughput"] - 1.0,
+            "workloads": self.workload_dicts(self.single),
+            "candidates": {**counts, "cut": bool(c.cut)},
+            "seconds": seconds(self.seconds),
+            "notes": list(self.notes),
+        }
+
+    def workload_dicts(self, single: int | None) -> list[dict[str, Any]]:
+        """Per workload: its name, weight, configuration and metrics on its own traffic,
+        with ``single_throughput``, its throughput under configuration ``single`` of
+        ``single_front`` (``None``: no such configuration)."""
+        per = None if single is None else self.single_front.per_workload[single]
+        # one point per workload; its `cost` (the hosting cost again) is not a field here
+        configs = Front(self.members, self.k, self.metrics, "hosting_cost")
+        rows = []
+        for w, name in enumerate(self.workloads):
+            p = configs.point(w, self.names)
+            rows.append(
+                {
+                    "name": str(name),
+                    "weight": float(self.weights[w]),
+                    **{f: p[f] for f in CONFIG_FIELDS},
+                    "throughput": p["throughput"],
+                    "single_throughput": None if per is None else float(per[w]),
+                    **{f: p[f] for f in MODEL_FIELDS},
+                }
+            )
+        return rows
 
 
 def with_budget(problem: Problem, overrides: dict[str, float] | None):

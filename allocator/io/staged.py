@@ -1,7 +1,10 @@
-"""Machine output at the edge: the JSON documents of docs/design.md §6 and atomic file writes.
+"""Output files at the edge: every file a command writes, whole or not at all.
 
-Nothing is written half-way: every file goes to a temporary name in the same folder
-and is renamed into place once complete.
+Every file goes to a temporary name in the same folder and is renamed into place once
+complete; inside :func:`staged_outputs` (every command runs in one) no file is put in
+place until the command has succeeded. :func:`to_json` is the one JSON text of a
+document (the dict a result's ``to_dict()`` returns), :func:`front_csv` the CSV of a
+front's points.
 """
 
 from __future__ import annotations
@@ -13,95 +16,30 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, SerializeAsAny
-
-from ..core.result import SolveResult
 from ..exceptions import InputError
+from .documents import POINT_FIELDS, SERVING_FIELDS
 from .inputs import is_input
 
 
-class PointOut(BaseModel):
-    """One configuration and its metrics (a front point, or ``evaluate``'s answer)."""
-
-    drafters: list[str]
-    m: int
-    k: int
-    throughput: float
-    cost: float
-    expected_accepted: float
-    pooled_acceptance: float
-    round_time: float
-    draft_cost_per_round: float
-    draft_cost_per_token: float
-    hosting_cost: float
-
-
-class ServingPointOut(PointOut):
-    """A point under load (``evaluate --batch``, ``solve --batch``): the model's fields
-    and, at ``batch`` concurrent sequences, the step wall time (ms), ``tokens_per_step``
-    (E in the bonus convention), ``tokens_per_s`` (whole batch),
-    ``tokens_per_s_per_seq``, ``itl_ms``, ``speedup`` over no speculation and
-    ``cost_per_mtok`` ($ per million tokens; null without a GPU price)."""
-
-    batch: int
-    step_ms: float
-    tokens_per_step: float
-    tokens_per_s: float
-    tokens_per_s_per_seq: float
-    itl_ms: float
-    speedup: float
-    cost_per_mtok: float | None
-
-
-def point_out(point: dict) -> PointOut:
-    """The output model of a point: with serving fields when it has them."""
-    return ServingPointOut(**point) if "tokens_per_s" in point else PointOut(**point)
-
-
-class SolveOut(BaseModel):
-    """``solve --json``: one object, ``front`` sorted by cost ascending."""
-
-    problem: str
-    strategy: str
-    exact: bool
-    cost_metric: str
-    evaluated: int
-    seconds: float
-    front: list[SerializeAsAny[PointOut]]
-    notes: list[str] = []
-
-
-def solve_document(result: SolveResult) -> dict:
-    return SolveOut(
-        problem=result.problem,
-        strategy=result.strategy,
-        exact=result.exact,
-        cost_metric=result.cost_metric,
-        evaluated=result.evaluated,
-        seconds=round(result.seconds, 6),
-        front=[point_out(p) for p in result.points()],
-        notes=result.notes,
-    ).model_dump()
-
-
-def point_document(point: dict) -> dict:
-    return point_out(point).model_dump()
-
-
-def to_json(doc) -> str:
+def to_json(doc: Any) -> str:
+    """A document as JSON text: indented, NaN refused (documents write it as ``null``)."""
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
 
 
-CSV_COLUMNS = list(PointOut.model_fields)
-SERVING_CSV_COLUMNS = list(ServingPointOut.model_fields)
+#: Columns of a front's CSV (``solve --csv``), and under load (``solve --batch --csv``).
+CSV_COLUMNS: list[str] = list(POINT_FIELDS)
+SERVING_CSV_COLUMNS: list[str] = [*POINT_FIELDS, *SERVING_FIELDS]
 
 
-def front_csv(points: list[dict]) -> str:
+def front_csv(points: Sequence[Mapping[str, Any]]) -> str:
+    """A front's points (the ``front`` of a solve document) as CSV, one point per row,
+    drafters joined by ``+``; the serving columns when the points have them."""
     buf = io.StringIO()
     serving = bool(points) and "tokens_per_s" in points[0]
     columns = SERVING_CSV_COLUMNS if serving else CSV_COLUMNS
@@ -278,61 +216,13 @@ def write_atomic(path: str | Path, text: str | bytes, option: str = "output") ->
         raise _cannot_write(p, option, exc) from None
 
 
-class UncertainPointOut(BaseModel):
-    """A front point under sampling uncertainty (``solve --samples``): same order as ``front``."""
-
-    drafters: list[str]
-    k: int
-    optimal_share: float
-    throughput_p05: float
-    throughput_p50: float
-    throughput_p95: float
-    throughput_mean: float
-    throughput_quantile: float | None = None
-
-
-class OtherOptimumOut(BaseModel):
-    """A configuration off the front that was the optimum in some draws."""
-
-    drafters: list[str]
-    k: int
-    optimal_share: float
-
-
-class UncertaintyOut(BaseModel):
-    """``solve --samples N [--robust Q]``: the ``uncertainty`` object of ``solve --json``."""
-
-    samples: int
-    seed: int
-    robust_quantile: float | None
-    resampled: list[str]
-    points: list[UncertainPointOut]
-    other_optima: list[OtherOptimumOut]
-
-
-def uncertainty_document(report, names: tuple[str, ...]) -> dict:
-    """The ``uncertainty`` object of an
-    :class:`allocator.analysis.uncertainty.UncertaintyReport`."""
-    f = report.front
-    points = []
-    for i in range(len(f)):
-        row = {key: float(v[i]) for key, v in report.percentiles.items()}
-        points.append(
-            UncertainPointOut(
-                drafters=[n for n, on in zip(names, f.members[i], strict=True) if on],
-                k=int(f.k[i]),
-                optimal_share=float(report.optimal_share[i]),
-                throughput_quantile=None
-                if report.quantile_throughput is None
-                else float(report.quantile_throughput[i]),
-                **row,
-            )
-        )
-    return UncertaintyOut(
-        samples=report.samples,
-        seed=report.seed,
-        robust_quantile=report.quantile,
-        resampled=report.resampled,
-        points=points,
-        other_optima=[OtherOptimumOut(**o) for o in report.other_optima],
-    ).model_dump()
+__all__ = [
+    "CSV_COLUMNS",
+    "SERVING_CSV_COLUMNS",
+    "check_writable",
+    "front_csv",
+    "stage_stdout",
+    "staged_outputs",
+    "to_json",
+    "write_atomic",
+]
