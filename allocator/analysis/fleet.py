@@ -10,7 +10,7 @@ The serving model (:mod:`allocator.model.serving`) gives, at each batch size ``b
 batch) and ``itl_ms(b)`` (ms between tokens of one sequence). A configuration here is a
 subset of the search space with a ``k`` in ``search.k`` up to the largest ``k`` any step
 time reaches, within the problem's ``budget`` caps (on the model's metrics, the same test
-as ``schedule``: :func:`allocator.search.base.feasible_mask`), plus ``k = 0`` (no
+as ``schedule``: :func:`allocator.core.budget.feasible_mask`), plus ``k = 0`` (no
 speculation, no drafter, a candidate whatever the budget). A candidate ``(b, config)`` is
 *feasible* when it has a measured or modelled step time, ``itl_ms(b) <= Y`` and the
 replica can hold ``b`` sequences (:mod:`allocator.model.memory`: hosted drafters take
@@ -61,11 +61,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.space import count_subsets, iter_subsets
+from ..core.space import count_subsets
 from ..exceptions import InfeasibleError, InputError, NotModelledError, ParameterError
 from ..model.evaluate import evaluate_subsets
+from ..model.evaluator import FeasibleCells, evaluate_space
 from ..model.memory import max_batch
-from ..search.base import feasible_mask
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -265,28 +265,28 @@ def configurations(problem: Problem) -> tuple[np.ndarray, np.ndarray, int]:
     (each cap on the model's metrics, as ``schedule`` applies it). Returns ``members
     (C, N)`` bool, ``k (C,)`` int and how many configurations the budget left out."""
     ks = _serving_model().speculative_ks(problem)
-    cells = count_subsets(problem) * ks.size * _need_serving(problem).batch_sizes.size
-    if cells > MAX_CELLS:
+    pairs = count_subsets(problem) * ks.size * _need_serving(problem).batch_sizes.size
+    if pairs > MAX_CELLS:
         raise InputError(
             "search.m.max",
-            f"{cells:,} (configuration, batch size) pairs are too many to size exactly "
+            f"{pairs:,} (configuration, batch size) pairs are too many to size exactly "
             f"(at most {MAX_CELLS:,}); lower search.m.max or search.k.max",
         )
-    parts_m = [np.zeros((1, problem.n), bool)]
-    parts_k = [np.zeros(1, np.int64)]
-    over_budget = 0
+    kept = FeasibleCells(ks)
     if ks.size:
         # the model's metrics over k_min..k_max == ks, as schedule evaluates them
         limited = problem.replace(k_max=int(ks[-1]))
-        for chunk in iter_subsets(problem, 1 << 16):
-            ok = np.ones((chunk.shape[0], ks.size), bool)
-            if problem.budget:
-                ok = feasible_mask(evaluate_subsets(limited, chunk), problem.budget)
-            over_budget += int((~ok).sum())
-            rows, cols = np.nonzero(ok)  # row-major: each subset's k in ascending order
-            parts_m.append(chunk[rows])
-            parts_k.append(ks[cols])
-    return np.concatenate(parts_m), np.concatenate(parts_k), over_budget
+
+        def evaluate(members: np.ndarray) -> dict[str, np.ndarray]:
+            if not problem.budget:  # nothing to mask: the model need not run
+                return {"feasible": np.ones((members.shape[0], ks.size), bool)}
+            return evaluate_subsets(limited, members)
+
+        evaluate_space(problem, kept, evaluate=evaluate, rows=1 << 16)
+    row0 = np.zeros((1, problem.n), bool)
+    members = np.concatenate([row0, kept.members(problem.n)])
+    k = np.concatenate([np.zeros(1, np.int64), kept.k()])
+    return members, k, kept.left_out
 
 
 def serving_grid(problem: Problem) -> ServingGrid:

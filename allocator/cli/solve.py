@@ -51,8 +51,8 @@ def limit_notes(problem: Problem, result: SolveResult) -> list[str]:
     the search stopped at a limit while a longer draft would still pay. Returns the
     notes (possibly none).
     """
+    from ..core.budget import budget_limit
     from ..model.evaluate import evaluate_configs
-    from ..search.base import budget_limit
 
     front = result.front
     if len(front) == 0:

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...core.budget import budget_limit, within
 from ...exceptions import InfeasibleError, InputError, ParameterError, SolverError
 from ...model.evaluate import evaluate_configs
 from ...model.memory import hosting_room
-from ...search.base import budget_limit
-from .candidates import Candidates, SingleFront, Traffic, build_candidates, within
+from .candidates import Candidates, SingleFront, Traffic, build_candidates
 from .milp import solve_assignment
 
 if TYPE_CHECKING:
