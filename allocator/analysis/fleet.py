@@ -56,13 +56,19 @@ per batch size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..core.space import count_subsets
-from ..exceptions import InfeasibleError, InputError, NotModelledError, ParameterError
+from ..exceptions import (
+    InfeasibleError,
+    InputError,
+    NotModelledError,
+    ParameterError,
+    SolverError,
+)
 from ..model.evaluate import evaluate_subsets
 from ..model.evaluator import FeasibleCells, evaluate_space
 from ..model.memory import max_batch
@@ -134,33 +140,6 @@ class Fleet:
             "tokens_per_s_per_replica": self.tokens_per_s_per_replica,
             "cost_per_hour": self.cost_per_hour,
             "cost_per_mtok": self.cost_per_mtok,
-        }
-
-
-@dataclass
-class CapacityResult:
-    """The cheapest fleet for a load, and the cheapest without speculation (``None``: no
-    configuration without speculation meets the target). ``saving`` is the fraction of
-    the latter's cost the former saves (``None`` without it)."""
-
-    problem: str
-    tokens_per_s: float
-    itl_target_ms: float
-    best: Fleet
-    without_speculation: Fleet | None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def saving(self) -> float | None:
-        w = self.without_speculation
-        return None if w is None else 1.0 - self.best.cost_per_hour / w.cost_per_hour
-
-    def document(self) -> dict:
-        w = self.without_speculation
-        return {
-            **self.best.document(),
-            "without_speculation": None if w is None else w.document(),
-            "saving": self.saving,
         }
 
 
@@ -241,6 +220,52 @@ class LoadSweep:
             "crossings": self.crossings,
             "cheaper_from": self.cheaper_from,
         }
+
+
+@dataclass
+class CapacityResult:
+    """The cheapest fleet for a load, and the cheapest without speculation (``None``: no
+    configuration without speculation meets the target). ``saving`` is the fraction of
+    the latter's cost the former saves (``None`` without it).
+
+    With :func:`capacity`, also plan's per-workload routes sized as one fleet
+    (``routed``, when ``with_routes``; ``None`` when they meet the target at no batch size
+    or could not be planned) and the load sweep (``sweep``, when asked for).
+    """
+
+    problem: str
+    tokens_per_s: float
+    itl_target_ms: float
+    best: Fleet
+    without_speculation: Fleet | None
+    notes: list[str] = field(default_factory=list)
+    with_routes: bool = False
+    routed: RoutedFleet | None = None
+    sweep: LoadSweep | None = None
+
+    @property
+    def saving(self) -> float | None:
+        w = self.without_speculation
+        return None if w is None else 1.0 - self.best.cost_per_hour / w.cost_per_hour
+
+    def document(self) -> dict:
+        """The sizing alone: the cheapest fleet, ``without_speculation`` and ``saving``."""
+        w = self.without_speculation
+        return {
+            **self.best.document(),
+            "without_speculation": None if w is None else w.document(),
+            "saving": self.saving,
+        }
+
+    def to_dict(self) -> dict:
+        """The ``capacity --json`` document: :meth:`document`, then ``routed`` (with
+        routes) and ``sweep`` (with a load sweep)."""
+        doc = self.document()
+        if self.with_routes:
+            doc["routed"] = None if self.routed is None else self.routed.document()
+        if self.sweep is not None:
+            doc["sweep"] = self.sweep.document()
+        return doc
 
 
 # ---------------------------------------------------------------- the grid
@@ -633,3 +658,40 @@ def sweep_load(
     a = np.array([np.nan if f is None else f.cost_per_hour for f in spec])
     b = np.array([np.nan if f is None else f.cost_per_hour for f in plain])
     return LoadSweep(loads, a, b, list(zip(spec, plain, strict=True)), crossings(loads, a, b))
+
+
+def capacity(
+    problem: Problem,
+    tokens_per_s: float,
+    itl_ms: float | None = None,
+    loads: np.ndarray | None = None,
+    routes: bool | None = None,
+) -> CapacityResult:
+    """``allocator capacity``: :func:`size_fleet`, with plan's per-workload routes sized
+    as one fleet beside it (:func:`size_routes`; ``routes=None``: when the problem has
+    workloads) and $/h against ``loads (L,)`` tokens/s (:func:`sweep_load`), on one grid.
+
+    An error while planning the routes leaves the main answer standing, with a note.
+    """
+    grid = serving_grid(problem)
+    result = size_fleet(problem, tokens_per_s, itl_ms, grid=grid)
+    notes = list(result.notes)
+    with_routes = bool(problem.workloads) if routes is None else routes
+    routed = None
+    if with_routes:
+        try:
+            routed = size_routes(problem, tokens_per_s, itl_ms)
+        except (InfeasibleError, NotModelledError, SolverError) as exc:  # the answer stands
+            notes.append(f"per-workload routes not sized: {exc.field}: {exc.message}")
+        if routed is None:
+            notes.append("plan's per-workload routes meet the latency target at no batch size")
+        else:
+            cheaper = routed.cost_per_hour < result.best.cost_per_hour
+            notes.append(
+                f"mixed traffic: plan's per-workload routes on one fleet need {routed.replicas} "
+                f"replica(s) at batch {routed.batch} (${routed.cost_per_hour:,.2f}/h), "
+                + ("cheaper than" if cheaper else "no cheaper than")
+                + " one configuration for all traffic (see README: what routing approximates)"
+            )
+    swept = None if loads is None else sweep_load(problem, loads, itl_ms, grid=grid)
+    return replace(result, notes=notes, with_routes=with_routes, routed=routed, sweep=swept)

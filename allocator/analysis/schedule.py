@@ -32,7 +32,7 @@ import numpy as np
 
 from ..core.problem import Problem
 from ..core.result import Front
-from ..exceptions import NotModelledError
+from ..exceptions import NotModelledError, ParameterError
 from ..model.evaluate import curves, evaluate_subsets
 from ..model.evaluator import (
     BestPerKey,
@@ -60,6 +60,18 @@ MAX_CELLS = 1 << 20
 #: Relative difference between a table's own ``k = 0`` step and the baseline above which
 #: :func:`schedule` notes that the file's plain-decoding times disagree.
 K0_TOLERANCE = 0.01
+#: Engines a schedule exports to (:func:`export_schedule`).
+EXPORTS = ("vllm",)
+
+
+@dataclass(frozen=True)
+class ScheduleExport:
+    """A schedule as an engine takes it: ``text`` to print (vLLM: the
+    ``--speculative-config`` JSON, one line) and notes for the user."""
+
+    engine: str
+    text: str
+    notes: list[str]
 
 
 @dataclass
@@ -88,6 +100,12 @@ class Schedule:
     evaluated: int
     unmeasured: int
     notes: list[str] = field(default_factory=list)
+    #: the schedule as an engine takes it, when asked for (:func:`export_schedule`)
+    export: ScheduleExport | None = None
+
+    def to_dict(self) -> dict:
+        """The ``schedule --json`` document: ``{"rows": [...], "speculation_off_from"}``."""
+        return {"rows": self.rows(), "speculation_off_from": self.speculation_off_from}
 
     def rows(self) -> list[dict]:
         """One plain dict per batch size, the ``rows`` of ``schedule --json``."""
@@ -248,6 +266,23 @@ def schedule(problem: Problem) -> Schedule:
         unmeasured=keeper.unmeasured,
         notes=notes,
     )
+
+
+def check_export(engine: str) -> str:
+    """``engine`` when a schedule exports to it (:data:`EXPORTS`); else a
+    :class:`~allocator.exceptions.ParameterError` naming ``export``."""
+    if engine not in EXPORTS:
+        raise ParameterError("export", f"{engine!r} is not one of {', '.join(EXPORTS)}")
+    return engine
+
+
+def export_schedule(sched: Schedule, problem: Problem, engine: str = "vllm") -> ScheduleExport:
+    """``sched`` (of ``problem``) as ``engine`` takes it (docs/design.md §8.6)."""
+    check_export(engine)
+    from ..engines.vllm_schedule import export_text
+
+    text, notes = export_text(sched.rows(), problem.drafter_map)
+    return ScheduleExport(engine, text, notes)
 
 
 def baseline_disagreements(problem: Problem, batch: np.ndarray, off: np.ndarray) -> list[str]:
