@@ -1,10 +1,10 @@
-"""The public Python API: load a problem, solve it, evaluate one configuration, plan
-mixed traffic. Each function returns a dataclass whose ``to_dict()`` is the command's
-JSON document (docs/design.md §6)."""
+"""The public Python API: one function per command, each returning what the command
+prints (a dataclass whose ``to_dict()`` is the command's ``--json`` document)."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,16 +16,44 @@ from .exceptions import InputError, ParameterError
 from .search import make_strategy
 
 if TYPE_CHECKING:
+    from .analysis.breakeven import BreakevenReport
+    from .analysis.fleet import CapacityResult
+    from .analysis.paper import PaperReport
     from .analysis.plan import Plan, PlanSweep
+    from .analysis.schedule import Schedule
     from .analysis.uncertainty import Progress
+    from .estimate import EstimateReport
+    from .estimate.calibrate import CalibrationReport
 
 
-def load(path: str | Path, *, check_search: bool = True) -> Problem:
-    """Read, validate and build a problem file (``check_search=False``: do not require
-    the search section to be satisfiable, as for evaluating one configuration)."""
-    from .io.build import problem_from_file
+def load(
+    problem: str | Path | dict,
+    *,
+    check_search: bool = True,
+    base_dir: str | Path | None = None,
+) -> Problem:
+    """Read, validate and build a problem file, or build the problem from its data (a
+    dict as :func:`load_data` returns, perhaps edited). ``check_search=False``: do not
+    require the search section to be satisfiable, as for evaluating one configuration.
+    ``base_dir``: for data, the folder its relative paths (an outcome log) are read from
+    (default: the working directory)."""
+    from .io.build import problem_from_file, problem_from_spec
 
-    return problem_from_file(path, check_search=check_search)
+    if isinstance(problem, dict):
+        from .io.spec import parse_problem
+
+        return problem_from_spec(parse_problem(problem), base_dir, check_search=check_search)
+    return problem_from_file(problem, check_search=check_search)
+
+
+def load_data(path: str | Path) -> dict:
+    """The problem file at ``path`` as plain data (a dict, as written), validated: for
+    callers that edit a problem and build it again with :func:`load`."""
+    from .io.spec import parse_problem, read_problem_data
+
+    data = read_problem_data(path)
+    parse_problem(data)
+    return data
 
 
 def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> SolveResult:
@@ -231,3 +259,137 @@ def export_plan(problem: Problem, plan: Plan, engine: str) -> tuple[dict, list[s
     settings, notes = engine_plan(engine, plan.to_dict(), problem.drafter_map)
     warning = convention_warning(problem.convention)
     return settings, [*notes, *([warning] if warning else [])]
+
+
+# ---------------------------------------------------------------- schedule, capacity,
+# calibrate, estimate, breakeven, paper: one function per command, each returning a
+# dataclass whose ``to_dict()`` is the command's ``--json`` document.
+def _problem(problem: Problem | str | Path | dict) -> Problem:
+    return problem if isinstance(problem, Problem) else load(problem)
+
+
+def schedule(problem: Problem | str | Path | dict, *, export: str | None = None) -> Schedule:
+    """``allocator schedule``: the best configuration at each of ``serving.batch_sizes``
+    and where speculation stops paying (:func:`allocator.analysis.schedule.schedule`).
+
+    ``export``: also the schedule as that engine takes it (``"vllm"``), in ``.export``.
+    """
+    from .analysis.schedule import check_export, export_schedule
+    from .analysis.schedule import schedule as plan_schedule
+
+    if export is not None:
+        check_export(export)
+    prob = _problem(problem)
+    sched = plan_schedule(prob)
+    if export is not None:
+        sched.export = export_schedule(sched, prob, export)
+    return sched
+
+
+def size_fleet(
+    problem: Problem | str | Path | dict,
+    tokens_per_s: float,
+    itl_ms: float | None = None,
+    *,
+    sweep_load: np.ndarray | Sequence[float] | str | None = None,
+    routes: bool | None = None,
+) -> CapacityResult:
+    """``allocator capacity``: the cheapest fleet carrying ``tokens_per_s`` (generated
+    tokens/s over the fleet) with inter-token latency at most ``itl_ms`` (ms; ``None``:
+    no target), beside the cheapest without speculation
+    (:func:`allocator.analysis.fleet.capacity`).
+
+    ``sweep_load``: also $/h at these loads (tokens/s, or ``"LO:HI:STEPS"``), with and
+    without speculation. ``routes``: also plan's per-workload routes as one fleet
+    (default: when the problem has workloads).
+    """
+    from .analysis.fleet import capacity
+    from .io.ranges import parse_load_range
+
+    loads = None
+    if isinstance(sweep_load, str):
+        loads = parse_load_range(sweep_load)
+    elif sweep_load is not None:
+        loads = np.asarray(sweep_load, dtype=float)
+    return capacity(_problem(problem), tokens_per_s, itl_ms, loads, routes)
+
+
+def calibrate(
+    measured: str | Path,
+    problem: str | Path,
+    out: str | Path | None = None,
+    *,
+    holdout: float | None = None,
+    seed: int = 0,
+) -> CalibrationReport:
+    """``allocator calibrate``: the step-time model fitted to the rows of ``measured``
+    (CSV) for the problem file ``problem``, and the calibrated problem (``.data``, and
+    ``.text()`` to write as ``out``; nothing is written here). ``holdout``: fit on the
+    rest and report the error on this fraction of rows, chosen by ``seed``
+    (:func:`allocator.estimate.calibrate.calibration_report`)."""
+    from .estimate.calibrate import calibration_report
+
+    return calibration_report(measured, problem, out, holdout=holdout, seed=seed)
+
+
+def estimate(
+    path: str | Path,
+    out: str | Path,
+    fmt: str = "outcomes",
+    *,
+    unit_cost: Mapping[str, float] | Sequence[str] | None = None,
+    costs: str | Path | None = None,
+    models: Mapping[str, str] | Sequence[str] | None = None,
+    methods: Mapping[str, str] | Sequence[str] | None = None,
+    errors: str | None = None,
+    name: str | None = None,
+    drafter: str | None = None,
+    k: int | None = None,
+    min_count: int | None = None,
+    convention: str | None = None,
+) -> EstimateReport:
+    """``allocator estimate``: drafter acceptance (with 95% intervals) read from ``path``
+    in format ``fmt`` (:data:`allocator.estimate.FORMATS`), as the problem file for
+    ``out`` (``.text`` to write there; nothing is written here). See
+    :func:`allocator.estimate.estimate_problem` for the options."""
+    from .estimate import MIN_TRIALS, estimate_problem
+
+    return estimate_problem(
+        path,
+        out,
+        fmt,
+        unit_cost=unit_cost,
+        costs=costs,
+        models=models,
+        methods=methods,
+        errors=errors,
+        name=name,
+        drafter=drafter,
+        k=k,
+        min_count=MIN_TRIALS if min_count is None else min_count,
+        convention=convention,
+    )
+
+
+def breakeven(
+    problem: Problem | str | Path | dict,
+    ensemble: Sequence[str],
+    baseline: Sequence[str],
+    *,
+    curve_points: int | None = None,
+) -> BreakevenReport:
+    """``allocator breakeven``: the latent error correlation at which the ensemble's gain
+    over the baseline vanishes (exchangeable errors), beside the gain under the problem's
+    own errors. ``curve_points``: also the gain at that many correlations on [0, 1]
+    (``.curve``) (:func:`allocator.analysis.breakeven.breakeven_report`)."""
+    from .analysis.breakeven import breakeven_report
+
+    return breakeven_report(_problem(problem), list(ensemble), list(baseline), curve_points)
+
+
+def paper() -> PaperReport:
+    """``allocator paper``: every number of the paper's §4–§5 recomputed beside its printed
+    value (:func:`allocator.analysis.paper.reproduce`)."""
+    from .analysis.paper import PaperReport, reproduce
+
+    return PaperReport(reproduce())

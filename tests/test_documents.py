@@ -10,9 +10,9 @@ import pytest
 from cli_runner import run
 
 from allocator import api
-from allocator.cli.ranges import parse_hosting_range, parse_load_range, parse_range
 from allocator.exceptions import ParameterError
 from allocator.io.documents import POINT_FIELDS, SERVING_FIELDS, number
+from allocator.io.ranges import parse_hosting_range, parse_load_range, parse_range
 
 ROOT = Path(__file__).resolve().parent.parent
 R2 = ROOT / "problems" / "paper-r2.yaml"

@@ -126,3 +126,85 @@ def breakeven(problem: Problem, ensemble: list[str], baseline: list[str]) -> Bre
         never=False,
         **common,
     )
+
+
+def file_latent_correlation(problem: Problem, pair: list[str]) -> float | None:
+    """The latent correlation between the two drafters ``pair`` under the problem's own
+    error model, at position 1: 0 for ``independent``, ``r`` (or ``error_correlation``
+    converted) for ``exchangeable``, ``β_i β_j`` for ``factor``, the matrix entry for
+    ``gaussian``; ``None`` for ``empirical`` (a log has no latent scale)."""
+    from ..model.errors import FactorErrors, GaussianErrors
+
+    i, j = (problem.names.index(n) for n in pair)
+    model = problem.errors
+    if model.name == "independent":
+        return 0.0
+    if isinstance(model, ExchangeableErrors):
+        kind, plan = model.latent(1.0 - problem.acceptance)
+        if kind in ("independent", "comonotone"):
+            return 0.0 if kind == "independent" else 1.0
+        if kind == "factor":
+            return float(plan[i, 0] * plan[j, 0])
+        return float(plan[0, i, j])
+    if isinstance(model, FactorErrors):
+        beta = np.asarray(model.loadings, dtype=np.float64)
+        return float(beta[i] * beta[j])
+    if isinstance(model, GaussianErrors):
+        return float(np.asarray(model.matrix, dtype=np.float64)[i, j])
+    return None
+
+
+def file_gain(problem: Problem, ensemble: list[str], baseline: list[str]) -> float:
+    """``S_ens / S_base - 1`` under the problem's own error model (and its measured
+    ``ensembles``), each at its own best ``k`` in the search range: a fraction."""
+    both = np.stack([problem.mask(ensemble, "ensemble"), problem.mask(baseline, "baseline")])
+    best = evaluate_subsets(problem, both)["throughput"].max(axis=1)
+    return float(best[0] / best[1] - 1.0)
+
+
+@dataclass
+class BreakevenReport:
+    """``allocator breakeven``: the break-even answer under exchangeable errors, beside
+    the gain under the problem's own errors.
+
+    file_errors : the problem's error model; file_latent_correlation : between the
+    ensemble's first two drafters under it (:func:`file_latent_correlation`);
+    gain_at_file_errors : :func:`file_gain`; curve : ``(correlations (R,), gains (R,))``
+    of :func:`gain_curve` when asked for.
+    """
+
+    breakeven: Breakeven
+    file_errors: str
+    file_latent_correlation: float | None
+    gain_at_file_errors: float
+    curve: tuple[np.ndarray, np.ndarray] | None = None
+
+    def to_dict(self) -> dict:
+        """The ``breakeven --json`` document."""
+        return {
+            **self.breakeven.document(),
+            "file_errors": self.file_errors,
+            "file_latent_correlation": self.file_latent_correlation,
+            "gain_at_file_errors": self.gain_at_file_errors,
+        }
+
+
+def breakeven_report(
+    problem: Problem,
+    ensemble: list[str],
+    baseline: list[str],
+    curve_points: int | None = None,
+) -> BreakevenReport:
+    """:func:`breakeven`, the gain under the problem's own errors, and, with
+    ``curve_points``, the gain at that many latent correlations evenly spaced on [0, 1]."""
+    found = breakeven(problem, ensemble, baseline)
+    report = BreakevenReport(
+        found,
+        problem.errors.name,
+        file_latent_correlation(problem, found.ensemble[:2]),
+        file_gain(problem, found.ensemble, found.baseline),
+    )
+    if curve_points is not None:
+        grid = np.linspace(0.0, 1.0, curve_points)
+        report.curve = (grid, gain_curve(problem, found.ensemble, found.baseline, grid))
+    return report

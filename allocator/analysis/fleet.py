@@ -10,7 +10,7 @@ The serving model (:mod:`allocator.model.serving`) gives, at each batch size ``b
 batch) and ``itl_ms(b)`` (ms between tokens of one sequence). A configuration here is a
 subset of the search space with a ``k`` in ``search.k`` up to the largest ``k`` any step
 time reaches, within the problem's ``budget`` caps (on the model's metrics, the same test
-as ``schedule``: :func:`allocator.search.base.feasible_mask`), plus ``k = 0`` (no
+as ``schedule``: :func:`allocator.core.budget.feasible_mask`), plus ``k = 0`` (no
 speculation, no drafter, a candidate whatever the budget). A candidate ``(b, config)`` is
 *feasible* when it has a measured or modelled step time, ``itl_ms(b) <= Y`` and the
 replica can hold ``b`` sequences (:mod:`allocator.model.memory`: hosted drafters take
@@ -56,16 +56,22 @@ per batch size.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.space import count_subsets, iter_subsets
-from ..exceptions import InfeasibleError, InputError, NotModelledError, ParameterError
+from ..core.space import count_subsets
+from ..exceptions import (
+    InfeasibleError,
+    InputError,
+    NotModelledError,
+    ParameterError,
+    SolverError,
+)
 from ..model.evaluate import evaluate_subsets
+from ..model.evaluator import FeasibleCells, evaluate_space
 from ..model.memory import max_batch
-from ..search.base import feasible_mask
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -81,9 +87,6 @@ SLACK = 1e-12
 #: Most replicas a fleet may count (a load needing more is refused, not overflowed: the
 #: counts are int64 and the tie-break key multiplies them by the number of candidates).
 MAX_REPLICAS = 10**12
-
-#: Most loads one ``--sweep-load`` prices (each load is one row of the sizing).
-MAX_SWEEP_STEPS = 10_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,33 +137,6 @@ class Fleet:
             "tokens_per_s_per_replica": self.tokens_per_s_per_replica,
             "cost_per_hour": self.cost_per_hour,
             "cost_per_mtok": self.cost_per_mtok,
-        }
-
-
-@dataclass
-class CapacityResult:
-    """The cheapest fleet for a load, and the cheapest without speculation (``None``: no
-    configuration without speculation meets the target). ``saving`` is the fraction of
-    the latter's cost the former saves (``None`` without it)."""
-
-    problem: str
-    tokens_per_s: float
-    itl_target_ms: float
-    best: Fleet
-    without_speculation: Fleet | None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def saving(self) -> float | None:
-        w = self.without_speculation
-        return None if w is None else 1.0 - self.best.cost_per_hour / w.cost_per_hour
-
-    def document(self) -> dict:
-        w = self.without_speculation
-        return {
-            **self.best.document(),
-            "without_speculation": None if w is None else w.document(),
-            "saving": self.saving,
         }
 
 
@@ -243,6 +219,52 @@ class LoadSweep:
         }
 
 
+@dataclass
+class CapacityResult:
+    """The cheapest fleet for a load, and the cheapest without speculation (``None``: no
+    configuration without speculation meets the target). ``saving`` is the fraction of
+    the latter's cost the former saves (``None`` without it).
+
+    With :func:`capacity`, also plan's per-workload routes sized as one fleet
+    (``routed``, when ``with_routes``; ``None`` when they meet the target at no batch size
+    or could not be planned) and the load sweep (``sweep``, when asked for).
+    """
+
+    problem: str
+    tokens_per_s: float
+    itl_target_ms: float
+    best: Fleet
+    without_speculation: Fleet | None
+    notes: list[str] = field(default_factory=list)
+    with_routes: bool = False
+    routed: RoutedFleet | None = None
+    sweep: LoadSweep | None = None
+
+    @property
+    def saving(self) -> float | None:
+        w = self.without_speculation
+        return None if w is None else 1.0 - self.best.cost_per_hour / w.cost_per_hour
+
+    def document(self) -> dict:
+        """The sizing alone: the cheapest fleet, ``without_speculation`` and ``saving``."""
+        w = self.without_speculation
+        return {
+            **self.best.document(),
+            "without_speculation": None if w is None else w.document(),
+            "saving": self.saving,
+        }
+
+    def to_dict(self) -> dict:
+        """The ``capacity --json`` document: :meth:`document`, then ``routed`` (with
+        routes) and ``sweep`` (with a load sweep)."""
+        doc = self.document()
+        if self.with_routes:
+            doc["routed"] = None if self.routed is None else self.routed.document()
+        if self.sweep is not None:
+            doc["sweep"] = self.sweep.document()
+        return doc
+
+
 # ---------------------------------------------------------------- the grid
 def _serving_model():
     """The serving model's functions (imported here: the module belongs to the serving
@@ -265,28 +287,28 @@ def configurations(problem: Problem) -> tuple[np.ndarray, np.ndarray, int]:
     (each cap on the model's metrics, as ``schedule`` applies it). Returns ``members
     (C, N)`` bool, ``k (C,)`` int and how many configurations the budget left out."""
     ks = _serving_model().speculative_ks(problem)
-    cells = count_subsets(problem) * ks.size * _need_serving(problem).batch_sizes.size
-    if cells > MAX_CELLS:
+    pairs = count_subsets(problem) * ks.size * _need_serving(problem).batch_sizes.size
+    if pairs > MAX_CELLS:
         raise InputError(
             "search.m.max",
-            f"{cells:,} (configuration, batch size) pairs are too many to size exactly "
+            f"{pairs:,} (configuration, batch size) pairs are too many to size exactly "
             f"(at most {MAX_CELLS:,}); lower search.m.max or search.k.max",
         )
-    parts_m = [np.zeros((1, problem.n), bool)]
-    parts_k = [np.zeros(1, np.int64)]
-    over_budget = 0
+    kept = FeasibleCells(ks)
     if ks.size:
         # the model's metrics over k_min..k_max == ks, as schedule evaluates them
         limited = problem.replace(k_max=int(ks[-1]))
-        for chunk in iter_subsets(problem, 1 << 16):
-            ok = np.ones((chunk.shape[0], ks.size), bool)
-            if problem.budget:
-                ok = feasible_mask(evaluate_subsets(limited, chunk), problem.budget)
-            over_budget += int((~ok).sum())
-            rows, cols = np.nonzero(ok)  # row-major: each subset's k in ascending order
-            parts_m.append(chunk[rows])
-            parts_k.append(ks[cols])
-    return np.concatenate(parts_m), np.concatenate(parts_k), over_budget
+
+        def evaluate(members: np.ndarray) -> dict[str, np.ndarray]:
+            if not problem.budget:  # nothing to mask: the model need not run
+                return {"feasible": np.ones((members.shape[0], ks.size), bool)}
+            return evaluate_subsets(limited, members)
+
+        evaluate_space(problem, kept, evaluate=evaluate, rows=1 << 16)
+    row0 = np.zeros((1, problem.n), bool)
+    members = np.concatenate([row0, kept.members(problem.n)])
+    k = np.concatenate([np.zeros(1, np.int64), kept.k()])
+    return members, k, kept.left_out
 
 
 def serving_grid(problem: Problem) -> ServingGrid:
@@ -596,22 +618,6 @@ def crossings(loads: np.ndarray, with_spec: np.ndarray, without: np.ndarray) -> 
     ]
 
 
-def parse_load_range(text: str) -> np.ndarray:
-    """``LO:HI:STEPS`` into ``STEPS`` equally spaced loads (tokens/s): ``(STEPS,)``."""
-    parts = text.split(":")
-    try:
-        if len(parts) != 3:
-            raise ValueError
-        lo, hi, steps = float(parts[0]), float(parts[1]), int(parts[2])
-    except ValueError:
-        raise ParameterError("sweep_load", f"expected LO:HI:STEPS, got {text!r}") from None
-    if not (np.isfinite(lo) and np.isfinite(hi)) or lo <= 0 or hi < lo:
-        raise ParameterError("sweep_load", f"the range {lo:g}:{hi:g} must satisfy 0 < LO <= HI")
-    if not 1 <= steps <= MAX_SWEEP_STEPS:
-        raise ParameterError("sweep_load", f"STEPS must be 1..{MAX_SWEEP_STEPS:,} (got {steps:,})")
-    return np.array([hi]) if steps == 1 else np.linspace(lo, hi, steps)
-
-
 def sweep_load(
     problem: Problem,
     loads: np.ndarray,
@@ -633,3 +639,40 @@ def sweep_load(
     a = np.array([np.nan if f is None else f.cost_per_hour for f in spec])
     b = np.array([np.nan if f is None else f.cost_per_hour for f in plain])
     return LoadSweep(loads, a, b, list(zip(spec, plain, strict=True)), crossings(loads, a, b))
+
+
+def capacity(
+    problem: Problem,
+    tokens_per_s: float,
+    itl_ms: float | None = None,
+    loads: np.ndarray | None = None,
+    routes: bool | None = None,
+) -> CapacityResult:
+    """``allocator capacity``: :func:`size_fleet`, with plan's per-workload routes sized
+    as one fleet beside it (:func:`size_routes`; ``routes=None``: when the problem has
+    workloads) and $/h against ``loads (L,)`` tokens/s (:func:`sweep_load`), on one grid.
+
+    An error while planning the routes leaves the main answer standing, with a note.
+    """
+    grid = serving_grid(problem)
+    result = size_fleet(problem, tokens_per_s, itl_ms, grid=grid)
+    notes = list(result.notes)
+    with_routes = bool(problem.workloads) if routes is None else routes
+    routed = None
+    if with_routes:
+        try:
+            routed = size_routes(problem, tokens_per_s, itl_ms)
+        except (InfeasibleError, NotModelledError, SolverError) as exc:  # the answer stands
+            notes.append(f"per-workload routes not sized: {exc.field}: {exc.message}")
+        if routed is None:
+            notes.append("plan's per-workload routes meet the latency target at no batch size")
+        else:
+            cheaper = routed.cost_per_hour < result.best.cost_per_hour
+            notes.append(
+                f"mixed traffic: plan's per-workload routes on one fleet need {routed.replicas} "
+                f"replica(s) at batch {routed.batch} (${routed.cost_per_hour:,.2f}/h), "
+                + ("cheaper than" if cheaper else "no cheaper than")
+                + " one configuration for all traffic (see README: what routing approximates)"
+            )
+    swept = None if loads is None else sweep_load(problem, loads, itl_ms, grid=grid)
+    return replace(result, notes=notes, with_routes=with_routes, routed=routed, sweep=swept)

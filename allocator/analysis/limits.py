@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.budget import budget_limit
 from ..exceptions import NotModelledError
 from ..model.evaluate import evaluate_configs
-from ..search.base import budget_limit
 
 if TYPE_CHECKING:
     from ..core.problem import Problem

@@ -43,6 +43,22 @@ class PaperRow:
         }
 
 
+@dataclass(frozen=True)
+class PaperReport:
+    """Every recomputed quantity (:func:`reproduce`); ``differs``: how many differ from
+    the paper beyond its rounding."""
+
+    rows: list[PaperRow]
+
+    @property
+    def differs(self) -> int:
+        return sum(r.status == "differs" for r in self.rows)
+
+    def to_dict(self) -> dict:
+        """The ``paper --json`` document."""
+        return {"rows": [r.as_dict() for r in self.rows], "differs": self.differs}
+
+
 def rounding(printed: str) -> float:
     """Half a unit in the last printed digit of ``printed`` (plus float slack)."""
     decimals = len(printed.split(".")[1]) if "." in printed else 0

@@ -26,17 +26,24 @@ speculative configurations (``k >= 1``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.pareto import front_order
 from ..core.problem import Problem
 from ..core.result import Front
-from ..core.space import iter_subsets
-from ..exceptions import NotModelledError
+from ..exceptions import NotModelledError, ParameterError
 from ..model.evaluate import curves, evaluate_subsets
+from ..model.evaluator import (
+    BestPerKey,
+    Chunk,
+    Evaluate,
+    FrontKeeper,
+    GridMax,
+    Keeper,
+    evaluate_space,
+    mask_score,
+)
 from ..model.memory import max_batch
 from ..model.serving import (
     SERVING_METRICS,
@@ -47,13 +54,24 @@ from ..model.serving import (
     step_grid,
     tokens_per_s,
 )
-from ..search.base import feasible_mask
 
 #: Subset x k cells evaluated per chunk (bounds memory).
 MAX_CELLS = 1 << 20
 #: Relative difference between a table's own ``k = 0`` step and the baseline above which
 #: :func:`schedule` notes that the file's plain-decoding times disagree.
 K0_TOLERANCE = 0.01
+#: Engines a schedule exports to (:func:`export_schedule`).
+EXPORTS = ("vllm",)
+
+
+@dataclass(frozen=True)
+class ScheduleExport:
+    """A schedule as an engine takes it: ``text`` to print (vLLM: the
+    ``--speculative-config`` JSON, one line) and notes for the user."""
+
+    engine: str
+    text: str
+    notes: list[str]
 
 
 @dataclass
@@ -82,6 +100,12 @@ class Schedule:
     evaluated: int
     unmeasured: int
     notes: list[str] = field(default_factory=list)
+    #: the schedule as an engine takes it, when asked for (:func:`export_schedule`)
+    export: ScheduleExport | None = None
+
+    def to_dict(self) -> dict:
+        """The ``schedule --json`` document: ``{"rows": [...], "speculation_off_from"}``."""
+        return {"rows": self.rows(), "speculation_off_from": self.speculation_off_from}
 
     def rows(self) -> list[dict]:
         """One plain dict per batch size, the ``rows`` of ``schedule --json``."""
@@ -105,48 +129,92 @@ class Schedule:
         return out
 
 
-@dataclass
-class _Chunk:
-    """Subsets ``(B, N)`` with, for ``ks (K,)``: budget feasibility ``(B, K)``, the
-    model's metrics ``(B, K)`` and the bonus-convention ``E`` ``(B, K)``."""
-
-    members: np.ndarray
-    feasible: np.ndarray
-    model: dict[str, np.ndarray]
-    e: np.ndarray
-
-
-def _chunks(problem: Problem, ks: np.ndarray) -> Iterator[_Chunk]:
+def _serving_evaluation(problem: Problem, ks: np.ndarray) -> Evaluate:
+    """The chunk evaluation of ``schedule`` and ``solve --batch``: the model's metrics
+    ``(B, K)`` over ``k_min..k_max == ks`` (the problem limited to ``k <= ks[-1]``) and the
+    bonus-convention ``E`` at ``ks``, ``e_bonus (B, K)``."""
     k_max = int(ks[-1])
     limited = problem.replace(k_max=k_max)
     bonus = limited.replace(convention="bonus")
-    rows = max(1, MAX_CELLS // ks.size)
-    for members in iter_subsets(problem, rows):
+
+    def evaluate(members: np.ndarray) -> dict[str, np.ndarray]:
         model = evaluate_subsets(limited, members)  # (B, K) over k_min..k_max == ks
         e, _ = curves(bonus, members, k_max)
-        yield _Chunk(members, feasible_mask(model, problem.budget), model, e[:, ks - 1])
+        return {**model, "e_bonus": e[:, ks - 1]}
+
+    return evaluate
 
 
-def _serving_at(problem: Problem, c: _Chunk, ks: np.ndarray, batch: int) -> dict[str, np.ndarray]:
+def _serving_space(problem: Problem, ks: np.ndarray, keep: Keeper) -> None:
+    """Every subset at every ``k`` of ``ks``, evaluated (:func:`_serving_evaluation`) and
+    masked by the budget, handed to ``keep`` chunk by chunk (:data:`MAX_CELLS` cells each)."""
+    evaluate = _serving_evaluation(problem, ks)
+    evaluate_space(problem, keep, evaluate=evaluate, max_cells=MAX_CELLS, cells_per_subset=ks.size)
+
+
+def _serving_at(problem: Problem, c: Chunk, ks: np.ndarray, batch: int) -> dict[str, np.ndarray]:
     """Serving metrics ``(B, K)`` of a chunk at ``batch`` (NaN where no step time)."""
     step = step_grid(problem, c.members, ks, batch)
     base = step_grid(problem, c.members, np.zeros(1, np.int64), batch)
     price = problem.serving.gpu_cost_per_hour if problem.serving else np.nan
-    return metrics_from(c.e, step, base, float(batch), price)
+    return metrics_from(c.metrics["e_bonus"], step, base, float(batch), price)
+
+
+class _PerBatch:
+    """The schedule's keeper: at each batch size, the best configuration (highest
+    ``tokens_per_s``; then smaller ``k``, fewer drafters, first in enumeration order;
+    speculation off to start with, so it wins a tie) and its serving metrics, the best
+    ``tokens_per_s`` per ``k`` (``by_k``), and the counts behind the notes."""
+
+    def __init__(self, problem: Problem, ks: np.ndarray, off: dict[str, np.ndarray]) -> None:
+        serving = need_serving(problem)
+        self.problem, self.ks, self.batches = problem, ks, serving.batch_sizes
+        s_count = self.batches.size
+        self.metrics = off  # speculation off at every batch size: the candidate to beat
+        zero = np.zeros(s_count, np.int64)
+        self.best = BestPerKey(
+            s_count, problem.n, ks, off["tokens_per_s"], zero, tiebreak=[(0, 0)] * s_count
+        )
+        self.by_k = GridMax(s_count, ks.size)
+        self.evaluated = self.unmeasured = self.no_room = 0
+        # per batch size: does any speculative configuration (budget aside) have a step time?
+        self.spec_timed = np.zeros(s_count, bool)
+
+    def add(self, c: Chunk) -> None:
+        problem, ks, price = self.problem, self.ks, need_serving(self.problem).gpu_cost_per_hour
+        e = c.metrics["e_bonus"]
+        m_rows = c.members.sum(axis=1)
+        room = max_batch(problem, c.members)  # hosted drafters take KV-cache memory
+        for i, b in enumerate(self.batches):
+            step = step_grid(problem, c.members, ks, float(b))
+            tps = tokens_per_s(e, step, float(b))
+            has = ~np.isnan(tps)
+            self.spec_timed[i] |= bool(has.any())
+            self.evaluated += int(c.feasible.sum())
+            self.unmeasured += int((c.feasible & ~has).sum())
+            fits = (room >= b)[:, None]
+            self.no_room += int((c.feasible & has & ~fits).sum())
+            ok = c.feasible & has & fits
+            if not ok.any():
+                continue
+            masked = mask_score(tps, ok)
+            self.by_k.offer(i, masked, ok)
+            won = self.best.offer(i, c.members, masked, (ks[None, :], m_rows[:, None]))
+            if won is not None:
+                r0, j0 = won
+                base = step_grid(problem, c.members[r0 : r0 + 1], np.zeros(1), float(b))
+                point = metrics_from(e[r0, j0], step[r0, j0], base[0, 0], float(b), price)
+                for name in SERVING_METRICS:
+                    self.metrics[name][i] = point[name]
 
 
 def schedule(problem: Problem) -> Schedule:
     """The best configuration within the budget at each of ``serving.batch_sizes``."""
     serving = need_serving(problem)
     batches = serving.batch_sizes
-    s_count, n = batches.size, problem.n
+    s_count = batches.size
     ks = speculative_ks(problem)
     all_ks = np.concatenate([[0], ks])
-    by_k = np.full((s_count, all_ks.size), np.nan)
-    # speculation off at every batch size first: the candidate every plan starts from
-    best_members = np.zeros((s_count, n), bool)
-    best_k = np.zeros(s_count, np.int64)
-    best_m = np.zeros(s_count, np.int64)
     off = np.array([baseline_ms(serving, float(b)) for b in batches])
     if np.isnan(off).any():
         b = int(batches[np.flatnonzero(np.isnan(off))[0]])
@@ -155,52 +223,13 @@ def schedule(problem: Problem) -> Schedule:
         np.ones(s_count), off, off, batches.astype(float), serving.gpu_cost_per_hour
     )
     metrics = {key: np.array(v, dtype=float) for key, v in metrics.items()}
-    by_k[:, 0] = metrics["tokens_per_s"]
-    evaluated = s_count
-    unmeasured = 0
-    no_room = 0
-    # per batch size: does any speculative configuration (budget aside) have a step time?
-    spec_timed = np.zeros(s_count, bool)
+    off_tps = metrics["tokens_per_s"].copy()  # by_k's k = 0 column
+    keeper = _PerBatch(problem, ks, metrics)
     if ks.size:
-        for c in _chunks(problem, ks):
-            m_rows = c.members.sum(axis=1)
-            room = max_batch(problem, c.members)  # hosted drafters take KV-cache memory
-            for i, b in enumerate(batches):
-                step = step_grid(problem, c.members, ks, float(b))
-                tps = tokens_per_s(c.e, step, float(b))
-                has = ~np.isnan(tps)
-                spec_timed[i] |= bool(has.any())
-                evaluated += int(c.feasible.sum())
-                unmeasured += int((c.feasible & ~has).sum())
-                fits = (room >= b)[:, None]
-                no_room += int((c.feasible & has & ~fits).sum())
-                ok = c.feasible & has & fits
-                if not ok.any():
-                    continue
-                masked = np.where(ok, tps, -np.inf)
-                col = masked.max(axis=0)
-                col[~ok.any(axis=0)] = np.nan
-                by_k[i, 1:] = np.fmax(by_k[i, 1:], col)
-                # best of the chunk: highest tokens/s, then smaller k, then fewer drafters
-                top = masked.max()
-                r, j = np.nonzero(masked == top)
-                pick = np.lexsort((m_rows[r], ks[j]))[0]
-                r0, j0 = int(r[pick]), int(j[pick])
-                key = (-float(top), int(ks[j0]), int(m_rows[r0]))
-                cur = (-float(metrics["tokens_per_s"][i]), int(best_k[i]), int(best_m[i]))
-                if key < cur:
-                    best_members[i] = c.members[r0]
-                    best_k[i] = ks[j0]
-                    best_m[i] = m_rows[r0]
-                    base = step_grid(problem, c.members[r0 : r0 + 1], np.zeros(1), float(b))
-                    won = metrics_from(
-                        c.e[r0, j0], step[r0, j0], base[0, 0], float(b), serving.gpu_cost_per_hour
-                    )
-                    for name in SERVING_METRICS:
-                        metrics[name][i] = won[name]
-    if not spec_timed.all():
+        _serving_space(problem, ks, keeper)
+    if not keeper.spec_timed.all():
         # k = 0 there would read as "speculation stops paying" for want of a measurement
-        i = int(np.flatnonzero(~spec_timed)[0])
+        i = int(np.flatnonzero(~keeper.spec_timed)[0])
         raise NotModelledError(
             f"serving.batch_sizes.{i}",
             f"batch size {int(batches[i])}: no configuration of the search space has a "
@@ -209,31 +238,51 @@ def schedule(problem: Problem) -> Schedule:
             "out (step times are never extrapolated)",
         )
     notes = []
-    if unmeasured:
+    if keeper.unmeasured:
         notes.append(
-            f"{unmeasured:,} configuration(s) within the budget have no step time at their "
-            "batch size (no measured table and no component model covering them): left out"
+            f"{keeper.unmeasured:,} configuration(s) within the budget have no step time at "
+            "their batch size (no measured table and no component model covering them): "
+            "left out"
         )
-    if no_room:
+    if keeper.no_room:
         notes.append(
-            f"{no_room:,} configuration(s) left out at some batch size: their drafters take "
-            "KV-cache memory the batch needs (serving.memory, drafters[].memory_gb)"
+            f"{keeper.no_room:,} configuration(s) left out at some batch size: their drafters "
+            "take KV-cache memory the batch needs (serving.memory, drafters[].memory_gb)"
         )
     notes += baseline_disagreements(problem, batches, off)
+    by_k = np.column_stack([off_tps, keeper.by_k.values])
+    best = keeper.best
     return Schedule(
         problem=problem.name,
         names=problem.names,
         batch=batches.copy(),
-        members=best_members,
-        k=best_k,
-        metrics=metrics,
+        members=best.members,
+        k=best.k,
+        metrics=keeper.metrics,
         ks=all_ks,
         by_k=by_k,
-        speculation_off_from=speculation_off_from(batches, best_k),
-        evaluated=evaluated,
-        unmeasured=unmeasured,
+        speculation_off_from=speculation_off_from(batches, best.k),
+        evaluated=s_count + keeper.evaluated,
+        unmeasured=keeper.unmeasured,
         notes=notes,
     )
+
+
+def check_export(engine: str) -> str:
+    """``engine`` when a schedule exports to it (:data:`EXPORTS`); else a
+    :class:`~allocator.exceptions.ParameterError` naming ``export``."""
+    if engine not in EXPORTS:
+        raise ParameterError("export", f"{engine!r} is not one of {', '.join(EXPORTS)}")
+    return engine
+
+
+def export_schedule(sched: Schedule, problem: Problem, engine: str = "vllm") -> ScheduleExport:
+    """``sched`` (of ``problem``) as ``engine`` takes it (docs/design.md §8.6)."""
+    check_export(engine)
+    from ..engines.vllm_schedule import export_text
+
+    text, notes = export_text(sched.rows(), problem.drafter_map)
+    return ScheduleExport(engine, text, notes)
 
 
 def baseline_disagreements(problem: Problem, batch: np.ndarray, off: np.ndarray) -> list[str]:
@@ -273,6 +322,38 @@ def speculation_off_from(batch: np.ndarray, k: np.ndarray) -> int | None:
     return int(batch[first])
 
 
+class _ServingFront:
+    """``solve --batch``'s keeper: the front of tokens/s against the cost metric at one
+    batch size over the cells within the budget with a step time that fit in memory,
+    each point carrying the model's and the serving metrics; and the counts."""
+
+    def __init__(self, problem: Problem, ks: np.ndarray, batch: int) -> None:
+        self.problem, self.ks, self.batch = problem, ks, batch
+        self.front = FrontKeeper(problem.cost_metric, ks)
+        self.evaluated = self.unmeasured = self.no_room = 0
+
+    def add(self, c: Chunk) -> None:
+        problem, ks, batch = self.problem, self.ks, self.batch
+        sm = _serving_at(problem, c, ks, batch)
+        has = ~np.isnan(sm["tokens_per_s"])
+        self.evaluated += c.metrics["e_bonus"].size
+        self.unmeasured += int((~has).sum())
+        fits = (max_batch(problem, c.members) >= batch)[:, None]  # drafters take KV memory
+        self.no_room += int((c.feasible & has & ~fits).sum())
+        ok = c.feasible & has & fits
+        r, j = np.nonzero(ok)
+        if r.size == 0:
+            return
+        met = {name: np.asarray(v)[r, j] for name, v in c.metrics.items() if name != "e_bonus"}
+        met["tokens_per_step"] = sm["expected_accepted"][r, j]
+        for name in SERVING_METRICS:
+            if name != "expected_accepted":
+                met[name] = sm[name][r, j]
+        met["batch"] = np.full(r.size, float(batch))
+        met["throughput"] = met["tokens_per_s"]
+        self.front.offer_points(c.members[r], ks[j], met)
+
+
 def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[str]]:
     """The front of ``tokens_per_s`` against the cost metric at ``batch``.
 
@@ -282,9 +363,6 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
     """
     serving = need_serving(problem)
     ks = speculative_ks(problem)
-    metric = problem.cost_metric
-    parts: list[Front] = []
-    evaluated = unmeasured = no_room = 0
     base = baseline_ms(serving, float(batch))
     if np.isnan(base):
         raise NotModelledError(
@@ -295,29 +373,11 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
             "serving",
             f"no speculative step time within search.k ({problem.k_min}..{problem.k_max})",
         )
-    for c in _chunks(problem, ks):
-        sm = _serving_at(problem, c, ks, batch)
-        has = ~np.isnan(sm["tokens_per_s"])
-        evaluated += c.e.size
-        unmeasured += int((~has).sum())
-        fits = (max_batch(problem, c.members) >= batch)[:, None]  # drafters take KV memory
-        no_room += int((c.feasible & has & ~fits).sum())
-        ok = c.feasible & has & fits
-        r, j = np.nonzero(ok)
-        if r.size == 0:
-            continue
-        met = {name: np.asarray(v)[r, j] for name, v in c.model.items()}
-        met["tokens_per_step"] = sm["expected_accepted"][r, j]
-        for name in SERVING_METRICS:
-            if name != "expected_accepted":
-                met[name] = sm[name][r, j]
-        met["batch"] = np.full(r.size, float(batch))
-        met["throughput"] = met["tokens_per_s"]
-        keep = front_order(met[metric], met["throughput"], met["drafters"], ks[j])
-        parts.append(
-            Front(c.members[r[keep]], ks[j][keep], {m: v[keep] for m, v in met.items()}, metric)
-        )
-    if not parts:
+    keeper = _ServingFront(problem, ks, batch)
+    _serving_space(problem, ks, keeper)
+    front = keeper.front.front()
+    evaluated, unmeasured, no_room = keeper.evaluated, keeper.unmeasured, keeper.no_room
+    if front is None:
         raise NotModelledError(
             "serving",
             f"no configuration within the budget has a step time at batch {batch}"
@@ -329,11 +389,6 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
                 else ""
             ),
         )
-    members = np.concatenate([p.members for p in parts])
-    k = np.concatenate([p.k for p in parts])
-    met = {m: np.concatenate([p.metrics[m] for p in parts]) for m in parts[0].metrics}
-    keep = front_order(met[metric], met["throughput"], met["drafters"], k)
-    front = Front(members[keep], k[keep], {m: v[keep] for m, v in met.items()}, metric)
     notes = [
         f"throughput is tokens_per_s at batch {batch} (E in the bonus convention over the "
         "step wall time); k = 0 (no speculation) gives "

@@ -37,16 +37,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from scipy import special
 
-from ..core.pareto import front_order
+from ..core.budget import feasible_mask
 from ..core.result import Front
-from ..core.space import count_subsets, iter_subsets
+from ..core.space import count_subsets
 from ..estimate.counts import LEVEL, PRIOR  # the intervals' level; Jeffreys prior weight
 from ..exceptions import ParameterError
 from ..model.acceptance import expected_accepted, extend_positions
 from ..model.errors import EmpiricalErrors
-from ..model.evaluate import METRICS, evaluate_configs, evaluate_subsets
-from ..search.base import feasible_mask
-from ..search.exact import concat_fronts
+from ..model.evaluate import evaluate_configs, evaluate_subsets
+from ..model.evaluator import BestPerKey, Chunk, FrontKeeper, Pass, evaluate_space
 
 if TYPE_CHECKING:
     from ..core.problem import Problem, Workload
@@ -306,6 +305,22 @@ def _looped_throughput(problem: Problem, problems, members: np.ndarray):
     return thr, feasible
 
 
+class _RobustFront:
+    """The robust front's keeper: each chunk's configurations within the budget at the
+    point estimate, costs at the point estimate, scored by the ``quantile``-quantile of
+    their throughput over the draws."""
+
+    def __init__(self, problem: Problem, quantile: float) -> None:
+        self.problem, self.quantile = problem, quantile
+        self.front = FrontKeeper(problem.cost_metric, problem.k_values)
+
+    def add(self, chunk: Chunk) -> None:
+        nominal = evaluate_subsets(self.problem, chunk.members)
+        qt = np.quantile(chunk.metrics["throughput"], self.quantile, axis=0)
+        feasible = feasible_mask(nominal, self.problem.budget)
+        self.front.offer(chunk.members, nominal, feasible, score=qt)
+
+
 @dataclass
 class UncertaintyReport:
     """What :func:`analyse` finds. Arrays ``(P,)`` follow ``front``'s points."""
@@ -360,61 +375,45 @@ def analyse(
             f"{total:,} evaluations (configurations x draws) are too many; lower --samples "
             "or narrow the search (search.m.max, search.k.max)",
         )
-    best_val = np.full(n_draws, -np.inf)
-    best_members = np.zeros((n_draws, problem.n), bool)
-    best_k = np.zeros(n_draws, np.int64)
-    robust_parts: list[tuple[Front, np.ndarray]] = []
-    rows = max(1, CHUNK_CELLS // (len(ks) * n_draws))
+    best = BestPerKey(n_draws, problem.n, ks)  # the optimum of each draw
+    robust = _RobustFront(problem, quantile) if quantile is not None else None
     batched = _batchable(problem) and all(
         p.errors.name == "independent" and not p.workloads for p in problems
     )
     acc_draws = np.stack([p.acceptance for p in problems]) if batched else None
-    draw_index = np.arange(n_draws)
+
+    def evaluate(members: np.ndarray) -> dict[str, np.ndarray]:
+        """Every draw at once: throughput and budget feasibility ``(D, B, K)``."""
+        if acc_draws is not None:
+            thr, feasible = batched_throughput(problem, members, acc_draws)
+        else:
+            thr, feasible = _looped_throughput(problem, problems, members)
+        return {"throughput": thr, "feasible": feasible}
+
     done = 0
 
     def report(total_now: int) -> None:
         if progress is not None:
             progress(done, total_now, None)
 
-    report(total + len(front) * n_draws)
-    for members in iter_subsets(problem, rows):
-        if batched:
-            assert acc_draws is not None
-            thr, feasible = batched_throughput(problem, members, acc_draws)
-        else:
-            thr, feasible = _looped_throughput(problem, problems, members)
-        t = np.where(feasible, thr, -np.inf).reshape(n_draws, -1)  # (D, B*K)
-        flat = np.argmax(t, axis=1)
-        val = t[draw_index, flat]
-        better = val > best_val
-        b, j = np.divmod(flat, len(ks))
-        best_val[better] = val[better]
-        best_members[better] = members[b[better]]
-        best_k[better] = ks[j[better]]
-        done += members.shape[0] * len(ks) * n_draws
+    def tick(seen: Pass) -> None:
+        nonlocal done
+        done = seen.cells
         report(total + len(front) * n_draws)
-        if quantile is not None:
-            nominal = evaluate_subsets(problem, members)
-            qt = np.quantile(thr, quantile, axis=0)
-            b, j = np.nonzero(feasible_mask(nominal, problem.budget))
-            if b.size == 0:
-                continue
-            keep = front_order(
-                nominal[problem.cost_metric][b, j], qt[b, j], nominal["drafters"][b, j], ks[j]
-            )
-            b, j = b[keep], j[keep]
-            part = Front(
-                members[b],
-                ks[j],
-                {m: np.array(nominal[m][b, j]) for m in METRICS},
-                problem.cost_metric,
-            )
-            robust_parts.append((part, qt[b, j]))
-    if quantile is not None and robust_parts:
-        merged = concat_fronts([p for p, _ in robust_parts], problem.cost_metric)
-        q_all = np.concatenate([q for _, q in robust_parts])
-        keep = front_order(merged.cost, q_all, merged.metrics["drafters"], merged.k)
-        front = merged.take(keep)
+
+    report(total + len(front) * n_draws)
+    evaluate_space(
+        problem,
+        [best] if robust is None else [best, robust],
+        evaluate=evaluate,
+        max_cells=CHUNK_CELLS,
+        cells_per_subset=len(ks) * n_draws,
+        progress=tick,
+    )
+    if robust is not None:
+        robust_front = robust.front.front()
+        if robust_front is not None:
+            front = robust_front
     # throughput of the reported configurations in every draw: (D, P)
     per_draw = np.zeros((n_draws, len(front)))
     if len(front):
@@ -434,13 +433,13 @@ def analyse(
         "throughput_mean": per_draw.mean(axis=0),
     }
     q_thr = np.quantile(per_draw, quantile, axis=0) if quantile is not None else None
-    found = np.isfinite(best_val)
+    found = np.isfinite(best.score)
     counts: dict[tuple, int] = {}
     example: dict[tuple, tuple] = {}
     for d in np.flatnonzero(found):
-        key = _key(best_members[d], best_k[d])
+        key = _key(best.members[d], best.k[d])
         counts[key] = counts.get(key, 0) + 1
-        example[key] = (best_members[d], int(best_k[d]))
+        example[key] = (best.members[d], int(best.k[d]))
     front_keys = [_key(front.members[i], front.k[i]) for i in range(len(front))]
     share = np.array([counts.get(k, 0) / n_draws for k in front_keys])
     on_front = set(front_keys)

@@ -4,50 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import typer
 
-from ..analysis.breakeven import breakeven
-from ..core.problem import Problem
-from ..io.build import problem_from_file
-from ..model.evaluate import evaluate_subsets
+from .. import api
 from . import app
 from .common import JsonOption, ProblemArg, emit_json, handles_input_errors, out, precheck_outputs
 from .evaluate import split_names
-
-
-def file_latent_correlation(problem: Problem, pair: list[str]) -> float | None:
-    """The latent correlation between the two drafters ``pair`` under the problem's own
-    error model, at position 1: 0 for ``independent``, ``r`` (or ``error_correlation``
-    converted) for ``exchangeable``, ``β_i β_j`` for ``factor``, the matrix entry for
-    ``gaussian``; ``None`` for ``empirical`` (a log has no latent scale)."""
-    from ..model.errors import ExchangeableErrors, FactorErrors, GaussianErrors
-
-    i, j = (problem.names.index(n) for n in pair)
-    model = problem.errors
-    if model.name == "independent":
-        return 0.0
-    if isinstance(model, ExchangeableErrors):
-        kind, plan = model.latent(1.0 - problem.acceptance)
-        if kind in ("independent", "comonotone"):
-            return 0.0 if kind == "independent" else 1.0
-        if kind == "factor":
-            return float(plan[i, 0] * plan[j, 0])
-        return float(plan[0, i, j])
-    if isinstance(model, FactorErrors):
-        beta = np.asarray(model.loadings, dtype=np.float64)
-        return float(beta[i] * beta[j])
-    if isinstance(model, GaussianErrors):
-        return float(np.asarray(model.matrix, dtype=np.float64)[i, j])
-    return None
-
-
-def file_gain(problem: Problem, ensemble: list[str], baseline: list[str]) -> float:
-    """``S_ens / S_base - 1`` under the problem's own error model (and its measured
-    ``ensembles``), each at its own best ``k`` in the search range: a fraction."""
-    both = np.stack([problem.mask(ensemble, "--ensemble"), problem.mask(baseline, "--baseline")])
-    best = evaluate_subsets(problem, both)["throughput"].max(axis=1)
-    return float(best[0] / best[1] - 1.0)
 
 
 @app.command("breakeven")
@@ -79,19 +41,21 @@ def breakeven_command(
         from ..plots import check_plot_path
 
         check_plot_path(plot_path, "--plot")
-    prob = problem_from_file(problem)
-    doc = breakeven(prob, split_names(ensemble), split_names(baseline)).document()
-    doc["file_errors"] = prob.errors.name
-    doc["file_latent_correlation"] = file_latent_correlation(prob, doc["ensemble"][:2])
-    doc["gain_at_file_errors"] = file_gain(prob, doc["ensemble"], doc["baseline"])
+    report = api.breakeven(
+        problem,
+        split_names(ensemble),
+        split_names(baseline),
+        curve_points=201 if plot_path else None,
+    )
+    doc = report.to_dict()
     if plot_path:
-        from ..analysis.breakeven import gain_curve
         from ..plots import plot_breakeven
 
-        grid = np.linspace(0.0, 1.0, 201)
+        assert report.curve is not None
+        grid, gains = report.curve
         plot_breakeven(
             grid,
-            gain_curve(prob, doc["ensemble"], doc["baseline"], grid),
+            gains,
             plot_path,
             breakeven=None if doc["note"] else doc["latent_correlation"],
             breakeven_error_correlation=None if doc["note"] else doc["error_correlation"],

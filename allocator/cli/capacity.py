@@ -11,15 +11,9 @@ import typer
 from rich.table import Table
 
 from .. import api
-from ..analysis.fleet import (
-    CapacityResult,
-    LoadSweep,
-    serving_grid,
-    size_fleet,
-    size_routes,
-    sweep_load,
-)
-from ..exceptions import InfeasibleError, InputError, NotModelledError, SolverError
+from ..analysis.fleet import CapacityResult, LoadSweep
+from ..exceptions import InputError
+from ..io.ranges import parse_load_range
 from . import app
 from .common import (
     JsonOption,
@@ -30,7 +24,6 @@ from .common import (
     out,
     precheck_outputs,
 )
-from .ranges import parse_load_range
 
 
 def _fmt(x: float | None, spec: str = ".4g") -> str:
@@ -142,48 +135,25 @@ def capacity_command(
         if loads is None:
             raise InputError("--plot", "draws the load sweep: give --sweep-load LO:HI:STEPS")
         check_plot_path(plot_path, "--plot")
-    prob = api.load(problem)
-    grid = serving_grid(prob)
-    result = size_fleet(prob, tokens_per_s, itl_ms, grid=grid)
-    doc = result.document()
-    notes = list(result.notes)
-    if prob.workloads:
-        try:
-            routed = size_routes(prob, tokens_per_s, itl_ms)
-        except (InfeasibleError, NotModelledError, SolverError) as exc:  # the main answer stands
-            routed = None
-            notes.append(f"per-workload routes not sized: {exc.field}: {exc.message}")
-        doc["routed"] = None if routed is None else routed.document()
-        if routed is None:
-            notes.append("plan's per-workload routes meet the latency target at no batch size")
-        else:
-            cheaper = routed.cost_per_hour < result.best.cost_per_hour
-            notes.append(
-                f"mixed traffic: plan's per-workload routes on one fleet need {routed.replicas} "
-                f"replica(s) at batch {routed.batch} (${routed.cost_per_hour:,.2f}/h), "
-                + ("cheaper than" if cheaper else "no cheaper than")
-                + " one configuration for all traffic (see README: what routing approximates)"
-            )
-    swept = None
-    if loads is not None:
-        swept = sweep_load(prob, loads, itl_ms, grid=grid)
-        doc["sweep"] = swept.document()
-        if plot_path:
-            from ..plots import plot_capacity_sweep
+    result = api.size_fleet(problem, tokens_per_s, itl_ms, sweep_load=loads)
+    doc = result.to_dict()
+    swept = result.sweep
+    if swept is not None and plot_path:
+        from ..plots import plot_capacity_sweep
 
-            plot_capacity_sweep(
-                swept.loads,
-                swept.with_speculation,
-                swept.without_speculation,
-                plot_path,
-                crossings=swept.crossings,
-                itl_ms=result.itl_target_ms,
-            )
+        plot_capacity_sweep(
+            swept.loads,
+            swept.with_speculation,
+            swept.without_speculation,
+            plot_path,
+            crossings=swept.crossings,
+            itl_ms=result.itl_target_ms,
+        )
     if json_path == "-":
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for message in notes:
+    for message in result.notes:
         note(message)
     out.print(capacity_table(result, doc))
     if swept is not None:

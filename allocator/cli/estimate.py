@@ -7,12 +7,9 @@ from pathlib import Path
 
 import typer
 
-from ..core.methods import METHODS
-from ..estimate import FORMATS, MIN_TRIALS, estimate, problem_text, read_costs
-from ..estimate.problem_file import parse_assignments
-from ..exceptions import InputError
+from .. import api
+from ..estimate import MIN_TRIALS, check_options
 from ..io.staged import write_atomic
-from ..model.acceptance import CONVENTIONS
 from . import app
 from .common import JsonOption, emit_json, handles_input_errors, note, out, precheck_outputs
 
@@ -87,76 +84,26 @@ def estimate_command(
     Costs are not in any log: give them with --unit-cost or --costs, or fill in the
     unit_cost fields the output marks FILL IN (the file does not validate until then).
     """
-    if fmt not in FORMATS:
-        raise InputError("--format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
-    only = {
-        "--errors": (errors, ("outcomes",)),
-        "--convention": (convention, ("outcomes",)),
-        "--drafter": (drafter, ("vllm-log", "sglang-requests", "sglang-log")),
-        "--k": (k, ("sglang-requests", "sglang-log")),
-    }
-    for option, (value, applies) in only.items():
-        if value is not None and fmt not in applies:
-            raise InputError(option, f"applies to --format {' or '.join(applies)} only")
-    errors = errors or "empirical"
-    convention = convention or "bonus"
-    drafter = drafter or "draft"
-    if convention not in CONVENTIONS:
-        raise InputError("--convention", f"{convention!r} is not one of {', '.join(CONVENTIONS)}")
-    if Path(out_path).suffix.lower() not in (".yaml", ".yml"):
-        raise InputError("--out", "write the problem as .yaml or .yml")
+    check_options(fmt, out_path, errors=errors, convention=convention, drafter=drafter, k=k)
     precheck_outputs(out=out_path, json=json_path)
-    costs = read_costs(costs_path, unit_cost or [])
-    models = parse_assignments(model or [], "--model")
-    methods = parse_assignments(method or [], "--method")
-    for n, m in methods.items():
-        if m not in METHODS:
-            raise InputError("--method", f"{n}: {m!r} is not one of {', '.join(METHODS)}")
-    est = estimate(
+    report = api.estimate(
         input_path,
-        fmt,
         out_path,
+        fmt,
+        unit_cost=unit_cost or [],
+        costs=costs_path,
+        models=model or [],
+        methods=method or [],
         errors=errors,
-        min_trials=min_count,
-        drafter_name=drafter,
-        convention=convention,
+        name=name,
+        drafter=drafter,
         k=k,
+        min_count=min_count,
+        convention=convention,
     )
-    text, data, missing = problem_text(est, name or Path(out_path).stem, costs, models, methods)
-    write_atomic(out_path, text, "--out")
-    doc = {
-        "problem": data["name"],
-        "out": str(out_path),
-        "format": fmt,
-        "drafters": [
-            {
-                "name": d["name"],
-                "acceptance": d["acceptance"],
-                "acceptance_interval": d["acceptance_interval"],
-                "positions": c.positions,
-                "trials": c.trials.tolist(),
-                # drafts shorter than k: the rounds reaching each position lie in
-                # [trials_low, trials] (null when known exactly)
-                "trials_low": None if c.trials_low is None else c.trials_low.tolist(),
-                "successes": c.successes.tolist(),
-                **(
-                    {}
-                    if c.ranks is None
-                    else {
-                        "acceptance_by_rank": d["acceptance_by_rank"],
-                        "acceptance_by_rank_interval": d["acceptance_by_rank_interval"],
-                        "rank_trials": c.ranks.trials.tolist(),
-                        "rank_successes": c.ranks.successes.tolist(),
-                    }
-                ),
-            }
-            for d, c in zip(data["drafters"], est.drafters, strict=True)
-        ],
-        "errors": data.get("errors"),
-        "workloads": data.get("workloads", []),
-        "missing_costs": missing,
-        "report": est.report,
-    }
+    write_atomic(out_path, report.text, "--out")
+    doc = report.to_dict()
+    missing = report.missing
     if missing:
         note(
             f"costs must be filled in: unit_cost of {', '.join(missing)} is marked FILL IN in "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from ..analysis.paper import reproduce
+from .. import api
 from . import app
 from .common import JsonOption, emit_json, handles_input_errors, out, precheck_outputs
 
@@ -20,8 +20,9 @@ def paper(json_path: str = JsonOption) -> None:
     configuration's own optimal k, which its §3.3 defines but §4.5–4.6 do not use).
     """
     precheck_outputs(json=json_path)
-    rows = reproduce()
-    doc = {"rows": [r.as_dict() for r in rows], "differs": sum(r.status == "differs" for r in rows)}
+    report = api.paper()
+    rows = report.rows
+    doc = report.to_dict()
     if json_path == "-":
         emit_json(doc, "-")
         return

@@ -14,6 +14,7 @@ from ..analysis.plan import MAX_CANDIDATES, Plan, PlanSweep
 from ..core.problem import COST_METRICS
 from ..engines import TARGETS
 from ..exceptions import InputError
+from ..io.ranges import parse_hosting_range
 from . import app
 from .common import (
     JsonOption,
@@ -24,7 +25,6 @@ from .common import (
     out,
     precheck_outputs,
 )
-from .ranges import parse_hosting_range
 
 # ----------------------------------------------------------------- option parsing
 

@@ -22,8 +22,6 @@ from .common import (
     precheck_outputs,
 )
 
-EXPORTS = ("vllm",)
-
 
 @app.command()
 @handles_input_errors
@@ -57,38 +55,29 @@ def schedule(
 
         check_plot_path(plot_path, "--plot")
     if export is not None:
-        if export not in EXPORTS:
-            raise InputError("--export", f"{export!r} is not one of {', '.join(EXPORTS)}")
+        from ..analysis.schedule import check_export
+
+        check_export(export)
         if json_path == "-":
             raise InputError("--export", "prints to stdout, which --json - already uses")
-    from ..analysis.schedule import schedule as plan_schedule
-
-    prob = api.load(problem)
-    sched = plan_schedule(prob)
-    rows = sched.rows()
-    doc = {"rows": rows, "speculation_off_from": sched.speculation_off_from}
-    text = None
-    export_notes: list[str] = []
-    if export is not None:
-        from ..engines.vllm_schedule import export_text
-
-        drafters = prob.drafter_map
-        text, export_notes = export_text(rows, drafters)
+    sched = api.schedule(problem, export=export)
     if plot_path:
         from ..plots import plot_schedule
 
         plot_schedule(sched, plot_path)
+    doc = sched.to_dict()
     if json_path == "-":
         emit_json(doc, "-")
         return
     if json_path:
         write_atomic(json_path, _json(doc), "--json")
+    export_notes = [] if sched.export is None else sched.export.notes
     for message in sched.notes + export_notes:
         note(message)
-    if text is not None:
+    if sched.export is not None:
         for message in export_notes:
             note(message)
-        out.print(text, end="", soft_wrap=True, markup=False)
+        out.print(sched.export.text, end="", soft_wrap=True, markup=False)
         return
     out.print(schedule_table(sched.problem, doc))
 

@@ -73,12 +73,16 @@ from ..exceptions import InputError, ParameterError
 from ..model.serving import bonus_expected, drafting_pass, tokens_per_s
 
 __all__ = [
+    "MODEL_FORM",
     "Calibration",
+    "CalibrationReport",
     "Measured",
     "StepModel",
     "bonus_expected",
     "calibrate",
     "calibrated_problem_data",
+    "calibration_report",
+    "check_paths",
     "fit_step_model",
     "holdout_mask",
     "read_measured",
@@ -561,7 +565,7 @@ def _round(v: float, floor: float = MIN_MS) -> float:
 def calibrated_problem_data(
     problem: Problem,
     cal: Calibration,
-    out_path: str | Path,
+    out_path: str | Path | None,
     source: str | Path,
 ) -> tuple[dict, list[str]]:
     """The problem file ``P2`` as plain data: ``P`` (the file ``source``, which ``problem``
@@ -573,7 +577,8 @@ def calibrated_problem_data(
     ``batch_sizes`` the measured ones), the
     fitted drafters' ``draft_ms`` set and other drafters' removed, ``search.k.max``
     lowered to the largest measured ``k``, and ``errors.outcomes`` rewritten relative to
-    the new file's folder. The result is validated before it is returned.
+    the new file's folder (``out_path``; ``None``: the folder of ``source``). The result is
+    validated before it is returned.
     """
     from ..io.build import problem_from_spec
     from ..io.spec import load_problem, parse_problem
@@ -614,14 +619,174 @@ def calibrated_problem_data(
             f"search.k.max lowered from {problem.k_max} to {k_max}, the largest measured k "
             "(the calibrated tables do not extrapolate)"
         )
+    new_dir = base_dir if out_path is None else Path(out_path).resolve().parent
     outcomes = (data.get("errors") or {}).get("outcomes")
     if outcomes and base_dir is not None:
         target = (base_dir / outcomes).resolve()
-        new_dir = Path(out_path).resolve().parent
         rel = Path(os.path.relpath(target, new_dir)).as_posix()
         if rel != outcomes:
             data["errors"]["outcomes"] = rel
             notes.append(f"errors.outcomes rewritten as {rel} (relative to the new file)")
     parse_problem(data, source="out")
-    problem_from_spec(parse_problem(data), base_dir=Path(out_path).resolve().parent)
+    problem_from_spec(parse_problem(data), base_dir=new_dir)
     return data, notes
+
+
+#: The step-time model's form, as ``calibrate --json`` states it.
+MODEL_FORM = {
+    "verify": "max(verify_fixed_ms + verify_per_seq_ms * batch, "
+    "compute_ms_per_token * batch * tokens)",
+    "step": "verify(batch, m*k + 1) + k * draft(batch) + overhead_ms (k > 0)",
+}
+
+
+def _same(a: str | Path, b: str | Path) -> bool:
+    pa, pb = Path(a), Path(b)
+    if pa.exists() and pb.exists():
+        return pa.samefile(pb)
+    return pa.resolve() == pb.resolve()
+
+
+def check_paths(
+    measured: str | Path,
+    problem: str | Path,
+    out: str | Path | None,
+    json: str | None = None,
+) -> None:
+    """Refuse outputs that would overwrite an input: ``out`` (the calibrated problem,
+    ``.yaml`` or ``.yml``) and ``json`` (a document path; ``"-"`` is stdout) must be
+    neither ``problem`` nor ``measured`` (nor, for ``json``, ``out``). Raises
+    :class:`~allocator.exceptions.ParameterError` naming ``out`` or ``json``."""
+    if out is not None:
+        if Path(out).suffix.lower() not in (".yaml", ".yml"):
+            raise ParameterError("out", "write the calibrated problem as .yaml or .yml")
+        for name, path_ in (("--problem", problem), ("MEASURED.csv", measured)):
+            if _same(out, path_):
+                raise ParameterError(
+                    "out", f"is the same file as {name} ({path_}); inputs are never overwritten"
+                )
+    if json not in (None, "-"):
+        others = [("--problem", str(problem)), ("MEASURED.csv", str(measured))]
+        if out is not None:
+            others.append(("--out", str(out)))
+        for name, other in others:
+            if _same(json, other):
+                raise ParameterError("json", f"is the same file as {name} ({other})")
+
+
+@dataclass
+class CalibrationReport:
+    """``allocator calibrate``: the fit (:class:`Calibration`) and the calibrated problem.
+
+    problem, measured, out : the paths as given (``out``: ``None`` when no file is to be
+    written); holdout, seed : as asked; data : the calibrated problem file ``P2`` as plain
+    data (:func:`calibrated_problem_data`); notes : the fit's, then the file's.
+    """
+
+    calibration: Calibration
+    names: tuple[str, ...]
+    problem: str
+    measured: str
+    out: str | None
+    holdout: float | None
+    seed: int
+    data: dict
+    notes: list[str]
+
+    def text(self) -> str:
+        """The calibrated problem file to write: a two-line comment, then YAML."""
+        import yaml
+
+        src = Path(self.problem).name
+        header = (
+            f"# {self.data['name']}: calibrated by `allocator calibrate` from "
+            f"{Path(self.measured).name}\n"
+            f"# and {src}; the comments of {src} are not kept.\n"
+        )
+        return header + yaml.safe_dump(self.data, sort_keys=False, allow_unicode=True)
+
+    def to_dict(self) -> dict:
+        """The ``calibrate --json`` document."""
+        cal, names = self.calibration, self.names
+        m = cal.model
+        rows = []
+        for r in range(len(cal.data)):
+            rows.append(
+                {
+                    "drafters": [n for n, on in zip(names, cal.data.members[r], strict=True) if on],
+                    "k": int(cal.data.k[r]),
+                    "batch": int(cal.data.batch[r]),
+                    "expected_accepted": float(cal.expected[r]),
+                    "measured_tokens_per_s": float(cal.data.tokens_per_s[r]),
+                    "predicted_tokens_per_s": float(cal.predicted_tps[r]),
+                    "error_pct": float(cal.error_pct[r]),
+                    "measured_step_ms": float(cal.measured_step[r]),
+                    "predicted_step_ms": float(cal.predicted_step[r]),
+                    "held_out": bool(cal.held_out[r]),
+                }
+            )
+        held = bool(cal.held_out.any())
+        return {
+            "problem": self.problem,
+            "measured": self.measured,
+            "out": self.out,
+            "model": {
+                **MODEL_FORM,
+                "verify_fixed_ms": m.verify_fixed,
+                "verify_per_seq_ms": m.verify_per_seq,
+                "compute_ms_per_token": m.compute_per_token,
+                "overhead_ms": m.overhead,
+                "drafting": m.drafting,
+                "drafters": {
+                    names[i]: {
+                        "fixed_ms": float(m.draft_fixed[i]),
+                        "per_seq_ms": float(m.draft_per_seq[i]),
+                    }
+                    for i in range(len(names))
+                    if m.fitted[i]
+                },
+            },
+            "rows_fitted": int((~cal.held_out).sum()),
+            "holdout": {
+                "fraction": self.holdout,
+                "seed": self.seed,
+                "rows": int(cal.held_out.sum()),
+            }
+            if held
+            else None,
+            "evaluated_on": "held-out rows" if held else "fitted rows (in-sample)",
+            "median_abs_error_pct": cal.median_abs_error_pct,
+            "max_abs_error_pct": cal.max_abs_error_pct,
+            "rows": rows,
+            "notes": self.notes,
+        }
+
+
+def calibration_report(
+    measured: str | Path,
+    problem: str | Path,
+    out: str | Path | None = None,
+    holdout: float | None = None,
+    seed: int = 0,
+) -> CalibrationReport:
+    """Read the problem file ``problem`` and the rows ``measured`` (CSV), fit, and build
+    the calibrated problem for the file ``out`` (:func:`check_paths` first; ``out=None``:
+    for no file, paths kept relative to ``problem``'s folder)."""
+    from ..io.build import problem_from_file
+
+    check_paths(measured, problem, out)
+    prob = problem_from_file(problem)
+    data = read_measured(measured, prob)
+    cal = calibrate(prob, data, holdout=holdout, seed=seed)
+    p2, file_notes = calibrated_problem_data(prob, cal, out, problem)
+    return CalibrationReport(
+        cal,
+        prob.names,
+        str(problem),
+        str(measured),
+        None if out is None else str(out),
+        holdout,
+        seed,
+        p2,
+        cal.notes + file_notes,
+    )

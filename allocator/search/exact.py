@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.pareto import front_order
+from ..core.budget import infeasible_error
 from ..core.result import Front, SolveResult
 from ..core.space import count_subsets, iter_subsets
-from ..model.evaluate import METRICS, evaluate_subsets
-from .base import Strategy, feasible_mask, infeasible_error
+from ..model.evaluator import FrontKeeper, evaluate_space
+from .base import Strategy
 from .dominance import group_columns, pruning_blocker, screen
 
 if TYPE_CHECKING:
@@ -92,47 +92,15 @@ def evaluate_front(
     """The front of the subsets in ``chunks`` (membership ``(B, N)`` each) at every ``k``.
 
     Returns the front and the number of configurations evaluated. Raises the budget's
-    :func:`infeasible_error` when no configuration is within budget. ``progress``, when
-    given, is called after each chunk as ``(subsets done, total, points kept so far)``
-    (the chunks' own fronts, not yet merged: at least the final front size).
+    :func:`~allocator.core.budget.infeasible_error` when no configuration is within
+    budget. ``progress``, when given, is called after each chunk as ``(subsets done,
+    total, points kept so far)`` (the chunks' own fronts, not yet merged: at least the
+    final front size).
     """
-    ks = problem.k_values
-    lowest = dict.fromkeys(problem.budget, np.inf)
-    parts: list[Front] = []
-    evaluated = done = 0
-    for members in chunks:
-        met = evaluate_subsets(problem, members)
-        evaluated += met["throughput"].size
-        done += members.shape[0]
-        for name in problem.budget:
-            lowest[name] = min(lowest[name], float(met[name].min()))
-        b, j = np.nonzero(feasible_mask(met, problem.budget))
-        if b.size:
-            cost = met[problem.cost_metric][b, j]
-            keep = front_order(cost, met["throughput"][b, j], met["drafters"][b, j], ks[j])
-            b, j = b[keep], j[keep]
-            parts.append(
-                Front(
-                    members[b],
-                    ks[j],
-                    {m: np.array(met[m][b, j]) for m in METRICS},
-                    problem.cost_metric,
-                )
-            )
-        if progress is not None:
-            progress(done, total, sum(len(p) for p in parts))
-    if not parts:
-        raise infeasible_error(problem.budget, lowest)
-    front = concat_fronts(parts, problem.cost_metric)
-    keep = front_order(front.cost, front.throughput, front.metrics["drafters"], front.k)
-    return front.take(keep), evaluated
-
-
-def concat_fronts(parts: list[Front], cost_metric: str) -> Front:
-    """Concatenate fronts (not filtered)."""
-    return Front(
-        np.concatenate([p.members for p in parts]),
-        np.concatenate([p.k for p in parts]),
-        {m: np.concatenate([p.metrics[m] for p in parts]) for m in METRICS},
-        cost_metric,
-    )
+    keeper = FrontKeeper(problem.cost_metric, problem.k_values)
+    tick = None if progress is None else (lambda seen: progress(seen.subsets, total, len(keeper)))
+    seen = evaluate_space(problem, keeper, chunks=chunks, lowest=True, progress=tick)
+    front = keeper.front()
+    if front is None:
+        raise infeasible_error(problem.budget, seen.lowest)
+    return front, seen.cells

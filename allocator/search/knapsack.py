@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.budget import budget_limit
 from ..core.result import SolveResult
 from ..core.space import size_allowed
 from ..exceptions import InputError
-from .base import Strategy, budget_limit
+from .base import Strategy
 from .dominance import pruning_blocker
 from .exact import evaluate_front
 

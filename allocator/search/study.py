@@ -29,13 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.budget import budget_limit, feasible_mask, infeasible_error
 from ..core.pareto import front_order, nondominated
 from ..core.result import Front, SolveResult
 from ..core.space import count_subsets, size_allowed
 from ..exceptions import InfeasibleError, InputError, NotModelledError, ParameterError
 from ..model.errors import IndependentErrors
 from ..model.evaluate import METRICS, evaluate_configs
-from .base import Strategy, budget_limit, feasible_mask, infeasible_error
+from .base import Strategy
 from .dominance import pruning_blocker
 from .exact import ExactStrategy
 from .knapsack import KnapsackStrategy, knapsack_blocker

@@ -15,27 +15,24 @@ workload has ``members(c') ⊆ members(c)`` and ``S_w(c') >= S_w(c)``: whenever 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...core.budget import feasible_mask, infeasible_error, within
 from ...core.pareto import front_order
 from ...core.space import iter_subsets
 from ...exceptions import InputError
 from ...model.evaluate import evaluate_subsets
-from ...search.base import budget_limit, feasible_mask, infeasible_error
+from ...model.evaluator import Chunk, Evaluate, chunk_rows, evaluate_space, mask_score
 
 if TYPE_CHECKING:
     from ...core.problem import Problem
 
 #: Metrics a budget caps per configuration; ``hosting_cost`` caps the hosted set instead.
 CONFIG_CAPS = ("draft_cost_per_round", "draft_cost_per_token", "drafters")
-
-
-def within(value: np.ndarray | float, cap: float) -> np.ndarray:
-    """``value <= cap`` with the package's budget slack."""
-    return np.asarray(value) <= budget_limit(cap)
 
 
 @dataclass
@@ -110,6 +107,92 @@ class SingleFront:
         return int(ok[-1]) if ok.size else None
 
 
+class _WithinHosting:
+    """The search space in chunks, less the subsets over the hosting cap (which can never
+    run: dropped before they are evaluated). Yields ``(members, hosting cost)`` pairs;
+    ``lowest`` is the lowest hosting cost over the whole space (for the error)."""
+
+    def __init__(self, problem: Problem, rows: int, cap: float) -> None:
+        self.problem, self.rows, self.cap = problem, rows, cap
+        self.lowest = np.inf
+
+    def __iter__(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for members in iter_subsets(self.problem, self.rows):
+            host = members.astype(float) @ self.problem.hosting_cost
+            self.lowest = min(self.lowest, float(host.min()))
+            keep = within(host, self.cap)
+            if keep.any():
+                yield members[keep], host[keep]
+
+
+def _traffic_evaluation(traffic: Traffic, n_k: int) -> Evaluate:
+    """Every workload on a chunk at once: ``throughput`` and ``draft_cost_per_token``
+    ``(W, B, K)``; the metrics no workload changes (round time, draft cost per round,
+    drafters, hosting cost) ``(B, K)``; and the mixture's ``time_per_unit`` ``Σ_w p_w /
+    S_w`` and ``mixture_draft_cost_per_token`` ``Σ_w p_w · (draft cost / E_w)``, ``(B, K)``."""
+
+    def evaluate(members: np.ndarray) -> dict[str, np.ndarray]:
+        shape = (members.shape[0], n_k)
+        thr = np.empty((len(traffic),) + shape)
+        token = np.empty_like(thr)
+        time_per_unit = np.zeros(shape)
+        mixture_token = np.zeros(shape)
+        met: dict[str, np.ndarray] = {}
+        for w, view in enumerate(traffic.views):  # workloads are few; subsets are vectorised
+            met = evaluate_subsets(view, members)
+            thr[w] = met["throughput"]
+            token[w] = met["draft_cost_per_token"]
+            time_per_unit += traffic.weights[w] / met["throughput"]
+            mixture_token += traffic.weights[w] * met["draft_cost_per_token"]
+        return {
+            **met,
+            "throughput": thr,
+            "draft_cost_per_token": token,
+            "time_per_unit": time_per_unit,
+            "mixture_draft_cost_per_token": mixture_token,
+        }
+
+    return evaluate
+
+
+class _BestK:
+    """Per subset and workload, the ``k`` of highest throughput within the caps; and the
+    chunk's front of the best single configuration for all traffic."""
+
+    def __init__(self, ks: np.ndarray, caps: dict[str, float]) -> None:
+        self.ks, self.caps = ks, caps
+        self.members: list[np.ndarray] = []
+        self.best_k: list[np.ndarray] = []
+        self.best_s: list[np.ndarray] = []
+        self.singles: list[tuple] = []
+
+    def add(self, chunk: Chunk) -> None:
+        members, host, met, ks = chunk.members, chunk.extra, chunk.metrics, self.ks
+        thr = met["throughput"]  # (W, B, K)
+        s = mask_score(thr, chunk.feasible)
+        j = np.argmax(s, axis=2)  # (W, B)
+        best_k = ks[j].T
+        best_s = np.take_along_axis(s, j[:, :, None], axis=2)[:, :, 0].T
+        # one configuration for all traffic meets the caps as `solve` measures them on the
+        # mixture: draft_cost_per_token is its long-run value Σ_w p_w · (draft cost / E_w)
+        mixture = {
+            **met,
+            "throughput": met["time_per_unit"],  # the mask's shape, (B, K)
+            "draft_cost_per_token": met["mixture_draft_cost_per_token"],
+        }
+        mix = mask_score(1.0 / met["time_per_unit"], feasible_mask(mixture, self.caps))
+        j = np.argmax(mix, axis=1)
+        rows_ok = np.flatnonzero(np.isfinite(mix[np.arange(mix.shape[0]), j]))
+        if rows_ok.size:
+            jj = j[rows_ok]
+            keep = front_order(host[rows_ok], mix[rows_ok, jj], members[rows_ok].sum(1), ks[jj])
+            r, jk = rows_ok[keep], jj[keep]
+            self.singles.append((members[r], ks[jk], host[r], mix[r, jk], thr[:, r, jk].T))
+        self.members.append(members)
+        self.best_k.append(best_k)
+        self.best_s.append(best_s)
+
+
 def enumerate_configurations(
     problem: Problem, traffic: Traffic, hosting_cap: float, max_cells: int = 1 << 21
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, SingleFront]:
@@ -122,67 +205,36 @@ def enumerate_configurations(
     caps = {m: c for m, c in problem.budget.items() if m in CONFIG_CAPS}
     ks = problem.k_values
     n_w = len(traffic)
-    rows = max(1, max_cells // (len(ks) * n_w))
-    lowest = [dict.fromkeys(caps, np.inf) for _ in range(n_w)]  # among subsets within the cap
-    host_lowest = np.inf  # over the whole search space
-    all_members, all_k, all_s, singles = [], [], [], []
-    for members in iter_subsets(problem, rows):
-        host = members.astype(float) @ problem.hosting_cost
-        host_lowest = min(host_lowest, float(host.min()))
-        # subsets over the hosting cap can never run: drop them before evaluating
-        keep = within(host, hosting_cap)
-        members, host = members[keep], host[keep]
-        if not members.shape[0]:
-            continue
-        time_per_unit = np.zeros((members.shape[0], len(ks)))
-        token_cost = np.zeros_like(time_per_unit)  # mixture draft cost per generated unit
-        thr = np.empty((n_w, members.shape[0], len(ks)))
-        best_k = np.empty((members.shape[0], n_w), np.int64)
-        best_s = np.empty((members.shape[0], n_w))
-        for w, view in enumerate(traffic.views):  # workloads are few; subsets are vectorised
-            met = evaluate_subsets(view, members)
-            for name in caps:
-                lowest[w][name] = min(lowest[w][name], float(met[name].min()))
-            ok = feasible_mask(met, caps)
-            s = np.where(ok, met["throughput"], -np.inf)
-            j = np.argmax(s, axis=1)
-            best_k[:, w] = ks[j]
-            best_s[:, w] = s[np.arange(s.shape[0]), j]
-            thr[w] = met["throughput"]
-            time_per_unit += traffic.weights[w] / met["throughput"]
-            token_cost += traffic.weights[w] * met["draft_cost_per_token"]
-        # one configuration for all traffic meets the caps as `solve` measures them on the
-        # mixture: draft_cost_per_token is its long-run value Σ_w p_w · (draft cost / E_w)
-        mixed = {**met, "draft_cost_per_token": token_cost}
-        mix = np.where(feasible_mask(mixed, caps), 1.0 / time_per_unit, -np.inf)
-        j = np.argmax(mix, axis=1)
-        rows_ok = np.flatnonzero(np.isfinite(mix[np.arange(mix.shape[0]), j]))
-        if rows_ok.size:
-            jj = j[rows_ok]
-            keep = front_order(host[rows_ok], mix[rows_ok, jj], members[rows_ok].sum(1), ks[jj])
-            r, jk = rows_ok[keep], jj[keep]
-            singles.append((members[r], ks[jk], host[r], mix[r, jk], thr[:, r, jk].T))
-        all_members.append(members)
-        all_k.append(best_k)
-        all_s.append(best_s)
-    if not all_members:
+    source = _WithinHosting(problem, chunk_rows(max_cells, len(ks) * n_w), hosting_cap)
+    keeper = _BestK(ks, caps)
+    seen = evaluate_space(
+        problem,
+        keeper,
+        evaluate=_traffic_evaluation(traffic, len(ks)),
+        chunks=source,
+        budget=caps,
+        lowest=True,  # among subsets within the hosting cap, per workload
+        keys=n_w,
+    )
+    if not keeper.members:
         raise InputError(
             "budget.hosting_cost",
             f"no configuration meets hosting_cost <= {hosting_cap:g} (the cheapest in the "
-            f"search space costs {host_lowest:.6g})",
+            f"search space costs {source.lowest:.6g})",
         )
-    members = np.concatenate(all_members)
-    best_k, best_s = np.concatenate(all_k), np.concatenate(all_s)
+    members = np.concatenate(keeper.members)
+    best_k, best_s = np.concatenate(keeper.best_k), np.concatenate(keeper.best_s)
     for w in range(n_w):
         if np.isfinite(best_s[:, w]).any():
             continue
         where = f"workload {traffic.names[w]!r}: " if problem.workloads else ""
-        budget, least = dict(caps), dict(lowest[w])
+        budget = dict(caps)
+        least = {m: float(v[w]) for m, v in seen.lowest.items()}
         if np.isfinite(hosting_cap):
-            budget["hosting_cost"], least["hosting_cost"] = hosting_cap, host_lowest
+            budget["hosting_cost"], least["hosting_cost"] = hosting_cap, source.lowest
         e = infeasible_error(budget, least)
         raise InputError(e.field, where + e.message)
-    return members, best_k, best_s, _single_front(singles, problem.n, n_w)
+    return members, best_k, best_s, _single_front(keeper.singles, problem.n, n_w)
 
 
 def _single_front(parts: list, n: int, n_w: int) -> SingleFront:

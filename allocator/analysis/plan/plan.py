@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...core.budget import budget_limit, within
 from ...core.result import Front
 from ...exceptions import InfeasibleError, InputError, ParameterError, SolverError
 from ...io.documents import CONFIG_FIELDS, MODEL_FIELDS, names_of, number, seconds
 from ...model.evaluate import evaluate_configs
 from ...model.memory import hosting_room
-from ...search.base import budget_limit
-from .candidates import Candidates, SingleFront, Traffic, build_candidates, within
+from .candidates import Candidates, SingleFront, Traffic, build_candidates
 from .milp import solve_assignment
 
 if TYPE_CHECKING:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis.fleet import MAX_SWEEP_STEPS
 from ..exceptions import ParameterError
+
+#: Most loads one ``--sweep-load`` prices (each load is one row of the sizing).
+MAX_SWEEP_STEPS = 10_000
 
 
 def parse_range(
@@ -51,7 +53,7 @@ def parse_range(
 
 def parse_load_range(text: str) -> np.ndarray:
     """``capacity --sweep-load LO:HI:STEPS``: loads in tokens/s, ``0 < LO <= HI``, at most
-    :data:`~allocator.analysis.fleet.MAX_SWEEP_STEPS` steps."""
+    :data:`MAX_SWEEP_STEPS` steps."""
     return parse_range(text, "sweep_load", positive=True, max_steps=MAX_SWEEP_STEPS)
 
 
@@ -61,4 +63,4 @@ def parse_hosting_range(rng: str, given: str) -> np.ndarray:
     return parse_range(rng, "sweep", positive=False, usage="hosting_cost=LO:HI:STEPS", given=given)
 
 
-__all__ = ["parse_hosting_range", "parse_load_range", "parse_range"]
+__all__ = ["MAX_SWEEP_STEPS", "parse_hosting_range", "parse_load_range", "parse_range"]
