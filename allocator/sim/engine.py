@@ -1,0 +1,700 @@
+"""Iteration-level simulation of one vLLM replica serving a stream of requests.
+
+Each engine step is scheduled as vLLM's V1 scheduler does it (vLLM 0.33.0,
+``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``, lines 699-1640) and then
+played: its wall time comes from the caller's :class:`~allocator.sim.config.StepTime`,
+and every decoding sequence emits a number of tokens drawn from the speculation policy's
+pmf. Followed from the source:
+
+* **Running requests first**, in the order they were admitted (``self.running``, the
+  loop at line 795), while the token budget ``max_num_batched_tokens`` lasts: a request
+  still prefilling asks for the rest of its prompt, a decoding one for ``1 + k`` tokens
+  (its last sampled token and ``k`` drafts); the budget cuts the request where it runs out
+  (``min(num_new_tokens, token_budget)``, line 846), so a decode cut to ``s < 1 + k``
+  verifies ``s - 1`` drafts, and requests after it are not scheduled in that step.
+* **KV blocks** for each scheduled request: enough blocks of ``block_size`` for its
+  computed tokens, the tokens scheduled now and ``lookahead_tokens`` more for the drafter
+  (``allocate_slots(request, num_new_tokens, num_lookahead_tokens=...)``, line 914;
+  ``vllm/v1/core/kv_cache_manager.py``, ``allocate_slots``, lines 380-625: slots
+  ``num_computed + num_new + num_lookahead`` at line 551, refused when the new blocks
+  exceed the free ones, line 586). Blocks stay with a request until it finishes or is
+  preempted: rejected drafts roll back its computed tokens, not its blocks.
+* **Preemption**: when a running request's blocks cannot be allocated, the newest
+  running request (``self.running[-1]``, line 938, FCFS policy) is preempted and the
+  allocation retried, until it fits or the request preempted itself (line 978). A
+  preempted request loses its KV cache and its computed tokens (``_preempt_request``,
+  lines 1799-1843: ``num_computed_tokens = 0``) but keeps its output tokens; it goes back
+  to the *front* of the waiting queue (``prepend_request``, line 1842) and, when admitted
+  again, recomputes prompt plus output so far (``num_new_tokens = request.num_tokens -
+  num_computed_tokens``, line 1306: ``num_tokens`` counts the output tokens). The tokens
+  it had streamed stay streamed; the step that finishes the recomputation samples its next
+  token.
+* **No admission in a step that preempted** (``if not preempted_reqs``, line 1050).
+  Otherwise waiting requests are admitted first come first served while the budget
+  lasts, fewer than ``max_num_seqs`` run (line 1073) and their first chunk's blocks (plus
+  the lookahead) fit (line 1440); the first that does not fit stops admission (line 1454).
+  A prompt longer than the budget left is cut there and continues as a running request in
+  the next steps (chunked prefill, line 1346).
+* **Tokens**: the step in which a prompt's prefill completes emits the request's first
+  token (a partial chunk emits nothing); the request decodes from the next step. A
+  decoding sequence emits ``j`` tokens with probability ``pmf[j]`` of the policy at the
+  step's decode batch size, never past its output length (``check_stop`` trims the
+  accepted tokens at ``max_tokens``: ``_update_request_with_output``, lines 2744-2770). The
+  request finishes in the step that emits its last token and frees its blocks.
+
+Time starts at 0 (the benchmark's start) and advances by each step's ``step_ms``; with
+nothing running or waiting it jumps to the next request the client sends. The client
+(vLLM 0.33.0, ``vllm/benchmarks/serve.py``, ``benchmark``, lines 1001-1019) sends each
+request at its arrival time, or with ``max_concurrency`` once fewer than that many of its
+requests are in flight (an ``asyncio.Semaphore``, first come first served); latencies are
+measured from the send (``output.start_time``, ``vllm/benchmarks/lib/
+endpoint_request_func.py`` line 249). Every step's tokens of one request reach the client
+as one streamed chunk at the end of the step.
+
+Simplifications, all stated:
+
+* no prefix caching (every admission computes its prompt from scratch; vLLM's default
+  enables it), no async scheduling overlap (one ``schedule()`` per step, requests sent
+  during a step are seen at the next), no watermark (vLLM's default 0),
+  ``long_prefill_token_threshold`` 0 (its default), no ``max_model_len`` cap, no extra
+  drafting slots in the budget (``max_num_new_slots_for_drafting`` is 0 for EAGLE, MTP and
+  n-gram), no pipeline or data parallelism;
+* the step's ``k`` is the policy's at the number of decoding requests running when the
+  step is scheduled (vLLM's dynamic schedule picks the ``k`` of the drafts proposed after a
+  step from the number of requests scheduled in it, line 1711, and verifies them in the
+  next step); a budget cut or a preemption in the step does not change it;
+* the drafter's own time, stochastic stop tokens (every request runs to its output
+  length, as the benchmark's ``ignore_eos``) and streaming merges of several steps into one
+  chunk by a slow client are not modelled.
+
+The loop is vectorised over running sequences. Stretches of steps in which nothing but
+decoding can happen (every running request decoding, no admission possible, the budget
+not binding) are played several steps at once as ``(H, b)`` matrices of steps by
+sequences, cut at the first step in which a request arrives, the policy's ``k`` changes,
+the KV cache would overflow or (when a finish could let another request in) a request
+finishes. The randomness does not depend on that grouping: every request draws one
+uniform per decode step up front from one ``numpy.random.Generator`` seeded by ``seed``
+(its ``d``-th decode step uses its ``d``-th uniform, mapped through the step's pmf), so a
+stretch gives exactly what the same steps played one at a time give.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from ..exceptions import InputError
+from .config import Scheduler, StepTime
+from .policy import SpecPolicy
+from .requests import Requests
+from .results import SimResult
+
+# rows of the running-request table (one column per running request, in admission order):
+# request id, prompt, output length, tokens emitted, tokens computed (in the KV cache),
+# KV blocks held, tokens to compute before the next sample while prefilling, prefilling
+# flag, chunks streamed, index of the request's next uniform
+_ID, _P, _O, _E, _C, _NB, _TGT, _PREF, _CH, _U = range(10)
+_ROWS = 10
+#: Largest number of cells (steps x sequences) played at once in a decode-only stretch.
+STRETCH_CELLS = 1 << 15
+#: Largest number of steps played at once in a decode-only stretch.
+STRETCH_STEPS = 512
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def simulate(
+    requests: Requests,
+    policy: SpecPolicy,
+    step_ms: StepTime,
+    scheduler: Scheduler,
+    seed: int = 0,
+) -> SimResult:
+    """Serve ``requests`` on one replica and return every request's timeline.
+
+    ``policy``: ``k`` and the emitted-tokens pmf by decode batch size; ``step_ms``: wall
+    time of a step, ms (see :class:`~allocator.sim.config.StepTime`); ``scheduler``: the
+    replica's vLLM settings and the client's ``max_concurrency``; ``seed``: seeds the one
+    ``numpy.random.Generator`` every draw comes from (same seed, same result).
+
+    Raises :class:`~allocator.exceptions.InputError` on ``kv_cache_tokens`` when some
+    request could not finish even alone in the cache (prompt + output + speculative slots),
+    and on ``step_ms`` when it returns a negative or non-finite time.
+    """
+    if not isinstance(requests, Requests):
+        raise InputError("requests", "must be a Requests")
+    if not isinstance(policy, SpecPolicy):
+        raise InputError("policy", "must be a SpecPolicy")
+    if not isinstance(scheduler, Scheduler):
+        raise InputError("scheduler", "must be a Scheduler")
+    if not callable(step_ms):
+        raise InputError("step_ms", "must be callable as step_ms(decode_seqs, k, context, prefill)")
+    engine = _Engine(requests, policy, step_ms, scheduler, seed)
+    engine.run()
+    return engine.result()
+
+
+class _Engine:
+    """The simulation's state. ``stretches=False`` plays every step on its own (the
+    reference the stretches are tested against: both give identical results)."""
+
+    def __init__(
+        self,
+        requests: Requests,
+        policy: SpecPolicy,
+        step_ms: StepTime,
+        sched: Scheduler,
+        seed: int,
+        stretches: bool = True,
+    ) -> None:
+        self.requests = requests
+        self.policy = policy
+        self.sched = sched
+        self.seed = seed
+        self.step_ms = step_ms
+        self.stretches = stretches
+        n_req = len(requests)
+        self.N = n_req
+        self.P = requests.prompt_tokens
+        self.O = requests.output_tokens
+        self.arrival = requests.arrival_s
+        self.bs = sched.block_size
+        self.total_blocks = sched.num_blocks
+        self.budget = sched.max_num_batched_tokens
+        self.max_seqs = sched.max_num_seqs
+        self.C = sched.max_concurrency
+        self.L = policy.lookahead if policy.max_k > 0 else 0
+        self.kmax = policy.max_k
+        self.W = self.kmax + 2
+        self.H = (self.kmax + 1) * self.W  # cells of one histogram (drafts x tokens)
+        # the policy as dense tables by decode batch size 0..max_num_seqs
+        self.entry_of = [0] + [policy.entry(b) for b in range(1, self.max_seqs + 1)]
+        self.k_of = [policy.ks[r] for r in self.entry_of]
+        self.entry_arr = np.asarray(self.entry_of)
+        self.one_entry = len(policy.ks) == 1
+        self.cdfs = []
+        for p in policy.pmfs:
+            cdf = np.cumsum(p)
+            cdf[-1] = 1.0
+            self.cdfs.append(cdf)
+        self.mean_tokens = [float(p @ np.arange(p.size)) for p in policy.pmfs]
+        self._check_fit()
+        # one uniform per decode step of each request (at most output - 1 of them), plus
+        # padding read (never used) past the last request by a stretch's unused cells
+        decode_steps = self.O - 1
+        self.u_start = np.concatenate(([0], np.cumsum(decode_steps)[:-1]))
+        rng = np.random.default_rng(seed)
+        self.U = rng.random(int(decode_steps.sum()) + STRETCH_STEPS + 1)
+        # running requests: a table of rows x max_num_seqs, admission order
+        self.R = np.zeros((_ROWS, self.max_seqs), dtype=np.int64)
+        self.last = np.zeros(self.max_seqs)  # time of each running request's last chunk
+        self.n = 0
+        self.n_pref = 0  # running requests still prefilling
+        self.waiting: deque[int] = deque()
+        self.used = 0
+        # per request
+        nan = np.full(n_req, np.nan)
+        self.sent = nan.copy()
+        self.first_sched = nan.copy()
+        self.first_token = nan.copy()
+        self.finish = nan.copy()
+        self.g_e = np.zeros(n_req, dtype=np.int64)
+        self.g_ch = np.zeros(n_req, dtype=np.int64)
+        self.g_u = self.u_start.copy()
+        self.g_last = np.zeros(n_req)
+        self.g_pre = np.zeros(n_req, dtype=np.int64)
+        self.next_send = 0
+        self.finished = 0
+        self.finish_order = np.empty(n_req)
+        gaps = int(decode_steps.sum())
+        self.itl = np.empty(gaps)
+        self.itl_req = np.empty(gaps, dtype=np.int32)
+        self.pos = 0
+        # decode steps by [uncut, drafts verified, tokens emitted]
+        self.hist = np.zeros(2 * self.H, dtype=np.int64)
+        self.steps_h = np.arange(STRETCH_STEPS)[:, None]
+        # clock and counters
+        self.t = 0.0
+        self.dt_last = 0.0
+        self.area = 0.0
+        self.steps = 0
+        self.peak_blocks = 0
+        self.max_running = 0
+
+    # ------------------------------------------------------------------ checks
+    def _check_fit(self) -> None:
+        """Every request must be able to finish alone: its largest KV footprint (prompt +
+        output - 1 tokens, plus ``k`` drafts at batch size 1 and the lookahead) in blocks
+        must not exceed the cache. Otherwise it would be preempted for ever."""
+        k1 = self.k_of[1]
+        slots = np.where(self.O > 1, self.P + self.O - 1 + k1, self.P) + self.L
+        blocks = -(-slots // self.bs)
+        bad = np.flatnonzero(blocks > self.total_blocks)
+        if bad.size:
+            i = int(bad[0])
+            what = (
+                "prompt" if -(-(self.P[i] + self.L) // self.bs) > self.total_blocks else "request"
+            )
+            raise InputError(
+                "kv_cache_tokens",
+                f"request {i}'s {what} does not fit the KV cache: prompt {int(self.P[i])} + "
+                f"output {int(self.O[i])} tokens need {int(blocks[i])} blocks of {self.bs} "
+                f"(with {k1} drafts and {self.L} lookahead slots), the cache holds "
+                f"{self.total_blocks} ({self.sched.kv_cache_tokens} tokens)",
+            )
+
+    def _time(self, b: int, k: int, ctx: float, prefill: int) -> float:
+        """One step's wall time, s, from the caller's ``step_ms``."""
+        ms = self.step_ms(b, k, ctx, prefill)
+        try:
+            value = float(ms)
+        except (TypeError, ValueError):
+            raise InputError("step_ms", f"must return a number of ms, got {ms!r}") from None
+        if not (value >= 0.0 and math.isfinite(value)):
+            raise InputError(
+                "step_ms",
+                f"must be finite and >= 0, got {value} at decode_seqs={b}, k={k}, "
+                f"context_tokens={ctx:.1f}, prefill_tokens={prefill}",
+            )
+        return value / 1000.0
+
+    # ------------------------------------------------------------------ client
+    def _next_send_time(self) -> float:
+        """When the client sends its next request (``inf``: all sent, or held back by
+        ``max_concurrency`` until a request in flight finishes)."""
+        i = self.next_send
+        if i >= self.N:
+            return math.inf
+        t = float(self.arrival[i])
+        if self.C is not None and i >= self.C:
+            j = i - self.C  # the (i - C + 1)-th finish frees the slot request i waits for
+            if j >= self.finished:
+                return math.inf
+            t = max(t, float(self.finish_order[j]))
+        return t
+
+    def _take_sends(self) -> None:
+        """Requests the client has sent by now join the waiting queue (FCFS)."""
+        t = self.t
+        while True:
+            s = self._next_send_time()
+            if s > t:
+                return
+            i = self.next_send
+            self.sent[i] = s
+            self.waiting.append(i)
+            self.area += t - s
+            self.next_send += 1
+
+    # ------------------------------------------------------------------ loop
+    def run(self) -> None:
+        while self.finished < self.N:
+            self._take_sends()
+            if self.n == 0 and not self.waiting:
+                self.t = self._next_send_time()
+                continue
+            if not (self.stretches and self._stretch()):
+                self._step()
+
+    def _finish(self, done: np.ndarray, times: np.ndarray | float) -> None:
+        """Running rows ``done`` (bool over the ``n`` rows) finished, at ``times`` (one per
+        finished row, or one for all); their blocks are freed."""
+        n = self.n
+        R = self.R
+        ids = R[_ID, :n][done]
+        self.finish[ids] = times
+        self.g_e[ids] = R[_E, :n][done]
+        self.g_ch[ids] = R[_CH, :n][done]
+        self.used -= int(R[_NB, :n][done].sum())
+        m = ids.size
+        # in time order: the client's slots free up in that order
+        self.finish_order[self.finished : self.finished + m] = (
+            np.sort(times) if isinstance(times, np.ndarray) else times
+        )
+        self.finished += m
+        keep = ~done
+        n2 = n - m
+        R[:, :n2] = R[:, :n][:, keep]
+        self.last[:n2] = self.last[:n][keep]
+        self.n = n2
+
+    def _preempt_last(self) -> int:
+        """Preempt the newest running request (recompute): back to the waiting queue's
+        front with its output so far. Returns the blocks it frees."""
+        row = self.n - 1
+        R = self.R
+        i = int(R[_ID, row])
+        self.g_e[i] = R[_E, row]
+        self.g_ch[i] = R[_CH, row]
+        self.g_u[i] = R[_U, row]
+        self.g_last[i] = self.last[row]
+        self.g_pre[i] += 1
+        if R[_PREF, row]:
+            self.n_pref -= 1
+        self.waiting.appendleft(i)
+        self.n = row
+        return int(R[_NB, row])
+
+    def _step(self) -> None:
+        """One engine step, scheduled as vLLM's ``schedule()`` and played."""
+        t = self.t
+        R = self.R
+        n = self.n
+        n_sys = n + len(self.waiting)
+        bs, L = self.bs, self.L
+        budget = self.budget
+        free = self.total_blocks - self.used
+        plain = self.n_pref == 0  # every running request is decoding
+        preempted = False
+        k = 0
+        r = 0
+        m = 0
+        s: np.ndarray | int = _EMPTY
+        scheduled = 0
+        if n:
+            if plain:
+                r = self.entry_of[n]
+                k = self.k_of[n]
+                if n * (1 + k) <= budget:
+                    m, s, scheduled = n, 1 + k, n * (1 + k)
+                else:  # the budget cuts the decode batch
+                    m = -(-budget // (1 + k))
+                    s = np.full(m, 1 + k, dtype=np.int64)
+                    s[-1] = budget - (m - 1) * (1 + k)
+                    scheduled = budget
+            else:
+                pref = R[_PREF, :n] != 0
+                ndec0 = n - self.n_pref
+                r = self.entry_of[ndec0]
+                k = self.k_of[ndec0] if ndec0 else 0
+                demand = np.where(pref, R[_TGT, :n] - R[_C, :n], 1 + k)
+                cum = np.cumsum(demand)
+                if cum[-1] <= budget:
+                    m, s, scheduled = n, demand, int(cum[-1])
+                else:
+                    before = cum - demand
+                    m = int(np.searchsorted(before, budget, side="left"))
+                    s = np.minimum(demand[:m], budget - before[:m])
+                    scheduled = budget
+            need = np.maximum((R[_C, :m] + s + (L + bs - 1)) // bs - R[_NB, :m], 0)
+            total = int(need.sum())
+            if total <= free:
+                free -= total
+            else:
+                free, m = self._allocate_preempting(need, m, free)
+                preempted = True
+                need = need[:m]
+                if isinstance(s, np.ndarray):
+                    s = s[:m]
+                    scheduled = int(s.sum())
+                else:
+                    scheduled = m * s
+            R[_NB, :m] += need
+        # admission of waiting requests, first come first served
+        budget_left = budget - scheduled
+        admitted: list[int] = []
+        if not preempted:
+            P, g_e = self.P, self.g_e
+            while budget_left > 0 and self.waiting and self.n < self.max_seqs:
+                i = self.waiting[0]
+                tokens = int(P[i] + g_e[i])
+                si = min(tokens, budget_left)
+                blocks = -(-(si + L) // bs)
+                if blocks > free:
+                    break
+                self.waiting.popleft()
+                row = self.n
+                self.n += 1
+                self.n_pref += 1
+                R[:, row] = (
+                    i,
+                    P[i],
+                    self.O[i],
+                    g_e[i],
+                    0,
+                    blocks,
+                    tokens,
+                    1,
+                    self.g_ch[i],
+                    self.g_u[i],
+                )
+                self.last[row] = self.g_last[i]
+                free -= blocks
+                if math.isnan(self.first_sched[i]):
+                    self.first_sched[i] = t
+                budget_left -= si
+                admitted.append(si)
+        self.used = self.total_blocks - free
+        if self.used > self.peak_blocks:
+            self.peak_blocks = self.used
+        if self.n > self.max_running:
+            self.max_running = self.n
+        M = m + len(admitted)
+        if M == 0:  # nothing scheduled (the only running request preempted itself)
+            return
+        # rows [0, M) are scheduled: decoding ones (di) and prefilling ones (pi)
+        di: slice | np.ndarray
+        pi: slice | np.ndarray
+        if plain:
+            di, pi = slice(0, m), slice(m, M)
+            b = m
+            sd = s
+            s_pref = np.asarray(admitted, dtype=np.int64)
+        else:
+            pref = R[_PREF, :M] != 0
+            di, pi = np.flatnonzero(~pref), np.flatnonzero(pref)
+            b = di.size
+            s_all = np.concatenate([s, np.asarray(admitted, dtype=np.int64)])
+            sd = s_all[di]
+            s_pref = s_all[pi]
+        prefill_tokens = int(s_pref.sum())
+        if b:
+            dt = self._time(b, k, int(R[_C, di].sum()) / b, prefill_tokens)
+        else:
+            dt = self._time(0, 0, 0.0, prefill_tokens)
+        t1 = t + dt
+        emitted = np.zeros(M, dtype=bool)
+        gap = emitted
+        if b:
+            J = np.searchsorted(self.cdfs[r], self.U[R[_U, di]], side="right")
+            rem = R[_O, di] - R[_E, di]
+            verified = np.minimum(J, sd)
+            em = np.minimum(verified, rem)
+            code = (sd - 1) * self.W + em + (rem >= sd) * self.H
+            self.hist += np.bincount(code, minlength=2 * self.H)
+            R[_E, di] += em
+            R[_C, di] = R[_P, di] + R[_E, di] - 1
+            R[_U, di] += 1
+            emitted[di] = True
+        if s_pref.size:
+            R[_C, pi] += s_pref
+            complete = np.flatnonzero(R[_C, pi] >= R[_TGT, pi])
+            if complete.size:
+                if plain:
+                    complete += m
+                else:
+                    complete = pi[complete]  # type: ignore[index]
+                emitted[complete] = True
+                first = complete[R[_E, complete] == 0]
+                if first.size:
+                    self.first_token[R[_ID, first]] = t1
+                    gap = emitted.copy()
+                    gap[first] = False
+                R[_E, complete] += 1
+                R[_PREF, complete] = 0
+                self.n_pref -= complete.size
+        gap_rows = np.flatnonzero(gap)
+        g = gap_rows.size
+        if g:
+            self.itl[self.pos : self.pos + g] = t1 - self.last[gap_rows]
+            self.itl_req[self.pos : self.pos + g] = R[_ID, gap_rows]
+            self.pos += g
+        self.last[:M][emitted] = t1
+        R[_CH, :M] += emitted
+        self.area += n_sys * dt
+        self.t = t1
+        self.dt_last = dt
+        self.steps += 1
+        done = R[_E, :M] >= R[_O, :M]
+        if done.any():
+            full = np.zeros(self.n, dtype=bool)
+            full[:M] = done
+            self._finish(full, t1)
+
+    def _allocate_preempting(self, need: np.ndarray, m: int, free: int) -> tuple[int, int]:
+        """Allocate ``need`` blocks to running rows ``[0, m)`` in order, preempting the
+        newest running request whenever a row does not fit, until it fits or preempts
+        itself (which ends the running rows scheduled). Returns the free blocks left and
+        the number of rows scheduled."""
+        done = 0  # rows [0, done) have their blocks
+        while done < m:
+            cr = np.cumsum(need[done:m])
+            over = cr > free
+            if not over.any():
+                return free - int(cr[-1]), m
+            j = done + int(np.argmax(over))
+            if j > done:
+                free -= int(cr[j - done - 1])
+            done = j
+            while True:
+                victim = self.n - 1
+                free += self._preempt_last()
+                if victim == j:
+                    return free, j
+                if need[j] <= free:
+                    break
+            m = min(m, self.n)
+        return free, m
+
+    def _stretch(self) -> bool:
+        """Play several decode-only steps at once when nothing but decoding can happen in
+        them; ``False`` (nothing played) when the next step needs the general path.
+
+        With nobody waiting and the client not held back by ``max_concurrency``, the
+        stretch runs on through finishes (a finished sequence leaves the batch, which
+        shrinks) until a request arrives, the policy's ``k`` changes with the batch size or
+        the KV cache would overflow. Otherwise (requests wait but none can be admitted, or a
+        finish would release the client's next request) it stops at the first finish."""
+        n = self.n
+        if n == 0 or self.n_pref:
+            return False
+        R = self.R
+        k = self.k_of[n]
+        r = self.entry_of[n]
+        per_step = n * (1 + k)
+        if per_step > self.budget:
+            return False
+        head_blocks = 0
+        through = False
+        if self.waiting:
+            # admission stays impossible through the stretch: max_num_seqs running, no
+            # budget left, or (checked below) the head's first chunk does not fit, which
+            # stays so while decoding only takes blocks
+            if n < self.max_seqs and per_step < self.budget:
+                i = self.waiting[0]
+                si = min(int(self.P[i] + self.g_e[i]), self.budget - per_step)
+                head_blocks = -(-(si + self.L) // self.bs)
+            next_send = math.inf
+        else:
+            next_send = self._next_send_time()
+            through = next_send < math.inf or self.next_send >= self.N
+        t = self.t
+        e = R[_E, :n]
+        rem = R[_O, :n] - e
+        mean = self.mean_tokens[r]
+        horizon = int(int(rem.max() if through else rem.min()) / mean) + 2
+        if next_send < math.inf and self.dt_last > 0:
+            horizon = min(horizon, int((next_send - t) / self.dt_last) + 2)
+        horizon = max(1, min(horizon, STRETCH_STEPS, STRETCH_CELLS // n))
+        steps = self.steps_h[:horizon]
+        J = np.searchsorted(self.cdfs[r], self.U[R[_U, :n] + steps], side="right")
+        cum = np.cumsum(J, axis=0)
+        ends_at = cum >= rem
+        fin = np.where(ends_at[-1], np.argmax(ends_at, axis=0), horizon)  # finishing step
+        active: np.ndarray | None = None
+        if through:
+            h_max = min(horizon, int(fin.max()) + 1)
+            active = steps[:h_max] <= fin
+            batch = active.sum(axis=1)  # sequences decoding at each step
+            if not self.one_entry:
+                changed = self.entry_arr[batch] != r
+                if changed.any():
+                    h_max = int(np.argmax(changed))
+                    active = active[:h_max]
+        else:
+            h_max = min(horizon, int(fin.min()) + 1)
+            batch = np.full(h_max, n)
+        prev = cum[:h_max] - J[:h_max]  # tokens each sequence emitted before each step
+        base = R[_P, :n] + e + (k + self.L + self.bs - 1)
+        nb0 = R[_NB, :n]
+        # KV blocks: each sequence's grow with its tokens; a finished one's are freed
+        grown = np.maximum((base + prev[-1]) // self.bs, nb0)
+        tot: np.ndarray | None = None
+        if int(grown.sum()) > min(self.total_blocks, self.peak_blocks):
+            blocks = np.maximum((base + prev) // self.bs, nb0)
+            tot = (blocks * active).sum(axis=1) if active is not None else blocks.sum(axis=1)
+            over = tot > self.total_blocks
+            if over.any():
+                h_max = int(np.argmax(over))
+                if h_max == 0:
+                    return False
+        if head_blocks:
+            used0 = int(tot[0]) if tot is not None else int(np.maximum(base // self.bs, nb0).sum())
+            if self.total_blocks - used0 >= head_blocks:
+                return False
+        ctx_base = R[_P, :n] + e - 1
+        if active is not None:
+            ctx_sum = ((ctx_base + prev[:h_max]) * active[:h_max]).sum(axis=1)
+        else:
+            ctx_sum = prev[:h_max].sum(axis=1) + int(ctx_base.sum())
+        ctx = (ctx_sum / batch[:h_max]).tolist()
+        sizes = batch[:h_max].tolist()
+        waiting = len(self.waiting)
+        dts: list[float] = []
+        ends: list[float] = []
+        start = t
+        area = self.area
+        for h in range(h_max):
+            if h and start >= next_send:
+                break
+            dt = self._time(sizes[h], k, ctx[h], 0)
+            dts.append(dt)
+            area += (sizes[h] + waiting) * dt
+            start += dt
+            ends.append(start)
+        hc = len(dts)
+        last = hc - 1
+        ends_arr = np.asarray(ends)
+        left = rem - prev[:hc]  # tokens still to emit before each step
+        em = np.minimum(J[:hc], left)
+        code = em + (left > k) * self.H
+        if active is not None:
+            act = active[:hc]
+            code = code[act]
+        counts = np.bincount(code.ravel(), minlength=self.H + self.W)
+        self.hist[k * self.W : k * self.W + self.W] += counts[: self.W]
+        self.hist[self.H + k * self.W : self.H + k * self.W + self.W] += counts[self.H :]
+        # chunks: every decoding sequence streams one per step
+        gaps = np.empty((hc, n))
+        gaps[0] = ends_arr[0] - self.last[:n]
+        if hc > 1:
+            gaps[1:] = np.diff(ends_arr)[:, None]
+        ids = np.broadcast_to(R[_ID, :n], (hc, n))
+        if active is not None:
+            flat, who = gaps[act], ids[act]
+        else:
+            flat, who = gaps.ravel(), ids.ravel()
+        g = flat.size
+        self.itl[self.pos : self.pos + g] = flat
+        self.itl_req[self.pos : self.pos + g] = who
+        self.pos += g
+        last_step = np.minimum(fin, last)  # each sequence's last step in the stretch
+        cols = np.arange(n)
+        R[_E, :n] += np.minimum(cum[last], rem)
+        R[_C, :n] = R[_P, :n] + R[_E, :n] - 1
+        R[_NB, :n] = np.maximum((base + prev[last_step, cols]) // self.bs, nb0)
+        R[_CH, :n] += last_step + 1
+        R[_U, :n] += last_step + 1
+        self.last[:n] = ends_arr[last_step]
+        self.used = int(R[_NB, :n].sum())
+        if tot is not None:
+            peak = int(tot[:hc].max())
+            if peak > self.peak_blocks:
+                self.peak_blocks = peak
+        self.area = area
+        self.t = ends[-1]
+        self.dt_last = dts[-1]
+        self.steps += hc
+        done = fin <= last
+        if done.any():
+            self._finish(done, ends_arr[fin[done]])
+        return True
+
+    # ------------------------------------------------------------------ output
+    def result(self) -> SimResult:
+        pos = self.pos
+        shape = (self.kmax + 1, self.W)
+        uncut = self.hist[self.H :].reshape(shape)
+        return SimResult(
+            requests=self.requests,
+            sent_s=self.sent,
+            first_scheduled_s=self.first_sched,
+            first_token_s=self.first_token,
+            finish_s=self.finish,
+            output_tokens=self.g_e.copy(),
+            chunks=self.g_ch.copy(),
+            preemptions=self.g_pre.copy(),
+            itl_s=self.itl[:pos].copy(),
+            itl_request=self.itl_req[:pos].astype(np.int64),
+            decode_steps=self.hist[: self.H].reshape(shape) + uncut,
+            uncut_decode_steps=uncut.copy(),
+            duration_s=float(self.t),
+            steps=int(self.steps),
+            time_in_system_s=float(self.area),
+            max_running_seqs=int(self.max_running),
+            kv_cache_peak_fraction=self.peak_blocks / self.total_blocks,
+            scheduler=self.sched,
+            policy=self.policy,
+            seed=self.seed,
+        )
