@@ -199,9 +199,12 @@ class _Engine:
         self.first_sched = nan.copy()
         self.first_token = nan.copy()
         self.finish = nan.copy()
-        self.g_e = np.zeros(n_req, dtype=np.int64)
-        self.g_ch = np.zeros(n_req, dtype=np.int64)
-        self.g_u = self.u_start.copy()
+        # every request's row of the running table, kept while it is not running
+        self.G = np.zeros((_ROWS, n_req), dtype=np.int64)
+        self.G[_ID] = np.arange(n_req)
+        self.G[_P] = self.P
+        self.G[_O] = self.O
+        self.G[_U] = self.u_start
         self.g_last = np.zeros(n_req)
         self.g_pre = np.zeros(n_req, dtype=np.int64)
         self.next_send = 0
@@ -214,6 +217,7 @@ class _Engine:
         # decode steps by [uncut, drafts verified, tokens emitted]
         self.hist = np.zeros(2 * self.H, dtype=np.int64)
         self.steps_h = np.arange(STRETCH_STEPS)[:, None]
+        self.cols = np.arange(self.max_seqs)
         # clock and counters
         self.t = 0.0
         self.dt_last = 0.0
@@ -301,12 +305,11 @@ class _Engine:
         """Running rows ``done`` (bool over the ``n`` rows) finished, at ``times`` (one per
         finished row, or one for all); their blocks are freed."""
         n = self.n
-        R = self.R
-        ids = R[_ID, :n][done]
+        Rn = self.R[:, :n]
+        ids = Rn[_ID][done]
         self.finish[ids] = times
-        self.g_e[ids] = R[_E, :n][done]
-        self.g_ch[ids] = R[_CH, :n][done]
-        self.used -= int(R[_NB, :n][done].sum())
+        self.G[_CH, ids] = Rn[_CH][done]
+        self.used -= int(Rn[_NB][done].sum())
         m = ids.size
         # in time order: the client's slots free up in that order
         self.finish_order[self.finished : self.finished + m] = (
@@ -315,7 +318,7 @@ class _Engine:
         self.finished += m
         keep = ~done
         n2 = n - m
-        R[:, :n2] = R[:, :n][:, keep]
+        self.R[:, :n2] = Rn[:, keep]
         self.last[:n2] = self.last[:n][keep]
         self.n = n2
 
@@ -325,9 +328,7 @@ class _Engine:
         row = self.n - 1
         R = self.R
         i = int(R[_ID, row])
-        self.g_e[i] = R[_E, row]
-        self.g_ch[i] = R[_CH, row]
-        self.g_u[i] = R[_U, row]
+        self.G[:, i] = R[:, row]
         self.g_last[i] = self.last[row]
         self.g_pre[i] += 1
         if R[_PREF, row]:
@@ -353,6 +354,7 @@ class _Engine:
         s: np.ndarray | int = _EMPTY
         scheduled = 0
         if n:
+            # running requests first, in admission order, under the token budget
             if plain:
                 r = self.entry_of[n]
                 k = self.k_of[n]
@@ -369,7 +371,7 @@ class _Engine:
                 r = self.entry_of[ndec0]
                 k = self.k_of[ndec0] if ndec0 else 0
                 demand = np.where(pref, R[_TGT, :n] - R[_C, :n], 1 + k)
-                cum = np.cumsum(demand)
+                cum = demand.cumsum()
                 if cum[-1] <= budget:
                     m, s, scheduled = n, demand, int(cum[-1])
                 else:
@@ -377,6 +379,7 @@ class _Engine:
                     m = int(np.searchsorted(before, budget, side="left"))
                     s = np.minimum(demand[:m], budget - before[:m])
                     scheduled = budget
+            # their KV blocks: computed + scheduled + lookahead slots
             need = np.maximum((R[_C, :m] + s + (L + bs - 1)) // bs - R[_NB, :m], 0)
             total = int(need.sum())
             if total <= free:
@@ -391,14 +394,14 @@ class _Engine:
                 else:
                     scheduled = m * s
             R[_NB, :m] += need
-        # admission of waiting requests, first come first served
+        # then waiting requests, first come first served (none in a step that preempted)
         budget_left = budget - scheduled
         admitted: list[int] = []
         if not preempted:
-            P, g_e = self.P, self.g_e
+            G = self.G
             while budget_left > 0 and self.waiting and self.n < self.max_seqs:
                 i = self.waiting[0]
-                tokens = int(P[i] + g_e[i])
+                tokens = int(G[_P, i] + G[_E, i])
                 si = min(tokens, budget_left)
                 blocks = -(-(si + L) // bs)
                 if blocks > free:
@@ -407,18 +410,11 @@ class _Engine:
                 row = self.n
                 self.n += 1
                 self.n_pref += 1
-                R[:, row] = (
-                    i,
-                    P[i],
-                    self.O[i],
-                    g_e[i],
-                    0,
-                    blocks,
-                    tokens,
-                    1,
-                    self.g_ch[i],
-                    self.g_u[i],
-                )
+                G[_C, i] = 0
+                G[_NB, i] = blocks
+                G[_TGT, i] = tokens
+                G[_PREF, i] = 1
+                R[:, row] = G[:, i]
                 self.last[row] = self.g_last[i]
                 free -= blocks
                 if math.isnan(self.first_sched[i]):
@@ -440,12 +436,12 @@ class _Engine:
             di, pi = slice(0, m), slice(m, M)
             b = m
             sd = s
-            s_pref = np.asarray(admitted, dtype=np.int64)
+            s_pref = np.array(admitted, dtype=np.int64)
         else:
             pref = R[_PREF, :M] != 0
             di, pi = np.flatnonzero(~pref), np.flatnonzero(pref)
             b = di.size
-            s_all = np.concatenate([s, np.asarray(admitted, dtype=np.int64)])
+            s_all = np.concatenate([s, np.array(admitted, dtype=np.int64)])
             sd = s_all[di]
             s_pref = s_all[pi]
         prefill_tokens = int(s_pref.sum())
@@ -454,44 +450,52 @@ class _Engine:
         else:
             dt = self._time(0, 0, 0.0, prefill_tokens)
         t1 = t + dt
-        emitted = np.zeros(M, dtype=bool)
-        gap = emitted
+        pos = self.pos
         if b:
+            # every decoding sequence emits its draw, cut at its output length
             J = np.searchsorted(self.cdfs[r], self.U[R[_U, di]], side="right")
-            rem = R[_O, di] - R[_E, di]
-            verified = np.minimum(J, sd)
-            em = np.minimum(verified, rem)
-            code = (sd - 1) * self.W + em + (rem >= sd) * self.H
-            self.hist += np.bincount(code, minlength=2 * self.H)
-            R[_E, di] += em
-            R[_C, di] = R[_P, di] + R[_E, di] - 1
+            e = R[_E, di]
+            rem = R[_O, di] - e
+            em = np.minimum(np.minimum(J, sd), rem)
+            self.hist += np.bincount(
+                em + (sd - 1) * self.W + (rem >= sd) * self.H, minlength=2 * self.H
+            )
+            e += em
+            R[_E, di] = e
+            R[_C, di] = R[_P, di] + e - 1
             R[_U, di] += 1
-            emitted[di] = True
+            R[_CH, di] += 1
+            self.itl[pos : pos + b] = t1 - self.last[di]
+            self.itl_req[pos : pos + b] = R[_ID, di]
+            pos += b
+            self.last[di] = t1
         if s_pref.size:
-            R[_C, pi] += s_pref
-            complete = np.flatnonzero(R[_C, pi] >= R[_TGT, pi])
+            # a prefill that completes emits a token: the first, or the next after a
+            # recomputation (a gap since the request's last chunk)
+            c = R[_C, pi] + s_pref
+            R[_C, pi] = c
+            complete = np.flatnonzero(c >= R[_TGT, pi])
             if complete.size:
                 if plain:
                     complete += m
                 else:
                     complete = pi[complete]  # type: ignore[index]
-                emitted[complete] = True
-                first = complete[R[_E, complete] == 0]
-                if first.size:
-                    self.first_token[R[_ID, first]] = t1
-                    gap = emitted.copy()
-                    gap[first] = False
+                again = R[_E, complete] > 0
+                fresh = complete[~again]
+                if fresh.size:
+                    self.first_token[R[_ID, fresh]] = t1
+                if again.any():
+                    resumed = complete[again]
+                    g = resumed.size
+                    self.itl[pos : pos + g] = t1 - self.last[resumed]
+                    self.itl_req[pos : pos + g] = R[_ID, resumed]
+                    pos += g
                 R[_E, complete] += 1
                 R[_PREF, complete] = 0
+                R[_CH, complete] += 1
+                self.last[complete] = t1
                 self.n_pref -= complete.size
-        gap_rows = np.flatnonzero(gap)
-        g = gap_rows.size
-        if g:
-            self.itl[self.pos : self.pos + g] = t1 - self.last[gap_rows]
-            self.itl_req[self.pos : self.pos + g] = R[_ID, gap_rows]
-            self.pos += g
-        self.last[:M][emitted] = t1
-        R[_CH, :M] += emitted
+        self.pos = pos
         self.area += n_sys * dt
         self.t = t1
         self.dt_last = dt
@@ -539,12 +543,12 @@ class _Engine:
         n = self.n
         if n == 0 or self.n_pref:
             return False
-        R = self.R
         k = self.k_of[n]
-        r = self.entry_of[n]
         per_step = n * (1 + k)
         if per_step > self.budget:
             return False
+        r = self.entry_of[n]
+        bs = self.bs
         head_blocks = 0
         through = False
         if self.waiting:
@@ -553,25 +557,24 @@ class _Engine:
             # stays so while decoding only takes blocks
             if n < self.max_seqs and per_step < self.budget:
                 i = self.waiting[0]
-                si = min(int(self.P[i] + self.g_e[i]), self.budget - per_step)
-                head_blocks = -(-(si + self.L) // self.bs)
+                si = min(int(self.G[_P, i] + self.G[_E, i]), self.budget - per_step)
+                head_blocks = -(-(si + self.L) // bs)
             next_send = math.inf
         else:
             next_send = self._next_send_time()
             through = next_send < math.inf or self.next_send >= self.N
         t = self.t
-        e = R[_E, :n]
-        rem = R[_O, :n] - e
-        mean = self.mean_tokens[r]
-        horizon = int(int(rem.max() if through else rem.min()) / mean) + 2
+        Rn = self.R[:, :n]
+        e = Rn[_E]
+        rem = Rn[_O] - e
+        horizon = int(int(rem.max() if through else rem.min()) / self.mean_tokens[r]) + 2
         if next_send < math.inf and self.dt_last > 0:
             horizon = min(horizon, int((next_send - t) / self.dt_last) + 2)
         horizon = max(1, min(horizon, STRETCH_STEPS, STRETCH_CELLS // n))
         steps = self.steps_h[:horizon]
-        J = np.searchsorted(self.cdfs[r], self.U[R[_U, :n] + steps], side="right")
-        cum = np.cumsum(J, axis=0)
-        ends_at = cum >= rem
-        fin = np.where(ends_at[-1], np.argmax(ends_at, axis=0), horizon)  # finishing step
+        J = np.searchsorted(self.cdfs[r], self.U[Rn[_U] + steps], side="right")
+        cum = J.cumsum(axis=0)
+        fin = (cum < rem).sum(axis=0)  # each sequence's finishing step (horizon: none)
         active: np.ndarray | None = None
         if through:
             h_max = min(horizon, int(fin.max()) + 1)
@@ -580,84 +583,91 @@ class _Engine:
             if not self.one_entry:
                 changed = self.entry_arr[batch] != r
                 if changed.any():
-                    h_max = int(np.argmax(changed))
+                    h_max = int(changed.argmax())
                     active = active[:h_max]
+            sizes = batch[:h_max].tolist()
         else:
             h_max = min(horizon, int(fin.min()) + 1)
-            batch = np.full(h_max, n)
+            sizes = [n] * h_max
         prev = cum[:h_max] - J[:h_max]  # tokens each sequence emitted before each step
-        base = R[_P, :n] + e + (k + self.L + self.bs - 1)
-        nb0 = R[_NB, :n]
-        # KV blocks: each sequence's grow with its tokens; a finished one's are freed
-        grown = np.maximum((base + prev[-1]) // self.bs, nb0)
+        pe = Rn[_P] + e
+        base = pe + (k + self.L + bs - 1)
+        nb0 = Rn[_NB]
+        # KV blocks: each sequence's grow with its tokens (a finished one's are freed); the
+        # matrix is needed only when the blocks at the last step could overflow or peak
         tot: np.ndarray | None = None
-        if int(grown.sum()) > min(self.total_blocks, self.peak_blocks):
-            blocks = np.maximum((base + prev) // self.bs, nb0)
+        if int(np.maximum((base + prev[-1]) // bs, nb0).sum()) > self.peak_blocks:
+            blocks = np.maximum((base + prev) // bs, nb0)
             tot = (blocks * active).sum(axis=1) if active is not None else blocks.sum(axis=1)
             over = tot > self.total_blocks
             if over.any():
-                h_max = int(np.argmax(over))
+                h_max = int(over.argmax())
                 if h_max == 0:
                     return False
         if head_blocks:
-            used0 = int(tot[0]) if tot is not None else int(np.maximum(base // self.bs, nb0).sum())
+            used0 = int(tot[0]) if tot is not None else int(np.maximum(base // bs, nb0).sum())
             if self.total_blocks - used0 >= head_blocks:
                 return False
-        ctx_base = R[_P, :n] + e - 1
         if active is not None:
-            ctx_sum = ((ctx_base + prev[:h_max]) * active[:h_max]).sum(axis=1)
+            ctx = (((pe - 1 + prev) * active).sum(axis=1) / batch[: prev.shape[0]]).tolist()
         else:
-            ctx_sum = prev[:h_max].sum(axis=1) + int(ctx_base.sum())
-        ctx = (ctx_sum / batch[:h_max]).tolist()
-        sizes = batch[:h_max].tolist()
+            ctx = ((prev.sum(axis=1) + (int(pe.sum()) - n)) / n).tolist()
         waiting = len(self.waiting)
         dts: list[float] = []
         ends: list[float] = []
         start = t
         area = self.area
+        time = self._time
         for h in range(h_max):
             if h and start >= next_send:
                 break
-            dt = self._time(sizes[h], k, ctx[h], 0)
+            dt = time(sizes[h], k, ctx[h], 0)
             dts.append(dt)
             area += (sizes[h] + waiting) * dt
             start += dt
             ends.append(start)
         hc = len(dts)
         last = hc - 1
-        ends_arr = np.asarray(ends)
+        ends_arr = np.array(ends)
         left = rem - prev[:hc]  # tokens still to emit before each step
-        em = np.minimum(J[:hc], left)
-        code = em + (left > k) * self.H
+        code = np.minimum(J[:hc], left) + (left > k) * self.H
+        gaps = np.empty((hc, n))
+        gaps[0] = ends[0] - self.last[:n]
+        if hc > 1:
+            gaps[1:] = np.diff(ends_arr)[:, None]  # t1 - last, as step by step
+        ids = Rn[_ID]
         if active is not None:
             act = active[:hc]
             code = code[act]
-        counts = np.bincount(code.ravel(), minlength=self.H + self.W)
-        self.hist[k * self.W : k * self.W + self.W] += counts[: self.W]
-        self.hist[self.H + k * self.W : self.H + k * self.W + self.W] += counts[self.H :]
-        # chunks: every decoding sequence streams one per step
-        gaps = np.empty((hc, n))
-        gaps[0] = ends_arr[0] - self.last[:n]
-        if hc > 1:
-            gaps[1:] = np.diff(ends_arr)[:, None]
-        ids = np.broadcast_to(R[_ID, :n], (hc, n))
-        if active is not None:
-            flat, who = gaps[act], ids[act]
+            flat = gaps[act]
+            who = np.broadcast_to(ids, (hc, n))[act]
         else:
-            flat, who = gaps.ravel(), ids.ravel()
+            code = code.ravel()
+            flat = gaps.ravel()
+            who = np.tile(ids, hc)
+        counts = np.bincount(code, minlength=self.H + self.W)
+        lo = k * self.W
+        self.hist[lo : lo + self.W] += counts[: self.W]
+        self.hist[self.H + lo : self.H + lo + self.W] += counts[self.H :]
         g = flat.size
         self.itl[self.pos : self.pos + g] = flat
         self.itl_req[self.pos : self.pos + g] = who
         self.pos += g
-        last_step = np.minimum(fin, last)  # each sequence's last step in the stretch
-        cols = np.arange(n)
-        R[_E, :n] += np.minimum(cum[last], rem)
-        R[_C, :n] = R[_P, :n] + R[_E, :n] - 1
-        R[_NB, :n] = np.maximum((base + prev[last_step, cols]) // self.bs, nb0)
-        R[_CH, :n] += last_step + 1
-        R[_U, :n] += last_step + 1
-        self.last[:n] = ends_arr[last_step]
-        self.used = int(R[_NB, :n].sum())
+        # the state after the stretch: each sequence as of its last step in it
+        if active is not None:
+            last_step = np.minimum(fin, last)
+            played = last_step + 1
+            Rn[_NB] = np.maximum((base + prev[last_step, self.cols[:n]]) // bs, nb0)
+            self.last[:n] = ends_arr[last_step]
+        else:
+            played = hc
+            Rn[_NB] = np.maximum((base + prev[last]) // bs, nb0)
+            self.last[:n] = ends[-1]
+        e += np.minimum(cum[last], rem)
+        Rn[_C] = Rn[_P] + e - 1
+        Rn[_CH] += played
+        Rn[_U] += played
+        self.used = int(Rn[_NB].sum())
         if tot is not None:
             peak = int(tot[:hc].max())
             if peak > self.peak_blocks:
@@ -682,8 +692,8 @@ class _Engine:
             first_scheduled_s=self.first_sched,
             first_token_s=self.first_token,
             finish_s=self.finish,
-            output_tokens=self.g_e.copy(),
-            chunks=self.g_ch.copy(),
+            output_tokens=np.where(np.isfinite(self.finish), self.O, self.G[_E]),
+            chunks=self.G[_CH].copy(),
             preemptions=self.g_pre.copy(),
             itl_s=self.itl[:pos].copy(),
             itl_request=self.itl_req[:pos].astype(np.int64),

@@ -145,6 +145,6 @@ def _check_pmf(k: int, pmf: np.ndarray) -> np.ndarray:
     total = float(p.sum())
     if abs(total - 1.0) > PMF_TOL:
         raise InputError("pmf", f"must sum to 1, sums to {total!r}")
-    out = p / total
+    out = p / total if total != 1.0 else p.copy()
     out.setflags(write=False)
     return out
