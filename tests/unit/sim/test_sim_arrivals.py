@@ -94,7 +94,11 @@ def test_bad_arrivals(kwargs, field):
 
 @pytest.mark.parametrize(
     "args, field",
-    [((5, 0, 10, 1.0), "input_len"), ((5, 10, 0, 1.0), "output_len"), ((5, 10, -3, 1.0), "output_len")],
+    [
+        ((5, 0, 10, 1.0), "input_len"),
+        ((5, 10, 0, 1.0), "output_len"),
+        ((5, 10, -3, 1.0), "output_len"),
+    ],
 )
 def test_bad_fixed_lengths(args, field):
     with pytest.raises(InputError) as err:

@@ -29,7 +29,9 @@ def test_schedule_by_batch_size_like_vllm():
     pol = SpecPolicy.by_batch_size([(1, 16, 3, P3), (32, 128, 2, P2), (129, 129, 0, P0)])
     expected = {1: 3, 16: 3, 17: 3, 31: 3, 32: 2, 128: 2, 129: 0, 130: 0, 4096: 0}
     assert {b: pol.k(b) for b in expected} == expected
-    assert np.allclose(pol.pmf(20), P3, rtol=0, atol=1e-15) and np.allclose(pol.pmf(64), P2, rtol=0, atol=1e-15)
+    assert np.allclose(pol.pmf(20), P3, rtol=0, atol=1e-15) and np.allclose(
+        pol.pmf(64), P2, rtol=0, atol=1e-15
+    )
     assert pol.max_k == 3 and pol.lookahead == 3
 
 
