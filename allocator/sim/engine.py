@@ -220,7 +220,7 @@ class _Engine:
         self.cols = np.arange(self.max_seqs)
         # clock and counters
         self.t = 0.0
-        self.dt_last = 0.0
+        self.dt_decode = 0.0  # the last decode-only step's time
         self.area = 0.0
         self.steps = 0
         self.peak_blocks = 0
@@ -396,7 +396,7 @@ class _Engine:
             R[_NB, :m] += need
         # then waiting requests, first come first served (none in a step that preempted)
         budget_left = budget - scheduled
-        admitted: list[int] = []
+        admitted: list[tuple[int, int, int, int]] = []  # (row, request, chunk, tokens)
         if not preempted:
             G = self.G
             while budget_left > 0 and self.waiting and self.n < self.max_seqs:
@@ -420,7 +420,7 @@ class _Engine:
                 if math.isnan(self.first_sched[i]):
                     self.first_sched[i] = t
                 budget_left -= si
-                admitted.append(si)
+                admitted.append((row, i, si, tokens))
         self.used = self.total_blocks - free
         if self.used > self.peak_blocks:
             self.peak_blocks = self.used
@@ -429,28 +429,31 @@ class _Engine:
         M = m + len(admitted)
         if M == 0:  # nothing scheduled (the only running request preempted itself)
             return
-        # rows [0, M) are scheduled: decoding ones (di) and prefilling ones (pi)
+        # scheduled: running rows [0, m), decoding (di) or continuing a prefill (pi), and
+        # the rows admitted now, [m, M)
         di: slice | np.ndarray
-        pi: slice | np.ndarray
+        pi: np.ndarray | None = None
         if plain:
-            di, pi = slice(0, m), slice(m, M)
+            di = slice(0, m)
             b = m
             sd = s
-            s_pref = np.array(admitted, dtype=np.int64)
+            prefill_tokens = 0
         else:
-            pref = R[_PREF, :M] != 0
+            pref = R[_PREF, :m] != 0
             di, pi = np.flatnonzero(~pref), np.flatnonzero(pref)
             b = di.size
-            s_all = np.concatenate([s, np.array(admitted, dtype=np.int64)])
-            sd = s_all[di]
-            s_pref = s_all[pi]
-        prefill_tokens = int(s_pref.sum())
+            sd = s[di]  # type: ignore[index]
+            s_run = s[pi]  # type: ignore[index]
+            prefill_tokens = int(s_run.sum())
+        for _, _, si, _ in admitted:
+            prefill_tokens += si
         if b:
             dt = self._time(b, k, int(R[_C, di].sum()) / b, prefill_tokens)
         else:
             dt = self._time(0, 0, 0.0, prefill_tokens)
         t1 = t + dt
         pos = self.pos
+        finished = False
         if b:
             # every decoding sequence emits its draw, cut at its output length
             J = np.searchsorted(self.cdfs[r], self.U[R[_U, di]], side="right")
@@ -460,51 +463,64 @@ class _Engine:
             self.hist += np.bincount(
                 em + (sd - 1) * self.W + (rem >= sd) * self.H, minlength=2 * self.H
             )
-            e += em
+            e = e + em  # (a new array: ``e`` was a view of the table for a slice)
             R[_E, di] = e
             R[_C, di] = R[_P, di] + e - 1
-            R[_U, di] += 1
-            R[_CH, di] += 1
+            R[_CH : _U + 1, di] += 1
             self.itl[pos : pos + b] = t1 - self.last[di]
             self.itl_req[pos : pos + b] = R[_ID, di]
             pos += b
             self.last[di] = t1
-        if s_pref.size:
-            # a prefill that completes emits a token: the first, or the next after a
-            # recomputation (a gap since the request's last chunk)
-            c = R[_C, pi] + s_pref
+            finished = bool((em == rem).any())
+        if pi is not None and pi.size:
+            # running prefills continue; one that completes emits a token (the next after
+            # a recomputation: a gap since the request's last chunk)
+            c = R[_C, pi] + s_run
             R[_C, pi] = c
-            complete = np.flatnonzero(c >= R[_TGT, pi])
+            complete = pi[c >= R[_TGT, pi]]
             if complete.size:
-                if plain:
-                    complete += m
-                else:
-                    complete = pi[complete]  # type: ignore[index]
-                again = R[_E, complete] > 0
-                fresh = complete[~again]
+                again = complete[R[_E, complete] > 0]
+                fresh = complete[R[_E, complete] == 0]
                 if fresh.size:
                     self.first_token[R[_ID, fresh]] = t1
-                if again.any():
-                    resumed = complete[again]
-                    g = resumed.size
-                    self.itl[pos : pos + g] = t1 - self.last[resumed]
-                    self.itl_req[pos : pos + g] = R[_ID, resumed]
+                g = again.size
+                if g:
+                    self.itl[pos : pos + g] = t1 - self.last[again]
+                    self.itl_req[pos : pos + g] = R[_ID, again]
                     pos += g
                 R[_E, complete] += 1
                 R[_PREF, complete] = 0
                 R[_CH, complete] += 1
                 self.last[complete] = t1
                 self.n_pref -= complete.size
+                finished = True
+        for row, i, si, tokens in admitted:
+            R[_C, row] = si
+            if si == tokens:  # the whole prompt (and output so far) in one chunk
+                if R[_E, row]:
+                    self.itl[pos] = t1 - self.last[row]
+                    self.itl_req[pos] = i
+                    pos += 1
+                else:
+                    self.first_token[i] = t1
+                R[_E, row] += 1
+                R[_PREF, row] = 0
+                R[_CH, row] += 1
+                self.last[row] = t1
+                self.n_pref -= 1
+                finished = True
         self.pos = pos
         self.area += n_sys * dt
         self.t = t1
-        self.dt_last = dt
+        if not prefill_tokens:
+            self.dt_decode = dt
         self.steps += 1
-        done = R[_E, :M] >= R[_O, :M]
-        if done.any():
-            full = np.zeros(self.n, dtype=bool)
-            full[:M] = done
-            self._finish(full, t1)
+        if finished:
+            done = R[_E, :M] >= R[_O, :M]
+            if done.any():
+                full = np.zeros(self.n, dtype=bool)
+                full[:M] = done
+                self._finish(full, t1)
 
     def _allocate_preempting(self, need: np.ndarray, m: int, free: int) -> tuple[int, int]:
         """Allocate ``need`` blocks to running rows ``[0, m)`` in order, preempting the
@@ -549,27 +565,32 @@ class _Engine:
             return False
         r = self.entry_of[n]
         bs = self.bs
-        head_blocks = 0
+        t = self.t
+        Rn = self.R[:, :n]
+        e = Rn[_E]
+        pe = Rn[_P] + e
+        base = pe + (k + self.L + bs - 1)
+        nb0 = Rn[_NB]
         through = False
         if self.waiting:
-            # admission stays impossible through the stretch: max_num_seqs running, no
-            # budget left, or (checked below) the head's first chunk does not fit, which
-            # stays so while decoding only takes blocks
+            # admission must stay impossible through the stretch: max_num_seqs running, no
+            # budget left, or the head's first chunk not fitting beside the blocks of the
+            # stretch's first step (decoding only takes more blocks after it)
             if n < self.max_seqs and per_step < self.budget:
                 i = self.waiting[0]
                 si = min(int(self.G[_P, i] + self.G[_E, i]), self.budget - per_step)
-                head_blocks = -(-(si + self.L) // bs)
+                used0 = int(np.maximum(base // bs, nb0).sum())
+                if self.total_blocks - used0 >= -(-(si + self.L) // bs):
+                    return False
             next_send = math.inf
         else:
             next_send = self._next_send_time()
             through = next_send < math.inf or self.next_send >= self.N
-        t = self.t
-        Rn = self.R[:, :n]
-        e = Rn[_E]
         rem = Rn[_O] - e
         horizon = int(int(rem.max() if through else rem.min()) / self.mean_tokens[r]) + 2
-        if next_send < math.inf and self.dt_last > 0:
-            horizon = min(horizon, int((next_send - t) / self.dt_last) + 2)
+        if next_send < math.inf and self.dt_decode > 0:
+            # steps until the next arrival at the last decode step's pace, with a margin
+            horizon = min(horizon, int(1.25 * (next_send - t) / self.dt_decode) + 4)
         horizon = max(1, min(horizon, STRETCH_STEPS, STRETCH_CELLS // n))
         steps = self.steps_h[:horizon]
         J = np.searchsorted(self.cdfs[r], self.U[Rn[_U] + steps], side="right")
@@ -590,9 +611,6 @@ class _Engine:
             h_max = min(horizon, int(fin.min()) + 1)
             sizes = [n] * h_max
         prev = cum[:h_max] - J[:h_max]  # tokens each sequence emitted before each step
-        pe = Rn[_P] + e
-        base = pe + (k + self.L + bs - 1)
-        nb0 = Rn[_NB]
         # KV blocks: each sequence's grow with its tokens (a finished one's are freed); the
         # matrix is needed only when the blocks at the last step could overflow or peak
         tot: np.ndarray | None = None
@@ -604,24 +622,26 @@ class _Engine:
                 h_max = int(over.argmax())
                 if h_max == 0:
                     return False
-        if head_blocks:
-            used0 = int(tot[0]) if tot is not None else int(np.maximum(base // bs, nb0).sum())
-            if self.total_blocks - used0 >= head_blocks:
-                return False
         if active is not None:
             ctx = (((pe - 1 + prev) * active).sum(axis=1) / batch[: prev.shape[0]]).tolist()
         else:
             ctx = ((prev.sum(axis=1) + (int(pe.sum()) - n)) / n).tolist()
-        waiting = len(self.waiting)
         dts: list[float] = []
         ends: list[float] = []
         start = t
         area = self.area
-        time = self._time
+        waiting = len(self.waiting)
+        step_ms = self.step_ms
+        inf = math.inf
         for h in range(h_max):
             if h and start >= next_send:
                 break
-            dt = time(sizes[h], k, ctx[h], 0)
+            try:
+                dt = float(step_ms(sizes[h], k, ctx[h], 0)) / 1000.0
+            except (TypeError, ValueError):
+                dt = math.nan
+            if not 0.0 <= dt < inf:  # (NaN too)
+                self._time(sizes[h], k, ctx[h], 0)  # raises, naming the call
             dts.append(dt)
             area += (sizes[h] + waiting) * dt
             start += dt
@@ -631,28 +651,30 @@ class _Engine:
         ends_arr = np.array(ends)
         left = rem - prev[:hc]  # tokens still to emit before each step
         code = np.minimum(J[:hc], left) + (left > k) * self.H
-        gaps = np.empty((hc, n))
-        gaps[0] = ends[0] - self.last[:n]
-        if hc > 1:
-            gaps[1:] = np.diff(ends_arr)[:, None]  # t1 - last, as step by step
-        ids = Rn[_ID]
-        if active is not None:
-            act = active[:hc]
-            code = code[act]
-            flat = gaps[act]
-            who = np.broadcast_to(ids, (hc, n))[act]
-        else:
+        act = None if active is None else active[:hc]
+        g = hc * n if act is None else int(act.sum())
+        pos = self.pos
+        if act is None:
+            # every sequence streams a chunk at every step: gaps straight into the buffer
+            block = self.itl[pos : pos + g].reshape(hc, n)
+            block[0] = ends[0] - self.last[:n]
+            if hc > 1:
+                block[1:] = np.diff(ends_arr)[:, None]  # t1 - last, as step by step
+            self.itl_req[pos : pos + g].reshape(hc, n)[:] = Rn[_ID]
             code = code.ravel()
-            flat = gaps.ravel()
-            who = np.tile(ids, hc)
+        else:
+            gaps = np.empty((hc, n))
+            gaps[0] = ends[0] - self.last[:n]
+            if hc > 1:
+                gaps[1:] = np.diff(ends_arr)[:, None]
+            self.itl[pos : pos + g] = gaps[act]
+            self.itl_req[pos : pos + g] = np.broadcast_to(Rn[_ID], (hc, n))[act]
+            code = code[act]
+        self.pos = pos + g
         counts = np.bincount(code, minlength=self.H + self.W)
         lo = k * self.W
         self.hist[lo : lo + self.W] += counts[: self.W]
         self.hist[self.H + lo : self.H + lo + self.W] += counts[self.H :]
-        g = flat.size
-        self.itl[self.pos : self.pos + g] = flat
-        self.itl_req[self.pos : self.pos + g] = who
-        self.pos += g
         # the state after the stretch: each sequence as of its last step in it
         if active is not None:
             last_step = np.minimum(fin, last)
@@ -674,7 +696,7 @@ class _Engine:
                 self.peak_blocks = peak
         self.area = area
         self.t = ends[-1]
-        self.dt_last = dts[-1]
+        self.dt_decode = dts[-1]
         self.steps += hc
         done = fin <= last
         if done.any():
