@@ -118,6 +118,28 @@ class SimResult:
         """Send to first scheduled per request, s."""
         return self.first_scheduled_s - self.sent_s
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """Per-request columns, each ``(N,)``, for a per-request table: times in s from the
+        start, latencies in ms (``tpot_ms`` NaN for a one-token output)."""
+        many = self.output_tokens > 1
+        tpot = np.full(self.output_tokens.size, np.nan)
+        tpot[many] = self.tpot_s * 1000
+        return {
+            "arrival_s": self.requests.arrival_s,
+            "sent_s": self.sent_s,
+            "first_scheduled_s": self.first_scheduled_s,
+            "first_token_s": self.first_token_s,
+            "finish_s": self.finish_s,
+            "prompt_tokens": self.requests.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "queue_ms": self.queue_s * 1000,
+            "ttft_ms": self.ttft_s * 1000,
+            "tpot_ms": tpot,
+            "e2el_ms": self.e2el_s * 1000,
+            "chunks": self.chunks,
+            "preemptions": self.preemptions,
+        }
+
     def values_s(self, name: str) -> np.ndarray:
         """The samples of latency ``name`` (``ttft``, ``tpot``, ``itl``, ``e2el``), s."""
         if name == "ttft":
@@ -174,10 +196,17 @@ def acceptance_length(result: SimResult) -> float:
     return float((spec * np.arange(spec.shape[1])).sum() / steps)
 
 
-def summary(result: SimResult, percentiles: Sequence[float] = PERCENTILES) -> dict[str, float]:
+def summary(
+    result: SimResult, percentiles: Sequence[float] = PERCENTILES
+) -> dict[str, float | int]:
     """The run's aggregate metrics under ``vllm bench serve --save-result``'s keys (see the
     module docstring), then the simulator's own. Latencies in ms, throughputs per second,
-    ``duration`` in s."""
+    ``duration`` in s; ``percentiles`` in (0, 100).
+
+    With ``max_concurrency`` set, also the client-side queue (arrival to send) as vLLM
+    writes it then when ``--percentile-metrics`` names them (serve.py lines 1361-1368,
+    1439-1452): ``{mean,median,std,pN}_client_queue_time_ms`` and, unless every request
+    arrived at 0 (``--request-rate inf``), ``{...}_e2el_including_client_queue_ms``."""
     for p in percentiles:
         if not 0 < float(p) < 100:
             raise InputError("percentiles", f"must lie in (0, 100), got {p}")
@@ -186,7 +215,7 @@ def summary(result: SimResult, percentiles: Sequence[float] = PERCENTILES) -> di
     duration = result.duration_s
     out_tokens = int(result.output_tokens.sum())
     in_tokens = int(req.prompt_tokens.sum())
-    doc: dict[str, float] = {
+    doc: dict[str, float | int] = {
         "completed": completed,
         "duration": duration,
         "total_input_tokens": in_tokens,
@@ -199,6 +228,14 @@ def summary(result: SimResult, percentiles: Sequence[float] = PERCENTILES) -> di
         stats = _stats_ms(result.values_s(name), percentiles)
         for stat, value in stats.items():
             doc[f"{stat}_{name}_ms"] = value
+    if result.scheduler.max_concurrency is not None:
+        client = result.sent_s - req.arrival_s
+        extra = [("client_queue_time", client)]
+        if np.any(req.arrival_s > 0):
+            extra.append(("e2el_including_client_queue", result.e2el_s + client))
+        for name, values in extra:
+            for stat, value in _stats_ms(values, percentiles).items():
+                doc[f"{stat}_{name}_ms"] = value
     doc["spec_decode_acceptance_length"] = acceptance_length(result)
     doc["mean_queue_ms"] = float(np.mean(result.queue_s)) * 1000
     doc["preemptions"] = int(result.preemptions.sum())

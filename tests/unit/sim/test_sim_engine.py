@@ -314,3 +314,39 @@ def test_bad_requests(arrays, field):
     with pytest.raises(InputError) as err:
         Requests(*(np.asarray(a) for a in arrays))
     assert err.value.field == field
+
+
+def test_client_queue_metrics_under_max_concurrency():
+    """With ``max_concurrency`` vLLM also reports the client-side queue (arrival to send)
+    and, at a finite rate, the end-to-end latency including it."""
+    pol = SpecPolicy.off()
+    burst = simulate(
+        fixed_requests(20, 20, 10, math.inf), pol, lambda *a: 2.0, Scheduler(8, 512, 10**4, 16, 4)
+    )
+    s = summary(burst)
+    waits = burst.sent_s - burst.requests.arrival_s
+    assert s["mean_client_queue_time_ms"] == pytest.approx(waits.mean() * 1000)
+    assert "p99_e2el_including_client_queue_ms" not in s  # vLLM leaves it out at rate inf
+    paced = simulate(
+        fixed_requests(20, 20, 10, 400.0), pol, lambda *a: 2.0, Scheduler(8, 512, 10**4, 16, 4)
+    )
+    s = summary(paced)
+    total = paced.finish_s - paced.requests.arrival_s
+    assert s["mean_e2el_including_client_queue_ms"] == pytest.approx(total.mean() * 1000)
+    assert "mean_client_queue_time_ms" not in summary(
+        simulate(fixed_requests(5, 20, 10, 400.0), pol, lambda *a: 2.0, Scheduler(8, 512, 10**4))
+    )
+
+
+def test_per_request_columns():
+    r = simulate(
+        Requests(np.zeros(3), [8, 8, 8], [1, 5, 5]),
+        SpecPolicy.off(),
+        lambda *a: 1.0,
+        Scheduler(4, 100, 10**3),
+    )
+    cols = r.columns()
+    assert all(v.shape == (3,) for v in cols.values())
+    assert np.isnan(cols["tpot_ms"][0]) and cols["tpot_ms"][1] == pytest.approx(1.0)
+    assert cols["ttft_ms"].tolist() == pytest.approx([1.0, 1.0, 1.0])
+    assert cols["e2el_ms"].tolist() == pytest.approx([1.0, 5.0, 5.0])
