@@ -24,7 +24,7 @@ The trace reader takes the Azure LLM inference trace 2023 format as published
 ``2023-11-16 18:15:46.6805900``): arrival = timestamp minus the first row's, divided by
 ``speedup``; prompt tokens = ``ContextTokens``; output tokens = ``GeneratedTokens``. This
 is what vLLM's ``timed_trace`` dataset does with per-request timestamps
-(``vllm/benchmarks/datasets/datasets.py``, ``TimedTraceDataset``: timestamps times
+(``vllm/benchmarks/datasets/datasets.py``, ``TimedTrace``, line 1417: timestamps times
 ``--timed-trace-sec-multiplier``, sent at that offset from the start by ``get_request``
 with ``self_timed``), here from the CSV directly and relative to the first row.
 """

@@ -19,7 +19,7 @@
 * ``duration``: from the benchmark's start (time 0) to the last chunk (line 1123);
   ``request_throughput = completed / duration``, ``output_throughput = output tokens /
   duration``, ``total_token_throughput = (prompt + output tokens) / duration``.
-* ``max_concurrent_requests``: vLLM's count (lines 718-760): one-second buckets from the
+* ``max_concurrent_requests``: vLLM's count (lines 703-753): one-second buckets from the
   first send, each request counted in every bucket from its send's to its last chunk's;
   the largest bucket. It counts requests in flight at the client, those queued in the
   server included, and can exceed the largest number in flight at one instant.

@@ -10,6 +10,7 @@ the front of the waiting queue with its output), no admission in a step that pre
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,7 +27,10 @@ from allocator.sim import (
 )
 from allocator.sim.engine import _Engine
 
-TRACE = "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"
+TRACE = (
+    Path(__file__).resolve().parents[3]
+    / "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"
+)
 
 
 class Recorder:

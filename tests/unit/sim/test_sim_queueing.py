@@ -9,6 +9,7 @@ tokens (and Wald's bounds), and the policy's pmf itself.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,7 +86,8 @@ def test_md1_mean_ttft():
 # ---------------------------------------------------------------- Little's law
 def little_runs():
     trace = read_trace(
-        "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv",
+        Path(__file__).resolve().parents[3]
+        / "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv",
         num_prompts=1500,
         speedup=4.0,
     )
