@@ -217,7 +217,6 @@ class _Engine:
         # decode steps by [uncut, drafts verified, tokens emitted]
         self.hist = np.zeros(2 * self.H, dtype=np.int64)
         self.steps_h = np.arange(STRETCH_STEPS)[:, None]
-        self.cols = np.arange(self.max_seqs)
         # clock and counters
         self.t = 0.0
         self.dt_decode = 0.0  # the last decode-only step's time
@@ -595,12 +594,12 @@ class _Engine:
         steps = self.steps_h[:horizon]
         J = np.searchsorted(self.cdfs[r], self.U[Rn[_U] + steps], side="right")
         cum = J.cumsum(axis=0)
-        fin = (cum < rem).sum(axis=0)  # each sequence's finishing step (horizon: none)
+        fin = np.add.reduce(cum < rem, axis=0)  # each sequence's finishing step (horizon: none)
         active: np.ndarray | None = None
         if through:
             h_max = min(horizon, int(fin.max()) + 1)
             active = steps[:h_max] <= fin
-            batch = active.sum(axis=1)  # sequences decoding at each step
+            batch = np.add.reduce(active, axis=1)  # sequences decoding at each step
             if not self.one_entry:
                 changed = self.entry_arr[batch] != r
                 if changed.any():
@@ -614,7 +613,7 @@ class _Engine:
         # KV blocks: each sequence's grow with its tokens (a finished one's are freed); the
         # matrix is needed only when the blocks at the last step could overflow or peak
         tot: np.ndarray | None = None
-        if int(np.maximum((base + prev[-1]) // bs, nb0).sum()) > self.peak_blocks:
+        if int(np.add.reduce(np.maximum((base + prev[-1]) // bs, nb0))) > self.peak_blocks:
             blocks = np.maximum((base + prev) // bs, nb0)
             tot = (blocks * active).sum(axis=1) if active is not None else blocks.sum(axis=1)
             over = tot > self.total_blocks
@@ -668,23 +667,18 @@ class _Engine:
             if hc > 1:
                 gaps[1:] = np.diff(ends_arr)[:, None]
             self.itl[pos : pos + g] = gaps[act]
-            self.itl_req[pos : pos + g] = np.broadcast_to(Rn[_ID], (hc, n))[act]
+            self.itl_req[pos : pos + g] = Rn[_ID][act.nonzero()[1]]
             code = code[act]
         self.pos = pos + g
         counts = np.bincount(code, minlength=self.H + self.W)
         lo = k * self.W
         self.hist[lo : lo + self.W] += counts[: self.W]
         self.hist[self.H + lo : self.H + lo + self.W] += counts[self.H :]
-        # the state after the stretch: each sequence as of its last step in it
-        if active is not None:
-            last_step = np.minimum(fin, last)
-            played = last_step + 1
-            Rn[_NB] = np.maximum((base + prev[last_step, self.cols[:n]]) // bs, nb0)
-            self.last[:n] = ends_arr[last_step]
-        else:
-            played = hc
-            Rn[_NB] = np.maximum((base + prev[last]) // bs, nb0)
-            self.last[:n] = ends[-1]
+        # the state after the stretch (blocks and last chunk as of the last step: right for
+        # the sequences still running, unused for those finished in the stretch)
+        played = np.minimum(fin, last) + 1 if active is not None else hc
+        Rn[_NB] = np.maximum((base + prev[last]) // bs, nb0)
+        self.last[:n] = ends[-1]
         e += np.minimum(cum[last], rem)
         Rn[_C] = Rn[_P] + e - 1
         Rn[_CH] += played
