@@ -12,9 +12,10 @@ It prints, each a median of ``R`` runs inside this process (no start-up):
 
 * the case at ``N = 10,000``: wall and CPU seconds, requests simulated per second, the
   engine steps played; beside it, in the same loop, the same requests with speculation
-  off (the baseline: one token per step, more steps) and the same run played step by step
-  (the reference the decode-only stretches are tested against, identical output), with
-  the ratios;
+  off (the baseline: one token per step, more steps), the case with a step function that
+  also takes arrays (``many``: one call per decode-only stretch) and the same run played
+  step by step (the reference the decode-only stretches are tested against, identical
+  output), with the ratios;
 * how the time grows with the requests (``N`` = 1,000 .. all 19,366 at the trace's rate)
   and with ``max_num_seqs`` (8 .. 512, the trace sped up 4x so that the batch fills).
 
@@ -58,6 +59,17 @@ def step_ms(decode_seqs: int, k: int, context_tokens: float, prefill_tokens: int
     return decode + 0.012 * prefill_tokens
 
 
+class ArrayStep:
+    """:func:`step_ms` that also takes arrays (``many``): stretches ask once for all steps."""
+
+    __call__ = staticmethod(step_ms)
+
+    @staticmethod
+    def many(decode_seqs, k, context_tokens, prefill_tokens):
+        decode = 7.0 + 1.1 * k + 0.02 * decode_seqs * (1 + k) + 2e-5 * decode_seqs * context_tokens
+        return np.where(decode_seqs > 0, decode, 0.0) + 0.012 * prefill_tokens
+
+
 def timed(fn, repeats: int) -> tuple[float, float, object]:
     """Median wall and CPU seconds of ``repeats`` calls of ``fn``, and its last result."""
     walls, cpus, out = [], [], None
@@ -91,6 +103,7 @@ def main() -> None:
 
     w, c, r = timed(lambda: simulate(reqs, spec, step_ms, sched, seed=0), repeats)
     w_off, c_off, r_off = timed(lambda: simulate(reqs, off, step_ms, sched, seed=0), repeats)
+    w_arr, c_arr, r_arr = timed(lambda: simulate(reqs, spec, ArrayStep(), sched, seed=0), repeats)
     w_ref, c_ref, _ = timed(step_by_step, max(1, repeats // 2))
     print()
     print(
@@ -99,6 +112,7 @@ def main() -> None:
     for name, wall, cpu, run in (
         ("speculation k=4 (the case)", w, c, r),
         ("speculation off (baseline)", w_off, c_off, r_off),
+        ("k=4, step_ms with many()", w_arr, c_arr, r_arr),
         ("k=4 step by step (reference)", w_ref, c_ref, r),
     ):
         print(f"{name:<34} {wall:>8.3f} {cpu:>8.3f} {len(reqs) / wall:>9,.0f} {run.steps:>9,}")

@@ -27,6 +27,13 @@ class StepTime(Protocol):
     ``prefill_tokens``: prompt tokens prefilled in the step (chunks of prompts, and of
     prompt plus earlier output for a request recomputed after preemption). A step with no
     decoding sequence costs its prefill alone: ``step_ms(0, 0, 0.0, P)``.
+
+    The simulator calls it once per step, so it should be cheap (a lookup in tables
+    computed before the run, not a model evaluated per call). Optionally the object may
+    also have ``many(decode_seqs, k, context_tokens, prefill_tokens) -> (H,) ms`` taking
+    ``(H,)`` arrays (int64, float64, int64) and one ``k``: the simulator then asks for a
+    stretch of decode-only steps in one call. It must agree with ``__call__`` element by
+    element (the results are then identical either way).
     """
 
     def __call__(

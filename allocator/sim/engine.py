@@ -161,6 +161,7 @@ class _Engine:
         self.sched = sched
         self.seed = seed
         self.step_ms = step_ms
+        self.many = getattr(step_ms, "many", None) if stretches else None
         self.stretches = stretches
         n_req = len(requests)
         self.N = n_req
@@ -635,27 +636,31 @@ class _Engine:
             ctx = (((pe - 1 + prev) * active).sum(axis=1) / batch[: prev.shape[0]]).tolist()
         else:
             ctx = ((prev.sum(axis=1) + (int(pe.sum()) - n)) / n).tolist()
-        dts: list[float] = []
-        ends: list[float] = []
-        start = t
-        area = self.area
         waiting = len(self.waiting)
-        step_ms = self.step_ms
-        inf = math.inf
-        for h in range(h_max):
-            if h and start >= next_send:
-                break
-            try:
-                dt = float(step_ms(sizes[h], k, ctx[h], 0)) / 1000.0
-            except (TypeError, ValueError):
-                dt = math.nan
-            if not 0.0 <= dt < inf:  # (NaN too)
-                self._time(sizes[h], k, ctx[h], 0)  # raises, naming the call
-            dts.append(dt)
-            area += (sizes[h] + waiting) * dt
-            start += dt
-            ends.append(start)
-        hc = len(dts)
+        if self.many is not None:
+            dts, ends, area = self._times_at_once(sizes, k, ctx, t, next_send, waiting)
+            hc = len(dts)
+        else:
+            dts = []
+            ends = []
+            start = t
+            area = self.area
+            step_ms = self.step_ms
+            inf = math.inf
+            for h in range(h_max):
+                if h and start >= next_send:
+                    break
+                try:
+                    dt = float(step_ms(sizes[h], k, ctx[h], 0)) / 1000.0
+                except (TypeError, ValueError):
+                    dt = math.nan
+                if not 0.0 <= dt < inf:  # (NaN too)
+                    self._time(sizes[h], k, ctx[h], 0)  # raises, naming the call
+                dts.append(dt)
+                area += (sizes[h] + waiting) * dt
+                start += dt
+                ends.append(start)
+            hc = len(dts)
         last = hc - 1
         ends_arr = np.array(ends)
         left = rem - prev[:hc]  # tokens still to emit before each step
@@ -706,6 +711,40 @@ class _Engine:
         if done.any():
             self._finish(done, ends_arr[fin[done]])
         return True
+
+    def _times_at_once(
+        self, sizes: list[int], k: int, ctx: list[float], t: float, next_send: float, waiting: int
+    ) -> tuple[list[float], list[float], float]:
+        """A stretch's step times from the step function's ``many`` in one call: the steps'
+        times (s) and ends, up to the first step starting at or after ``next_send``, and the
+        time in system accumulated over them (the same numbers as step by step)."""
+        h_max = len(sizes)
+        assert self.many is not None
+        ms = np.asarray(
+            self.many(np.asarray(sizes), k, np.asarray(ctx), np.zeros(h_max, dtype=np.int64)),
+            dtype=np.float64,
+        )
+        if ms.shape != (h_max,):
+            raise InputError("step_ms", f"many() must return {h_max} step times, got {ms.shape}")
+        dt = ms / 1000.0
+        ends = np.add.accumulate(np.concatenate(([t], dt)))[1:]  # sequential, as step by step
+        ok = (dt >= 0) & np.isfinite(dt)
+        if not ok.all():
+            bad = int(np.argmin(ok))
+            if bad == 0 or ends[bad - 1] < next_send:  # that step would be played
+                raise InputError(
+                    "step_ms",
+                    f"must be finite and >= 0, got {ms[bad]} at decode_seqs={sizes[bad]}, "
+                    f"k={k}, context_tokens={ctx[bad]:.1f}, prefill_tokens=0",
+                )
+            h_max = bad
+        hc = h_max
+        if next_send < math.inf and h_max > 1:
+            hc = 1 + int(np.searchsorted(ends[: h_max - 1], next_send, side="left"))
+        area = self.area
+        for size, step in zip(sizes[:hc], dt[:hc].tolist(), strict=True):
+            area += (size + waiting) * step
+        return dt[:hc].tolist(), ends[:hc].tolist(), area
 
     # ------------------------------------------------------------------ output
     def result(self) -> SimResult:

@@ -354,3 +354,32 @@ def test_per_request_columns():
     assert np.isnan(cols["tpot_ms"][0]) and cols["tpot_ms"][1] == pytest.approx(1.0)
     assert cols["ttft_ms"].tolist() == pytest.approx([1.0, 1.0, 1.0])
     assert cols["e2el_ms"].tolist() == pytest.approx([1.0, 5.0, 5.0])
+
+
+class TwoWayStep:
+    """A linear step time callable per step and, for stretches, on arrays at once."""
+
+    def __init__(self):
+        self.many_calls = 0
+
+    def __call__(self, b, k, ctx, pf):
+        return (7.0 + 1.1 * k + 0.02 * b * (1 + k) + 2e-5 * b * ctx if b else 0.0) + 0.012 * pf
+
+    def many(self, b, k, ctx, pf):
+        self.many_calls += 1
+        return np.where(b > 0, 7.0 + 1.1 * k + 0.02 * b * (1 + k) + 2e-5 * b * ctx, 0.0) + (
+            0.012 * pf
+        )
+
+
+def test_step_function_on_arrays_gives_the_same_run():
+    trace = read_trace(TRACE, num_prompts=500)
+    pol = POLICIES[0]
+    sched = Scheduler(64, 2048, 60_000)
+    both = TwoWayStep()
+    fast = simulate(trace, pol, both, sched, seed=8)
+    slow = simulate(trace, pol, both.__call__, sched, seed=8)
+    assert both.many_calls > 100
+    for f in ("finish_s", "first_token_s", "itl_s", "itl_request", "chunks", "decode_steps"):
+        assert np.array_equal(getattr(fast, f), getattr(slow, f)), f
+    assert fast.time_in_system_s == pytest.approx(slow.time_in_system_s, rel=1e-12)
