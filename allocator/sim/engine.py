@@ -589,8 +589,12 @@ class _Engine:
             if n < self.max_seqs and per_step < self.budget:
                 i = self.waiting[0]
                 si = min(int(self.G[_P, i] + self.G[_E, i]), self.budget - per_step)
+                head = -(-(si + self.L) // bs)
+                # each decoding row needs at most ⌈(1 + k) / block_size⌉ more blocks
+                if self.total_blocks - self.used - n * -(-(1 + k) // bs) >= head:
+                    return False
                 used0 = int(np.maximum(base // bs, nb0).sum())
-                if self.total_blocks - used0 >= -(-(si + self.L) // bs):
+                if self.total_blocks - used0 >= head:
                     return False
             next_send = math.inf
         else:
@@ -664,7 +668,8 @@ class _Engine:
         last = hc - 1
         ends_arr = np.array(ends)
         left = rem - prev[:hc]  # tokens still to emit before each step
-        code = np.minimum(J[:hc], left) + (left > k) * self.H
+        code = np.minimum(J[:hc], left)  # tokens emitted, plus H where nothing could be cut
+        np.add(code, self.H, out=code, where=left > k)
         act = None if active is None else active[:hc]
         g = hc * n if act is None else int(act.sum())
         pos = self.pos
