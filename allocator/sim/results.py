@@ -24,15 +24,18 @@
   the largest bucket. It counts requests in flight at the client, those queued in the
   server included, and can exceed the largest number in flight at one instant.
 
-Added beside them (not written by vLLM): ``spec_decode_acceptance_length`` (vLLM's name;
+``total_input_tokens`` and ``total_output_tokens`` are vLLM's too.
+``spec_decode_acceptance_length`` is vLLM's key (written when the server exports its
+speculative-decoding counters: ``1 + accepted / drafts``, lines 1161-1163, 1378); here it is the
 tokens emitted per decode step of a sequence, bonus token included, over the decode steps
-that verified drafts; a step cut at the output length counts what it emitted, where vLLM
-counts what was accepted before the cut; 1 when no step speculated), ``mean_queue_ms``
-(send to first scheduled, mean), ``preemptions``, ``max_running_seqs`` (the most requests
-running at once), ``mean_concurrency`` (time-average of the requests in the server,
-waiting or running, over ``duration``: Little's law reads ``mean_concurrency =
-request_throughput x mean_e2el_ms / 1000``) and ``kv_cache_peak_fraction`` (the most KV
-blocks allocated at once over the cache's blocks).
+that verified drafts (vLLM counts a step without drafts as no draft); a step cut at the
+output length counts what it emitted, where vLLM counts what was accepted before the cut;
+1 when no step speculated. The simulator's own keys: ``mean_queue_ms`` (send to first
+scheduled, mean), ``preemptions``, ``max_running_seqs`` (the most requests running at
+once), ``mean_concurrency`` (time-average of the requests in the server, waiting or
+running, over ``duration``: Little's law reads ``mean_concurrency = request_throughput x
+mean_e2el_ms / 1000``) and ``kv_cache_peak_fraction`` (the most KV blocks allocated at
+once over the cache's blocks).
 """
 
 from __future__ import annotations
