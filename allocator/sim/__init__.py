@@ -1,0 +1,42 @@
+"""Request-level serving simulator of one vLLM replica with speculative decoding.
+
+Requests arrive (:func:`arrival_times`, :func:`fixed_requests`, :func:`read_trace`), a
+replica schedules them step by step as vLLM's V1 scheduler does (:func:`simulate`, with a
+:class:`Scheduler`, a :class:`SpecPolicy` and a :class:`StepTime` function), and the run is
+measured as ``vllm bench serve`` measures it (:func:`summary`, :func:`metric`). Only numpy
+and the standard library are used.
+"""
+
+from .config import Scheduler, StepTime
+from .engine import simulate
+from .policy import SpecPolicy
+from .requests import Requests, arrival_times, fixed_requests, read_trace
+from .results import (
+    LATENCIES,
+    PERCENTILES,
+    SimResult,
+    acceptance_length,
+    max_concurrent_requests,
+    metric,
+    percentile_word,
+    summary,
+)
+
+__all__ = [
+    "LATENCIES",
+    "PERCENTILES",
+    "Requests",
+    "Scheduler",
+    "SimResult",
+    "SpecPolicy",
+    "StepTime",
+    "acceptance_length",
+    "arrival_times",
+    "fixed_requests",
+    "max_concurrent_requests",
+    "metric",
+    "percentile_word",
+    "read_trace",
+    "simulate",
+    "summary",
+]

@@ -1,0 +1,79 @@
+"""Scheduler settings of one replica and the step-time function the simulator is given.
+
+:class:`Scheduler` carries the vLLM settings the simulator plays (vLLM 0.33.0,
+``vllm/config/scheduler.py``): ``max_num_seqs`` (requests running at once),
+``max_num_batched_tokens`` (the token budget of one step; vLLM's
+``max_num_scheduled_tokens`` defaults to it), the KV cache as a number of tokens cut into
+blocks of ``block_size`` tokens (``kv_cache_tokens // block_size`` blocks, vLLM's
+``num_gpu_blocks``), and the benchmark client's ``max_concurrency`` (``vllm bench serve
+--max-concurrency``: requests in flight at the client, ``None``: unlimited).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..exceptions import InputError
+
+
+class StepTime(Protocol):
+    """Wall time of one engine step, ms.
+
+    ``decode_seqs``: sequences decoding in the step (past their prefill), each verifying
+    ``k`` drafted tokens plus its own (``k = 0``: plain decoding; ``k`` is 0 whenever
+    ``decode_seqs`` is 0); ``context_tokens``: the mean number of tokens already in the KV
+    cache of those sequences when the step starts (0 without decoding sequences);
+    ``prefill_tokens``: prompt tokens prefilled in the step (chunks of prompts, and of
+    prompt plus earlier output for a request recomputed after preemption). A step with no
+    decoding sequence costs its prefill alone: ``step_ms(0, 0, 0.0, P)``.
+
+    The simulator calls it once per step, so it should be cheap (a lookup in tables
+    computed before the run, not a model evaluated per call). Optionally the object may
+    also have ``many(decode_seqs, k, context_tokens, prefill_tokens) -> (H,) ms`` taking
+    ``(H,)`` arrays (int64, float64, int64) and one ``k``: the simulator then asks for a
+    stretch of decode-only steps in one call. It must agree with ``__call__`` element by
+    element (the results are then identical either way).
+    """
+
+    def __call__(
+        self, decode_seqs: int, k: int, context_tokens: float, prefill_tokens: int
+    ) -> float: ...
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """One replica's scheduler and its benchmark client.
+
+    ``max_num_seqs``: requests running at once (>= 1); ``max_num_batched_tokens``: tokens
+    scheduled per step, prefill chunks and verified tokens together (>= 1);
+    ``kv_cache_tokens``: KV-cache capacity in tokens (at least one block);
+    ``block_size``: tokens per KV block (vLLM's default 16); ``max_concurrency``: requests
+    the client keeps in flight at most (``None``: no limit).
+    """
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_cache_tokens: int
+    block_size: int = 16
+    max_concurrency: int | None = None
+
+    def __post_init__(self) -> None:
+        for field in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "block_size"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(field, f"must be an integer >= 1, got {value!r}")
+        if self.kv_cache_tokens < self.block_size:
+            raise InputError(
+                "kv_cache_tokens",
+                f"must hold at least one block of {self.block_size} tokens, got "
+                f"{self.kv_cache_tokens}",
+            )
+        c = self.max_concurrency
+        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
+            raise InputError("max_concurrency", f"must be an integer >= 1 or None, got {c!r}")
+
+    @property
+    def num_blocks(self) -> int:
+        """KV blocks of the cache: ``kv_cache_tokens // block_size``."""
+        return self.kv_cache_tokens // self.block_size

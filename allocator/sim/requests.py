@@ -1,0 +1,292 @@
+"""Requests as struct-of-arrays, their arrival times, and the Azure LLM inference trace.
+
+A workload is :class:`Requests`: for ``N`` requests, arrival time (s, from the start of the
+benchmark), prompt tokens and output tokens, each an ``(N,)`` array, arrivals non-decreasing.
+
+Arrivals follow vLLM's benchmark client (vLLM 0.33.0, ``vllm/benchmarks/serve.py``,
+``get_request``, lines 431-545):
+
+* ``request_rate = inf``: every request at time 0;
+* ``burstiness = inf``: constant gaps of ``1 / request_rate``;
+* otherwise gaps drawn from a gamma distribution with shape ``burstiness`` and scale
+  ``1 / (request_rate · burstiness)`` (mean ``1 / request_rate``, coefficient of variation
+  ``1 / sqrt(burstiness)``; ``burstiness = 1`` is a Poisson process), summed from the
+  start, then rescaled so that the last arrival is exactly at ``N / request_rate``
+  (serve.py lines 514-527: vLLM does this to steady throughput across seeds). The first
+  request arrives after its own gap, not at 0.
+
+vLLM draws from the global ``np.random`` state; here every draw comes from a
+``numpy.random.Generator`` seeded by the caller, so the same seed gives the same
+arrivals (not the same numbers as vLLM's for that seed).
+
+The trace reader takes the Azure LLM inference trace 2023 format as published
+(``TIMESTAMP,ContextTokens,GeneratedTokens``, timestamps such as
+``2023-11-16 18:15:46.6805900``): arrival = timestamp minus the first row's, divided by
+``speedup``; prompt tokens = ``ContextTokens``; output tokens = ``GeneratedTokens``. This
+is what vLLM's ``timed_trace`` dataset does with per-request timestamps
+(``vllm/benchmarks/datasets/datasets.py``, ``TimedTrace``, line 1417: timestamps times
+``--timed-trace-sec-multiplier``, sent at that offset from the start by ``get_request``
+with ``self_timed``), here from the CSV directly and relative to the first row.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import InputError
+
+#: Column names of the Azure LLM inference trace 2023.
+TRACE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+#: Rows parsed at a time when reading a trace (memory stays bounded by this and the output).
+TRACE_CHUNK_ROWS = 65_536
+
+
+@dataclass(frozen=True)
+class Requests:
+    """``N`` requests as arrays.
+
+    ``arrival_s``: ``(N,)`` float64, seconds from the start of the benchmark,
+    non-decreasing, finite, ``>= 0``; ``prompt_tokens``, ``output_tokens``: ``(N,)`` int64,
+    each ``>= 1`` (the output counts every generated token, the first included).
+    """
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+
+    def __post_init__(self) -> None:
+        arrival = np.asarray(self.arrival_s, dtype=np.float64)
+        prompt = _as_counts(self.prompt_tokens, "prompt_tokens")
+        output = _as_counts(self.output_tokens, "output_tokens")
+        if arrival.ndim != 1 or arrival.shape != prompt.shape or arrival.shape != output.shape:
+            raise InputError(
+                "arrival_s",
+                f"arrival_s, prompt_tokens and output_tokens must be 1-D of one length, got "
+                f"{arrival.shape}, {prompt.shape} and {output.shape}",
+            )
+        if arrival.size == 0:
+            raise InputError("arrival_s", "needs at least one request")
+        if not np.all(np.isfinite(arrival)) or arrival.min() < 0:
+            raise InputError("arrival_s", "must be finite and >= 0")
+        if np.any(np.diff(arrival) < 0):
+            i = int(np.argmax(np.diff(arrival) < 0)) + 1
+            raise InputError("arrival_s", f"must be non-decreasing (request {i} arrives earlier)")
+        object.__setattr__(self, "arrival_s", arrival)
+        object.__setattr__(self, "prompt_tokens", prompt)
+        object.__setattr__(self, "output_tokens", output)
+
+    def __len__(self) -> int:
+        return int(self.arrival_s.size)
+
+    def head(self, n: int) -> Requests:
+        """The first ``n`` requests."""
+        if n < 1:
+            raise InputError("num_prompts", "must be >= 1")
+        return Requests(self.arrival_s[:n], self.prompt_tokens[:n], self.output_tokens[:n])
+
+
+def _as_counts(values: object, field: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+        as_float = np.asarray(arr, dtype=np.float64)
+        if not np.all(np.isfinite(as_float)) or np.any(as_float != np.round(as_float)):
+            raise InputError(field, "must be whole numbers of tokens")
+    out = np.asarray(arr, dtype=np.int64)
+    if out.size and out.min() < 1:
+        i = int(np.argmax(out < 1))
+        raise InputError(field, f"must be >= 1 (request {i} has {int(out[i])})")
+    return out
+
+
+def arrival_times(
+    num_prompts: int, request_rate: float, burstiness: float = 1.0, seed: int = 0
+) -> np.ndarray:
+    """Arrival times (s) of ``num_prompts`` requests as vLLM's benchmark client sends them:
+    ``(num_prompts,)`` float64, non-decreasing, from the start of the benchmark.
+
+    ``request_rate``: requests/s (``inf``: all at 0); ``burstiness``: the gamma shape (1:
+    Poisson; ``inf``: constant gaps). Gaps are rescaled so the last arrival is at
+    ``num_prompts / request_rate``, as vLLM does.
+    """
+    if isinstance(num_prompts, bool) or not isinstance(num_prompts, int | np.integer):
+        raise InputError("num_prompts", "must be an integer")
+    if num_prompts < 1:
+        raise InputError("num_prompts", "must be >= 1")
+    rate = float(request_rate)
+    shape = float(burstiness)
+    if math.isnan(rate) or rate <= 0:
+        raise InputError("request_rate", f"must be > 0 requests/s (or inf), got {request_rate}")
+    if math.isnan(shape) or shape <= 0:
+        raise InputError("burstiness", f"must be > 0 (or inf), got {burstiness}")
+    n = int(num_prompts)
+    if math.isinf(rate):
+        return np.zeros(n)
+    if math.isinf(shape):
+        gaps = np.full(n, 1.0 / rate)
+    else:
+        rng = np.random.default_rng(seed)
+        gaps = rng.gamma(shape=shape, scale=1.0 / (rate * shape), size=n)
+    times = np.cumsum(gaps)
+    if times[-1] > 0:
+        times *= (n / rate) / times[-1]
+    return times
+
+
+def fixed_requests(
+    num_prompts: int,
+    input_len: int,
+    output_len: int,
+    request_rate: float,
+    burstiness: float = 1.0,
+    seed: int = 0,
+) -> Requests:
+    """``num_prompts`` requests of ``input_len`` prompt and ``output_len`` output tokens,
+    arriving as :func:`arrival_times` draws them."""
+    for field, value in (("input_len", input_len), ("output_len", output_len)):
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+            raise InputError(field, f"must be an integer >= 1, got {value!r}")
+    times = arrival_times(num_prompts, request_rate, burstiness, seed)
+    n = times.size
+    return Requests(
+        times, np.full(n, int(input_len), dtype=np.int64), np.full(n, int(output_len), np.int64)
+    )
+
+
+def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float = 1.0) -> Requests:
+    """Requests from a CSV in the Azure LLM inference trace format.
+
+    Columns ``TIMESTAMP`` (``YYYY-MM-DD HH:MM:SS[.fraction]``, any order of columns, other
+    columns ignored), ``ContextTokens`` (prompt tokens) and ``GeneratedTokens`` (output
+    tokens), both positive integers. Arrival ``i`` is ``(timestamp_i - timestamp_0) /
+    speedup`` seconds. ``num_prompts``: the first ``N`` rows (all when ``None``). Read in
+    chunks of :data:`TRACE_CHUNK_ROWS` rows, stopping after ``num_prompts`` rows.
+
+    Bad input raises :class:`~allocator.exceptions.InputError` on ``path`` naming the row
+    (1-based data row, the header is row 0) and column: a missing column, an unparsable or
+    decreasing timestamp, a token count that is not a positive integer, no data rows.
+    """
+    if num_prompts is not None and (
+        isinstance(num_prompts, bool) or not isinstance(num_prompts, int | np.integer)
+    ):
+        raise InputError("num_prompts", "must be an integer")
+    if num_prompts is not None and num_prompts < 1:
+        raise InputError("num_prompts", "must be >= 1")
+    factor = float(speedup)
+    if not math.isfinite(factor) or factor <= 0:
+        raise InputError("speedup", f"must be finite and > 0, got {speedup}")
+    p = Path(path)
+    try:
+        handle = p.open(newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise InputError("path", f"cannot read {p}: {exc.strerror or exc}") from None
+    stamps: list[np.ndarray] = []
+    prompts: list[np.ndarray] = []
+    outputs: list[np.ndarray] = []
+    limit = num_prompts if num_prompts is not None else math.inf
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise InputError("path", f"{p} is empty (no header)") from None
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise InputError("path", f"{p}: unreadable header: {exc}") from None
+        names = [h.strip() for h in header]
+        missing = [c for c in TRACE_COLUMNS if c not in names]
+        if missing:
+            raise InputError(
+                "path", f"{p}: missing column {', '.join(missing)} (header: {','.join(names)})"
+            )
+        cols = [names.index(c) for c in TRACE_COLUMNS]
+        width = max(cols) + 1
+        done = 0
+        previous: np.datetime64 | None = None
+        while done < limit:
+            want = int(min(TRACE_CHUNK_ROWS, limit - done))
+            rows: list[list[str]] = []
+            try:
+                for row in reader:
+                    if not row or all(not x.strip() for x in row):
+                        continue
+                    rows.append(row)
+                    if len(rows) == want:
+                        break
+            except (csv.Error, UnicodeDecodeError) as exc:
+                raise InputError("path", f"{p}: row {done + len(rows) + 1}: {exc}") from None
+            if not rows:
+                break
+            ts, pr, out = _parse_chunk(rows, cols, width, done, p)
+            if previous is not None and ts[0] < previous:
+                raise InputError(
+                    "path", f"{p}: row {done + 1}: TIMESTAMP goes back in time (not monotone)"
+                )
+            back = np.flatnonzero(ts[1:] < ts[:-1])
+            if back.size:
+                raise InputError(
+                    "path",
+                    f"{p}: row {done + int(back[0]) + 2}: TIMESTAMP goes back in time "
+                    "(not monotone)",
+                )
+            previous = ts[-1]
+            stamps.append(ts)
+            prompts.append(pr)
+            outputs.append(out)
+            done += len(rows)
+    if not stamps:
+        raise InputError("path", f"{p}: no data rows")
+    ts_all = np.concatenate(stamps)
+    seconds = (ts_all - ts_all[0]).astype(np.int64) / 1e9 / factor
+    return Requests(seconds, np.concatenate(prompts), np.concatenate(outputs))
+
+
+def _parse_chunk(
+    rows: list[list[str]], cols: list[int], width: int, offset: int, path: Path
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One chunk of trace rows as (timestamps ``datetime64[ns]``, prompt, output) arrays."""
+    for i, row in enumerate(rows):
+        if len(row) < width:
+            raise InputError(
+                "path", f"{path}: row {offset + i + 1}: {len(row)} fields, expected {width}"
+            )
+    raw_ts = [row[cols[0]].strip() for row in rows]
+    try:
+        ts = np.array(raw_ts, dtype="datetime64[ns]")
+    except ValueError:
+        ts = None
+    if ts is None or np.isnat(ts).any():
+        for i, s in enumerate(raw_ts):
+            try:
+                if not s or np.isnat(np.datetime64(s, "ns")):
+                    raise ValueError
+            except ValueError:
+                raise InputError(
+                    "path", f"{path}: row {offset + i + 1}: TIMESTAMP {s!r} is not a timestamp"
+                ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+    counts = []
+    for j, name in ((1, TRACE_COLUMNS[1]), (2, TRACE_COLUMNS[2])):
+        raw = [row[cols[j]].strip() for row in rows]
+        try:
+            arr = np.array([int(x) for x in raw], dtype=np.int64)
+        except (ValueError, OverflowError):
+            arr = None
+        if arr is None or arr.min() < 1:
+            for i, s in enumerate(raw):
+                try:
+                    ok = int(s) >= 1
+                except ValueError:
+                    ok = False
+                if not ok:
+                    raise InputError(
+                        "path",
+                        f"{path}: row {offset + i + 1}: {name} must be a positive integer, "
+                        f"got {s!r}",
+                    )
+        assert arr is not None
+        counts.append(arr)
+    return ts, counts[0], counts[1]

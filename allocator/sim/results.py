@@ -1,0 +1,299 @@
+"""A simulated run's per-request timelines, and its metrics as ``vllm bench serve`` writes them.
+
+:func:`summary` returns the aggregate under the keys of ``vllm bench serve --save-result``
+(vLLM 0.33.0, ``vllm/benchmarks/serve.py``), computed as vLLM computes them:
+
+* ``ttft``: first streamed chunk minus the send; ``e2el``: last chunk minus the send
+  (``vllm/benchmarks/lib/endpoint_request_func.py`` lines 249-307); ``tpot``: ``(e2el -
+  ttft) / (output tokens - 1)`` over requests with more than one output token
+  (``calculate_metrics``, serve.py line 657); ``itl``: the gaps between consecutive chunks
+  of a request, pooled over all requests (line 661). One chunk per step, so a step that
+  emits several tokens shows as one gap.
+* ``mean``, ``median``, ``std`` (``np.std``, population: ``ddof = 0``, line 784) and
+  percentiles by ``np.percentile`` (linear interpolation); an empty list counts as
+  ``[0]`` (vLLM's ``values or 0``). Percentile keys are named as
+  ``process_one_metric`` names them (line 1430): ``p99`` for 99, ``p99.9`` for 99.9.
+  vLLM writes ``p99`` only by default (``--metric-percentiles 99``) and no ``e2el``
+  statistics unless asked (``--percentile-metrics``); :func:`summary` writes what
+  ``--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,95,99`` writes.
+* ``duration``: from the benchmark's start (time 0) to the last chunk (line 1123);
+  ``request_throughput = completed / duration``, ``output_throughput = output tokens /
+  duration``, ``total_token_throughput = (prompt + output tokens) / duration``.
+* ``max_concurrent_requests``: vLLM's count (lines 703-753): one-second buckets from the
+  first send, each request counted in every bucket from its send's to its last chunk's;
+  the largest bucket. It counts requests in flight at the client, those queued in the
+  server included, and can exceed the largest number in flight at one instant.
+
+``total_input_tokens`` and ``total_output_tokens`` are vLLM's too.
+``spec_decode_acceptance_length`` is vLLM's key (written when the server exports its
+speculative-decoding counters: ``1 + accepted / drafts``, lines 1161-1163, 1378); here it is the
+tokens emitted per decode step of a sequence, bonus token included, over the decode steps
+that verified drafts (vLLM counts a step without drafts as no draft); a step cut at the
+output length counts what it emitted, where vLLM counts what was accepted before the cut;
+1 when no step speculated. The simulator's own keys: ``mean_queue_ms`` (send to first
+scheduled, mean), ``preemptions``, ``max_running_seqs`` (the most requests running at
+once), ``mean_concurrency`` (time-average of the requests in the server, waiting or
+running, over ``duration``: Little's law reads ``mean_concurrency = request_throughput x
+mean_e2el_ms / 1000``) and ``kv_cache_peak_fraction`` (the most KV blocks allocated at
+once over the cache's blocks).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..exceptions import InputError
+from .config import Scheduler
+from .policy import SpecPolicy
+from .requests import Requests
+
+#: Percentiles :func:`summary` writes by default.
+PERCENTILES = (50.0, 90.0, 95.0, 99.0)
+#: The latency metrics, in the order vLLM writes them.
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
+_KEY = re.compile(r"^(mean|median|std|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Every request's timeline in one simulated run (times in s from the benchmark's start).
+
+    Per request, ``(N,)``: ``sent_s`` (the client sends it: its arrival, later under
+    ``max_concurrency``), ``first_scheduled_s``, ``first_token_s``, ``finish_s`` (its last
+    chunk), ``output_tokens``, ``chunks`` (streamed chunks: steps that emitted a token),
+    ``preemptions``. ``itl_s`` ``(G,)``: every gap between consecutive chunks of one
+    request, s, in the order the gaps closed; ``itl_request`` ``(G,)``: the request of each.
+    ``decode_steps`` ``(K + 1, K + 2)``: decode steps of one sequence by drafts verified
+    (row, ``K`` the policy's largest ``k``) and tokens emitted (column);
+    ``uncut_decode_steps``: the same over the steps in which the sequence had at least
+    ``drafts + 1`` tokens left (its emitted tokens are then the pmf's draw, uncut).
+    ``duration_s``: the last chunk's time; ``steps``: engine steps played;
+    ``time_in_system_s``: the integral over time of the requests in the server (waiting or
+    running), request-seconds, accumulated step by step; ``max_running_seqs``;
+    ``kv_cache_peak_fraction``.
+    """
+
+    requests: Requests
+    sent_s: np.ndarray
+    first_scheduled_s: np.ndarray
+    first_token_s: np.ndarray
+    finish_s: np.ndarray
+    output_tokens: np.ndarray
+    chunks: np.ndarray
+    preemptions: np.ndarray
+    itl_s: np.ndarray
+    itl_request: np.ndarray
+    decode_steps: np.ndarray
+    uncut_decode_steps: np.ndarray
+    duration_s: float
+    steps: int
+    time_in_system_s: float
+    max_running_seqs: int
+    kv_cache_peak_fraction: float
+    scheduler: Scheduler
+    policy: SpecPolicy
+    seed: int
+
+    @property
+    def ttft_s(self) -> np.ndarray:
+        """Time to first token per request, s: first chunk minus send."""
+        return self.first_token_s - self.sent_s
+
+    @property
+    def e2el_s(self) -> np.ndarray:
+        """End-to-end latency per request, s: last chunk minus send."""
+        return self.finish_s - self.sent_s
+
+    @property
+    def tpot_s(self) -> np.ndarray:
+        """Time per output token after the first, s, for requests with more than one output
+        token (``(e2el - ttft) / (output_tokens - 1)``; others left out, as vLLM does)."""
+        many = self.output_tokens > 1
+        return (self.e2el_s - self.ttft_s)[many] / (self.output_tokens[many] - 1)
+
+    @property
+    def queue_s(self) -> np.ndarray:
+        """Send to first scheduled per request, s."""
+        return self.first_scheduled_s - self.sent_s
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """Per-request columns, each ``(N,)``, for a per-request table: times in s from the
+        start, latencies in ms (``tpot_ms`` NaN for a one-token output)."""
+        many = self.output_tokens > 1
+        tpot = np.full(self.output_tokens.size, np.nan)
+        tpot[many] = self.tpot_s * 1000
+        return {
+            "arrival_s": self.requests.arrival_s,
+            "sent_s": self.sent_s,
+            "first_scheduled_s": self.first_scheduled_s,
+            "first_token_s": self.first_token_s,
+            "finish_s": self.finish_s,
+            "prompt_tokens": self.requests.prompt_tokens,
+            "output_tokens": self.output_tokens,
+            "queue_ms": self.queue_s * 1000,
+            "ttft_ms": self.ttft_s * 1000,
+            "tpot_ms": tpot,
+            "e2el_ms": self.e2el_s * 1000,
+            "chunks": self.chunks,
+            "preemptions": self.preemptions,
+        }
+
+    def values_s(self, name: str) -> np.ndarray:
+        """The samples of latency ``name`` (``ttft``, ``tpot``, ``itl``, ``e2el``), s."""
+        if name == "ttft":
+            return self.ttft_s
+        if name == "tpot":
+            return self.tpot_s
+        if name == "itl":
+            return self.itl_s
+        if name == "e2el":
+            return self.e2el_s
+        raise InputError("key", f"unknown latency {name!r} (one of {', '.join(LATENCIES)})")
+
+
+def percentile_word(p: float) -> str:
+    """vLLM's name of percentile ``p`` in a key: ``99`` for 99.0, ``99.9`` for 99.9."""
+    return str(int(p)) if int(p) == p else str(p)
+
+
+def _stats_ms(values: np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
+    v = values if values.size else np.zeros(1)
+    out = {
+        "mean": float(np.mean(v)) * 1000,
+        "median": float(np.median(v)) * 1000,
+        "std": float(np.std(v)) * 1000,
+    }
+    if percentiles:
+        for p, x in zip(percentiles, np.percentile(v, list(percentiles)), strict=True):
+            out[f"p{percentile_word(float(p))}"] = float(x) * 1000
+    return out
+
+
+def max_concurrent_requests(result: SimResult) -> int:
+    """vLLM's ``max_concurrent_requests``: the largest one-second bucket (counted from the
+    first send) of requests in flight at any moment of that second."""
+    start = result.sent_s
+    end = result.finish_s
+    t0 = float(start.min())
+    buckets = int(math.ceil(float(end.max()) - t0)) + 1
+    first = (start - t0).astype(np.int64)
+    last = (end - t0).astype(np.int64)
+    counts = np.bincount(first, minlength=buckets + 1) - np.bincount(
+        last + 1, minlength=buckets + 1
+    )
+    return int(np.cumsum(counts)[:buckets].max())
+
+
+def acceptance_length(result: SimResult) -> float:
+    """Tokens emitted per decode step of a sequence over the steps that verified drafts
+    (bonus token included, cut steps counting what they emitted); 1.0 with none."""
+    spec = result.decode_steps[1:]
+    steps = int(spec.sum())
+    if steps == 0:
+        return 1.0
+    return float((spec * np.arange(spec.shape[1])).sum() / steps)
+
+
+def summary(
+    result: SimResult, percentiles: Sequence[float] = PERCENTILES
+) -> dict[str, float | int]:
+    """The run's aggregate metrics under ``vllm bench serve --save-result``'s keys (see the
+    module docstring), then the simulator's own. Latencies in ms, throughputs per second,
+    ``duration`` in s; ``percentiles`` in (0, 100).
+
+    With ``max_concurrency`` set, also the client-side queue (arrival to send) as vLLM
+    writes it then when ``--percentile-metrics`` names them (serve.py lines 1361-1368,
+    1439-1452): ``{mean,median,std,pN}_client_queue_time_ms`` and, unless every request
+    arrived at 0 (``--request-rate inf``), ``{...}_e2el_including_client_queue_ms``."""
+    for p in percentiles:
+        if not 0 < float(p) < 100:
+            raise InputError("percentiles", f"must lie in (0, 100), got {p}")
+    req = result.requests
+    completed = int(np.count_nonzero(np.isfinite(result.finish_s)))
+    duration = result.duration_s
+    out_tokens = int(result.output_tokens.sum())
+    in_tokens = int(req.prompt_tokens.sum())
+    doc: dict[str, float | int] = {
+        "completed": completed,
+        "duration": duration,
+        "total_input_tokens": in_tokens,
+        "total_output_tokens": out_tokens,
+        "request_throughput": completed / duration if duration > 0 else math.inf,
+        "output_throughput": out_tokens / duration if duration > 0 else math.inf,
+        "total_token_throughput": (in_tokens + out_tokens) / duration if duration > 0 else math.inf,
+    }
+    for name in LATENCIES:
+        stats = _stats_ms(result.values_s(name), percentiles)
+        for stat, value in stats.items():
+            doc[f"{stat}_{name}_ms"] = value
+    if result.scheduler.max_concurrency is not None:
+        client = result.sent_s - req.arrival_s
+        extra = [("client_queue_time", client)]
+        if np.any(req.arrival_s > 0):
+            extra.append(("e2el_including_client_queue", result.e2el_s + client))
+        for name, values in extra:
+            for stat, value in _stats_ms(values, percentiles).items():
+                doc[f"{stat}_{name}_ms"] = value
+    doc["spec_decode_acceptance_length"] = acceptance_length(result)
+    doc["mean_queue_ms"] = float(np.mean(result.queue_s)) * 1000
+    doc["preemptions"] = int(result.preemptions.sum())
+    doc["max_concurrent_requests"] = max_concurrent_requests(result)
+    doc["max_running_seqs"] = result.max_running_seqs
+    doc["mean_concurrency"] = result.time_in_system_s / duration if duration > 0 else 0.0
+    doc["kv_cache_peak_fraction"] = result.kv_cache_peak_fraction
+    return doc
+
+
+def metric(result: SimResult, key: str) -> float:
+    """One metric by its key: ``mean``, ``median``, ``std`` or ``pN`` (any ``N`` in (0,
+    100), e.g. ``p99.9``) of ``ttft``, ``tpot``, ``itl`` or ``e2el``, in ms
+    (``p99.9_ttft_ms``, ``median_e2el_ms``, ``mean_tpot_ms``), or any other key of
+    :func:`summary`. Unknown keys raise :class:`~allocator.exceptions.InputError` on
+    ``key``."""
+    if not isinstance(key, str):
+        raise InputError("key", f"must be a string, got {key!r}")
+    found = _KEY.match(key)
+    if found:
+        stat, pct, name = found.group(1), found.group(2), found.group(3)
+        values = result.values_s(name)
+        v = values if values.size else np.zeros(1)
+        if pct is not None:
+            p = float(pct)
+            if not 0 < p < 100:
+                raise InputError("key", f"{key!r}: the percentile must lie in (0, 100)")
+            return float(np.percentile(v, p)) * 1000
+        if stat == "mean":
+            return float(np.mean(v)) * 1000
+        if stat == "median":
+            return float(np.median(v)) * 1000
+        return float(np.std(v)) * 1000
+    if key in _SCALAR_KEYS:
+        return float(summary(result, ())[key])
+    raise InputError(
+        "key",
+        f"unknown metric {key!r}: expected mean|median|std|pN _ ttft|tpot|itl|e2el _ms "
+        f"(e.g. p99_ttft_ms, p99.9_itl_ms) or one of {', '.join(_SCALAR_KEYS)}",
+    )
+
+
+_SCALAR_KEYS = (
+    "completed",
+    "duration",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "spec_decode_acceptance_length",
+    "mean_queue_ms",
+    "preemptions",
+    "max_concurrent_requests",
+    "max_running_seqs",
+    "mean_concurrency",
+    "kv_cache_peak_fraction",
+)

@@ -1,0 +1,385 @@
+"""The scheduler on hand-worked cases, and the loop's invariants.
+
+Hand-worked cases use a constant 1 ms step (times are step counts) and deterministic
+pmfs, so every number below was derived by following vLLM's rules by hand: running
+requests first under the token budget, KV blocks for computed + scheduled + lookahead
+tokens, the newest running request preempted when a block is missing (recompute: back to
+the front of the waiting queue with its output), no admission in a step that preempted.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from allocator.exceptions import InputError
+from allocator.sim import (
+    Requests,
+    Scheduler,
+    SpecPolicy,
+    fixed_requests,
+    read_trace,
+    simulate,
+    summary,
+)
+from allocator.sim.engine import _Engine
+
+TRACE = (
+    Path(__file__).resolve().parents[3]
+    / "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"
+)
+
+
+class Recorder:
+    """A constant 1 ms step that records its arguments."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, b, k, ctx, pf):
+        self.calls.append((b, k, ctx, pf))
+        return 1.0
+
+
+def ms(x):
+    return np.round(np.asarray(x) * 1000, 9).tolist()
+
+
+def test_preemption_recompute_by_hand():
+    """Two requests of prompt 8, output 12, speculation off, 8 blocks of 4 tokens.
+
+    Both prefill in step 1 (2 blocks each) and decode together; their 17th token needs a
+    fifth block each in step 10 with none free: the newest (B) is preempted, its 4 blocks
+    go to A, and no one is admitted in that step. B waits (its 17-token recomputation
+    needs 5 blocks, 3 are free) until A finishes at the end of step 12, recomputes prompt +
+    9 output tokens in step 13, which streams its 10th token, and finishes in step 15."""
+    rec = Recorder()
+    reqs = Requests(np.zeros(2), [8, 8], [12, 12])
+    r = simulate(reqs, SpecPolicy.off(), rec, Scheduler(4, 100, 32, block_size=4))
+    assert ms(r.first_token_s) == [1.0, 1.0]
+    assert ms(r.finish_s) == [12.0, 15.0]
+    assert r.preemptions.tolist() == [0, 1]
+    assert r.chunks.tolist() == [12, 12]
+    assert ms(r.first_scheduled_s) == [0.0, 0.0]
+    assert r.kv_cache_peak_fraction == 1.0
+    expected = [(0, 0, 0.0, 16)] + [(2, 0, float(c), 0) for c in range(8, 16)]
+    expected += [(1, 0, 16.0, 0), (1, 0, 17.0, 0), (1, 0, 18.0, 0)]  # A alone
+    expected += [(0, 0, 0.0, 17), (1, 0, 17.0, 0), (1, 0, 18.0, 0)]  # B recomputed, alone
+    assert rec.calls == expected
+    b_gaps = r.itl_s[r.itl_request == 1]
+    assert ms(b_gaps) == [1.0] * 8 + [4.0, 1.0, 1.0]  # the recomputation shows as one gap
+
+
+@pytest.mark.parametrize(
+    "lookahead, finish, calls, peak",
+    [
+        # lookahead 1 (vLLM's num_speculative_tokens): in step 3 each needs a 4th block,
+        # B gets none and preempts itself; B is readmitted in step 4 (11 tokens + 1
+        # lookahead in the 3 blocks A left free) beside A's last step
+        (
+            None,
+            [4.0, 5.0],
+            [(0, 0, 0.0, 16), (2, 1, 8.0, 0), (1, 1, 10.0, 0), (1, 1, 12.0, 11), (1, 1, 11.0, 0)],
+            1.0,
+        ),
+        # no lookahead (n-gram drafting): the blocks run out one step later, in step 4
+        (
+            0,
+            [4.0, 5.0],
+            [(0, 0, 0.0, 16), (2, 1, 8.0, 0), (2, 1, 10.0, 0), (1, 1, 12.0, 0), (0, 0, 0.0, 13)],
+            6 / 7,
+        ),
+    ],
+)
+def test_lookahead_slots_by_hand(lookahead, finish, calls, peak):
+    """k = 1 with a pmf that always accepts (2 tokens per step); prompts of 8, outputs of
+    6, 7 blocks of 4 tokens. A decode step needs blocks for computed + 1 + k + lookahead
+    tokens."""
+    rec = Recorder()
+    reqs = Requests(np.zeros(2), [8, 8], [6, 6])
+    pol = SpecPolicy.fixed(1, [0.0, 0.0, 1.0], lookahead_tokens=lookahead)
+    r = simulate(reqs, pol, rec, Scheduler(4, 100, 28, block_size=4))
+    assert ms(r.finish_s) == finish
+    assert r.preemptions.tolist() == [0, 1]
+    assert rec.calls == calls
+    assert r.kv_cache_peak_fraction == pytest.approx(peak)
+
+
+def test_chunked_prefill_by_hand():
+    """A prompt of 1,000 tokens under a budget of 256 spans ⌈1000 / 256⌉ = 4 steps (256,
+    256, 256, 232); the last emits the first token; decoding starts the step after."""
+    rec = Recorder()
+    r = simulate(
+        Requests(np.zeros(1), [1000], [3]), SpecPolicy.off(), rec, Scheduler(4, 256, 10**4)
+    )
+    assert rec.calls == [
+        (0, 0, 0.0, 256),
+        (0, 0, 0.0, 256),
+        (0, 0, 0.0, 256),
+        (0, 0, 0.0, 232),
+        (1, 0, 1000.0, 0),
+        (1, 0, 1001.0, 0),
+    ]
+    assert ms(r.first_token_s) == [4.0] and ms(r.finish_s) == [6.0]
+
+
+def test_chunked_prefill_shares_the_budget_with_decodes():
+    """Running requests first: A decodes one token per step and B's 600-token prompt gets
+    the other 255 of the budget: 255, 255, 90, three steps (⌈600 / 255⌉)."""
+    rec = Recorder()
+    reqs = Requests(np.array([0.0, 0.0005]), [10, 600], [50, 2])
+    r = simulate(reqs, SpecPolicy.off(), rec, Scheduler(4, 256, 10**4))
+    assert rec.calls[:5] == [
+        (0, 0, 0.0, 10),
+        (1, 0, 10.0, 255),
+        (1, 0, 11.0, 255),
+        (1, 0, 12.0, 90),
+        (2, 0, (13 + 600) / 2, 0),
+    ]
+    assert ms(r.first_token_s) == [1.0, 4.0]
+    assert ms(r.first_token_s - r.sent_s) == [1.0, 3.5]
+    assert ms(r.finish_s) == [50.0, 5.0]
+
+
+def test_budget_cuts_the_decode_batch():
+    """Five decoding requests at k = 3 ask 4 tokens each; a budget of 10 schedules two and
+    a half: the third verifies one draft (2 tokens), the last two wait for the next step."""
+    rec = Recorder()
+    pol = SpecPolicy.fixed(3, [0.0, 0.0, 0.0, 0.0, 1.0])
+    reqs = Requests(np.zeros(5), [2] * 5, [9] * 5)
+    r = simulate(reqs, pol, rec, Scheduler(8, 10, 10**4))
+    assert rec.calls[0] == (0, 0, 0.0, 10)  # the five prompts in one step
+    assert rec.calls[1] == (3, 3, 2.0, 0)  # three decode (4 + 4 + 2 tokens)
+    assert r.decode_steps[1, 2] >= 1  # a step that verified one draft and emitted 2
+    assert np.all(r.output_tokens == 9)
+
+
+def test_kv_never_exceeds_capacity_and_no_request_is_lost():
+    trace = read_trace(TRACE, num_prompts=600, speedup=8.0)
+    pol = SpecPolicy.fixed(2, [0.0, 0.4, 0.3, 0.3])
+    r = simulate(
+        trace, pol, lambda b, k, c, p: 5 + b + 0.01 * p, Scheduler(48, 1024, 16_000), seed=1
+    )
+    s = summary(r)
+    assert s["preemptions"] > 10
+    assert 0.9 < s["kv_cache_peak_fraction"] <= 1.0
+    assert s["completed"] == 600 and np.array_equal(r.output_tokens, trace.output_tokens)
+    assert np.all(r.first_token_s >= r.first_scheduled_s) and np.all(r.finish_s >= r.first_token_s)
+
+
+def test_request_that_cannot_fit_is_refused():
+    # alone, a request needs prompt + output - 1 + k + lookahead slots at worst
+    pol = SpecPolicy.fixed(1, [0.0, 0.5, 0.5])
+    ok = Requests(np.zeros(1), [6], [7])  # 6 + 6 + 1 + 1 = 14 slots: 4 blocks of 4
+    simulate(ok, pol, Recorder(), Scheduler(4, 100, 16, block_size=4))
+    with pytest.raises(InputError) as err:
+        simulate(ok, pol, Recorder(), Scheduler(4, 100, 12, block_size=4))
+    assert err.value.field == "kv_cache_tokens" and "request 0" in err.value.message
+    with pytest.raises(InputError) as err:
+        simulate(Requests(np.zeros(1), [40], [2]), pol, Recorder(), Scheduler(4, 100, 16, 4))
+    assert err.value.field == "kv_cache_tokens" and "prompt" in err.value.message
+
+
+def test_max_concurrency():
+    """The client keeps at most C requests in flight: request i is sent when it has
+    arrived and the (i - C + 1)-th request has finished."""
+    C = 3
+    reqs = fixed_requests(40, 50, 30, math.inf)
+    r = simulate(
+        reqs,
+        SpecPolicy.fixed(2, [0.0, 0.3, 0.3, 0.4]),
+        lambda b, k, c, p: 4.0 + b,
+        Scheduler(16, 2048, 10**5, max_concurrency=C),
+        seed=2,
+    )
+    # in flight at every send and finish instant
+    times = np.concatenate([r.sent_s, r.finish_s])
+    inflight = [(np.sum((r.sent_s <= t) & (r.finish_s > t))) for t in times]
+    assert max(inflight) == C
+    finishes = np.sort(r.finish_s)
+    assert np.allclose(r.sent_s[:C], 0.0)
+    assert np.allclose(r.sent_s[C:], finishes[: 40 - C])
+    assert summary(r)["max_running_seqs"] == C
+
+
+def test_deterministic_by_seed():
+    trace = read_trace(TRACE, num_prompts=300, speedup=3.0)
+    pol = SpecPolicy.fixed(3, [0.0, 0.3, 0.3, 0.2, 0.2])
+    sched = Scheduler(32, 2048, 60_000)
+
+    def step(b, k, c, p):
+        return 6.0 + b * (1 + k) * 0.5 + 0.01 * p
+
+    a = simulate(trace, pol, step, sched, seed=4)
+    b = simulate(trace, pol, step, sched, seed=4)
+    c = simulate(trace, pol, step, sched, seed=5)
+    for f in ("finish_s", "first_token_s", "itl_s", "chunks", "decode_steps"):
+        assert np.array_equal(getattr(a, f), getattr(b, f))
+    assert summary(a) == summary(b)
+    assert not np.array_equal(a.finish_s, c.finish_s)
+
+
+CASES = [
+    ("plain", Scheduler(256, 8192, 400_000), 1.0),
+    ("small batch", Scheduler(16, 512, 40_000), 1.0),
+    ("client-limited, preempting", Scheduler(64, 2048, 30_000, max_concurrency=20), 5.0),
+    ("large blocks", Scheduler(8, 4096, 20_000, block_size=32), 5.0),
+]
+POLICIES = [
+    SpecPolicy.fixed(4, [0.0, 0.2, 0.16, 0.128, 0.1024, 0.4096]),
+    SpecPolicy.off(),
+    SpecPolicy.by_batch_size(
+        [
+            (1, 4, 4, [0.0, 0.2, 0.16, 0.128, 0.1024, 0.4096]),
+            (5, 8, 2, [0.0, 0.3, 0.3, 0.4]),
+            (9, 9, 0, [0.0, 1.0]),
+        ]
+    ),
+]
+
+
+@pytest.mark.parametrize("name, sched, speedup", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("policy", POLICIES, ids=["k4", "off", "schedule"])
+def test_stretches_equal_step_by_step(name, sched, speedup, policy):
+    """Decode-only stretches played as matrices give exactly what the same steps played
+    one at a time give: every time, token, gap and counter."""
+    trace = read_trace(TRACE, num_prompts=400, speedup=speedup)
+
+    def step(b, k, ctx, pf):
+        return 8.0 + 0.05 * b * (1 + k) + 0.00002 * b * ctx + 0.06 * pf
+
+    runs = []
+    for stretches in (True, False):
+        engine = _Engine(trace, policy, step, sched, 3, stretches=stretches)
+        engine.run()
+        runs.append(engine.result())
+    fast, slow = runs
+    assert fast.steps == slow.steps
+    for f in (
+        "sent_s",
+        "first_scheduled_s",
+        "first_token_s",
+        "finish_s",
+        "output_tokens",
+        "chunks",
+        "preemptions",
+        "itl_s",
+        "itl_request",
+        "decode_steps",
+        "uncut_decode_steps",
+    ):
+        assert np.array_equal(getattr(fast, f), getattr(slow, f)), f
+    assert fast.kv_cache_peak_fraction == slow.kv_cache_peak_fraction
+    assert fast.max_running_seqs == slow.max_running_seqs
+    assert fast.time_in_system_s == pytest.approx(slow.time_in_system_s, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"max_num_seqs": 0}, "max_num_seqs"),
+        ({"max_num_batched_tokens": 0}, "max_num_batched_tokens"),
+        ({"kv_cache_tokens": 8}, "kv_cache_tokens"),
+        ({"block_size": 0}, "block_size"),
+        ({"max_concurrency": 0}, "max_concurrency"),
+    ],
+)
+def test_bad_scheduler(kwargs, field):
+    args = {"max_num_seqs": 4, "max_num_batched_tokens": 64, "kv_cache_tokens": 1024}
+    args.update(kwargs)
+    with pytest.raises(InputError) as err:
+        Scheduler(**args)
+    assert err.value.field == field
+
+
+def test_bad_step_times():
+    reqs = Requests(np.zeros(1), [4], [4])
+    for bad in (-1.0, math.nan, math.inf):
+        with pytest.raises(InputError) as err:
+            simulate(reqs, SpecPolicy.off(), lambda b, k, c, p, v=bad: v, Scheduler(2, 64, 1024))
+        assert err.value.field == "step_ms"
+
+
+@pytest.mark.parametrize(
+    "arrays, field",
+    [
+        (([0.0, 1.0], [4, 0], [4, 4]), "prompt_tokens"),
+        (([0.0, 1.0], [4, 4], [-1, 4]), "output_tokens"),
+        (([1.0, 0.0], [4, 4], [4, 4]), "arrival_s"),
+        (([0.0], [4, 4], [4, 4]), "arrival_s"),
+        (([0.0, math.nan], [4, 4], [4, 4]), "arrival_s"),
+        (([0.0], [4.5], [4]), "prompt_tokens"),
+    ],
+)
+def test_bad_requests(arrays, field):
+    with pytest.raises(InputError) as err:
+        Requests(*(np.asarray(a) for a in arrays))
+    assert err.value.field == field
+
+
+def test_client_queue_metrics_under_max_concurrency():
+    """With ``max_concurrency`` vLLM also reports the client-side queue (arrival to send)
+    and, at a finite rate, the end-to-end latency including it."""
+    pol = SpecPolicy.off()
+    burst = simulate(
+        fixed_requests(20, 20, 10, math.inf), pol, lambda *a: 2.0, Scheduler(8, 512, 10**4, 16, 4)
+    )
+    s = summary(burst)
+    waits = burst.sent_s - burst.requests.arrival_s
+    assert s["mean_client_queue_time_ms"] == pytest.approx(waits.mean() * 1000)
+    assert "p99_e2el_including_client_queue_ms" not in s  # vLLM leaves it out at rate inf
+    paced = simulate(
+        fixed_requests(20, 20, 10, 400.0), pol, lambda *a: 2.0, Scheduler(8, 512, 10**4, 16, 4)
+    )
+    s = summary(paced)
+    total = paced.finish_s - paced.requests.arrival_s
+    assert s["mean_e2el_including_client_queue_ms"] == pytest.approx(total.mean() * 1000)
+    assert "mean_client_queue_time_ms" not in summary(
+        simulate(fixed_requests(5, 20, 10, 400.0), pol, lambda *a: 2.0, Scheduler(8, 512, 10**4))
+    )
+
+
+def test_per_request_columns():
+    r = simulate(
+        Requests(np.zeros(3), [8, 8, 8], [1, 5, 5]),
+        SpecPolicy.off(),
+        lambda *a: 1.0,
+        Scheduler(4, 100, 10**3),
+    )
+    cols = r.columns()
+    assert all(v.shape == (3,) for v in cols.values())
+    assert np.isnan(cols["tpot_ms"][0]) and cols["tpot_ms"][1] == pytest.approx(1.0)
+    assert cols["ttft_ms"].tolist() == pytest.approx([1.0, 1.0, 1.0])
+    assert cols["e2el_ms"].tolist() == pytest.approx([1.0, 5.0, 5.0])
+
+
+class TwoWayStep:
+    """A linear step time callable per step and, for stretches, on arrays at once."""
+
+    def __init__(self):
+        self.many_calls = 0
+
+    def __call__(self, b, k, ctx, pf):
+        return (7.0 + 1.1 * k + 0.02 * b * (1 + k) + 2e-5 * b * ctx if b else 0.0) + 0.012 * pf
+
+    def many(self, b, k, ctx, pf):
+        self.many_calls += 1
+        return np.where(b > 0, 7.0 + 1.1 * k + 0.02 * b * (1 + k) + 2e-5 * b * ctx, 0.0) + (
+            0.012 * pf
+        )
+
+
+def test_step_function_on_arrays_gives_the_same_run():
+    trace = read_trace(TRACE, num_prompts=500)
+    pol = POLICIES[0]
+    sched = Scheduler(64, 2048, 60_000)
+    both = TwoWayStep()
+    fast = simulate(trace, pol, both, sched, seed=8)
+    slow = simulate(trace, pol, both.__call__, sched, seed=8)
+    assert both.many_calls > 100
+    for f in ("finish_s", "first_token_s", "itl_s", "itl_request", "chunks", "decode_steps"):
+        assert np.array_equal(getattr(fast, f), getattr(slow, f)), f
+    assert fast.time_in_system_s == pytest.approx(slow.time_in_system_s, rel=1e-12)
