@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 
 
 class StepTime(Protocol):
@@ -62,16 +62,16 @@ class Scheduler:
         for field in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "block_size"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(field, f"must be an integer >= 1, got {value!r}")
+                raise ParameterError(field, f"must be an integer >= 1, got {value!r}")
         if self.kv_cache_tokens < self.block_size:
-            raise InputError(
+            raise ParameterError(
                 "kv_cache_tokens",
                 f"must hold at least one block of {self.block_size} tokens, got "
                 f"{self.kv_cache_tokens}",
             )
         c = self.max_concurrency
         if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
-            raise InputError("max_concurrency", f"must be an integer >= 1 or None, got {c!r}")
+            raise ParameterError("max_concurrency", f"must be an integer >= 1 or None, got {c!r}")
 
     @property
     def num_blocks(self) -> int:

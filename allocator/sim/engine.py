@@ -66,7 +66,7 @@ Simplifications, all stated:
 * drafting costs what ``step_ms`` says (no separate drafter); no stop tokens (every
   request runs to its output length, as the benchmark's ``ignore_eos`` makes it); no
   merging of several steps' tokens into one chunk by a slow client;
-* a request is refused (``InputError`` on ``kv_cache_tokens``) when it could not finish
+* a request is refused (``ParameterError`` on ``kv_cache_tokens``) when it could not finish
   even alone: prompt + output - 1 tokens plus the drafts at batch size 1 and the lookahead,
   in blocks, more than the cache holds (vLLM refuses a ``max_model_len`` the cache cannot
   hold at start-up; here each request's own length is checked).
@@ -93,7 +93,7 @@ from collections import deque
 
 import numpy as np
 
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 from .config import Scheduler, StepTime
 from .policy import SpecPolicy
 from .requests import Requests
@@ -126,18 +126,20 @@ def simulate(
     replica's vLLM settings and the client's ``max_concurrency``; ``seed``: seeds the one
     ``numpy.random.Generator`` every draw comes from (same seed, same result).
 
-    Raises :class:`~allocator.exceptions.InputError` on ``kv_cache_tokens`` when some
+    Raises :class:`~allocator.exceptions.ParameterError` on ``kv_cache_tokens`` when some
     request could not finish even alone in the cache (prompt + output + speculative slots),
     and on ``step_ms`` when it returns a negative or non-finite time.
     """
     if not isinstance(requests, Requests):
-        raise InputError("requests", "must be a Requests")
+        raise ParameterError("requests", "must be a Requests")
     if not isinstance(policy, SpecPolicy):
-        raise InputError("policy", "must be a SpecPolicy")
+        raise ParameterError("policy", "must be a SpecPolicy")
     if not isinstance(scheduler, Scheduler):
-        raise InputError("scheduler", "must be a Scheduler")
+        raise ParameterError("scheduler", "must be a Scheduler")
     if not callable(step_ms):
-        raise InputError("step_ms", "must be callable as step_ms(decode_seqs, k, context, prefill)")
+        raise ParameterError(
+            "step_ms", "must be callable as step_ms(decode_seqs, k, context, prefill)"
+        )
     engine = _Engine(requests, policy, step_ms, scheduler, seed)
     engine.run()
     return engine.result()
@@ -250,7 +252,7 @@ class _Engine:
             what = (
                 "prompt" if -(-(self.P[i] + self.L) // self.bs) > self.total_blocks else "request"
             )
-            raise InputError(
+            raise ParameterError(
                 "kv_cache_tokens",
                 f"request {i}'s {what} does not fit the KV cache: prompt {int(self.P[i])} + "
                 f"output {int(self.O[i])} tokens need {int(blocks[i])} blocks of {self.bs} "
@@ -264,9 +266,9 @@ class _Engine:
         try:
             value = float(ms)
         except (TypeError, ValueError):
-            raise InputError("step_ms", f"must return a number of ms, got {ms!r}") from None
+            raise ParameterError("step_ms", f"must return a number of ms, got {ms!r}") from None
         if not (value >= 0.0 and math.isfinite(value)):
-            raise InputError(
+            raise ParameterError(
                 "step_ms",
                 f"must be finite and >= 0, got {value} at decode_seqs={b}, k={k}, "
                 f"context_tokens={ctx:.1f}, prefill_tokens={prefill}",
@@ -730,14 +732,16 @@ class _Engine:
             dtype=np.float64,
         )
         if ms.shape != (h_max,):
-            raise InputError("step_ms", f"many() must return {h_max} step times, got {ms.shape}")
+            raise ParameterError(
+                "step_ms", f"many() must return {h_max} step times, got {ms.shape}"
+            )
         dt = ms / 1000.0
         ends = np.add.accumulate(np.concatenate(([t], dt)))[1:]  # sequential, as step by step
         ok = (dt >= 0) & np.isfinite(dt)
         if not ok.all():
             bad = int(np.argmin(ok))
             if bad == 0 or ends[bad - 1] < next_send:  # that step would be played
-                raise InputError(
+                raise ParameterError(
                     "step_ms",
                     f"must be finite and >= 0, got {ms[bad]} at decode_seqs={sizes[bad]}, "
                     f"k={k}, context_tokens={ctx[bad]:.1f}, prefill_tokens=0",

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 
 #: Tolerance on a pmf's total before it is renormalised.
 PMF_TOL = 1e-9
@@ -51,23 +51,25 @@ class SpecPolicy:
     def __post_init__(self) -> None:
         n = len(self.ks)
         if n == 0 or not (len(self.starts) == len(self.ends) == len(self.pmfs) == n):
-            raise InputError("policy", "needs one (start, end, k, pmf) per range, at least one")
+            raise ParameterError("policy", "needs one (start, end, k, pmf) per range, at least one")
         if self.starts[0] != 1:
-            raise InputError("policy", "the first batch-size range must start at 1")
+            raise ParameterError("policy", "the first batch-size range must start at 1")
         previous = 0
         for s, e in zip(self.starts, self.ends, strict=True):
             if s < 1 or e < s:
-                raise InputError(
+                raise ParameterError(
                     "policy", f"batch-size range ({s}, {e}) must have 1 <= start <= end"
                 )
             if s <= previous:
-                raise InputError("policy", "batch-size ranges must be sorted and non-overlapping")
+                raise ParameterError(
+                    "policy", "batch-size ranges must be sorted and non-overlapping"
+                )
             previous = e
         pmfs = tuple(_check_pmf(k, p) for k, p in zip(self.ks, self.pmfs, strict=True))
         object.__setattr__(self, "pmfs", pmfs)
         la = self.lookahead_tokens
         if la is not None and (isinstance(la, bool) or not isinstance(la, int) or la < 0):
-            raise InputError("lookahead_tokens", f"must be an integer >= 0, got {la!r}")
+            raise ParameterError("lookahead_tokens", f"must be an integer >= 0, got {la!r}")
 
     @classmethod
     def off(cls) -> SpecPolicy:
@@ -89,14 +91,14 @@ class SpecPolicy:
         sorted and non-overlapping, the first starting at 1 (vLLM's
         ``num_speculative_tokens_per_batch_size`` with a pmf beside each ``k``)."""
         if not entries:
-            raise InputError("policy", "needs at least one (start, end, k, pmf) entry")
+            raise ParameterError("policy", "needs at least one (start, end, k, pmf) entry")
         try:
             starts = tuple(int(e[0]) for e in entries)
             ends = tuple(int(e[1]) for e in entries)
             ks = tuple(int(e[2]) for e in entries)
             pmfs = tuple(np.asarray(e[3], dtype=np.float64) for e in entries)
         except (TypeError, ValueError, IndexError):
-            raise InputError("policy", "each entry must be (start, end, k, pmf)") from None
+            raise ParameterError("policy", "each entry must be (start, end, k, pmf)") from None
         return cls(starts, ends, ks, pmfs, lookahead_tokens)
 
     @property
@@ -113,7 +115,7 @@ class SpecPolicy:
         """Index of the range serving ``batch_size`` (>= 1): the range holding it, else the
         last range starting at or below it (gaps and the tail carry the previous entry)."""
         if batch_size < 1:
-            raise InputError("batch_size", "must be >= 1")
+            raise ParameterError("batch_size", "must be >= 1")
         return int(np.searchsorted(np.asarray(self.starts), batch_size, side="right") - 1)
 
     def k(self, batch_size: int) -> int:
@@ -132,19 +134,19 @@ class SpecPolicy:
 
 def _check_pmf(k: int, pmf: np.ndarray) -> np.ndarray:
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 0:
-        raise InputError("k", f"must be an integer >= 0, got {k!r}")
+        raise ParameterError("k", f"must be an integer >= 0, got {k!r}")
     p = np.asarray(pmf, dtype=np.float64)
     if p.shape != (k + 2,):
-        raise InputError(
+        raise ParameterError(
             "pmf", f"at k = {k} must have k + 2 = {k + 2} entries, got shape {p.shape}"
         )
     if not np.all(np.isfinite(p)) or p.min() < 0:
-        raise InputError("pmf", "entries must be finite and >= 0")
+        raise ParameterError("pmf", "entries must be finite and >= 0")
     if p[0] != 0:
-        raise InputError("pmf", "pmf[0] must be 0 (a step emits at least the verifier's token)")
+        raise ParameterError("pmf", "pmf[0] must be 0 (a step emits at least the verifier's token)")
     total = float(p.sum())
     if abs(total - 1.0) > PMF_TOL:
-        raise InputError("pmf", f"must sum to 1, sums to {total!r}")
+        raise ParameterError("pmf", f"must sum to 1, sums to {total!r}")
     out = p / total if total != 1.0 else p.copy()
     out.setflags(write=False)
     return out

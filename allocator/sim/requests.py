@@ -38,7 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..exceptions import InputError
+from ..exceptions import ParameterError
+from ..io.inputs import MAX_LOG_BYTES, check_regular_file
 
 #: Column names of the Azure LLM inference trace 2023.
 TRACE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -64,18 +65,20 @@ class Requests:
         prompt = _as_counts(self.prompt_tokens, "prompt_tokens")
         output = _as_counts(self.output_tokens, "output_tokens")
         if arrival.ndim != 1 or arrival.shape != prompt.shape or arrival.shape != output.shape:
-            raise InputError(
+            raise ParameterError(
                 "arrival_s",
                 f"arrival_s, prompt_tokens and output_tokens must be 1-D of one length, got "
                 f"{arrival.shape}, {prompt.shape} and {output.shape}",
             )
         if arrival.size == 0:
-            raise InputError("arrival_s", "needs at least one request")
+            raise ParameterError("arrival_s", "needs at least one request")
         if not np.all(np.isfinite(arrival)) or arrival.min() < 0:
-            raise InputError("arrival_s", "must be finite and >= 0")
+            raise ParameterError("arrival_s", "must be finite and >= 0")
         if np.any(np.diff(arrival) < 0):
             i = int(np.argmax(np.diff(arrival) < 0)) + 1
-            raise InputError("arrival_s", f"must be non-decreasing (request {i} arrives earlier)")
+            raise ParameterError(
+                "arrival_s", f"must be non-decreasing (request {i} arrives earlier)"
+            )
         object.__setattr__(self, "arrival_s", arrival)
         object.__setattr__(self, "prompt_tokens", prompt)
         object.__setattr__(self, "output_tokens", output)
@@ -86,7 +89,7 @@ class Requests:
     def head(self, n: int) -> Requests:
         """The first ``n`` requests."""
         if n < 1:
-            raise InputError("num_prompts", "must be >= 1")
+            raise ParameterError("num_prompts", "must be >= 1")
         return Requests(self.arrival_s[:n], self.prompt_tokens[:n], self.output_tokens[:n])
 
 
@@ -95,11 +98,11 @@ def _as_counts(values: object, field: str) -> np.ndarray:
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
         as_float = np.asarray(arr, dtype=np.float64)
         if not np.all(np.isfinite(as_float)) or np.any(as_float != np.round(as_float)):
-            raise InputError(field, "must be whole numbers of tokens")
+            raise ParameterError(field, "must be whole numbers of tokens")
     out = np.asarray(arr, dtype=np.int64)
     if out.size and out.min() < 1:
         i = int(np.argmax(out < 1))
-        raise InputError(field, f"must be >= 1 (request {i} has {int(out[i])})")
+        raise ParameterError(field, f"must be >= 1 (request {i} has {int(out[i])})")
     return out
 
 
@@ -114,15 +117,15 @@ def arrival_times(
     ``num_prompts / request_rate``, as vLLM does.
     """
     if isinstance(num_prompts, bool) or not isinstance(num_prompts, int | np.integer):
-        raise InputError("num_prompts", "must be an integer")
+        raise ParameterError("num_prompts", "must be an integer")
     if num_prompts < 1:
-        raise InputError("num_prompts", "must be >= 1")
+        raise ParameterError("num_prompts", "must be >= 1")
     rate = float(request_rate)
     shape = float(burstiness)
     if math.isnan(rate) or rate <= 0:
-        raise InputError("request_rate", f"must be > 0 requests/s (or inf), got {request_rate}")
+        raise ParameterError("request_rate", f"must be > 0 requests/s (or inf), got {request_rate}")
     if math.isnan(shape) or shape <= 0:
-        raise InputError("burstiness", f"must be > 0 (or inf), got {burstiness}")
+        raise ParameterError("burstiness", f"must be > 0 (or inf), got {burstiness}")
     n = int(num_prompts)
     if math.isinf(rate):
         return np.zeros(n)
@@ -149,7 +152,7 @@ def fixed_requests(
     arriving as :func:`arrival_times` draws them."""
     for field, value in (("input_len", input_len), ("output_len", output_len)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise InputError(field, f"must be an integer >= 1, got {value!r}")
+            raise ParameterError(field, f"must be an integer >= 1, got {value!r}")
     times = arrival_times(num_prompts, request_rate, burstiness, seed)
     n = times.size
     return Requests(
@@ -166,24 +169,24 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
     speedup`` seconds. ``num_prompts``: the first ``N`` rows (all when ``None``). Read in
     chunks of :data:`TRACE_CHUNK_ROWS` rows, stopping after ``num_prompts`` rows.
 
-    Bad input raises :class:`~allocator.exceptions.InputError` on ``path`` naming the row
+    Bad input raises :class:`~allocator.exceptions.ParameterError` on ``trace`` naming the row
     (1-based data row, the header is row 0) and column: a missing column, an unparsable or
     decreasing timestamp, a token count that is not a positive integer, no data rows.
     """
     if num_prompts is not None and (
         isinstance(num_prompts, bool) or not isinstance(num_prompts, int | np.integer)
     ):
-        raise InputError("num_prompts", "must be an integer")
+        raise ParameterError("num_prompts", "must be an integer")
     if num_prompts is not None and num_prompts < 1:
-        raise InputError("num_prompts", "must be >= 1")
+        raise ParameterError("num_prompts", "must be >= 1")
     factor = float(speedup)
     if not math.isfinite(factor) or factor <= 0:
-        raise InputError("speedup", f"must be finite and > 0, got {speedup}")
-    p = Path(path)
+        raise ParameterError("speedup", f"must be finite and > 0, got {speedup}")
+    p = check_regular_file(path, "trace", MAX_LOG_BYTES)
     try:
         handle = p.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
-        raise InputError("path", f"cannot read {p}: {exc.strerror or exc}") from None
+        raise ParameterError("trace", f"cannot read {p}: {exc.strerror or exc}") from None
     stamps: list[np.ndarray] = []
     prompts: list[np.ndarray] = []
     outputs: list[np.ndarray] = []
@@ -193,14 +196,14 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
         try:
             header = next(reader)
         except StopIteration:
-            raise InputError("path", f"{p} is empty (no header)") from None
+            raise ParameterError("trace", f"{p} is empty (no header)") from None
         except (csv.Error, UnicodeDecodeError) as exc:
-            raise InputError("path", f"{p}: unreadable header: {exc}") from None
+            raise ParameterError("trace", f"{p}: unreadable header: {exc}") from None
         names = [h.strip() for h in header]
         missing = [c for c in TRACE_COLUMNS if c not in names]
         if missing:
-            raise InputError(
-                "path", f"{p}: missing column {', '.join(missing)} (header: {','.join(names)})"
+            raise ParameterError(
+                "trace", f"{p}: missing column {', '.join(missing)} (header: {','.join(names)})"
             )
         cols = [names.index(c) for c in TRACE_COLUMNS]
         width = max(cols) + 1
@@ -217,18 +220,18 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
                     if len(rows) == want:
                         break
             except (csv.Error, UnicodeDecodeError) as exc:
-                raise InputError("path", f"{p}: row {done + len(rows) + 1}: {exc}") from None
+                raise ParameterError("trace", f"{p}: row {done + len(rows) + 1}: {exc}") from None
             if not rows:
                 break
             ts, pr, out = _parse_chunk(rows, cols, width, done, p)
             if previous is not None and ts[0] < previous:
-                raise InputError(
-                    "path", f"{p}: row {done + 1}: TIMESTAMP goes back in time (not monotone)"
+                raise ParameterError(
+                    "trace", f"{p}: row {done + 1}: TIMESTAMP goes back in time (not monotone)"
                 )
             back = np.flatnonzero(ts[1:] < ts[:-1])
             if back.size:
-                raise InputError(
-                    "path",
+                raise ParameterError(
+                    "trace",
                     f"{p}: row {done + int(back[0]) + 2}: TIMESTAMP goes back in time "
                     "(not monotone)",
                 )
@@ -238,7 +241,7 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
             outputs.append(out)
             done += len(rows)
     if not stamps:
-        raise InputError("path", f"{p}: no data rows")
+        raise ParameterError("trace", f"{p}: no data rows")
     ts_all = np.concatenate(stamps)
     seconds = (ts_all - ts_all[0]).astype(np.int64) / 1e9 / factor
     return Requests(seconds, np.concatenate(prompts), np.concatenate(outputs))
@@ -250,8 +253,8 @@ def _parse_chunk(
     """One chunk of trace rows as (timestamps ``datetime64[ns]``, prompt, output) arrays."""
     for i, row in enumerate(rows):
         if len(row) < width:
-            raise InputError(
-                "path", f"{path}: row {offset + i + 1}: {len(row)} fields, expected {width}"
+            raise ParameterError(
+                "trace", f"{path}: row {offset + i + 1}: {len(row)} fields, expected {width}"
             )
     raw_ts = [row[cols[0]].strip() for row in rows]
     try:
@@ -264,8 +267,8 @@ def _parse_chunk(
                 if not s or np.isnat(np.datetime64(s, "ns")):
                     raise ValueError
             except ValueError:
-                raise InputError(
-                    "path", f"{path}: row {offset + i + 1}: TIMESTAMP {s!r} is not a timestamp"
+                raise ParameterError(
+                    "trace", f"{path}: row {offset + i + 1}: TIMESTAMP {s!r} is not a timestamp"
                 ) from None
         raise AssertionError("unreachable")  # pragma: no cover
     counts = []
@@ -282,8 +285,8 @@ def _parse_chunk(
                 except ValueError:
                     ok = False
                 if not ok:
-                    raise InputError(
-                        "path",
+                    raise ParameterError(
+                        "trace",
                         f"{path}: row {offset + i + 1}: {name} must be a positive integer, "
                         f"got {s!r}",
                     )

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..exceptions import InputError
+from ..exceptions import ParameterError
 from .config import Scheduler
 from .policy import SpecPolicy
 from .requests import Requests
@@ -153,7 +153,7 @@ class SimResult:
             return self.itl_s
         if name == "e2el":
             return self.e2el_s
-        raise InputError("key", f"unknown latency {name!r} (one of {', '.join(LATENCIES)})")
+        raise ParameterError("key", f"unknown latency {name!r} (one of {', '.join(LATENCIES)})")
 
 
 def percentile_word(p: float) -> str:
@@ -212,7 +212,7 @@ def summary(
     arrived at 0 (``--request-rate inf``), ``{...}_e2el_including_client_queue_ms``."""
     for p in percentiles:
         if not 0 < float(p) < 100:
-            raise InputError("percentiles", f"must lie in (0, 100), got {p}")
+            raise ParameterError("percentiles", f"must lie in (0, 100), got {p}")
     req = result.requests
     completed = int(np.count_nonzero(np.isfinite(result.finish_s)))
     duration = result.duration_s
@@ -253,10 +253,10 @@ def metric(result: SimResult, key: str) -> float:
     """One metric by its key: ``mean``, ``median``, ``std`` or ``pN`` (any ``N`` in (0,
     100), e.g. ``p99.9``) of ``ttft``, ``tpot``, ``itl`` or ``e2el``, in ms
     (``p99.9_ttft_ms``, ``median_e2el_ms``, ``mean_tpot_ms``), or any other key of
-    :func:`summary`. Unknown keys raise :class:`~allocator.exceptions.InputError` on
+    :func:`summary`. Unknown keys raise :class:`~allocator.exceptions.ParameterError` on
     ``key``."""
     if not isinstance(key, str):
-        raise InputError("key", f"must be a string, got {key!r}")
+        raise ParameterError("key", f"must be a string, got {key!r}")
     found = _KEY.match(key)
     if found:
         stat, pct, name = found.group(1), found.group(2), found.group(3)
@@ -265,7 +265,7 @@ def metric(result: SimResult, key: str) -> float:
         if pct is not None:
             p = float(pct)
             if not 0 < p < 100:
-                raise InputError("key", f"{key!r}: the percentile must lie in (0, 100)")
+                raise ParameterError("key", f"{key!r}: the percentile must lie in (0, 100)")
             return float(np.percentile(v, p)) * 1000
         if stat == "mean":
             return float(np.mean(v)) * 1000
@@ -274,7 +274,7 @@ def metric(result: SimResult, key: str) -> float:
         return float(np.std(v)) * 1000
     if key in _SCALAR_KEYS:
         return float(summary(result, ())[key])
-    raise InputError(
+    raise ParameterError(
         "key",
         f"unknown metric {key!r}: expected mean|median|std|pN _ ttft|tpot|itl|e2el _ms "
         f"(e.g. p99_ttft_ms, p99.9_itl_ms) or one of {', '.join(_SCALAR_KEYS)}",

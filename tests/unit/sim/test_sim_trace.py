@@ -76,7 +76,7 @@ def test_non_monotone_across_a_chunk_boundary(tmp_path, monkeypatch):
     monkeypatch.setattr(requests_module, "TRACE_CHUNK_ROWS", 3)
     with pytest.raises(InputError) as err:
         read_trace(path)
-    assert err.value.field == "path" and "row 4" in err.value.message
+    assert err.value.field == "trace" and "row 4" in err.value.message
 
 
 @pytest.mark.parametrize(
@@ -96,7 +96,7 @@ def test_bad_rows(tmp_path, body, words):
     path = write(tmp_path, "TIMESTAMP,ContextTokens,GeneratedTokens\n" + body)
     with pytest.raises(InputError) as err:
         read_trace(path)
-    assert err.value.field == "path"
+    assert err.value.field == "trace"
     for w in words:
         assert w in err.value.message
 
@@ -111,7 +111,7 @@ def test_bad_rows(tmp_path, body, words):
 def test_bad_files(tmp_path, text, words):
     with pytest.raises(InputError) as err:
         read_trace(write(tmp_path, text))
-    assert err.value.field == "path"
+    assert err.value.field == "trace"
     for w in words:
         assert w in err.value.message
 
@@ -128,7 +128,7 @@ def test_bad_arguments(tmp_path):
         assert err.value.field == field
     with pytest.raises(InputError) as err:
         read_trace(tmp_path / "missing.csv")
-    assert err.value.field == "path"
+    assert err.value.field == "trace"
 
 
 def test_bundled_traces():
