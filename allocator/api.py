@@ -393,3 +393,26 @@ def paper() -> PaperReport:
     from .analysis.paper import PaperReport, reproduce
 
     return PaperReport(reproduce())
+
+
+__all__ = [
+    "DEFAULT_SAMPLES",
+    "MAX_SAMPLES",
+    "breakeven",
+    "calibrate",
+    "estimate",
+    "evaluate",
+    "export_plan",
+    "export_point",
+    "load",
+    "load_data",
+    "needs_batch",
+    "paper",
+    "plan",
+    "sample_uncertainty",
+    "schedule",
+    "size_fleet",
+    "solve",
+    "solve_at_batch",
+    "sweep_hosting",
+]

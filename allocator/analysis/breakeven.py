@@ -208,3 +208,15 @@ def breakeven_report(
         grid = np.linspace(0.0, 1.0, curve_points)
         report.curve = (grid, gain_curve(problem, found.ensemble, found.baseline, grid))
     return report
+
+
+__all__ = [
+    "Breakeven",
+    "BreakevenReport",
+    "best_throughput",
+    "breakeven",
+    "breakeven_report",
+    "file_gain",
+    "file_latent_correlation",
+    "gain_curve",
+]

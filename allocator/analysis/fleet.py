@@ -676,3 +676,27 @@ def capacity(
             )
     swept = None if loads is None else sweep_load(problem, loads, itl_ms, grid=grid)
     return replace(result, notes=notes, with_routes=with_routes, routed=routed, sweep=swept)
+
+
+__all__ = [
+    "MAX_CELLS",
+    "MAX_REPLICAS",
+    "SLACK",
+    "CapacityResult",
+    "Fleet",
+    "LoadSweep",
+    "RoutedFleet",
+    "ServingGrid",
+    "capacity",
+    "cheapest",
+    "check_itl",
+    "check_load",
+    "configurations",
+    "crossings",
+    "replicas_needed",
+    "serving_grid",
+    "size_fleet",
+    "size_routes",
+    "sweep_load",
+    "tree_notes",
+]

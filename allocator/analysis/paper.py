@@ -214,3 +214,15 @@ def reproduce() -> list[PaperRow]:
     # R5: the optimal draft length rises with pooled acceptance
     add("R5", "5", "k* single -> pair (R2): increase", best_k(pair)[0] - best_k(single)[0], "2")
     return rows
+
+
+__all__ = [
+    "PaperReport",
+    "PaperRow",
+    "at_k",
+    "best_k",
+    "continuous_k_star",
+    "identical_drafters",
+    "reproduce",
+    "rounding",
+]

@@ -405,3 +405,18 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
             "KV-cache memory the batch needs (serving.memory, drafters[].memory_gb)"
         )
     return front, evaluated, unmeasured, notes
+
+
+__all__ = [
+    "EXPORTS",
+    "K0_TOLERANCE",
+    "MAX_CELLS",
+    "Schedule",
+    "ScheduleExport",
+    "baseline_disagreements",
+    "check_export",
+    "export_schedule",
+    "schedule",
+    "serving_front",
+    "speculation_off_from",
+]

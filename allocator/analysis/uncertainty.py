@@ -38,6 +38,7 @@ import numpy as np
 from scipy import special
 
 from ..core.budget import feasible_mask
+from ..core.documents import names_of, number
 from ..core.result import Front
 from ..core.space import count_subsets
 from ..estimate.counts import LEVEL, PRIOR  # the intervals' level; Jeffreys prior weight
@@ -335,6 +336,47 @@ class UncertaintyReport:
     quantile_throughput: np.ndarray | None
     other_optima: list[dict] = field(default_factory=list)
 
+    def to_dict(self, names: tuple[str, ...]) -> dict[str, Any]:
+        """The ``uncertainty`` object of ``solve --json``: per front point (same order as
+        ``front``) its share of draws as the optimum and its throughput's spread, then the
+        configurations off the front that were the optimum in some draw."""
+        f = self.front
+        q = self.quantile_throughput
+        pct = self.percentiles
+        points = [
+            {
+                "drafters": names_of(names, f.members[i]),
+                "k": int(f.k[i]),
+                "optimal_share": float(self.optimal_share[i]),
+                **{
+                    key: float(pct[key][i])
+                    for key in (
+                        "throughput_p05",
+                        "throughput_p50",
+                        "throughput_p95",
+                        "throughput_mean",
+                    )
+                },
+                "throughput_quantile": None if q is None else float(q[i]),
+            }
+            for i in range(len(f))
+        ]
+        return {
+            "samples": int(self.samples),
+            "seed": int(self.seed),
+            "robust_quantile": number(self.quantile),
+            "resampled": [str(r) for r in self.resampled],
+            "points": points,
+            "other_optima": [
+                {
+                    "drafters": [str(n) for n in o["drafters"]],
+                    "k": int(o["k"]),
+                    "optimal_share": float(o["optimal_share"]),
+                }
+                for o in self.other_optima
+            ],
+        }
+
 
 def _key(members_row: np.ndarray, k: int) -> tuple:
     return (np.packbits(members_row).tobytes(), int(k))
@@ -463,3 +505,20 @@ def analyse(
         quantile_throughput=q_thr,
         other_optima=others,
     )
+
+
+__all__ = [
+    "CHUNK_CELLS",
+    "MAX_EVALUATIONS",
+    "PERCENTILES",
+    "PROGRESS_STEPS",
+    "Progress",
+    "UncertaintyReport",
+    "analyse",
+    "batched_throughput",
+    "beta_from_interval",
+    "draw_problem",
+    "draw_problems",
+    "empirical_draws",
+    "posterior_draws",
+]

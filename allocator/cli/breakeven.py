@@ -91,3 +91,8 @@ def breakeven_command(
             f"an error correlation of {doc['error_correlation']:.6f} between "
             f"{doc['ensemble'][0]} and {doc['ensemble'][1]}."
         )
+
+
+__all__ = [
+    "breakeven_command",
+]

@@ -99,3 +99,13 @@ def _table(doc: dict) -> Table:
             f"{r['error_pct']:+.2f}",
         )
     return t
+
+
+__all__ = [
+    "HoldoutOption",
+    "MeasuredArg",
+    "OutOption",
+    "ProblemOption",
+    "SeedOption",
+    "calibrate_command",
+]

@@ -163,3 +163,10 @@ def capacity_command(
                 f"between {c['from_tokens_per_s']:,.6g} and {c['to_tokens_per_s']:,.6g} tokens/s "
                 f"the cheaper side becomes: {c['cheaper']}"
             )
+
+
+__all__ = [
+    "capacity_command",
+    "capacity_table",
+    "sweep_table",
+]

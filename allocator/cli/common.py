@@ -169,3 +169,20 @@ def emit_json(doc: object, path: str | None) -> None:
         emit_text(text)
     else:
         write_atomic(path, text, "--json")
+
+
+__all__ = [
+    "MAX_SEED",
+    "JsonOption",
+    "ProblemArg",
+    "emit_json",
+    "emit_text",
+    "err",
+    "fail",
+    "flag_field",
+    "handles_input_errors",
+    "note",
+    "option_flags",
+    "out",
+    "precheck_outputs",
+]

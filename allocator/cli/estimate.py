@@ -122,3 +122,13 @@ def estimate_command(
             soft_wrap=True,
         )
     out.print(f"wrote {out_path}")
+
+
+__all__ = [
+    "CostsOption",
+    "InputArg",
+    "MethodOption",
+    "ModelOption",
+    "UnitCostOption",
+    "estimate_command",
+]

@@ -70,3 +70,9 @@ def evaluate(
         return
     emit_json(point, json_path)
     out.print(point_table(point))
+
+
+__all__ = [
+    "evaluate",
+    "split_names",
+]

@@ -47,3 +47,8 @@ def paper(json_path: str = JsonOption) -> None:
         if n
         else "Every printed value agrees to the paper's rounding."
     )
+
+
+__all__ = [
+    "paper",
+]

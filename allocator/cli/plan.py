@@ -228,3 +228,8 @@ def plan(
     for message in doc["notes"]:
         note(message)
     out.print(table(doc))
+
+
+__all__ = [
+    "plan",
+]

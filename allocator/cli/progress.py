@@ -41,3 +41,9 @@ def search_progress(label: str, enabled: bool = True):
             bar.update(task, completed=done, total=total, front="-" if front is None else front)
 
         yield update
+
+
+__all__ = [
+    "check_search_options",
+    "search_progress",
+]

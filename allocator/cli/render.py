@@ -1,5 +1,5 @@
 """Rich tables for people; the JSON documents are the results' ``to_dict()``
-(:mod:`allocator.io.documents`), files and CSV in :mod:`allocator.io.staged`."""
+(:mod:`allocator.core.documents`), files and CSV in :mod:`allocator.io.staged`."""
 
 from __future__ import annotations
 
@@ -90,3 +90,10 @@ def uncertainty_table(doc: dict) -> Table:
             "—", ", ".join(o["drafters"]), str(o["k"]), f"{o['optimal_share']:.1%}", "", "", ""
         )
     return t
+
+
+__all__ = [
+    "front_table",
+    "point_table",
+    "uncertainty_table",
+]

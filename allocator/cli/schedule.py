@@ -120,3 +120,9 @@ def schedule_table(name: str, doc: dict) -> Table:
             "-" if cost is None else f"{cost:.4g}",
         )
     return t
+
+
+__all__ = [
+    "schedule",
+    "schedule_table",
+]

@@ -11,3 +11,8 @@ from . import app
 def schema() -> None:
     """Print the JSON Schema of the problem file (YAML or JSON)."""
     print(to_json(problem_json_schema()), end="")
+
+
+__all__ = [
+    "schema",
+]

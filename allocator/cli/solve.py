@@ -241,3 +241,8 @@ def _check_batch_options(
     for option, value in given.items():
         if value is not None:
             raise InputError(option, "does not apply with --batch")
+
+
+__all__ = [
+    "solve",
+]

@@ -183,3 +183,17 @@ def vllm_method(name: str, method: str) -> str:
     if info.vllm is None:  # every method in the table is served by vLLM today
         raise ParameterError("export", f"drafter {name!r} (method {method}): vLLM cannot serve it")
     return info.vllm
+
+
+__all__ = [
+    "DEFAULT_METHOD",
+    "METHODS",
+    "METHOD_FIELDS",
+    "TABLE",
+    "MethodInfo",
+    "method_problem",
+    "required_model",
+    "resolve_method",
+    "sglang_algorithm",
+    "vllm_method",
+]

@@ -98,3 +98,12 @@ def knee_point(cost: np.ndarray, throughput: np.ndarray) -> int:
     x = (cost - cost[lo]) / span_c
     y = (thr - thr[lo]) / span_t
     return int(np.argmax(y - x))  # distance above the chord y = x, up to a factor sqrt(2)
+
+
+__all__ = [
+    "LIBRARY_FROM",
+    "front_order",
+    "hypervolume",
+    "knee_point",
+    "nondominated",
+]

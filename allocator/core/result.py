@@ -1,20 +1,28 @@
 """What a search returns: the front, the configuration behind every point, and how it was
 found; one evaluated configuration (:class:`Point`). Each result's ``to_dict()`` is its
-command's JSON document (docs/design.md §6), built with :mod:`allocator.io.documents`."""
+command's JSON document (docs/design.md §6), built with :mod:`allocator.core.documents`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from ..io.documents import front_point, front_points, names_of, number, point, seconds
-from ..model.evaluate import METRICS
+from .documents import front_point, front_points, point, seconds
 
-if TYPE_CHECKING:
-    from ..analysis.uncertainty import UncertaintyReport
+#: The model's metrics of a configuration, in order (docs/design.md §6).
+METRICS: tuple[str, ...] = (
+    "throughput",  # accepted units per verifier-unit of time
+    "expected_accepted",  # accepted units per round
+    "pooled_acceptance",  # mean pooled per-position acceptance over positions 1..k
+    "round_time",  # verifier-units of time per round
+    "draft_cost_per_round",  # k * sum(rho_i)
+    "draft_cost_per_token",  # k * sum(rho_i) / E_k
+    "hosting_cost",  # sum(h_i)
+    "drafters",  # m
+)
 
 
 @dataclass
@@ -60,7 +68,7 @@ class Front:
 
     def point(self, i: int, names: tuple[str, ...]) -> dict:
         """One point as the plain dict of docs/design.md §6 (drafters, m, k, throughput, ...;
-        :func:`allocator.io.documents.point`)."""
+        :func:`allocator.core.documents.point`)."""
         return front_point(self, i, names)
 
 
@@ -101,6 +109,18 @@ class Point(Mapping[str, Any]):
         return len(self.to_dict())
 
 
+class Uncertainty(Protocol):
+    """What :meth:`SolveResult.with_uncertainty` attaches (an
+    :class:`allocator.analysis.uncertainty.UncertaintyReport`): its sample count, robust
+    quantile, front, and its document over the problem's drafter ``names``."""
+
+    samples: int
+    quantile: float | None
+    front: Front
+
+    def to_dict(self, names: tuple[str, ...]) -> dict[str, Any]: ...
+
+
 @dataclass
 class SolveResult:
     """A strategy's answer. ``exact`` is true only when the front is proven complete.
@@ -116,7 +136,7 @@ class SolveResult:
     evaluated: int
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
-    uncertainty: UncertaintyReport | None = None
+    uncertainty: Uncertainty | None = None
 
     @property
     def cost_metric(self) -> str:
@@ -125,7 +145,7 @@ class SolveResult:
     def points(self) -> list[dict]:
         return front_points(self.front, self.names)
 
-    def with_uncertainty(self, report: UncertaintyReport) -> SolveResult:
+    def with_uncertainty(self, report: Uncertainty) -> SolveResult:
         """This result with ``report`` attached; a robust report (one with a quantile)
         replaces the front by its own, which no longer claims to be exact."""
         if report.quantile is None:
@@ -152,45 +172,8 @@ class SolveResult:
             "notes": list(self.notes),
         }
         if self.uncertainty is not None:
-            doc["uncertainty"] = _uncertainty_dict(self.uncertainty, self.names)
+            doc["uncertainty"] = self.uncertainty.to_dict(self.names)
         return doc
 
 
-def _uncertainty_dict(report: UncertaintyReport, names: tuple[str, ...]) -> dict[str, Any]:
-    """The ``uncertainty`` object of ``solve --json``: per front point (same order as
-    ``front``) its share of draws as the optimum and its throughput's spread, then the
-    configurations off the front that were the optimum in some draw."""
-    f = report.front
-    q = report.quantile_throughput
-    pct = report.percentiles
-    points = [
-        {
-            "drafters": names_of(names, f.members[i]),
-            "k": int(f.k[i]),
-            "optimal_share": float(report.optimal_share[i]),
-            **{
-                key: float(pct[key][i])
-                for key in ("throughput_p05", "throughput_p50", "throughput_p95", "throughput_mean")
-            },
-            "throughput_quantile": None if q is None else float(q[i]),
-        }
-        for i in range(len(f))
-    ]
-    return {
-        "samples": int(report.samples),
-        "seed": int(report.seed),
-        "robust_quantile": number(report.quantile),
-        "resampled": [str(r) for r in report.resampled],
-        "points": points,
-        "other_optima": [
-            {
-                "drafters": [str(n) for n in o["drafters"]],
-                "k": int(o["k"]),
-                "optimal_share": float(o["optimal_share"]),
-            }
-            for o in report.other_optima
-        ],
-    }
-
-
-__all__ = ["Front", "Point", "SolveResult"]
+__all__ = ["METRICS", "Front", "Point", "SolveResult", "Uncertainty"]

@@ -89,3 +89,14 @@ def iter_subset_chunks(
             members[:, problem.required] = True
             np.put_along_axis(members, part, True, axis=1)
             yield members, np.hstack([np.broadcast_to(req, (part.shape[0], req.size)), part])
+
+
+__all__ = [
+    "MAX_SUBSETS",
+    "combinations",
+    "count_subsets",
+    "iter_subset_chunks",
+    "iter_subsets",
+    "size_allowed",
+    "subset_sizes",
+]

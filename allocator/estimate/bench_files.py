@@ -766,3 +766,18 @@ def calibration_rows(runs: Sequence[BenchRun]) -> list[dict]:
             }
         )
     return rows
+
+
+__all__ = [
+    "BATCH_SPREAD",
+    "ENGINES",
+    "METRICS",
+    "NOTE_SPREAD",
+    "TOLERANCE",
+    "BenchRun",
+    "SteadyState",
+    "calibration_rows",
+    "read_bench_files",
+    "read_bench_run",
+    "steady_state",
+]

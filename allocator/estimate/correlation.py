@@ -118,3 +118,11 @@ def fit_loadings(latent: np.ndarray) -> np.ndarray:
     if beta[involved].sum() < 0:  # the sign of a one-factor model is arbitrary
         beta = -beta
     return beta
+
+
+__all__ = [
+    "R_MAX",
+    "fit_loadings",
+    "latent_correlations",
+    "phi_correlations",
+]

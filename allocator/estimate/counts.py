@@ -223,3 +223,19 @@ class Estimate:
     workloads: list[WorkloadCounts] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     report: dict = field(default_factory=dict)
+
+
+__all__ = [
+    "LEVEL",
+    "MIN_TRIALS",
+    "PRIOR",
+    "DrafterCounts",
+    "Estimate",
+    "RankCounts",
+    "WorkloadCounts",
+    "bounded_trials",
+    "jeffreys_interval",
+    "kept_positions",
+    "point_estimate",
+    "read_text",
+]

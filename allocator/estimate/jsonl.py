@@ -134,3 +134,13 @@ def finite_number(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InputError(where, f"{value!r} is not a finite number")
     return float(value)
+
+
+__all__ = [
+    "MAX_COUNT",
+    "finite_number",
+    "json_lines",
+    "parse_json_text",
+    "read_text",
+    "whole_count",
+]

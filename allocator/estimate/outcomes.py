@@ -427,3 +427,15 @@ def _fmt(x: float) -> str:
 
 def _matrix(m: np.ndarray) -> list[list[float | None]]:
     return [[None if not np.isfinite(v) else round(float(v), 6) for v in row] for row in m]
+
+
+__all__ = [
+    "ERROR_MODELS",
+    "RANK_COLUMN",
+    "RESERVED",
+    "estimate_outcomes",
+    "rank_counts",
+    "read_outcomes",
+    "read_table",
+    "split_rank_columns",
+]

@@ -212,3 +212,14 @@ def render(data: dict, header: list[str]) -> str:
     for h in header:
         comments.extend("# " + part if part else "#" for part in h.splitlines())
     return "\n".join(comments + lines) + "\n"
+
+
+__all__ = [
+    "DIGITS",
+    "FILL_IN",
+    "build_problem",
+    "check_problem",
+    "parse_assignments",
+    "read_costs",
+    "render",
+]

@@ -121,3 +121,13 @@ def estimate_sglang_log(path: str | Path, k: int | None, name: str = "draft") ->
         ],
         report={"lines": n, "mean_accept_len": mean + 1.0, "half_width": half},
     )
+
+
+__all__ = [
+    "DECIMALS",
+    "MARK",
+    "estimate_sglang_log",
+    "expected_correct",
+    "inverse_expected",
+    "read_lengths",
+]

@@ -212,3 +212,13 @@ def estimate_vllm_log(
             "accepted_per_position": successes.tolist(),
         },
     )
+
+
+__all__ = [
+    "LENGTH_DECIMALS",
+    "MARK",
+    "MAX_TOKENS",
+    "RATE_DECIMALS",
+    "estimate_vllm_log",
+    "parse_line",
+]

@@ -299,3 +299,15 @@ def short_drafts_note(name: str, draft_tokens: float, drafts: float, k: int) -> 
         "only bounded: the value written is the middle of what the counters allow and "
         "acceptance_interval covers the whole range plus sampling error"
     )
+
+
+__all__ = [
+    "FAMILIES",
+    "MAX_COUNT",
+    "PREFIX",
+    "canonical",
+    "cumulative_to_counts",
+    "estimate_vllm_metrics",
+    "parse_counters",
+    "short_drafts_note",
+]

@@ -394,3 +394,19 @@ def estimate_vllm_requests(
         notes=notes,
         report=report,
     )
+
+
+__all__ = [
+    "ACCEPTED",
+    "DRAFTED",
+    "FLOAT_TOLERANCE",
+    "HISTOGRAM",
+    "K_KEY",
+    "METRICS",
+    "PER_STEP",
+    "STEPS",
+    "estimate_vllm_requests",
+    "parse_metrics",
+    "read_requests",
+    "summary_counts",
+]

@@ -1,1 +1,14 @@
-"""allocator.io."""
+"""The edge: files in, documents out (docs/design.md §5, §6).
+
+- :mod:`.spec`: the problem file's pydantic schema (the only pydantic models);
+- :mod:`.build`: the only code that turns a validated file into a
+  :class:`~allocator.core.problem.Problem`;
+- :mod:`.inputs`: safe reading of every input (regular files, size and depth limits);
+- :mod:`.staged`: output files written only once a command has succeeded;
+- :mod:`.ranges`: ``LO:HI:STEPS`` ranges.
+
+The modules are imported where they are needed (``spec`` loads pydantic), so this
+package re-exports nothing.
+"""
+
+__all__: list[str] = []

@@ -321,3 +321,20 @@ def parse_document(text: str, field: str, source: str, *, json_format: bool) -> 
     if json_format:
         return parse_json(text, field, source)
     return parse_yaml(text, field, source)
+
+
+__all__ = [
+    "INT_LIMIT",
+    "MAX_DEPTH",
+    "MAX_DOCUMENT_BYTES",
+    "MAX_LOG_BYTES",
+    "MAX_NUMBER_CHARS",
+    "MAX_VALUES",
+    "check_regular_file",
+    "is_input",
+    "parse_document",
+    "parse_json",
+    "parse_yaml",
+    "read_input_text",
+    "recording_inputs",
+]

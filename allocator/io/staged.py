@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.documents import POINT_FIELDS, SERVING_FIELDS
 from ..exceptions import InputError
-from .documents import POINT_FIELDS, SERVING_FIELDS
 from .inputs import is_input
 
 

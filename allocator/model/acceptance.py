@@ -85,3 +85,13 @@ def mean_acceptance(a: np.ndarray, k_max: int) -> np.ndarray:
     if a.shape[-1] == 1:
         return np.broadcast_to(a, a.shape[:-1] + (k_max,))
     return np.cumsum(a_full, axis=-1) / np.arange(1, k_max + 1)
+
+
+__all__ = [
+    "CONVENTIONS",
+    "expected_accepted",
+    "extend_positions",
+    "mean_acceptance",
+    "position_matrix",
+    "survival",
+]

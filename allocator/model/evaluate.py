@@ -27,23 +27,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.errors import independent_fail_prob
+from ..core.result import METRICS
 from ..exceptions import NotModelledError
 from .acceptance import expected_accepted, extend_positions, mean_acceptance, survival
 from .timing import draft_time, verify_time
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
-
-METRICS: tuple[str, ...] = (
-    "throughput",  # accepted units per verifier-unit of time
-    "expected_accepted",  # accepted units per round
-    "pooled_acceptance",  # mean pooled per-position acceptance over positions 1..k
-    "round_time",  # verifier-units of time per round
-    "draft_cost_per_round",  # k * sum(rho_i)
-    "draft_cost_per_token",  # k * sum(rho_i) / E_k
-    "hosting_cost",  # sum(h_i)
-    "drafters",  # m
-)
 
 
 def no_chain_closed_form(model: str) -> NotModelledError:
@@ -168,3 +158,14 @@ def evaluate_configs(problem: Problem, members: np.ndarray, k: np.ndarray) -> di
     pooled = np.take_along_axis(pooled, idx, axis=1)
     out = _metrics(problem, members, k[:, None].astype(float), pooled, e)
     return {name: np.array(v[:, 0]) for name, v in out.items()}
+
+
+__all__ = [
+    "METRICS",
+    "chain_acceptance",
+    "curves",
+    "evaluate_configs",
+    "evaluate_subsets",
+    "no_chain_closed_form",
+    "pooled_acceptance",
+]

@@ -46,3 +46,10 @@ def curve_cost(tokens: np.ndarray, points: np.ndarray, cost: np.ndarray) -> np.n
     slope = (cost[-1] - cost[-2]) / (points[-1] - points[-2])
     beyond = cost[-1] + max(slope, 0.0) * (tokens - points[-1])
     return np.where(tokens > points[-1], beyond, inside)
+
+
+__all__ = [
+    "curve_cost",
+    "draft_time",
+    "verify_time",
+]

@@ -64,3 +64,8 @@ def plot_accepted(
         "ylabel": ax.get_ylabel(),
         "format": fmt,
     }
+
+
+__all__ = [
+    "plot_accepted",
+]

@@ -102,3 +102,8 @@ def plot_breakeven(
         "ylabel": ax.get_ylabel(),
         "format": fmt,
     }
+
+
+__all__ = [
+    "plot_breakeven",
+]

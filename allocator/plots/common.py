@@ -119,3 +119,17 @@ def palette(n: int):
 
     cmap = colormaps["tab10" if n <= 10 else "tab20"]
     return [cmap(i % cmap.N) for i in range(n)]
+
+
+__all__ = [
+    "COST_LABELS",
+    "FORMATS",
+    "THROUGHPUT_LABEL",
+    "check_plot_path",
+    "draw_front",
+    "figure",
+    "frame_points",
+    "literal_text",
+    "palette",
+    "save",
+]

@@ -137,3 +137,9 @@ def plot_front(
         "ylabel": ax.get_ylabel(),
         "format": fmt,
     }
+
+
+__all__ = [
+    "plot_front",
+    "point_label",
+]

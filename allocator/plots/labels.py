@@ -143,3 +143,10 @@ def _offset(ax, off: tuple[float, float]):
     from matplotlib.transforms import offset_copy
 
     return offset_copy(ax.transData, fig=ax.figure, x=off[0], y=off[1], units="points")
+
+
+__all__ = [
+    "PlacedLabel",
+    "boxes_overlap",
+    "place_labels",
+]

@@ -74,3 +74,8 @@ def plot_schedule(sched, path: str | Path, *, option: str = "plot") -> dict:
         "ylabel": ax.get_ylabel(),
         "format": fmt,
     }
+
+
+__all__ = [
+    "plot_schedule",
+]

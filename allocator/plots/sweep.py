@@ -146,3 +146,9 @@ def plot_capacity_sweep(
         "ylabel": ax.get_ylabel(),
         "format": fmt,
     }
+
+
+__all__ = [
+    "plot_capacity_sweep",
+    "plot_sweep",
+]

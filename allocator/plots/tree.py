@@ -46,3 +46,8 @@ def plot_tree_front(
         "ylabel": ax.get_ylabel(),
         "format": fmt,
     }
+
+
+__all__ = [
+    "plot_tree_front",
+]

@@ -67,3 +67,13 @@ def choose_strategy(problem: Problem) -> tuple[str, str]:
         f"optuna: {space} under {model} errors are beyond exact enumeration (limit {limit:,}); "
         "the front is heuristic (exact: false)"
     )
+
+
+__all__ = [
+    "CHEAP_MODELS",
+    "EXACT_MAX_SUBSETS",
+    "EXACT_MAX_SUBSETS_EXPENSIVE",
+    "KNAPSACK_FROM",
+    "choose_strategy",
+    "scientific",
+]

@@ -52,3 +52,8 @@ class Strategy(abc.ABC):
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
         return f"{type(self).__name__}({params})"
+
+
+__all__ = [
+    "Strategy",
+]

@@ -255,3 +255,17 @@ def screen(
     assert union is not None  # the space holds at least one subset
     members = masks_to_members(union.members, problem.n) if bitmask else union.members
     return members, done
+
+
+__all__ = [
+    "MAX_TABLE_CELLS",
+    "SubsetTable",
+    "dominated_by",
+    "group_columns",
+    "masks_to_members",
+    "pruning_blocker",
+    "screen",
+    "skyline",
+    "subset_sums",
+    "use_bitmask_table",
+]

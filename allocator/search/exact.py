@@ -104,3 +104,9 @@ def evaluate_front(
     if front is None:
         raise infeasible_error(problem.budget, seen.lowest)
     return front, seen.cells
+
+
+__all__ = [
+    "ExactStrategy",
+    "evaluate_front",
+]

@@ -194,3 +194,13 @@ class KnapsackStrategy(Strategy):
             f"the model evaluated {evaluated:,} configurations"
         )
         return self.result(problem, front, evaluated, t0, [note])
+
+
+__all__ = [
+    "L_FLOOR",
+    "MAX_HOSTING_LEVELS",
+    "KnapsackStrategy",
+    "hosting_sums",
+    "knapsack_blocker",
+    "pareto_states",
+]

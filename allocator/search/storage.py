@@ -238,3 +238,17 @@ def reason(exc: BaseException, url: str | None) -> str:
     cause = database_error(exc) or exc
     text = str(cause).strip()
     return mask_text(text.splitlines()[0] if text else type(cause).__name__, url)
+
+
+__all__ = [
+    "HIDDEN",
+    "SECRET_QUERY_KEYS",
+    "check_url",
+    "database_error",
+    "mask_text",
+    "mask_url",
+    "open_storage",
+    "reason",
+    "url_secrets",
+    "with_driver",
+]

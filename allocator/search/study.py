@@ -571,3 +571,23 @@ def study_front(problem: Problem, study: Study, space: SearchSpace) -> tuple[Fro
     keep = front_order(met[problem.cost_metric], met["throughput"], met["drafters"], k)
     front = Front(members[keep], k[keep], {n: v[keep] for n, v in met.items()}, problem.cost_metric)
     return front, len(done)
+
+
+__all__ = [
+    "DIRECTIONS",
+    "SEEDED_ATTR",
+    "SEED_ATTR",
+    "SEED_MAX_SUBSETS",
+    "SEED_MAX_TRIALS",
+    "WORKER_ATTR",
+    "BatchRunner",
+    "DeadlinePassed",
+    "OptunaStrategy",
+    "SearchSpace",
+    "StudyMirror",
+    "constraint_values",
+    "evaluate_batch",
+    "problem_fingerprint",
+    "stored_candidates",
+    "study_front",
+]

@@ -77,3 +77,9 @@ class Scheduler:
     def num_blocks(self) -> int:
         """KV blocks of the cache: ``kv_cache_tokens // block_size``."""
         return self.kv_cache_tokens // self.block_size
+
+
+__all__ = [
+    "Scheduler",
+    "StepTime",
+]

@@ -782,3 +782,10 @@ class _Engine:
             policy=self.policy,
             seed=self.seed,
         )
+
+
+__all__ = [
+    "STRETCH_CELLS",
+    "STRETCH_STEPS",
+    "simulate",
+]

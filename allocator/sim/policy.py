@@ -150,3 +150,9 @@ def _check_pmf(k: int, pmf: np.ndarray) -> np.ndarray:
     out = p / total if total != 1.0 else p.copy()
     out.setflags(write=False)
     return out
+
+
+__all__ = [
+    "PMF_TOL",
+    "SpecPolicy",
+]

@@ -293,3 +293,13 @@ def _parse_chunk(
         assert arr is not None
         counts.append(arr)
     return ts, counts[0], counts[1]
+
+
+__all__ = [
+    "TRACE_CHUNK_ROWS",
+    "TRACE_COLUMNS",
+    "Requests",
+    "arrival_times",
+    "fixed_requests",
+    "read_trace",
+]

@@ -297,3 +297,14 @@ _SCALAR_KEYS = (
     "mean_concurrency",
     "kv_cache_peak_fraction",
 )
+
+__all__ = [
+    "LATENCIES",
+    "PERCENTILES",
+    "SimResult",
+    "acceptance_length",
+    "max_concurrent_requests",
+    "metric",
+    "percentile_word",
+    "summary",
+]

@@ -23,7 +23,7 @@ formats are those the readers in ``allocator/estimate/`` read, as the engines wr
 - ``vllm-bench-c{C}-k{K}.json`` and ``sglang-bench.jsonl``: ``vllm bench serve
   --save-result`` files and SGLang ``bench_serving --output-file`` lines of closed-loop
   runs (concurrency 1, 4 and 16; speculation off and k = 3), from a simulated engine of
-  known step time (``Roofline`` of ``tests/unit/estimate/synthetic_bench.py``, with the
+  known step time (``Roofline`` of ``tests/support/synthetic_bench.py``, with the
   parameters below). A top-level ``note`` (vLLM's ``--metadata``) and SGLang's ``tag``
   say the files are synthetic.
 
@@ -239,7 +239,7 @@ def sglang_openai(rng: np.random.Generator) -> list[str]:
 
 
 def _synthetic_bench():
-    path = ROOT / "tests" / "unit" / "estimate" / "synthetic_bench.py"
+    path = ROOT / "tests" / "support" / "synthetic_bench.py"
     spec = importlib.util.spec_from_file_location("synthetic_bench", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

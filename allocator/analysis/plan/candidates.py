@@ -346,3 +346,14 @@ def build_candidates(
         parts.append((np.full(rows.size, w), members[rows], best_k[rows, w], best_s[rows, w]))
     workload, mem, k, s = (np.concatenate(x) for x in zip(*parts, strict=True))
     return Candidates(workload, mem, k, s, counts[0], counts[1], counts[2], cut), single
+
+
+__all__ = [
+    "CONFIG_CAPS",
+    "Candidates",
+    "SingleFront",
+    "Traffic",
+    "build_candidates",
+    "dominated_by_subset",
+    "enumerate_configurations",
+]

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...core.documents import names_of, number, seconds
 from ...core.pareto import front_order
-from ...io.documents import names_of, number, seconds
 from .candidates import SingleFront, Traffic, build_candidates
 from .plan import MAX_CANDIDATES, Plan, hosting_infeasible, plan_from_candidates, with_budget
 
@@ -170,3 +170,10 @@ def sweep_hosting(
         seconds=time.perf_counter() - t0,
         notes=notes,
     )
+
+
+__all__ = [
+    "AUTO_STEP",
+    "PlanSweep",
+    "sweep_hosting",
+]

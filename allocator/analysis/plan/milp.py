@@ -131,3 +131,10 @@ def solve_assignment(
     first = np.searchsorted(workload[order], np.arange(n_workloads))
     choice = order[first]
     return Assignment(choice, np.asarray(y.value).reshape(n) > 0.5, prog.status, bound)
+
+
+__all__ = [
+    "HIGHS_OPTIONS",
+    "Assignment",
+    "solve_assignment",
+]

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...core.budget import budget_limit, within
+from ...core.documents import CONFIG_FIELDS, MODEL_FIELDS, names_of, number, seconds
 from ...core.result import Front
 from ...exceptions import InfeasibleError, InputError, ParameterError, SolverError
-from ...io.documents import CONFIG_FIELDS, MODEL_FIELDS, names_of, number, seconds
 from ...model.evaluate import evaluate_configs
 from ...model.memory import hosting_room
 from .candidates import Candidates, SingleFront, Traffic, build_candidates
@@ -350,3 +350,13 @@ def _workload_metrics(traffic: Traffic, members: np.ndarray, k: np.ndarray) -> d
         evaluate_configs(v, members[w : w + 1], k[w : w + 1]) for w, v in enumerate(traffic.views)
     ]
     return {m: np.concatenate([r[m] for r in rows]) for m in rows[0]}
+
+
+__all__ = [
+    "MAX_CANDIDATES",
+    "Plan",
+    "hosting_infeasible",
+    "make_plan",
+    "plan_from_candidates",
+    "with_budget",
+]

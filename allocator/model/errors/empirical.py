@@ -160,3 +160,13 @@ class EmpiricalErrors(ErrorModel):
                 f"{stated[i, j]:.4g} (binomial test p = {p_value[i, j]:.2g}); "
                 "the log and drafters.*.acceptance disagree beyond sampling error",
             )
+
+
+__all__ = [
+    "CONTRADICTION_P",
+    "FIELD",
+    "MAX_DRAFTERS",
+    "MAX_TABLE",
+    "EmpiricalErrors",
+    "zeta_superset",
+]

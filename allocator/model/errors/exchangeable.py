@@ -188,3 +188,10 @@ class ExchangeableErrors(ErrorModel):
         else:
             z = sample_matrix(p[:, index][:, :, index], rounds, rng, k)
         return z < t
+
+
+__all__ = [
+    "FIELD_PHI",
+    "MAX_PLANS",
+    "ExchangeableErrors",
+]

@@ -46,3 +46,8 @@ class FactorErrors(ErrorModel):
     def sample_failures(self, index, q, rounds, rng):
         z = sample_factor(self._beta(q)[index], rounds, rng)
         return z < thresholds(q[index]).T[None]
+
+
+__all__ = [
+    "FactorErrors",
+]

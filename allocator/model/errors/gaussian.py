@@ -238,3 +238,17 @@ class GaussianErrors(ErrorModel):
         sub = np.asarray(self.matrix, dtype=float)[np.ix_(index, index)]
         z = sample_matrix(sub, rounds, rng, q.shape[1])
         return z < thresholds(q[index]).T[None]
+
+
+__all__ = [
+    "ABS_ERROR",
+    "CACHE_ROWS",
+    "MAX_INTEGRALS",
+    "MAX_SECONDS",
+    "MAX_SUBSET",
+    "GaussianErrors",
+    "check_correlation_matrix",
+    "gaussian_fail_prob",
+    "integration_estimate",
+    "too_slow",
+]

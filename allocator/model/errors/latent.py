@@ -229,3 +229,27 @@ def sample_matrix(matrix: np.ndarray, rounds: int, rng: np.random.Generator, k: 
     if root.ndim == 2:
         return e @ root.T
     return np.einsum("rkj,kij->rki", e, root)
+
+
+__all__ = [
+    "HALF_WIDTH",
+    "LOG_ZERO",
+    "MAX_NODES",
+    "MAX_SPACING",
+    "bvn_cdf",
+    "comonotone_fail_prob",
+    "comonotone_fail_prob_all",
+    "conditional_log_fail",
+    "dedupe_columns",
+    "error_correlation",
+    "factor_fail_prob",
+    "factor_fail_prob_all",
+    "factor_nodes",
+    "latent_from_error_correlation",
+    "matrix_root",
+    "max_error_correlation",
+    "popcounts",
+    "sample_factor",
+    "sample_matrix",
+    "thresholds",
+]

@@ -7,7 +7,14 @@ import json
 import math
 
 import pytest
-from synthetic_bench import (
+
+from allocator.estimate.bench_files import (
+    calibration_rows,
+    read_bench_files,
+    steady_state,
+)
+from allocator.exceptions import InputError
+from tests.support.synthetic_bench import (
     Roofline,
     sglang_result,
     simulate,
@@ -16,13 +23,6 @@ from synthetic_bench import (
     write_sglang,
     write_vllm,
 )
-
-from allocator.estimate.bench_files import (
-    calibration_rows,
-    read_bench_files,
-    steady_state,
-)
-from allocator.exceptions import InputError
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 

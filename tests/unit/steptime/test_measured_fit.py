@@ -9,7 +9,7 @@ import numpy as np
 
 
 def _script():
-    path = Path(__file__).with_name("measured_fit.py")
+    path = Path(__file__).resolve().parents[2] / "support" / "measured_fit.py"
     spec = importlib.util.spec_from_file_location("measured_fit", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -1,0 +1,29 @@
+"""The package's metadata: one version, printed by ``allocator --version``; the licence."""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import allocator
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_version_is_written_once_and_printed():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    dynamic = project["tool"]["setuptools"]["dynamic"]["version"]
+    assert dynamic == {"attr": "allocator.__version__"}
+    r = subprocess.run(
+        [sys.executable, "-m", "allocator", "--version"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert r.returncode == 0 and r.stdout == f"allocator {allocator.__version__}\n"
+    assert allocator.__version__.count(".") == 2
+
+
+def test_mit_licence_is_shipped():
+    text = (ROOT / "LICENSE").read_text()
+    assert text.startswith("MIT License") and "Copyright (c) the allocator developers" in text
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]

@@ -1,0 +1,130 @@
+"""The layout holds as docs/design.md §9 describes it: packages re-export their public
+names, no module reaches into another's private names, the entities import nothing but
+numpy, the maths reads no files, only the command line speaks typer and rich, and
+``import allocator`` stays light."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "allocator"
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> list[tuple[str, list[str]]]:
+    """``(absolute module, names)`` of every import of ``path`` (relative ones resolved)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = _module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out.append((module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+    return out
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_says_what_it_exports(path):
+    if path.name == "__main__.py":
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    exported = None
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(getattr(t, "id", None) == "__all__" for t in targets):
+            exported = ast.literal_eval(node.value) if node.value is not None else None
+    assert exported is not None, f"{path.name} has no __all__"
+    defined = (
+        {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+        | {
+            t.id
+            for n in tree.body
+            if isinstance(n, ast.Assign | ast.AnnAssign)
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+            if isinstance(t, ast.Name)
+        }
+        | {
+            (a.asname or a.name).split(".")[0]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom | ast.Import)
+            for a in n.names
+        }
+    )
+    lazy = "__getattr__" in defined  # a package face that imports on first use
+    missing = [n for n in exported if n not in defined]
+    assert lazy or not missing, f"{path.name}: __all__ names {missing} it does not define"
+    assert not [n for n in exported if n.startswith("_")], f"{path.name} exports a private name"
+
+
+def test_no_module_imports_another_modules_private_name():
+    found = []
+    for path in MODULES:
+        for module, names in _imports(path):
+            if not module.startswith("allocator"):
+                continue
+            found += [f"{path.relative_to(ROOT)}: {module}.{n}" for n in names if _private(n)]
+            found += [
+                f"{path.relative_to(ROOT)}: {module}"
+                for part in module.split(".")
+                if _private(part)
+            ]
+    assert not found, found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _reaches(folder: str) -> set[str]:
+    """Top-level packages and ``allocator`` subpackages the modules of ``folder`` import."""
+    out = set()
+    for path in (PACKAGE / folder).rglob("*.py"):
+        for module, _ in _imports(path):
+            parts = module.split(".")
+            out.add(".".join(parts[:2]) if parts[0] == "allocator" else parts[0])
+    return out
+
+
+STDLIB = set(sys.stdlib_module_names) | {"__future__"}
+
+
+def test_the_entities_import_numpy_and_nothing_heavier():
+    reached = _reaches("core") - STDLIB
+    # moocore: the library the Pareto filter and hypervolume call for large fronts
+    assert reached <= {"numpy", "moocore", "allocator.core", "allocator.exceptions"}, reached
+
+
+def test_the_maths_reads_no_files_and_knows_no_pydantic():
+    reached = _reaches("model") - STDLIB
+    assert not reached & {"pydantic", "yaml", "allocator.io", "allocator.cli", "typer", "rich"}
+    assert "allocator.analysis" not in reached and "allocator.search" not in reached, reached
+
+
+def test_only_the_command_line_speaks_typer_and_rich():
+    for folder in ("core", "model", "search", "analysis", "estimate", "engines", "io", "sim"):
+        assert not _reaches(folder) & {"typer", "rich", "click", "allocator.cli"}, folder
+
+
+def test_import_allocator_imports_neither_scipy_nor_pydantic():
+    code = (
+        "import sys, allocator; print(sorted(m for m in ('scipy', 'pydantic') if m in sys.modules))"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[]"
