@@ -70,10 +70,10 @@ def schedule(
     text = None
     export_notes: list[str] = []
     if export is not None:
-        from ..engines.vllm_schedule import export_text
+        from ..engines import export_schedule
 
         drafters = prob.drafter_map
-        text, export_notes = export_text(rows, drafters)
+        text, export_notes = export_schedule(export, rows, drafters)
     if plot_path:
         from ..plots import plot_schedule
 

@@ -400,7 +400,7 @@ def _engine(
     rounds: int | None,
     seed: int,
 ) -> dict:
-    from ..engines.trees import check_triple, sglang_tree, sglang_triples
+    from ..engines.sglang import check_triple, sglang_tree, sglang_triples
 
     doc: dict = {}
     if eagle is not None:
@@ -469,17 +469,12 @@ def _engine(
 
 
 def _export(prob: Problem, index: int, p: np.ndarray, doc: dict, target: str) -> None:
-    from ..engines.trees import sglang_export, sglang_tree, vllm_export
+    from ..engines import export_tree
+    from ..engines.sglang import sglang_tree
 
-    d = prob.drafter(index)
-    field = f"drafters[{d.name}].method"
-    if target == "sglang":
-        text, notes = sglang_export(
-            field, d, doc["num_steps"], doc["topk"], doc["num_draft_tokens"]
-        )
-    else:
-        tree = sglang_tree(p, doc["num_steps"], doc["topk"], doc["num_draft_tokens"])
-        text, notes = vllm_export(field, d, tree)
+    steps, topk, tokens = doc["num_steps"], doc["topk"], doc["num_draft_tokens"]
+    tree = sglang_tree(p, steps, topk, tokens)
+    text, notes = export_tree(target, prob.drafter(index), tree, steps, topk, tokens)
     sys.stdout.write(text)
     for message in notes:
         note(message)
