@@ -92,7 +92,7 @@ def simulate_command(
 
         check_plot_path(plot_path, "--plot")
     prob = problem_from_file(problem, simulation=True)
-    doc = simulate(prob, split_names(drafters), k, rounds, seed).document()
+    doc = simulate(prob, split_names(drafters), k, rounds, seed).to_dict()
     if plot_path:
         from ..plots import plot_accepted
 

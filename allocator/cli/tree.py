@@ -19,7 +19,6 @@ from ..model.tree import (
     Tree,
     TreeProgramme,
     round_time,
-    simulate_tree,
     tree_serving,
     tree_step_ms,
 )
@@ -118,26 +117,9 @@ def _print_tree(tree: Tree) -> None:
 
 
 def _simulation(tree: Tree, p: np.ndarray, rounds: int, seed: int) -> dict:
-    from scipy.special import ndtri
+    from ..analysis.simulate import simulate_tree
 
-    from ..analysis.simulate import MAX_ROUNDS
-
-    if rounds < 2:
-        raise InputError("--rounds", "must be at least 2 (the interval needs a spread)")
-    if rounds > MAX_ROUNDS:
-        raise InputError("--rounds", f"at most {MAX_ROUNDS:,}")
-    units = simulate_tree(tree.parents, tree.ranks, p, rounds, seed)
-    mean = float(units.mean())
-    half = float(ndtri(0.5 + LEVEL / 2) * units.std(ddof=1) / np.sqrt(rounds))
-    return {
-        "rounds": rounds,
-        "seed": seed,
-        "mean_accepted": mean,
-        "ci_low": mean - half,
-        "ci_high": mean + half,
-        "level": LEVEL,
-        "model_accepted": tree.expected_accepted,
-    }
+    return simulate_tree(tree, p, rounds, seed).to_dict()
 
 
 #: Largest ``topk`` of one ``--eagle`` setting (SGLang's own defaults stay below 10).
@@ -266,7 +248,7 @@ def tree_command(
         prog = TreeProgramme(p, nodes, depth, width)
         tree = prog.best()
         t = float(_times(prob, index, tree.nodes, tree.depth))
-        doc = {"drafter": name, **tree.document(), "max_nodes": nodes, "max_depth": depth}
+        doc = {"drafter": name, **tree.to_dict(), "max_nodes": nodes, "max_depth": depth}
         doc.update(round_time=t, throughput=tree.expected_accepted / t)
         if rounds is not None:
             doc["simulation"] = _simulation(tree, p, rounds, seed)
@@ -457,7 +439,7 @@ def _engine(
             "num_steps": steps,
             "topk": topk,
             "num_draft_tokens": tokens,
-            **tree.document(),
+            **tree.to_dict(),
             "round_time": t_step,
             "throughput": tree.expected_accepted / t_step,
             "optimal_same_size": optimal,
@@ -570,7 +552,7 @@ def simulate_tree_command(
     sim = _simulation(tree, p, rounds, seed)
     doc = {
         "drafters": [prob.names[index]],
-        "tree": tree.document(),
+        "tree": tree.to_dict(),
         **sim,
         "throughput": sim["mean_accepted"] / t,
         "model_throughput": tree.expected_accepted / t,
