@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from .analysis.paper import PaperReport
     from .analysis.plan import Plan, PlanSweep
     from .analysis.schedule import Schedule
+    from .analysis.simulate import Simulation
+    from .analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
     from .analysis.uncertainty import Progress
     from .estimate import EstimateReport
     from .estimate.calibrate import CalibrationReport
@@ -395,11 +397,113 @@ def paper() -> PaperReport:
     return PaperReport(reproduce())
 
 
+# ---------------------------------------------------------------- token trees, simulation
+# One function per kind of tree document (the optimal tree, the front, SGLang's tree):
+# each returns its own dataclass and takes only the parameters that apply to it.
+
+
+def best_tree(
+    problem: Problem | str | Path,
+    drafters: str | list[str],
+    nodes: int,
+    depth: int = 16,
+    width: int | None = None,
+    *,
+    rounds: int | None = None,
+    seed: int = 0,
+) -> BestTree:
+    """``tree --nodes``: the tree of at most ``nodes`` speculated nodes (1..512), depth at
+    most ``depth`` (1..64) and at most ``width`` children per node (default: every
+    measured rank) with the most expected tokens per step, from the drafter's
+    ``acceptance_by_rank`` (Sequoia's programme, exact); ``drafters`` names the one
+    drafter. With ``rounds`` (2..5e7, seeded by ``seed``) the tree is also simulated."""
+    from .analysis.trees import best_tree as compute
+
+    return compute(_problem(problem), drafters, nodes, depth, width, rounds, seed)
+
+
+def tree_front(
+    problem: Problem | str | Path,
+    drafters: str | list[str],
+    max_nodes: int = 64,
+    depth: int = 16,
+    width: int | None = None,
+) -> TreeFront:
+    """``tree`` without ``--nodes``: the best tree's expected tokens per step, step time and
+    throughput per size ``1..max_nodes`` (the depth ``<= depth`` of most throughput), the
+    size of most throughput, and with a ``serving`` section the tree of most tokens/s per
+    batch size."""
+    from .analysis.trees import tree_front as compute
+
+    return compute(_problem(problem), drafters, max_nodes, depth, width)
+
+
+def engine_tree(
+    problem: Problem | str | Path,
+    drafters: str | list[str],
+    nodes: int | None = None,
+    depth: int = 16,
+    width: int | None = None,
+    *,
+    eagle: tuple[int, int, int] | None = None,
+    rounds: int | None = None,
+    seed: int = 0,
+) -> EngineTree:
+    """``tree --engine`` / ``--eagle``: SGLang's EAGLE tree of the setting ``eagle =
+    (num_steps, topk, num_draft_tokens)``, or without it the setting of most throughput
+    with ``num_steps <= depth``, ``topk <= width`` (default: the measured ranks up to 16)
+    and ``num_draft_tokens - 1 <= nodes`` (default 64); per batch size too with a
+    ``serving`` section. Export it with :func:`allocator.engines.export_tree`."""
+    from .analysis.trees import engine_tree as compute
+
+    return compute(_problem(problem), drafters, nodes, depth, width, eagle, rounds, seed)
+
+
+def simulate(
+    problem: Problem | str | Path,
+    drafters: list[str],
+    k: int | None = None,
+    *,
+    rounds: int,
+    seed: int = 0,
+    nodes: int | None = None,
+    depth: int | None = None,
+) -> Simulation | SimulatedTree:
+    """``simulate``: play ``rounds`` rounds (2..5e7, seeded by ``seed``) beside the closed
+    form: of the chain (``drafters``, ``k``), outcomes drawn from the problem's error
+    model (:class:`~allocator.analysis.simulate.Simulation`), or with ``nodes`` instead of
+    ``k`` of the optimal token tree of at most ``nodes`` nodes and depth at most ``depth``
+    (default 16) of the one drafter named
+    (:class:`~allocator.analysis.trees.SimulatedTree`)."""
+    if nodes is not None:
+        from .analysis.trees import DEFAULT_DEPTH, simulate_best_tree
+
+        if k is not None:
+            raise ParameterError("k", "give k for a chain or nodes for a tree, not both")
+        depth = DEFAULT_DEPTH if depth is None else depth
+        return simulate_best_tree(_problem(problem), drafters, nodes, rounds, depth, seed)
+    from .analysis.simulate import simulate as play
+
+    if k is None:
+        raise ParameterError("k", "give the draft length (or nodes to play a token tree)")
+    if depth is not None:
+        raise ParameterError(
+            "depth", "bounds a token tree (nodes); a chain's depth is its draft length k"
+        )
+    if not isinstance(problem, Problem):
+        from .io.build import problem_from_file
+
+        problem = problem_from_file(problem, simulation=True)
+    return play(problem, drafters, k, rounds, seed)
+
+
 __all__ = [
     "DEFAULT_SAMPLES",
     "MAX_SAMPLES",
+    "best_tree",
     "breakeven",
     "calibrate",
+    "engine_tree",
     "estimate",
     "evaluate",
     "export_plan",
@@ -411,8 +515,10 @@ __all__ = [
     "plan",
     "sample_uncertainty",
     "schedule",
+    "simulate",
     "size_fleet",
     "solve",
     "solve_at_batch",
     "sweep_hosting",
+    "tree_front",
 ]

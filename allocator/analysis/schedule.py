@@ -279,9 +279,9 @@ def check_export(engine: str) -> str:
 def export_schedule(sched: Schedule, problem: Problem, engine: str = "vllm") -> ScheduleExport:
     """``sched`` (of ``problem``) as ``engine`` takes it (docs/design.md §8.6)."""
     check_export(engine)
-    from ..engines.vllm_schedule import export_text
+    from ..engines import export_schedule as engine_schedule
 
-    text, notes = export_text(sched.rows(), problem.drafter_map)
+    text, notes = engine_schedule(engine, sched.rows(), problem.drafter_map)
     return ScheduleExport(engine, text, notes)
 
 

@@ -1,4 +1,7 @@
-"""Monte Carlo rounds of draft-then-verify, drawn from the error model itself.
+"""Monte Carlo rounds of draft-then-verify, beside the closed form: chains drawn from the
+error model itself, and the steps of one token tree drawn from its rank acceptance.
+
+Chains (:func:`simulate`).
 
 Each round draws the joint correct/fail outcome of every member at every position
 from the problem's error model (correlated latent Gaussian draws for the copula
@@ -16,6 +19,12 @@ A subset with a measured ``ensembles`` acceptance is played with that per-positi
 acceptance. For a workload mixture every workload plays ``rounds`` rounds and the
 estimates combine as the model does (``E = 1 / Σ_w p_w / E_w``), with a delta-method
 interval.
+
+Token trees (:func:`simulate_tree`, docs/design.md §8.10). Steps are played from the
+definition of rank acceptance ``p_r`` (not from ``q``): at the accepted node the ranks are
+tried in order, rank ``r`` accepted with probability ``p_r(ℓ)`` once ranks ``< r`` failed;
+the step continues when that rank is a child in the tree. The mean tokens per step is
+reported with the 99% normal interval ``mean ± z_0.995 · sd / √R`` beside ``E``.
 """
 
 from __future__ import annotations
@@ -24,12 +33,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.special import ndtri
 
 from ..exceptions import NotModelledError, ParameterError
 from ..model.acceptance import extend_positions
 from ..model.errors import IndependentErrors
 from ..model.evaluate import evaluate_configs, pooled_acceptance
+from ..model.tree import Tree, node_depths
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -65,7 +74,8 @@ class Simulation:
     #: :func:`accepted_distribution`
     accepted_shares: list[float]
 
-    def document(self) -> dict:
+    def to_dict(self) -> dict:
+        """The ``simulate --json`` document of a chain."""
         return dict(self.__dict__)
 
 
@@ -173,6 +183,8 @@ def simulate(
         )
         model = evaluate_configs(timing, members[None], np.array([k]))
         model["expected_accepted"] = model["throughput"] = np.array([np.nan])
+    from scipy.special import ndtri
+
     z = ndtri(0.5 + LEVEL / 2)
     size = k + 2
     if not problem.workloads:
@@ -211,3 +223,100 @@ def simulate(
 
 def _or_none(x) -> float | None:
     return None if np.isnan(x) else float(x)
+
+
+# ---------------------------------------------------------------- token trees
+def simulate_tree_rounds(
+    parents: np.ndarray, ranks: np.ndarray, p: np.ndarray, rounds: int, seed: int
+) -> np.ndarray:
+    """Tokens per step (bonus convention) of ``rounds`` simulated steps of one tree: int
+    ``(rounds,)``.
+
+    Played from the definition of rank acceptance, not from ``q``: at the accepted node of
+    depth ``ℓ - 1`` the verifier tries the drafter's candidates in rank order and accepts
+    rank ``r`` with probability ``p_r(ℓ)`` once ranks ``< r`` failed (at most one is
+    accepted). The step continues when that candidate is a node of the tree and stops
+    otherwise; each accepted node adds a token to the verifier's own.
+    """
+    parents = np.asarray(parents, dtype=np.int64)
+    ranks = np.asarray(ranks, dtype=np.int64)
+    p = np.atleast_2d(np.asarray(p, dtype=float))
+    n = parents.size
+    width = p.shape[1]
+    child = np.full((n, width + 1), -1, np.int64)  # column 0: no rank accepted
+    for v in range(1, n):
+        if ranks[v] <= width:
+            child[parents[v], ranks[v]] = v
+    depth_max = int(node_depths(parents[None])[0].max()) if n > 1 else 0
+    rng = np.random.default_rng(seed)
+    out = np.ones(rounds, np.int64)
+    chunk = max(1, (1 << 20) // max(1, width * max(depth_max, 1)))
+    for lo in range(0, rounds, chunk):
+        size = min(chunk, rounds - lo)
+        node = np.zeros(size, np.int64)
+        alive = np.ones(size, bool)
+        for level in range(depth_max):
+            u = rng.random((size, width))
+            hit = u < p[min(level, p.shape[0] - 1)][None, :]
+            first = np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, 0)
+            nxt = np.where(first > 0, child[node, first], -1)
+            alive &= nxt >= 0
+            node = np.where(alive, nxt, node)
+            out[lo : lo + size] += alive
+    return out
+
+
+@dataclass
+class TreeSimulation:
+    """``rounds`` simulated steps of one tree (seeded by ``seed``): the mean tokens per
+    step with its two-sided ``level`` normal interval, beside the model's ``E``
+    (``model_accepted``); tokens per step, bonus convention."""
+
+    rounds: int
+    seed: int
+    mean_accepted: float
+    ci_low: float
+    ci_high: float
+    level: float
+    model_accepted: float
+
+    def to_dict(self) -> dict:
+        """The ``simulation`` block of ``tree --json`` (and the body of ``simulate --nodes``)."""
+        return dict(self.__dict__)
+
+
+def simulate_tree(tree: Tree, p: np.ndarray, rounds: int, seed: int = 0) -> TreeSimulation:
+    """Play ``rounds`` steps of ``tree`` under conditional rank acceptance ``p (L, W)``
+    (:func:`simulate_tree_rounds`); ``2 <= rounds <= MAX_ROUNDS``."""
+    from scipy.special import ndtri
+
+    if rounds < 2:
+        raise ParameterError("rounds", "must be at least 2 (the interval needs a spread)")
+    if rounds > MAX_ROUNDS:
+        raise ParameterError("rounds", f"at most {MAX_ROUNDS:,}")
+    units = simulate_tree_rounds(tree.parents, tree.ranks, p, rounds, seed)
+    mean = float(units.mean())
+    half = float(ndtri(0.5 + LEVEL / 2) * units.std(ddof=1) / np.sqrt(rounds))
+    return TreeSimulation(
+        rounds=rounds,
+        seed=seed,
+        mean_accepted=mean,
+        ci_low=mean - half,
+        ci_high=mean + half,
+        level=LEVEL,
+        model_accepted=tree.expected_accepted,
+    )
+
+
+__all__ = [
+    "LEVEL",
+    "MAX_ROUNDS",
+    "Simulation",
+    "TreeSimulation",
+    "accepted_distribution",
+    "simulate",
+    "simulate_rounds",
+    "simulate_tree",
+    "simulate_tree_rounds",
+    "workload_rounds",
+]

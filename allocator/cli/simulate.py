@@ -8,7 +8,9 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from ..analysis.simulate import LEVEL, accepted_distribution, simulate
+from .. import api
+from ..analysis.simulate import LEVEL, accepted_distribution
+from ..analysis.trees import DEFAULT_DEPTH, SimulatedTree, check_tree_options
 from ..core.problem import MAX_K
 from ..exceptions import InputError
 from ..io.build import problem_from_file
@@ -25,7 +27,7 @@ from .common import (
 from .evaluate import split_names
 
 #: Deepest depth of the tree ``--nodes`` plays when ``--depth`` is not given.
-TREE_DEPTH = 16
+TREE_DEPTH = DEFAULT_DEPTH
 
 
 @app.command("simulate")
@@ -75,10 +77,15 @@ def simulate_command(
             raise InputError("--k", "give --k for a chain or --nodes for a tree, not both")
         if plot_path:
             raise InputError("--plot", "draws chains only; leave it out with --nodes")
-        from .tree import simulate_tree_command
-
         depth = TREE_DEPTH if depth is None else depth
-        simulate_tree_command(problem, drafters, nodes, depth, rounds, seed, json_path)
+        check_tree_options(nodes=nodes, depth=depth)
+        precheck_outputs(json=json_path)
+        prob = api.load(problem)
+        played = api.simulate(
+            prob, split_names(drafters), rounds=rounds, seed=seed, nodes=nodes, depth=depth
+        )
+        assert isinstance(played, SimulatedTree)
+        _tree_report(played, json_path)
         return
     if k is None:
         raise InputError("--k", "give the draft length (or --nodes to play a token tree)")
@@ -92,7 +99,7 @@ def simulate_command(
 
         check_plot_path(plot_path, "--plot")
     prob = problem_from_file(problem, simulation=True)
-    doc = simulate(prob, split_names(drafters), k, rounds, seed).document()
+    doc = api.simulate(prob, split_names(drafters), k, rounds=rounds, seed=seed).to_dict()
     if plot_path:
         from ..plots import plot_accepted
 
@@ -131,3 +138,26 @@ def simulate_command(
         fmt(doc["model_throughput"]),
     )
     out.print(t)
+
+
+def _tree_report(played: SimulatedTree, json_path: str | None) -> None:
+    """``simulate --nodes``: the JSON document and the one line of the table."""
+    doc = played.to_dict()
+    if json_path == "-":
+        emit_json(doc, "-")
+        return
+    emit_json(doc, json_path)
+    tree, sim = played.tree, played.simulation
+    out.print(
+        f"{played.drafters[0]}, optimal tree of {tree.nodes} nodes (depth {tree.depth}): "
+        f"{sim.rounds:,} steps, seed {sim.seed}: mean {sim.mean_accepted:.6f} tokens per step, "
+        f"{LEVEL:.0%} interval {sim.ci_low:.6f} - {sim.ci_high:.6f}; "
+        f"model {tree.expected_accepted:.6f}",
+        soft_wrap=True,
+    )
+
+
+__all__ = [
+    "TREE_DEPTH",
+    "simulate_command",
+]

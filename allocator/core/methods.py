@@ -26,7 +26,7 @@ Left out: vLLM's ``dflash``/``dspark``/``ngram_gpu`` and SGLang's ``DFLASH`` and
 ``FROZEN_KV_MTP`` (python/sglang/srt/speculative/spec_info.py): how their draft length
 maps onto ``k`` was not determined from the sources read.
 
-``allocator.engines.trees`` (token trees for ``eagle``/``eagle3``) reuses this table
+``allocator.engines.sglang`` (token trees for ``eagle``/``eagle3``) reuses this table
 through :func:`sglang_algorithm`.
 """
 

@@ -1,25 +1,45 @@
 """The serving engines at the edge: what vLLM and SGLang take (exported settings) and
 what they name things. Nothing inside the model or the solvers imports from here.
 
-- :mod:`.methods`: the one table of drafter methods and each engine's name for them.
-- :mod:`.vllm`: ``--speculative-config`` JSON; :mod:`.sglang`: ``launch_server`` flags.
-- this module: a front point (``solve --export``) or a plan (``plan --export``) as one
-  engine's settings. Every export serves one draft model per server: configurations
-  pooling several drafters are refused, never exported silently.
+- :mod:`.base`: the :class:`Engine` contract (which methods an engine serves, chain
+  settings for (drafter, ``k``), tree settings, a ``k`` schedule by batch size, the
+  refusals);
+- :mod:`.vllm`: ``--speculative-config`` JSON (chains, the schedule by batch size);
+  :mod:`.sglang`: ``launch_server`` flags (chains, EAGLE trees) and how SGLang builds
+  its EAGLE trees;
+- this module: the registry :data:`ENGINES` and the exports the command line and the
+  analyses use: a front point (``solve --export``), a plan (``plan --export``), a
+  schedule (``schedule --export``), a tree (``tree --export``). Every export serves one
+  draft model per server: configurations pooling several drafters are refused, never
+  exported silently. The method table is :mod:`allocator.core.methods`.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ..core.methods import resolve_method
 from ..exceptions import ParameterError
-from .sglang import launch_flags
-from .vllm import DrafterLike, speculative_config
+from .base import DrafterLike, Engine
+from .sglang import SGLang
+from .vllm import VLLM
 
-TARGETS = ("vllm", "sglang")
+if TYPE_CHECKING:
+    from ..model.tree import Tree
+
+#: Every engine by its ``--export`` name.
+ENGINES: dict[str, Engine] = {"vllm": VLLM(), "sglang": SGLang()}
+#: The ``--export`` names, in registry order.
+TARGETS: tuple[str, ...] = tuple(ENGINES)
+
+
+def get_engine(target: str) -> Engine:
+    """The engine named ``target``; a :class:`ParameterError` naming ``export`` otherwise."""
+    if target not in ENGINES:
+        raise ParameterError("export", f"{target!r} is not one of {', '.join(TARGETS)}")
+    return ENGINES[target]
 
 
 def pick_point(points: list[dict], pick: int | None) -> dict:
@@ -33,41 +53,19 @@ def pick_point(points: list[dict], pick: int | None) -> dict:
     return points[pick - 1]
 
 
-def _check_target(target: str) -> None:
-    if target not in TARGETS:
-        raise ParameterError("export", f"{target!r} is not one of {', '.join(TARGETS)}")
-
-
-def _single(names: list[str], drafters: Mapping[str, DrafterLike], target: str, what: str):
-    engine = {"vllm": "vLLM", "sglang": "SGLang"}[target]
-    if len(names) != 1:
-        raise ParameterError(
-            "export",
-            f"{what} pools {len(names)} drafters ({', '.join(names)}); {engine} runs one "
-            "draft model, so it cannot serve this ensemble (choose single-drafter "
-            "configurations, e.g. search.m.max: 1)",
-        )
-    return drafters[names[0]]
-
-
 def settings(target: str, drafter: DrafterLike, k: int) -> tuple[dict | list[str], list[str]]:
     """One drafter at ``k`` as ``target``'s settings (vLLM: a dict; SGLang: argv words)."""
-    _check_target(target)
-    if target == "vllm":
-        return speculative_config(drafter, k)
-    return launch_flags(drafter, k)
+    return get_engine(target).chain_settings(drafter, k)
 
 
 def export_point(
     target: str, point: dict, drafters: Mapping[str, DrafterLike]
 ) -> tuple[str, list[str]]:
     """What ``solve --export`` prints (vLLM's JSON or SGLang's shell-quoted flags) and notes."""
-    _check_target(target)
-    drafter = _single(list(point["drafters"]), drafters, target, "the configuration")
-    value, notes = settings(target, drafter, int(point["k"]))
-    if isinstance(value, dict):
-        return json.dumps(value) + "\n", notes
-    return shlex.join(value) + "\n", notes
+    engine = get_engine(target)
+    drafter = engine.check(list(point["drafters"]), drafters, "the configuration")
+    value, notes = engine.chain_settings(drafter, int(point["k"]))
+    return engine.text(value), notes
 
 
 def export_text(target: str, point: dict, drafters: Mapping[str, DrafterLike]) -> str:
@@ -84,12 +82,12 @@ def export_plan(
     workload its drafter, ``k`` and the server settings that run it (vLLM:
     ``speculative_config``; SGLang: ``flags`` and ``args``, the same shell-quoted).
     """
-    _check_target(target)
+    engine = get_engine(target)
     notes: list[str] = []
     routes = []
     for w in plan["workloads"]:
-        drafter = _single(list(w["drafters"]), drafters, target, f"workload {w['name']!r}")
-        value, more = settings(target, drafter, int(w["k"]))
+        drafter = engine.check(list(w["drafters"]), drafters, f"workload {w['name']!r}")
+        value, more = engine.chain_settings(drafter, int(w["k"]))
         notes.extend(n for n in more if n not in notes)
         route: dict = {
             "workload": w["name"],
@@ -112,6 +110,24 @@ def export_plan(
     return doc, notes
 
 
+def export_schedule(
+    target: str, rows: list[dict], drafters: Mapping[str, DrafterLike]
+) -> tuple[str, list[str]]:
+    """What ``schedule --export`` prints for a schedule's ``rows`` (``schedule --json``'s
+    rows), one line, and notes; refused by an engine without a schedule setting."""
+    engine = get_engine(target)
+    config, notes = engine.schedule_settings(rows, drafters)
+    return engine.text(config), notes
+
+
+def export_tree(
+    target: str, drafter: DrafterLike, tree: Tree, steps: int, topk: int, tokens: int
+) -> tuple[str, list[str]]:
+    """What ``tree --export`` prints for SGLang's EAGLE setting ``(steps, topk, tokens)``
+    building ``tree`` (:func:`allocator.engines.sglang.sglang_tree`), one line, and notes."""
+    return get_engine(target).tree_export(drafter, tree, steps, topk, tokens)
+
+
 def convention_warning(convention: str) -> str | None:
     """A note when ``k`` of the problem does not mean what the serving system means by it."""
     if convention == "paper":
@@ -124,11 +140,17 @@ def convention_warning(convention: str) -> str | None:
 
 
 __all__ = [
+    "ENGINES",
     "TARGETS",
+    "DrafterLike",
+    "Engine",
     "convention_warning",
     "export_plan",
     "export_point",
+    "export_schedule",
     "export_text",
+    "export_tree",
+    "get_engine",
     "pick_point",
     "settings",
 ]

@@ -1,8 +1,10 @@
-"""SGLang's ``launch_server`` flags for one drafter at draft length ``k`` (a chain).
+"""SGLang: ``launch_server`` flags for one drafter (a chain) and for an EAGLE token tree, and
+the trees SGLang's EAGLE builds from ``(num_steps, topk, num_draft_tokens)``, evaluated under
+the rank-acceptance model of :mod:`allocator.model.tree` (docs/design.md §8.8, §8.10).
 
 Flags follow ``python/sglang/srt/args/speculative_args.py`` and ``ServerArgs.
 _handle_speculative_decoding`` in ``python/sglang/srt/server_args.py`` (sgl-project/
-sglang, commit 4bc0b6e6; see :mod:`.methods`):
+sglang, commit 4bc0b6e6; see :mod:`allocator.core.methods`):
 
 - ``EAGLE``/``EAGLE3``/``STANDALONE``/``NEXTN`` take ``--speculative-draft-model-path``
   (``NEXTN`` only when a ``model`` is given), ``--speculative-num-steps k``,
@@ -14,12 +16,55 @@ sglang, commit 4bc0b6e6; see :mod:`.methods`):
   ``--speculative-num-draft-tokens k + 1`` (default 12). SGLang's n-gram matching
   flags are its own (``--speculative-ngram-*``); vLLM's ``prompt_lookup_min/max`` have
   no SGLang counterpart in that source and are not exported.
+
+How SGLang expands and prunes the candidate tree, followed from sgl-project/sglang
+(versions stored in the search index): ``python/sglang/srt/speculative/spec_utils.py`` at
+``00731f0b`` (``select_top_k_tokens``: ``_select_top_k_tokens_first`` / ``_later``),
+``python/sglang/srt/speculative/eagle_utils.py`` at ``003ddbce`` (``organize_draft_results``,
+``build_tree_kernel_efficient``, ``verify_tree_greedy_func``: greedy verification walks at
+most one matching child per node), the older ``build_eagle_tree.py`` at ``009db01a``
+(``build_tree_kernel_efficient_preprocess``, the same selection) and
+``python/sglang/srt/server_args.py`` (the ``speculative_eagle_topk == 1`` adjustment):
+
+1. Step 0 (the draft pass after the last verification): the root's ``topk`` most likely
+   draft tokens, scored by their draft probability, become candidates *and* the frontier.
+2. Steps ``1 .. num_steps - 1``: every frontier node gets its own ``topk`` children, scored
+   ``parent score × child draft probability`` (``expand_scores``); all ``topk²`` become
+   candidates, and the ``topk`` highest-scored of them become the next frontier.
+3. The ``num_draft_tokens - 1`` highest-scored candidates of all steps (``torch.topk`` over
+   the concatenated ``score_list``, then sorted by index) are verified with the root: the
+   verified tree has ``num_draft_tokens`` tokens including the root. A child's score never
+   exceeds its parent's, so the selection is closed under parents.
+4. ``topk == 1`` forces ``num_draft_tokens = num_steps + 1`` (a chain). Each of the
+   ``num_steps`` steps is one draft forward pass over the frontier.
+
+The assumption mapping scores to the model (expected-value version). The engine ranks by
+the draft model's probabilities, which vary from token to token; here the draft's
+probability of its rank-``r`` token at depth ``ℓ`` is taken to equal ``q_r(ℓ)``, the
+probability that this token is the target's (a *calibrated* drafter with its average rank
+profile). Under that assumption every candidate's score is exactly its path probability,
+the engine's tree is deterministic, and ``E = 1 + Σ`` (the ``num_draft_tokens - 1`` largest
+scores). Real scores fluctuate around that profile, so the engine's per-step choice adapts
+and can do better than this fixed tree; ties are broken by candidate index (``torch.topk``
+leaves them unspecified). Ranks beyond the measured ``acceptance_by_rank`` score 0
+(``tree --eagle`` says so in a note when its ``topk`` reaches them).
+
+Tree exports. SGLang's flags are :func:`eagle_flags` (algorithm from the one method table,
+:mod:`allocator.core.methods`; draft path; the triple), as for a chain; trees are exported
+for ``EAGLE`` and ``EAGLE3`` (methods ``eagle``, ``eagle3``).
 """
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import dataclass
+
+import numpy as np
+
 from ..core.methods import required_model, resolve_method, sglang_algorithm
-from .vllm import DrafterLike
+from ..exceptions import ParameterError
+from ..model.tree import Tree, edge_weights, make_tree
+from .base import DrafterLike, Engine, tree_method
 
 
 def launch_flags(drafter: DrafterLike, k: int) -> tuple[list[str], list[str]]:
@@ -54,7 +99,7 @@ def eagle_flags(
     ``STANDALONE``, ``NEXTN``) for ``method``, and notes: the draft model path where the
     method takes one and the draft tree ``(num_steps, eagle_topk, num_draft_tokens)``; a
     chain of ``k`` is ``(k, 1, k + 1)``, a token tree any triple
-    (:mod:`allocator.engines.trees`)."""
+    (:func:`sglang_tree`)."""
     notes: list[str] = []
     flags = ["--speculative-algorithm", sglang_algorithm(drafter.name, method)]
     model = required_model(drafter.name, method, drafter.model)
@@ -74,3 +119,162 @@ def eagle_flags(
         str(int(tokens)),
     ]
     return flags, notes
+
+
+# ---------------------------------------------------------------- EAGLE token trees
+def _weights(p: np.ndarray, depth: int, topk: int) -> np.ndarray:
+    """``q_r(ℓ)`` for ``ℓ = 1..depth``, ``r = 1..topk``: ``(depth, topk)``, 0 beyond the
+    measured ranks."""
+    q = edge_weights(np.atleast_2d(p))
+    rows = q[np.minimum(np.arange(depth), q.shape[0] - 1)]
+    out = np.zeros((depth, topk))
+    w = min(topk, q.shape[1])
+    out[:, :w] = rows[:, :w]
+    return out
+
+
+@dataclass(frozen=True)
+class EagleCandidates:
+    """Every candidate SGLang drafts for ``(steps, topk)``, in its ``score_list`` order:
+    ``score``, ``parent`` (candidate index, -1 for the root), ``rank`` (1-based), all
+    ``(topk + (steps - 1) * topk**2,)``."""
+
+    score: np.ndarray
+    parent: np.ndarray
+    rank: np.ndarray
+
+
+def sglang_candidates(p: np.ndarray, steps: int, topk: int) -> EagleCandidates:
+    """The candidates of steps ``0..steps-1`` (see the module docstring)."""
+    q = _weights(p, steps, topk)
+    score = [q[0].copy()]
+    parent = [np.full(topk, -1)]
+    rank = [np.arange(1, topk + 1)]
+    frontier = np.arange(topk)  # candidate indices
+    front_score = q[0].copy()
+    offset = topk
+    for i in range(1, steps):
+        expand = front_score[:, None] * q[i][None, :]  # (topk, topk)
+        score.append(expand.ravel())
+        parent.append(np.repeat(frontier, topk))
+        rank.append(np.tile(np.arange(1, topk + 1), topk))
+        order = np.argsort(-expand.ravel(), kind="stable")[:topk]
+        frontier = offset + order
+        front_score = expand.ravel()[order]
+        offset += topk * topk
+    return EagleCandidates(np.concatenate(score), np.concatenate(parent), np.concatenate(rank))
+
+
+def max_draft_tokens(steps: int, topk: int) -> int:
+    """Largest ``num_draft_tokens`` SGLang can fill: every candidate plus the root."""
+    return 1 if topk == 1 and steps == 0 else topk + (steps - 1) * topk * topk + 1
+
+
+def check_triple(steps: int, topk: int, tokens: int, field: str = "eagle") -> None:
+    """Refuse a setting SGLang does not run (a :class:`ParameterError` naming ``field``):
+    ``num_steps >= 1``, ``topk >= 1``, ``num_draft_tokens >= 2``, ``num_draft_tokens =
+    num_steps + 1`` at ``topk`` 1, and no more draft tokens than candidates plus the root."""
+    if steps < 1 or topk < 1 or tokens < 2:
+        raise ParameterError(field, "needs num_steps >= 1, topk >= 1 and num_draft_tokens >= 2")
+    if topk == 1 and tokens != steps + 1:
+        raise ParameterError(
+            field, f"topk 1 is a chain: SGLang sets num_draft_tokens = num_steps + 1 = {steps + 1}"
+        )
+    most = max_draft_tokens(steps, topk)
+    if tokens > most:
+        raise ParameterError(
+            field,
+            f"num_draft_tokens {tokens} exceeds the {most - 1} candidates of {steps} step(s) "
+            f"at topk {topk} plus the root ({most})",
+        )
+
+
+def sglang_tree(p: np.ndarray, steps: int, topk: int, tokens: int) -> Tree:
+    """The verified tree of ``(steps, topk, tokens)``: node 0 the root, then the selected
+    candidates in candidate order (SGLang sorts the selection by index)."""
+    check_triple(steps, topk, tokens)
+    c = sglang_candidates(p, steps, topk)
+    order = np.argsort(-c.score, kind="stable")[: tokens - 1]
+    chosen = np.sort(order)
+    node_of = {int(cand): i + 1 for i, cand in enumerate(chosen)}
+    parents = [-1] + [node_of.get(int(c.parent[x]), 0) for x in chosen]
+    ranks = [0] + [int(c.rank[x]) for x in chosen]
+    return make_tree(parents, ranks, p)
+
+
+def sglang_expected(p: np.ndarray, steps: int, topk: int, max_tokens: int) -> np.ndarray:
+    """``E`` of ``(steps, topk, T)`` for ``T = 2..max_tokens``: ``(max_tokens - 1,)``,
+    NaN where ``T`` exceeds what the steps can fill. Scores are path probabilities, so
+    ``E(T) = 1 + (sum of the T - 1 largest scores)``."""
+    s = np.sort(sglang_candidates(p, steps, topk).score)[::-1]
+    out = np.full(max_tokens - 1, np.nan)
+    m = min(s.size, max_tokens - 1)
+    out[:m] = 1.0 + np.cumsum(s[:m])
+    return out
+
+
+@dataclass(frozen=True)
+class EagleTriples:
+    """Evaluated SGLang settings: ``steps``, ``topk``, ``tokens`` (num_draft_tokens) and
+    ``expected_accepted`` (tokens per step), all ``(C,)``."""
+
+    steps: np.ndarray
+    topk: np.ndarray
+    tokens: np.ndarray
+    expected_accepted: np.ndarray
+
+
+def sglang_triples(p: np.ndarray, max_steps: int, max_topk: int, max_nodes: int) -> EagleTriples:
+    """Every valid ``(steps ≤ max_steps, topk ≤ max_topk, tokens - 1 ≤ max_nodes)``."""
+    rows: list[np.ndarray] = []
+    for steps in range(1, max_steps + 1):
+        for topk in range(1, max_topk + 1):
+            e = sglang_expected(p, steps, topk, max_nodes + 1)
+            t = np.arange(2, max_nodes + 2)
+            ok = np.isfinite(e) & ((topk > 1) | (t == steps + 1))
+            rows.append(np.stack([np.full(ok.sum(), steps), np.full(ok.sum(), topk), t[ok], e[ok]]))
+    a = np.concatenate(rows, axis=1)
+    return EagleTriples(a[0].astype(int), a[1].astype(int), a[2].astype(int), a[3])
+
+
+class SGLang(Engine):
+    """SGLang (``python -m sglang.launch_server ... <flags>``)."""
+
+    name = "sglang"
+    label = "SGLang"
+    has_trees = True
+
+    def method_name(self, drafter: str, method: str) -> str:
+        return sglang_algorithm(drafter, method)
+
+    def chain_settings(self, drafter: DrafterLike, k: int) -> tuple[list[str], list[str]]:
+        return launch_flags(drafter, k)
+
+    def text(self, settings: dict[str, object] | list[str]) -> str:
+        assert isinstance(settings, list)
+        return shlex.join(settings) + "\n"
+
+    def tree_export(
+        self, drafter: DrafterLike, tree: Tree, steps: int, topk: int, tokens: int
+    ) -> tuple[str, list[str]]:
+        """The flags of one triple (shell-quoted, one line) and notes: :func:`eagle_flags`,
+        as for a chain. Refused (naming ``drafters[NAME].method``) unless the drafter's
+        method is ``eagle`` or ``eagle3``."""
+        method = tree_method(drafter, f"drafters[{drafter.name}].method")
+        flags, notes = eagle_flags(drafter, method, steps, topk, tokens)
+        return shlex.join(flags) + "\n", notes
+
+
+__all__ = [
+    "EagleCandidates",
+    "EagleTriples",
+    "SGLang",
+    "check_triple",
+    "eagle_flags",
+    "launch_flags",
+    "max_draft_tokens",
+    "sglang_candidates",
+    "sglang_expected",
+    "sglang_triples",
+    "sglang_tree",
+]

@@ -177,7 +177,8 @@ class Tree:
     def depth(self) -> int:
         return int(node_depths(self.parents[None])[0].max())
 
-    def document(self) -> dict:
+    def to_dict(self) -> dict:
+        """The tree as the documents of ``tree --json`` hold it."""
         return {
             "expected_accepted": float(self.expected_accepted),
             "nodes": self.nodes,
@@ -374,42 +375,22 @@ def tree_step_ms(
     )
 
 
-# ---------------------------------------------------------------- Monte Carlo of tree rounds
-def simulate_tree(
-    parents: np.ndarray, ranks: np.ndarray, p: np.ndarray, rounds: int, seed: int
-) -> np.ndarray:
-    """Tokens per step (bonus convention) of ``rounds`` simulated steps of one tree: int
-    ``(rounds,)``.
-
-    Played from the definition of rank acceptance, not from ``q``: at the accepted node of
-    depth ``ℓ - 1`` the verifier tries the drafter's candidates in rank order and accepts
-    rank ``r`` with probability ``p_r(ℓ)`` once ranks ``< r`` failed (at most one is
-    accepted). The step continues when that candidate is a node of the tree and stops
-    otherwise; each accepted node adds a token to the verifier's own.
-    """
-    parents = np.asarray(parents, dtype=np.int64)
-    ranks = np.asarray(ranks, dtype=np.int64)
-    p = np.atleast_2d(np.asarray(p, dtype=float))
-    n = parents.size
-    width = p.shape[1]
-    child = np.full((n, width + 1), -1, np.int64)  # column 0: no rank accepted
-    for v in range(1, n):
-        if ranks[v] <= width:
-            child[parents[v], ranks[v]] = v
-    depth_max = int(node_depths(parents[None])[0].max()) if n > 1 else 0
-    rng = np.random.default_rng(seed)
-    out = np.ones(rounds, np.int64)
-    chunk = max(1, (1 << 20) // max(1, width * max(depth_max, 1)))
-    for lo in range(0, rounds, chunk):
-        size = min(chunk, rounds - lo)
-        node = np.zeros(size, np.int64)
-        alive = np.ones(size, bool)
-        for level in range(depth_max):
-            u = rng.random((size, width))
-            hit = u < p[min(level, p.shape[0] - 1)][None, :]
-            first = np.where(hit.any(axis=1), hit.argmax(axis=1) + 1, 0)
-            nxt = np.where(first > 0, child[node, first], -1)
-            alive &= nxt >= 0
-            node = np.where(alive, nxt, node)
-            out[lo : lo + size] += alive
-    return out
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "SKIP_MARGIN",
+    "Tree",
+    "TreeProgramme",
+    "chain_expected",
+    "check_tree",
+    "edge_weights",
+    "from_unconditional",
+    "make_tree",
+    "node_depths",
+    "path_probabilities",
+    "rank_matrix",
+    "round_time",
+    "tree_expected",
+    "tree_serving",
+    "tree_step_ms",
+]

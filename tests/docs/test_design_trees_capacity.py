@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from allocator.analysis.fleet import serving_grid, sweep_load
-from allocator.engines.trees import sglang_tree
+from allocator.engines.sglang import sglang_tree
 from allocator.io.build import problem_from_file
 from allocator.model.memory import MemoryModel
 from allocator.model.tree import TreeProgramme, tree_expected, tree_serving, tree_step_ms

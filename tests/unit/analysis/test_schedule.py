@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from allocator.analysis.schedule import schedule, speculation_off_from
 from allocator.cli import app
-from allocator.engines.vllm_schedule import batch_ranges, speculative_config
+from allocator.engines.vllm import batch_ranges
+from allocator.engines.vllm import schedule_config as speculative_config
 from allocator.exceptions import InputError
 from allocator.io.build import problem_from_file, problem_from_spec
 from allocator.io.spec import Drafter, parse_problem

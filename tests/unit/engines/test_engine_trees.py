@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from allocator.engines.trees import sglang_expected, sglang_tree, sglang_triples
+from allocator.engines.sglang import sglang_expected, sglang_tree, sglang_triples
 from allocator.model.acceptance import expected_accepted
 from tests.support.cli_runner import run
 
@@ -234,7 +234,7 @@ drafters:
 def test_engine_caps_the_default_width_at_16(tmp_path, monkeypatch):
     """A drafter with 200 measured ranks: --engine searched every topk up to 200 by
     default (minutes); it now stops at 16 unless --width asks for more."""
-    import allocator.engines.trees as trees
+    import allocator.analysis.trees as trees  # where the engine search calls it
 
     path = tmp_path / "wide.yaml"
     path.write_text(WIDE % ", ".join(["0.01"] * 199))

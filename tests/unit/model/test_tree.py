@@ -11,12 +11,12 @@ import math
 import numpy as np
 import pytest
 
+from allocator.analysis.simulate import simulate_tree_rounds
 from allocator.model.acceptance import expected_accepted
 from allocator.model.tree import (
     TreeProgramme,
     check_tree,
     make_tree,
-    simulate_tree,
     tree_expected,
 )
 from tests.support.cli_runner import run
@@ -139,7 +139,7 @@ def test_simulated_tree_inside_its_interval(seed):
     p = np.array([[0.7, 0.4, 0.3], [0.6, 0.35, 0.2]])
     tree = TreeProgramme(p, 20, 5).best()
     rounds = 200_000
-    units = simulate_tree(tree.parents, tree.ranks, p, rounds, seed)
+    units = simulate_tree_rounds(tree.parents, tree.ranks, p, rounds, seed)
     half = 2.576 * units.std(ddof=1) / np.sqrt(rounds)
     assert abs(units.mean() - tree.expected_accepted) < half
     # and it plays the tree, not a chain: some steps pass through rank-2 nodes
@@ -149,8 +149,8 @@ def test_simulated_tree_inside_its_interval(seed):
 def test_simulation_is_reproducible():
     p = np.array([[0.8, 0.5]])
     tree = make_tree([-1, 0, 0, 1], [0, 1, 2, 1], p)
-    a = simulate_tree(tree.parents, tree.ranks, p, 1000, 5)
-    b = simulate_tree(tree.parents, tree.ranks, p, 1000, 5)
+    a = simulate_tree_rounds(tree.parents, tree.ranks, p, 1000, 5)
+    b = simulate_tree_rounds(tree.parents, tree.ranks, p, 1000, 5)
     assert np.array_equal(a, b)
 
 

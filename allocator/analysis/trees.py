@@ -1,0 +1,624 @@
+"""Token trees of one drafter (docs/design.md §8.10): the optimal tree of at most ``n``
+nodes, the front of tree size against throughput, the EAGLE trees SGLang builds, and the
+optimal tree simulated.
+
+Each question returns a dataclass whose ``to_dict()`` is the ``tree --json`` (or
+``simulate --nodes --json``) document. The maths (``E`` of a tree, Sequoia's programme,
+the step time) is :mod:`allocator.model.tree`; SGLang's tree construction is
+:mod:`allocator.engines.sglang`; the Monte Carlo is :mod:`allocator.analysis.simulate`.
+
+Units: ``expected_accepted`` in tokens per step (bonus convention: the verifier's own
+token counted); ``round_time`` in verifier-units of time; ``throughput`` in tokens per
+verifier-unit; the ``serving`` rows in the units of :mod:`allocator.model.serving`
+(ms, tokens/s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.problem import Problem
+from ..engines.sglang import check_triple, sglang_tree, sglang_triples
+from ..exceptions import NotModelledError, ParameterError
+from ..model.tree import (
+    MAX_DEPTH,
+    MAX_NODES,
+    Tree,
+    TreeProgramme,
+    round_time,
+    tree_serving,
+    tree_step_ms,
+)
+from .simulate import TreeSimulation, simulate_tree
+
+#: Tree sizes of the front (and the node budget of the engine search) when ``nodes`` is
+#: not given.
+FRONT_NODES = 64
+#: Deepest depth when ``depth`` is not given.
+DEFAULT_DEPTH = 16
+#: Largest ``topk`` of one SGLang setting (SGLang's own defaults stay below 10).
+MAX_TOPK = 64
+#: Largest ``topk`` the engine search tries without ``width``: it drafts
+#: ``topk + (steps - 1)·topk²`` candidates per setting, so a drafter with hundreds of
+#: measured ranks would take minutes; SGLang's own defaults stay below 10.
+ENGINE_TOPK = 16
+
+
+# ---------------------------------------------------------------- arguments
+def check_tree_options(
+    *,
+    nodes: int | None = None,
+    max_nodes: int | None = None,
+    depth: int = DEFAULT_DEPTH,
+    width: int | None = None,
+) -> None:
+    """Refuse tree sizes outside ``1..MAX_NODES``, a depth outside ``1..MAX_DEPTH`` and a
+    width below 1 (:class:`ParameterError` naming the parameter)."""
+    for name, value, top in (("nodes", nodes, MAX_NODES), ("max_nodes", max_nodes, MAX_NODES)):
+        if value is not None and not 1 <= value <= top:
+            raise ParameterError(name, f"{value} is outside 1..{top} (speculated nodes)")
+    if not 1 <= depth <= MAX_DEPTH:
+        raise ParameterError("depth", f"{depth} is outside 1..{MAX_DEPTH}")
+    if width is not None and width < 1:
+        raise ParameterError("width", f"{width} is below 1")
+
+
+def tree_drafter(problem: Problem, drafters: str | Sequence[str]) -> tuple[int, np.ndarray]:
+    """The one drafter that drafts the tree (``drafters``: its name, or a list holding only
+    it) as ``(index, acceptance_by_rank (L, W))``; refuses several names, an unknown name
+    and a drafter without ``acceptance_by_rank``."""
+    chosen = [drafters] if isinstance(drafters, str) else list(drafters)
+    if len(chosen) != 1:
+        raise ParameterError(
+            "drafters", f"name one drafter (one model drafts a tree); got {len(chosen)}"
+        )
+    index = int(np.flatnonzero(problem.mask(chosen, "drafters"))[0])
+    p = problem.drafter(index).acceptance_by_rank
+    if p is None:
+        raise ParameterError(
+            "drafters",
+            f"drafter {chosen[0]!r} has no acceptance_by_rank (the acceptance of its rank-r "
+            "candidate; `allocator estimate` writes it from per-rank columns NAME@r)",
+        )
+    return index, p
+
+
+def check_eagle(steps: int, topk: int, tokens: int) -> None:
+    """Refuse an SGLang setting ``(num_steps, topk, num_draft_tokens)`` beyond the caps of
+    the optimal tree (``MAX_DEPTH``, ``MAX_NODES + 1``) or a ``topk`` above ``MAX_TOPK``
+    (so the ``topk + (steps - 1)·topk²`` candidates SGLang drafts stay countable), and
+    one SGLang would not run (:func:`allocator.engines.sglang.check_triple`)."""
+    for what, value, top in (
+        ("num_steps", steps, MAX_DEPTH),
+        ("topk", topk, MAX_TOPK),
+        ("num_draft_tokens", tokens, MAX_NODES + 1),
+    ):
+        if value > top:
+            raise ParameterError("eagle", f"{what} {value} is above {top}, the most planned")
+    check_triple(steps, topk, tokens)
+
+
+def rank_one_note(problem: Problem, index: int, p: np.ndarray) -> str | None:
+    """A note when ``acceptance`` and ``acceptance_by_rank``'s rank 1 (``p (L, W)``)
+    disagree by more than 0.005 at some depth (the last entry of each repeating): the
+    chain commands read the first, trees the second, so their answers would not be of one
+    drafter."""
+    chain = np.asarray(problem.acceptance[index], dtype=float)
+    rank1 = p[:, 0]
+    n = max(chain.size, rank1.size)
+    a = chain[np.minimum(np.arange(n), chain.size - 1)]
+    b = rank1[np.minimum(np.arange(n), rank1.size - 1)]
+    j = int(np.argmax(np.abs(a - b)))
+    if abs(a[j] - b[j]) <= 0.005:
+        return None
+    return (
+        f"drafters.{index}.acceptance gives {a[j]:.4g} at position {j + 1} where "
+        f"acceptance_by_rank's rank 1 gives {b[j]:.4g}: chains (solve, evaluate, capacity) "
+        "read acceptance, trees acceptance_by_rank; make rank 1 the chain's acceptance"
+    )
+
+
+def drafter_round_time(problem: Problem, index: int, nodes, depth) -> np.ndarray:
+    """Verifier-units of one step of drafter ``index``'s tree of ``nodes`` speculated nodes
+    and ``depth`` levels (:func:`allocator.model.tree.round_time`); any shapes
+    broadcasting together."""
+    return round_time(
+        nodes,
+        depth,
+        float(problem.unit_cost[index]),
+        problem.pass_cost,
+        problem.token_cost,
+        problem.pass_cost_curve,
+    )
+
+
+# ---------------------------------------------------------------- results
+@dataclass(frozen=True)
+class TreeServingRow:
+    """Per batch size, the tree (``nodes``, ``depth``) of most tokens/s, and its serving
+    metrics (:func:`allocator.model.serving.metrics_from`'s keys; ``None``: not finite)."""
+
+    batch: int
+    nodes: int
+    depth: int
+    metrics: dict[str, float | None]
+
+    def to_dict(self) -> dict:
+        return {"batch": self.batch, "nodes": self.nodes, "depth": self.depth, **self.metrics}
+
+
+@dataclass(frozen=True)
+class EagleServingRow:
+    """Per batch size, SGLang's setting of most tokens/s, and its serving metrics."""
+
+    batch: int
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+    metrics: dict[str, float | None]
+
+    def to_dict(self) -> dict:
+        return {
+            "batch": self.batch,
+            "num_steps": self.num_steps,
+            "topk": self.topk,
+            "num_draft_tokens": self.num_draft_tokens,
+            **self.metrics,
+        }
+
+
+@dataclass
+class BestTree:
+    """``tree --nodes N``: the tree of at most ``max_nodes`` speculated nodes and depth at
+    most ``max_depth`` with the most expected tokens per step, its step time and
+    throughput; ``simulation`` with ``rounds``. ``rank_note``: see :func:`rank_one_note`."""
+
+    drafter: str
+    tree: Tree
+    max_nodes: int
+    max_depth: int
+    round_time: float
+    throughput: float
+    simulation: TreeSimulation | None = None
+    rank_note: str | None = None
+
+    @property
+    def notes(self) -> list[str]:
+        return [] if self.rank_note is None else [self.rank_note]
+
+    def to_dict(self) -> dict:
+        doc: dict = {
+            "drafter": self.drafter,
+            **self.tree.to_dict(),
+            "max_nodes": self.max_nodes,
+            "max_depth": self.max_depth,
+            "round_time": self.round_time,
+            "throughput": self.throughput,
+        }
+        if self.simulation is not None:
+            doc["simulation"] = self.simulation.to_dict()
+        if self.rank_note is not None:
+            doc["notes"] = [self.rank_note]
+        return doc
+
+
+@dataclass(frozen=True)
+class FrontRow:
+    """One tree size of the front: the depth of most throughput and its ``E``, the most
+    ``E`` at any depth, the step time and throughput at that depth."""
+
+    nodes: int
+    expected_accepted: float
+    depth: int
+    expected_accepted_any_depth: float
+    round_time: float
+    throughput: float
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class TreeFront:
+    """``tree`` without ``--nodes``: per size ``1..max_nodes`` the best tree of depth at
+    most ``max_depth`` (:class:`FrontRow`), ``best`` the size of most throughput, and with
+    a ``serving`` section the tree of most tokens/s per batch size (``None`` without);
+    ``serving_notes``: the batch sizes left out."""
+
+    drafter: str
+    max_nodes: int
+    max_depth: int
+    front: list[FrontRow]
+    best: FrontRow
+    serving: list[TreeServingRow] | None = None
+    serving_notes: list[str] = field(default_factory=list)
+    rank_note: str | None = None
+
+    @property
+    def notes(self) -> list[str]:
+        return [*self.serving_notes, *([] if self.rank_note is None else [self.rank_note])]
+
+    def to_dict(self) -> dict:
+        doc: dict = {
+            "max_nodes": self.max_nodes,
+            "max_depth": self.max_depth,
+            "front": [r.to_dict() for r in self.front],
+            "best": self.best.to_dict(),
+        }
+        if self.serving is not None:
+            doc["serving"] = [r.to_dict() for r in self.serving]
+            if self.serving_notes:
+                doc["notes"] = list(self.serving_notes)
+        doc["drafter"] = self.drafter
+        if self.rank_note is not None:
+            doc["notes"] = [*doc.get("notes", []), self.rank_note]
+        return doc
+
+
+@dataclass(frozen=True)
+class EagleSetting:
+    """One SGLang setting and its expected tokens per step."""
+
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+    expected_accepted: float
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class EngineTree:
+    """``tree --engine`` / ``--eagle``: SGLang's EAGLE setting ``(num_steps, topk,
+    num_draft_tokens)`` (searched or given), the tree it builds, its step time and
+    throughput, and ``optimal_same_size``, the programme's best ``E`` with at most as many
+    nodes and depth at most ``num_steps``.
+
+    Of a search only: ``searched`` (settings evaluated), ``best_expected`` (the setting of
+    most ``E``), ``serving`` (per batch size, with a serving section). ``setting_notes``:
+    about the ranks searched or scored; ``serving_notes``: batch sizes left out;
+    ``simulation`` with ``rounds``.
+    """
+
+    drafter: str
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+    tree: Tree
+    round_time: float
+    throughput: float
+    optimal_same_size: float
+    searched: int | None = None
+    best_expected: EagleSetting | None = None
+    serving: list[EagleServingRow] | None = None
+    simulation: TreeSimulation | None = None
+    setting_notes: list[str] = field(default_factory=list)
+    serving_notes: list[str] = field(default_factory=list)
+    rank_note: str | None = None
+
+    engine = "sglang"
+
+    @property
+    def notes(self) -> list[str]:
+        rank = [] if self.rank_note is None else [self.rank_note]
+        return [*self.setting_notes, *self.serving_notes, *rank]
+
+    def to_dict(self) -> dict:
+        doc: dict = {}
+        if self.setting_notes:
+            doc["notes"] = list(self.setting_notes)
+        if self.searched is not None:
+            doc["searched"] = self.searched
+        if self.best_expected is not None:
+            doc["best_expected"] = self.best_expected.to_dict()
+        if self.serving is not None:
+            doc["serving"] = [r.to_dict() for r in self.serving]
+            if self.serving_notes:
+                doc["notes"] = [*doc.get("notes", []), *self.serving_notes]
+        doc.update(
+            {
+                "engine": self.engine,
+                "num_steps": self.num_steps,
+                "topk": self.topk,
+                "num_draft_tokens": self.num_draft_tokens,
+                **self.tree.to_dict(),
+                "round_time": self.round_time,
+                "throughput": self.throughput,
+                "optimal_same_size": self.optimal_same_size,
+            }
+        )
+        if self.simulation is not None:
+            doc["simulation"] = self.simulation.to_dict()
+        doc["drafter"] = self.drafter
+        if self.rank_note is not None:
+            doc["notes"] = [*doc.get("notes", []), self.rank_note]
+        return doc
+
+
+@dataclass
+class SimulatedTree:
+    """``simulate --nodes``: the optimal tree of at most ``nodes`` nodes played for
+    ``simulation.rounds`` steps, beside the model; throughputs per verifier-unit."""
+
+    drafters: list[str]
+    tree: Tree
+    simulation: TreeSimulation
+    throughput: float
+    model_throughput: float
+    round_time: float
+
+    def to_dict(self) -> dict:
+        return {
+            "drafters": list(self.drafters),
+            "tree": self.tree.to_dict(),
+            **self.simulation.to_dict(),
+            "throughput": self.throughput,
+            "model_throughput": self.model_throughput,
+            "round_time": self.round_time,
+        }
+
+
+# ---------------------------------------------------------------- the questions
+def best_tree(
+    problem: Problem,
+    drafters: str | Sequence[str],
+    nodes: int,
+    depth: int = DEFAULT_DEPTH,
+    width: int | None = None,
+    rounds: int | None = None,
+    seed: int = 0,
+) -> BestTree:
+    """The tree of at most ``nodes`` speculated nodes, depth at most ``depth`` and at most
+    ``width`` children per node (default: every measured rank) with the most expected
+    tokens per step (Sequoia's programme, exact); simulated for ``rounds`` steps when
+    given."""
+    check_tree_options(nodes=nodes, depth=depth, width=width)
+    index, p = tree_drafter(problem, drafters)
+    tree = TreeProgramme(p, nodes, depth, width).best()
+    t = float(drafter_round_time(problem, index, tree.nodes, tree.depth))
+    return BestTree(
+        drafter=problem.names[index],
+        tree=tree,
+        max_nodes=nodes,
+        max_depth=depth,
+        round_time=t,
+        throughput=tree.expected_accepted / t,
+        simulation=None if rounds is None else simulate_tree(tree, p, rounds, seed),
+        rank_note=rank_one_note(problem, index, p),
+    )
+
+
+def tree_front(
+    problem: Problem,
+    drafters: str | Sequence[str],
+    max_nodes: int = FRONT_NODES,
+    depth: int = DEFAULT_DEPTH,
+    width: int | None = None,
+) -> TreeFront:
+    """``E`` of the best tree per size ``1..max_nodes`` and depth cap ``1..depth``;
+    throughput is maximised over the depth (the smallest on ties), and with a ``serving``
+    section tokens/s per batch size over every size and depth."""
+    check_tree_options(max_nodes=max_nodes, depth=depth, width=width)
+    index, p = tree_drafter(problem, drafters)
+    prog = TreeProgramme(p, max_nodes, depth, width)
+    e = prog.values()[:, 1:]  # (depth, max_nodes): sizes 1..max_nodes
+    n = np.arange(1, max_nodes + 1)
+    d = np.arange(1, depth + 1)[:, None]
+    thr = e / drafter_round_time(problem, index, n[None, :], d)
+    thr = np.where(np.isfinite(e), thr, -np.inf)
+    best_d = thr.argmax(axis=0)
+    e_best = np.max(e, axis=0)
+    rows = []
+    for i, size in enumerate(n):
+        if not np.isfinite(e_best[i]):
+            continue
+        dd = int(best_d[i]) + 1
+        rows.append(
+            FrontRow(
+                nodes=int(size),
+                expected_accepted=float(e[dd - 1, i]),
+                depth=dd,
+                expected_accepted_any_depth=float(e_best[i]),
+                round_time=float(drafter_round_time(problem, index, size, dd)),
+                throughput=float(thr[dd - 1, i]),
+            )
+        )
+    best = max(rows, key=lambda r: r.throughput)
+    result = TreeFront(problem.names[index], max_nodes, depth, rows, best)
+    per_batch = _per_batch(problem, index, e, n[None, :], d)
+    if per_batch is not None:
+        result.serving = [
+            TreeServingRow(b, int(n[i % n.size]), int(i // n.size) + 1, m)
+            for b, i, m in per_batch[0]
+        ]
+        result.serving_notes = per_batch[1]
+    result.rank_note = rank_one_note(problem, index, p)
+    return result
+
+
+def engine_tree(
+    problem: Problem,
+    drafters: str | Sequence[str],
+    nodes: int | None = None,
+    depth: int = DEFAULT_DEPTH,
+    width: int | None = None,
+    eagle: tuple[int, int, int] | None = None,
+    rounds: int | None = None,
+    seed: int = 0,
+) -> EngineTree:
+    """SGLang's EAGLE tree: the setting ``eagle = (num_steps, topk, num_draft_tokens)``,
+    or without it the search over ``num_steps <= depth``, ``topk <= width`` (default: the
+    measured ranks up to :data:`ENGINE_TOPK`) and ``num_draft_tokens - 1 <= nodes``
+    (default :data:`FRONT_NODES`) for the setting of most throughput; simulated for
+    ``rounds`` steps when given."""
+    check_tree_options(nodes=nodes, depth=depth, width=width)
+    index, p = tree_drafter(problem, drafters)
+    name = problem.names[index]
+    n_max = nodes or FRONT_NODES
+    setting_notes: list[str] = []
+    serving_notes: list[str] = []
+    searched = best_expected = serving = None
+    if eagle is not None:
+        steps, topk, tokens = (int(x) for x in eagle)
+        check_eagle(steps, topk, tokens)
+        if topk > p.shape[1]:
+            setting_notes.append(
+                f"topk {topk} is beyond the {p.shape[1]} measured ranks of "
+                f"{name}'s acceptance_by_rank: candidates of rank "
+                f"{p.shape[1] + 1}..{topk} are scored 0 (never accepted), so E counts "
+                "nothing for them; measure those ranks to evaluate them"
+            )
+    else:
+        topk_max = min(width or ENGINE_TOPK, p.shape[1])
+        if width is None and p.shape[1] > ENGINE_TOPK:
+            setting_notes.append(
+                f"topk searched up to {ENGINE_TOPK} of the {p.shape[1]} measured ranks "
+                "(the default cap of --engine); give --width to search wider"
+            )
+        tri = sglang_triples(p, depth, topk_max, n_max)
+        t = drafter_round_time(problem, index, tri.tokens - 1, tri.steps)
+        thr = tri.expected_accepted / t
+        i = int(np.argmax(thr))
+        steps, topk, tokens = int(tri.steps[i]), int(tri.topk[i]), int(tri.tokens[i])
+        j = int(np.argmax(tri.expected_accepted))
+        searched = int(tri.steps.size)
+        best_expected = EagleSetting(
+            int(tri.steps[j]),
+            int(tri.topk[j]),
+            int(tri.tokens[j]),
+            float(tri.expected_accepted[j]),
+        )
+        per_batch = _per_batch(problem, index, tri.expected_accepted, tri.tokens - 1, tri.steps)
+        if per_batch is not None:
+            serving = [
+                EagleServingRow(b, int(tri.steps[i]), int(tri.topk[i]), int(tri.tokens[i]), m)
+                for b, i, m in per_batch[0]
+            ]
+            serving_notes = per_batch[1]
+    tree = sglang_tree(p, steps, topk, tokens)
+    t_step = float(drafter_round_time(problem, index, tree.nodes, steps))
+    same = TreeProgramme(p, tree.nodes, steps, width).values()[-1]
+    optimal = float(np.max(same[np.isfinite(same)]))  # at most as many nodes, as deep
+    return EngineTree(
+        drafter=name,
+        num_steps=steps,
+        topk=topk,
+        num_draft_tokens=tokens,
+        tree=tree,
+        round_time=t_step,
+        throughput=tree.expected_accepted / t_step,
+        optimal_same_size=optimal,
+        searched=searched,
+        best_expected=best_expected,
+        serving=serving,
+        simulation=None if rounds is None else simulate_tree(tree, p, rounds, seed),
+        setting_notes=setting_notes,
+        serving_notes=serving_notes,
+        rank_note=rank_one_note(problem, index, p),
+    )
+
+
+def simulate_best_tree(
+    problem: Problem,
+    drafters: str | Sequence[str],
+    nodes: int,
+    rounds: int,
+    depth: int = DEFAULT_DEPTH,
+    seed: int = 0,
+) -> SimulatedTree:
+    """Play the optimal tree of at most ``nodes`` nodes and depth at most ``depth`` for
+    ``rounds`` steps (:func:`allocator.analysis.simulate.simulate_tree`)."""
+    check_tree_options(nodes=nodes, depth=depth)
+    index, p = tree_drafter(problem, drafters)
+    tree = TreeProgramme(p, nodes, depth).best()
+    t = float(drafter_round_time(problem, index, tree.nodes, tree.depth))
+    sim = simulate_tree(tree, p, rounds, seed)
+    return SimulatedTree(
+        drafters=[problem.names[index]],
+        tree=tree,
+        simulation=sim,
+        throughput=sim.mean_accepted / t,
+        model_throughput=tree.expected_accepted / t,
+        round_time=t,
+    )
+
+
+def _per_batch(
+    problem: Problem, index: int, e: np.ndarray, nodes: np.ndarray, depth: np.ndarray
+) -> tuple[list[tuple[int, int, dict[str, float | None]]], list[str]] | None:
+    """Per ``serving`` batch size, the tree with the most tokens/s among candidates with
+    ``e`` tokens per step, ``nodes`` speculated nodes and ``depth`` drafting passes (arrays
+    broadcasting together, NaN/-inf ``e`` for no tree): ``([(batch, flat index, serving
+    metrics)], notes)``, or ``None`` without ``serving``.
+
+    Step times are :func:`~allocator.model.tree.tree_step_ms` (the serving component
+    model, never extrapolated: a batch size where no candidate is inside the tables is a
+    :class:`NotModelledError` naming ``serving``). With ``serving.memory``, a batch size
+    the drafter's ``memory_gb`` leaves no room for is left out with a note, as
+    ``schedule`` and ``capacity`` leave it out.
+    """
+    from ..model.memory import max_batch
+    from ..model.serving import baseline_ms, metrics_from
+
+    serving = tree_serving(problem, index)
+    if serving is None:
+        return None
+    e, nodes, depth = (a.ravel() for a in np.broadcast_arrays(e, nodes, depth))
+    hosted = np.zeros((1, problem.n), bool)
+    hosted[0, index] = True
+    room = int(max_batch(problem, hosted)[0])
+    rows: list[tuple[int, int, dict[str, float | None]]] = []
+    notes: list[str] = []
+    for b in serving.batch_sizes:
+        if b > room:
+            notes.append(
+                f"batch {int(b)} left out: hosting {problem.names[index]!r} "
+                f"(drafters[].memory_gb) leaves KV-cache room for {room} sequences "
+                "(serving.memory)"
+            )
+            continue
+        ms = tree_step_ms(serving, index, float(b), nodes, depth)
+        rate = np.where(np.isfinite(e) & np.isfinite(ms), e / ms, -np.inf)
+        if not np.isfinite(rate).any():
+            raise NotModelledError(
+                "serving",
+                f"batch {int(b)}: no tree lies inside the verify_ms table and "
+                f"{problem.names[index]}'s draft_ms; step times are never extrapolated",
+            )
+        i = int(np.argmax(rate))
+        base = baseline_ms(serving, float(b))
+        met = metrics_from(e[i], ms[i], np.asarray(base), float(b), serving.gpu_cost_per_hour)
+        doc = {key: float(v) if np.isfinite(v) else None for key, v in met.items()}
+        rows.append((int(b), i, doc))
+    return rows, notes
+
+
+__all__ = [
+    "DEFAULT_DEPTH",
+    "ENGINE_TOPK",
+    "FRONT_NODES",
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "MAX_TOPK",
+    "BestTree",
+    "EagleServingRow",
+    "EagleSetting",
+    "EngineTree",
+    "FrontRow",
+    "SimulatedTree",
+    "TreeFront",
+    "TreeServingRow",
+    "best_tree",
+    "check_eagle",
+    "check_tree_options",
+    "drafter_round_time",
+    "engine_tree",
+    "rank_one_note",
+    "simulate_best_tree",
+    "tree_drafter",
+    "tree_front",
+]
