@@ -39,6 +39,55 @@ MAX_SEED = 2**63 - 1
 
 ProblemArg = typer.Argument(..., help="Problem file (YAML or JSON).", show_default=False)
 
+#: ``--budget METRIC=VALUE`` (repeatable), read by :func:`parse_budget`.
+BudgetOption = typer.Option(
+    None,
+    "--budget",
+    help="METRIC=VALUE, replacing the problem's cap on METRIC (repeatable), e.g. hosting_cost=8.",
+    metavar="METRIC=VALUE",
+)
+#: ``--engine vllm|sglang``: answer only with what that engine serves.
+EngineOption = typer.Option(
+    "vllm",
+    "--engine",
+    help="Answer with what this engine serves: vllm or sglang (one drafter per server).",
+    metavar="vllm|sglang",
+)
+#: ``--pooled``: also pooled configurations, labelled as the upper bound no engine serves.
+PooledOption = typer.Option(
+    False,
+    "--pooled",
+    help="Also pool several drafters (any-correct): an upper bound no engine serves, labelled so.",
+)
+
+
+def parse_budget(items: list[str] | None) -> dict[str, float]:
+    """``--budget METRIC=VALUE`` items as caps by metric (one of the model's cost metrics;
+    ``drafters`` a whole number); :class:`InputError` naming ``--budget`` otherwise."""
+    import math
+
+    from ..core.problem import COST_METRICS
+
+    caps: dict[str, float] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in COST_METRICS:
+            raise InputError(
+                "--budget", f"expected METRIC=VALUE with METRIC one of {', '.join(COST_METRICS)}"
+            )
+        try:
+            v = float(value)
+        except ValueError:
+            raise InputError("--budget", f"{name}: {value!r} is not a number") from None
+        least = 1 if name == "drafters" else 0
+        if not math.isfinite(v) or v < least:
+            raise InputError("--budget", f"{name}: {value!r} must be a finite number >= {least}")
+        if name == "drafters" and not v.is_integer():
+            raise InputError("--budget", f"drafters: {value!r} is not a whole number of drafters")
+        caps[name] = v
+    return caps
+
 
 #: Control characters (a newline in a drafter's name) shown escaped: the error stays one line.
 _CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), 127]} | {10: "\\n", 13: "\\r", 9: "\\t"}

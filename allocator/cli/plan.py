@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -11,45 +10,23 @@ from rich.table import Table
 
 from .. import api
 from ..analysis.plan import MAX_CANDIDATES, Plan, PlanSweep
-from ..core.problem import COST_METRICS
 from ..engines import TARGETS
 from ..exceptions import InputError
 from ..io.ranges import parse_hosting_range
 from . import app
 from .common import (
+    BudgetOption,
     JsonOption,
     ProblemArg,
     emit_json,
     handles_input_errors,
     note,
     out,
+    parse_budget,
     precheck_outputs,
 )
 
 # ----------------------------------------------------------------- option parsing
-
-
-def _parse_budget(items: list[str] | None) -> dict[str, float]:
-    """``METRIC=VALUE`` items into caps."""
-    caps: dict[str, float] = {}
-    for item in items or []:
-        name, sep, value = item.partition("=")
-        name = name.strip()
-        if not sep or name not in COST_METRICS:
-            raise InputError(
-                "--budget", f"expected METRIC=VALUE with METRIC one of {', '.join(COST_METRICS)}"
-            )
-        try:
-            cap = float(value)
-        except ValueError:
-            raise InputError("--budget", f"{name}: {value!r} is not a number") from None
-        least = 1 if name == "drafters" else 0
-        if not math.isfinite(cap) or cap < least:
-            raise InputError("--budget", f"{name}: {value!r} must be a finite number >= {least}")
-        if name == "drafters" and not cap.is_integer():
-            raise InputError("--budget", f"drafters: {value!r} is not a whole number of drafters")
-        caps[name] = cap
-    return caps
 
 
 def _parse_sweep(text: str) -> np.ndarray | None:
@@ -121,20 +98,13 @@ def _sweep_table(doc: dict) -> Table:
 
 # ----------------------------------------------------------------- command
 
-_BUDGET_OPTION = typer.Option(
-    None,
-    "--budget",
-    help="METRIC=VALUE, replacing the problem's cap on METRIC (repeatable), e.g. hosting_cost=8.",
-    metavar="METRIC=VALUE",
-)
-
 
 @app.command()
 @handles_input_errors
 def plan(
     problem: Path = ProblemArg,
     json_path: str = JsonOption,
-    budget: list[str] = _BUDGET_OPTION,
+    budget: list[str] = BudgetOption,
     sweep: str = typer.Option(
         None,
         "--sweep",
@@ -192,7 +162,7 @@ def plan(
         if sweep is None:
             raise InputError("--plot", "draws the front of --sweep: give --sweep hosting_cost")
         check_plot_path(plot_path, "--plot")
-    caps = _parse_budget(budget)
+    caps = parse_budget(budget)
     levels = _parse_sweep(sweep) if sweep is not None else False
     prob = api.load(problem)
     result: Plan | PlanSweep

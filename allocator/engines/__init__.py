@@ -20,6 +20,8 @@ import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..core.methods import resolve_method
 from ..exceptions import ParameterError
 from .base import DrafterLike, Engine
@@ -27,6 +29,7 @@ from .sglang import SGLang
 from .vllm import VLLM
 
 if TYPE_CHECKING:
+    from ..core.problem import Problem
     from ..model.tree import Tree
 
 #: Every engine by its ``--export`` name.
@@ -40,6 +43,70 @@ def get_engine(target: str) -> Engine:
     if target not in ENGINES:
         raise ParameterError("export", f"{target!r} is not one of {', '.join(TARGETS)}")
     return ENGINES[target]
+
+
+#: What a pooled answer is, said wherever one is printed.
+POOLED_BOUND = (
+    "pooled configurations (several drafters, any-correct or longest-chain pooling) are an "
+    "upper bound: no engine serves them (vLLM and SGLang run one draft model per server)"
+)
+
+
+def servable(
+    problem: Problem, engine: str = "vllm", pooled: bool = False
+) -> tuple[Problem, list[str]]:
+    """``problem`` restricted to the configurations ``engine`` can run, and notes saying so.
+
+    An engine serves one drafter per server, by a method it knows
+    (:meth:`Engine.serves`), so the search space keeps single drafters of served methods
+    (``search.m`` becomes ``1..1``); with ``pooled`` the problem is returned as it is and
+    the note says that pooled answers are an upper bound (:data:`POOLED_BOUND`). Raises
+    :class:`ParameterError` (``engine``) for an unknown engine and
+    :class:`~allocator.exceptions.InfeasibleError` when the search space keeps no
+    servable configuration (a required pool, ``search.m.min > 1``, no served method).
+    """
+    from ..exceptions import InfeasibleError
+
+    if engine not in ENGINES:
+        raise ParameterError("engine", f"{engine!r} is not one of {', '.join(TARGETS)}")
+    if pooled:
+        return problem, [POOLED_BOUND]
+    eng = ENGINES[engine]
+    names = problem.names
+    served = np.array(
+        [eng.serves(resolve_method(n, problem.drafter(i).method)[0]) for i, n in enumerate(names)],
+        dtype=bool,
+    )
+    notes = [
+        f"only what {eng.label} serves: one drafter per server (pass --pooled for the pooled "
+        "upper bound)"
+    ]
+    refused = [n for n, ok in zip(names, served, strict=True) if not ok]
+    if refused:
+        notes.append(f"left out: {', '.join(refused)} (a method {eng.label} does not serve)")
+    if problem.m_min > 1:
+        raise InfeasibleError(
+            "search.m.min",
+            f"{problem.m_min}: {eng.label} serves one drafter per server; lower search.m.min "
+            "to 1, or ask for the pooled upper bound (pooled)",
+        )
+    if int(problem.required.sum()) > 1:
+        raise InfeasibleError(
+            "search.require",
+            f"requires {int(problem.required.sum())} drafters together; {eng.label} serves "
+            "one per server (or ask for the pooled upper bound: pooled)",
+        )
+    excluded = problem.excluded | ~served
+    if (problem.required & ~served).any():
+        bad = [n for n, r, ok in zip(names, problem.required, served, strict=True) if r and not ok]
+        raise InfeasibleError(
+            "search.require", f"{bad[0]} is required but {eng.label} does not serve its method"
+        )
+    if excluded.all():
+        raise InfeasibleError("drafters", f"no drafter has a method {eng.label} serves")
+    if problem.m_max == 1 and not (~problem.excluded & ~served).any():
+        return problem, notes
+    return problem.replace(m_min=1, m_max=1, excluded=excluded), notes
 
 
 def pick_point(points: list[dict], pick: int | None) -> dict:
@@ -140,6 +207,8 @@ def convention_warning(convention: str) -> str | None:
 
 
 __all__ = [
+    "POOLED_BOUND",
+    "servable",
     "ENGINES",
     "TARGETS",
     "DrafterLike",
