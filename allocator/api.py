@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .analysis.fleet import CapacityResult
     from .analysis.paper import PaperReport
     from .analysis.plan import Plan, PlanSweep
-    from .analysis.schedule import Schedule
+    from .analysis.schedule import ContextSchedules, Schedule
     from .analysis.simulate import Simulation
     from .analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
     from .analysis.uncertainty import Progress
@@ -78,13 +78,26 @@ def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> So
     return result
 
 
-def solve_at_batch(problem: Problem, batch: int) -> SolveResult:
+def solve_at_batch(
+    problem: Problem,
+    batch: int,
+    *,
+    context: float | None = None,
+    engine: str = "vllm",
+    pooled: bool = False,
+) -> SolveResult:
     """``solve --batch B``: the front of tokens/s against the cost metric at ``batch``
-    concurrent sequences (:func:`allocator.analysis.schedule.serving_front`)."""
+    concurrent sequences of ``context`` tokens each (``None``: none given)
+    (:func:`allocator.analysis.schedule.serving_front`), over the configurations
+    ``engine`` serves (:func:`allocator.engines.servable`; ``pooled``: also pooled ones,
+    labelled as the upper bound no engine serves)."""
     from .analysis.schedule import serving_front
+    from .engines import servable
 
     t0 = time.perf_counter()
-    front, evaluated, _, notes = serving_front(problem, batch)
+    problem, served = servable(problem, engine, pooled)
+    front, evaluated, _, notes = serving_front(problem, batch, 0.0 if context is None else context)
+    notes = [*served, *notes]
     return SolveResult(
         problem=problem.name,
         names=problem.names,
@@ -113,6 +126,7 @@ def evaluate(
     k: int,
     field: str = "drafters",
     batch: int | None = None,
+    context: float | None = None,
 ) -> Point:
     """Every metric of one configuration: the point of docs/design.md §6
     (:func:`allocator.model.point.evaluate_point`; ``point["throughput"]``, ``to_dict()``).
@@ -122,10 +136,17 @@ def evaluate(
     and ``k = 0`` is allowed: decoding without speculation (``drafters`` is then
     ignored and reported empty; its model metrics are one token per plain
     verification pass, no draft cost). ``field`` names ``drafters`` in errors.
+    ``context`` (with ``batch``): tokens in each sequence's KV cache; the point's
+    ``notes`` say where its step time rests on extrapolation.
     """
     from .model.point import evaluate_point
 
     needs_batch(problem, batch)
+    if context is not None:
+        if batch is None:
+            raise ParameterError("context", "needs a batch size (the step time under load)")
+        if not np.isfinite(context) or context < 0:
+            raise ParameterError("context", f"{context} tokens: must be a number >= 0")
     if k > MAX_K:
         raise ParameterError("k", f"must be at most {MAX_K:,}")
     if batch is None:
@@ -139,7 +160,7 @@ def evaluate(
     if k < 0:
         raise ParameterError("k", "must be >= 0")
     members = np.zeros(problem.n, bool) if k == 0 else problem.mask(drafters, field)
-    return evaluate_point(problem, members, k, batch)
+    return evaluate_point(problem, members, k, batch, context)
 
 
 # ----------------------------------------------------- uncertainty, exports, plans
@@ -270,22 +291,72 @@ def _problem(problem: Problem | str | Path | dict) -> Problem:
     return problem if isinstance(problem, Problem) else load(problem)
 
 
-def schedule(problem: Problem | str | Path | dict, *, export: str | None = None) -> Schedule:
+def schedule(
+    problem: Problem | str | Path | dict,
+    *,
+    export: str | None = None,
+    contexts: Sequence[float] | str | None = None,
+    engine: str = "vllm",
+    pooled: bool = False,
+) -> Schedule | ContextSchedules:
     """``allocator schedule``: the best configuration at each of ``serving.batch_sizes``
-    and where speculation stops paying (:func:`allocator.analysis.schedule.schedule`).
+    and where speculation stops paying (:func:`allocator.analysis.schedule.schedule`),
+    over the configurations ``engine`` serves (:func:`allocator.engines.servable`;
+    ``pooled``: also pooled ones, labelled as an upper bound no engine serves).
 
-    ``export``: also the schedule as that engine takes it (``"vllm"``), in ``.export``.
+    ``contexts``: tokens per sequence (a list, or ``"1024,8192"``): ``k`` by batch size
+    and context bucket (:func:`allocator.analysis.schedule.schedule_by_context`; rows
+    gain ``context``). ``export``: also the schedule as that engine takes it
+    (``"vllm"``), in ``.export``.
     """
-    from .analysis.schedule import check_export, export_schedule
+    from .analysis.schedule import check_export, export_schedule, schedule_by_context
     from .analysis.schedule import schedule as plan_schedule
+    from .engines import servable
 
     if export is not None:
         check_export(export)
-    prob = _problem(problem)
-    sched = plan_schedule(prob)
+    buckets = parse_contexts(contexts) if contexts is not None else None
+    prob, served = servable(_problem(problem), engine, pooled)
+    sched: Schedule | ContextSchedules
+    if buckets is None:
+        sched = plan_schedule(prob)
+    else:
+        sched = schedule_by_context(prob, buckets)
+    sched.notes[:0] = served
     if export is not None:
         sched.export = export_schedule(sched, prob, export)
     return sched
+
+
+#: Most context buckets ``schedule --contexts`` takes.
+MAX_CONTEXTS = 64
+
+
+def parse_contexts(contexts: Sequence[float] | str) -> list[float]:
+    """``"1024,8192,32768"`` (or a list) as context buckets, tokens per sequence: numbers
+    > 0, strictly increasing, at most :data:`MAX_CONTEXTS`; a :class:`ParameterError`
+    naming ``contexts`` otherwise."""
+    import math
+
+    if isinstance(contexts, str):
+        items = [t.strip() for t in contexts.split(",")]
+        if not contexts.strip() or any(not t for t in items):
+            raise ParameterError("contexts", "expected tokens per sequence, e.g. 1024,8192,32768")
+        values = []
+        for t in items[: MAX_CONTEXTS + 1]:
+            try:
+                values.append(float(t))
+            except ValueError:
+                raise ParameterError("contexts", f"{t[:40]!r} is not a number of tokens") from None
+    else:
+        values = [float(c) for c in list(contexts)[: MAX_CONTEXTS + 1]]
+    if len(values) > MAX_CONTEXTS:
+        raise ParameterError("contexts", f"at most {MAX_CONTEXTS} context buckets")
+    if not values or any(not math.isfinite(v) or v <= 0 or v > 1e9 for v in values):
+        raise ParameterError("contexts", "every context must be a number of tokens in (0, 1e9]")
+    if any(b <= a for a, b in zip(values, values[1:], strict=False)):
+        raise ParameterError("contexts", "must be strictly increasing")
+    return values
 
 
 def size_fleet(
@@ -499,6 +570,7 @@ def simulate(
 
 __all__ = [
     "DEFAULT_SAMPLES",
+    "MAX_CONTEXTS",
     "MAX_SAMPLES",
     "best_tree",
     "breakeven",
@@ -512,6 +584,7 @@ __all__ = [
     "load_data",
     "needs_batch",
     "paper",
+    "parse_contexts",
     "plan",
     "sample_uncertainty",
     "schedule",

@@ -18,7 +18,9 @@ from ..io.staged import front_csv, write_atomic
 from . import app
 from .common import (
     MAX_SEED,
+    EngineOption,
     JsonOption,
+    PooledOption,
     ProblemArg,
     emit_json,
     emit_text,
@@ -103,6 +105,17 @@ def solve(
         "time are left out).",
         metavar="B",
     ),
+    context: float = typer.Option(
+        None,
+        "--context",
+        min=0,
+        max=1e9,
+        help="With --batch: tokens in each sequence's KV cache (the roofline reads it; "
+        "measured tables hold at their own).",
+        metavar="C",
+    ),
+    engine: str = EngineOption,
+    pooled: bool = PooledOption,
 ) -> None:
     """Search drafters, k and m; print the front of throughput against the cost metric.
 
@@ -119,11 +132,18 @@ def solve(
         check_plot_path(plot_path, "--plot")
     check_search_options(trials, timeout)
     prob = api.load(problem)
+    if batch is None and context is not None:
+        raise InputError("--context", "needs --batch (the step time under load)")
+    if batch is None and (pooled or engine != "vllm"):
+        raise InputError(
+            "--pooled" if pooled else "--engine",
+            "applies with --batch (solve in verifier-units answers about the model itself)",
+        )
     if batch is not None:
         _check_batch_options(strategy, samples, robust, export, storage, study, trials, timeout)
-        result = api.solve_at_batch(prob, batch)
+        result = api.solve_at_batch(prob, batch, context=context, engine=engine, pooled=pooled)
         doc = result.to_dict()
-        label = f"tokens/s at batch {batch}"
+        label = f"tokens/s at batch {batch}" + ("" if context is None else f", context {context:g}")
         if _write_outputs(prob, result, doc, json_path, csv_path, plot_path, label=label):
             out.print(front_table(result))
         return

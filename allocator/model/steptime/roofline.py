@@ -373,11 +373,18 @@ class RooflinePredictor(StepTimePredictor):
         return memory, compute
 
     def verifier_parts(self, x: StepInputs) -> tuple[np.ndarray, np.ndarray]:
-        """The verifier pass's memory and compute times ``(B,)`` ms (before combining)."""
+        """The verifier pass's memory and compute times ``(B,)`` ms (before combining).
+
+        The linear layers' arithmetic is evaluated as ``(φ·b)·t + φ·P``, the order in which
+        calibrate's fitted form ``c·b·t`` has always been computed, so that
+        :meth:`from_linear` gives today's step times to the last bit."""
         b, t, c, pre = x.decode_seqs, x.verified.astype(float), x.context, x.prefill
         n = b * t + pre
         pairs = b * t * c + pre * (pre + 1.0) / 2.0
-        return self._memory_compute(self.peak, n, b, c, pairs, self.fixed_ms, self.seq_ms)
+        memory, _ = self._memory_compute(self.peak, n, b, c, pairs, self.fixed_ms, self.seq_ms)
+        pk = self.peak
+        compute = (pk.token_ms * b * t + pk.token_ms * pre + pk.attn_ms * pairs) / self.compute_eff
+        return memory, compute
 
     def verify_ms(self, x: StepInputs) -> np.ndarray:
         """The verifier's pass ``(B,)`` ms; NaN for an empty step."""
