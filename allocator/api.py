@@ -388,21 +388,26 @@ def size_fleet(
 
 
 def calibrate(
-    measured: str | Path,
+    measured: str | Path | Sequence[str | Path],
     problem: str | Path,
     out: str | Path | None = None,
     *,
-    holdout: float | None = None,
+    holdout: float | str | None = None,
     seed: int = 0,
+    drafters: str | None = None,
 ) -> CalibrationReport:
-    """``allocator calibrate``: the step-time model fitted to the rows of ``measured``
-    (CSV) for the problem file ``problem``, and the calibrated problem (``.data``, and
-    ``.text()`` to write as ``out``; nothing is written here). ``holdout``: fit on the
-    rest and report the error on this fraction of rows, chosen by ``seed``
+    """``allocator calibrate``: the step-time predictor fitted to the rows of ``measured``
+    (CSV files and the engines' benchmark files, in any mix) for the problem file
+    ``problem``, and the calibrated problem (``.data``, and ``.text()`` to write as
+    ``out``; nothing is written here): today's form, or the roofline's factors where the
+    problem gives ``serving.hardware`` and ``serving.model``. ``holdout``: a fraction of
+    rows (chosen by ``seed``) held out, or ``"by-k"``/``"by-batch"`` (each group predicted
+    by the fit of the others); ``drafters``: the drafter of the speculative benchmark runs
+    (default the problem's only one)
     (:func:`allocator.estimate.calibrate.calibration_report`)."""
     from .estimate.calibrate import calibration_report
 
-    return calibration_report(measured, problem, out, holdout=holdout, seed=seed)
+    return calibration_report(measured, problem, out, holdout=holdout, seed=seed, drafters=drafters)
 
 
 def estimate(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -90,8 +91,8 @@ class Serving:
     hardware: Hardware | None = None
     model: ModelSpec | None = None
     drafter_models: tuple[ModelSpec | None, ...] = ()
-    roofline: Mapping[str, object] = field(default_factory=dict)
-    calibrated_from: Mapping[str, object] | None = None
+    roofline: Mapping[str, Any] = field(default_factory=dict)
+    calibrated_from: Mapping[str, Any] | None = None
     drafter_memory_gb: tuple[float, ...] = ()
 
     @property

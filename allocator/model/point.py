@@ -9,7 +9,7 @@ and ``k = 0`` is speculation off: no drafters, one token per plain verification 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -106,7 +106,9 @@ def evaluate_point(
         )
     notes += memory_notes(problem, [ctx])
     point = NotedPoint.of(Front(row, ks, metrics, problem.cost_metric), 0, problem.names)
-    return replace(point, notes=tuple(notes))
+    return NotedPoint(
+        point.names, point.members, point.k, point.metrics, point.cost_metric, tuple(notes)
+    )
 
 
 __all__ = ["NotedPoint", "evaluate_point", "speculation_off"]

@@ -302,13 +302,15 @@ def step_time_notes(
     k: np.ndarray | list[int] | None = None,
     context: np.ndarray | list[float] | None = None,
     speculative_batch: np.ndarray | list[float] | None = None,
+    verified_tokens: bool = False,
 ) -> list[str]:
     """Notes on what the step times of an answer rest on. The answer used step times at
     the batch sizes ``batch``, at the draft lengths ``k`` (``None``: not checked), with
     speculative steps at the batch sizes ``speculative_batch`` (default: ``batch`` where
     ``k > 0``, or every batch size when ``k`` is ``None``: a schedule compares
     speculation at each), at the contexts ``context`` (tokens per sequence; ``None`` or
-    0: none given).
+    0: none given). ``verified_tokens``: ``k`` counts the draft tokens a step verifies (a
+    token tree's nodes), compared with the longest calibrated chain's.
 
     - outside ``serving.calibrated_from`` (a calibrated file's measured domain): batch
       sizes, batch sizes of speculative steps (``speculative_batch``), ``k`` past the
@@ -367,11 +369,12 @@ def step_time_notes(
                 "form's reading, not a measurement"
             )
     if ks is not None:
-        klo, khi = cal["k"]
+        khi = cal["k"][1]
         past = ks[ks > khi]
         if past.size:
+            what = "draft tokens verified per step" if verified_tokens else "k ="
             notes.append(
-                f"k = {_span(past)} lies past the largest calibrated k ({khi:g}): the step "
+                f"{what} {_span(past)} lies past the largest calibrated k ({khi:g}): the step "
                 "time extrapolates the fitted form"
             )
     crange = cal.get("context")

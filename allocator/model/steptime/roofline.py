@@ -95,6 +95,7 @@ __all__ = [
     "combine",
     "expected_experts",
     "fit_roofline",
+    "identify",
     "undetermined",
 ]
 
@@ -647,6 +648,68 @@ def undetermined(
 
 
 # ---------------------------------------------------------------- the fit
+def identify(
+    names: Sequence[str],
+    theta: np.ndarray,
+    jac: np.ndarray,
+    residuals: np.ndarray,
+    rank_tol: float = 1e-7,
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Standard errors of fitted parameters and those the fit leaves undetermined.
+
+    ``names (P,)`` and ``theta (P,)`` the fitted parameters, ``jac (R, P)`` the residuals'
+    Jacobian at ``theta``, ``residuals (R,)``. A parameter is undetermined when no row's
+    residual depends on it (its column of the Jacobian scaled by ``max(|θ|, 10⁻⁶)`` is
+    below ``rank_tol`` of the largest), when it carries a direction of the scaled
+    Jacobian whose singular value is below ``rank_tol`` of the largest (only a
+    combination with others is determined: the parameter weighing most in that
+    direction is dropped, and again until the rest have full rank), or when its standard
+    error exceeds its value. Standard errors: ``s²·(JᵀJ)⁺`` over the determined ones, ``s²``
+    the residual variance on ``R − P'`` degrees of freedom (NaN without any). Returns
+    ``(stderr by name, reason by name of the undetermined)``.
+    """
+    names = list(names)
+    theta = np.asarray(theta, dtype=float)
+    r = np.asarray(residuals, dtype=float)
+    scale = np.maximum(np.abs(theta), 1e-6)
+    js = jac * scale[None, :]
+    why: dict[str, str] = {}
+    norms = np.linalg.norm(js, axis=0)
+    top = float(norms.max()) if norms.size else 0.0
+    for j, n in enumerate(names):
+        if norms[j] <= rank_tol * max(top, 1e-300):
+            why[n] = "the fitted step times do not depend on it (no fitted row shows it)"
+    keep = [j for j, n in enumerate(names) if n not in why]
+    while keep:
+        _, sv, vt = np.linalg.svd(js[:, keep], full_matrices=True)
+        # fewer rows than parameters: the missing singular values are zero
+        sv = np.concatenate([sv, np.zeros(vt.shape[0] - sv.size)])
+        if sv[-1] >= rank_tol * max(sv[0], 1e-300):
+            break
+        comp = np.abs(vt[-1])
+        j = keep[int(np.argmax(comp))]
+        others = [names[keep[i]] for i in np.flatnonzero(comp > 0.1) if keep[i] != j]
+        why[names[j]] = (
+            "only its combination with "
+            + (", ".join(others) or "the other parameters")
+            + " is determined by these rows"
+        )
+        keep.remove(j)
+    dof = r.size - len(keep)
+    stderr = {n: float("nan") for n in names}
+    if keep and dof > 0:
+        s2 = float(r @ r) / dof
+        cov = s2 * np.linalg.pinv(jac[:, keep].T @ jac[:, keep])
+        for i, j in enumerate(keep):
+            stderr[names[j]] = float(math.sqrt(max(cov[i, i], 0.0)))
+            if stderr[names[j]] > max(abs(theta[j]), 1e-12) and names[j] not in why:
+                why[names[j]] = (
+                    f"its standard error ({stderr[names[j]]:.3g}) exceeds its value "
+                    f"({theta[j]:.3g}): not determined by these rows"
+                )
+    return stderr, why
+
+
 @dataclass(frozen=True, eq=False)
 class RooflineFit:
     """Result of :func:`fit_roofline`.
@@ -766,43 +829,8 @@ def fit_roofline(
     theta = best.x
     fitted = model.with_parameters(dict(zip(names, theta, strict=True)))
     r = residuals(theta)
-    jac = np.asarray(best.jac, dtype=float)
-    scale = np.maximum(np.abs(theta), 1e-6)
-    js = jac * scale[None, :]
-    why = dict(why)
-    norms = np.linalg.norm(js, axis=0)
-    top = float(norms.max()) if norms.size else 0.0
-    for j, n in enumerate(names):
-        if norms[j] <= rank_tol * max(top, 1e-300):
-            why[n] = "the fitted step times do not depend on it (no fitted row shows it)"
-    keep = [j for j, n in enumerate(names) if n not in why]
-    while keep:
-        _, sv, vt = np.linalg.svd(js[:, keep], full_matrices=True)
-        # fewer rows than parameters: the missing singular values are zero
-        sv = np.concatenate([sv, np.zeros(vt.shape[0] - sv.size)])
-        if sv[-1] >= rank_tol * max(sv[0], 1e-300):
-            break
-        comp = np.abs(vt[-1])
-        j = keep[int(np.argmax(comp))]
-        others = [names[keep[i]] for i in np.flatnonzero(comp > 0.1) if keep[i] != j]
-        why[names[j]] = (
-            "only its combination with "
-            + (", ".join(others) or "the other parameters")
-            + " is determined by these rows"
-        )
-        keep.remove(j)
-    dof = len(y) - len(keep)
-    stderr = {n: float("nan") for n in names}
-    if keep and dof > 0:
-        s2 = float(r @ r) / dof
-        cov = s2 * np.linalg.pinv(jac[:, keep].T @ jac[:, keep])
-        for i, j in enumerate(keep):
-            stderr[names[j]] = float(math.sqrt(max(cov[i, i], 0.0)))
-            if stderr[names[j]] > max(abs(theta[j]), 1e-12) and names[j] not in why:
-                why[names[j]] = (
-                    f"its standard error ({stderr[names[j]]:.3g}) exceeds its value "
-                    f"({theta[j]:.3g}): not determined by these rows"
-                )
+    stderr, flat = identify(names, theta, np.asarray(best.jac, dtype=float), r, rank_tol)
+    why = {**why, **flat}
     return RooflineFit(
         model=fitted,
         free=tuple(names),
