@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .analysis.fleet import CapacityResult
     from .analysis.paper import PaperReport
     from .analysis.plan import Plan, PlanSweep
+    from .analysis.profile_plan import ProfilePlan
     from .analysis.schedule import ContextSchedules, Schedule
     from .analysis.simulate import Simulation
     from .analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
@@ -328,6 +329,24 @@ def schedule(
     return sched
 
 
+def profile_plan(
+    problem: Problem | str | Path | dict,
+    *,
+    engine: str = "vllm",
+    contexts: Sequence[float] | str | None = None,
+    model: str | None = None,
+) -> ProfilePlan:
+    """``allocator profile-plan``: the fewest benchmark runs (concurrency x k x context,
+    and speculation off) that determine every roofline parameter of ``problem`` (it needs
+    ``serving.hardware`` and ``serving.model``), as ``engine``'s commands with the
+    acceptance fixed (:func:`allocator.analysis.profile_plan.profile_plan`). ``contexts``:
+    tokens per sequence to plan at; ``model``: the verifier's name in the commands."""
+    from .analysis.profile_plan import profile_plan as plan_runs
+
+    buckets = None if contexts is None else parse_contexts(contexts)
+    return plan_runs(_problem(problem), engine, buckets, model=model)
+
+
 #: Most context buckets ``schedule --contexts`` takes.
 MAX_CONTEXTS = 64
 
@@ -591,6 +610,7 @@ __all__ = [
     "paper",
     "parse_contexts",
     "plan",
+    "profile_plan",
     "sample_uncertainty",
     "schedule",
     "simulate",

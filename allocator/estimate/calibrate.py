@@ -100,7 +100,7 @@ from ..core.problem import Problem
 from ..exceptions import InputError, ParameterError
 from ..model.serving import bonus_expected, tokens_per_s
 from ..model.steptime import RooflinePredictor, StepInputs
-from ..model.steptime.roofline import fit_roofline, identify
+from ..model.steptime.roofline import fit_roofline, identify, log_jacobian
 
 __all__ = [
     "GROUPS",
@@ -983,21 +983,6 @@ def holdout_mask(data: Measured, fraction: float, seed: int) -> np.ndarray:
     return out
 
 
-def _log_jacobian(model: RooflinePredictor, rows: StepInputs, names, scale) -> np.ndarray:
-    """``∂ log step / ∂ (θ_j / scale_j)`` of ``rows`` ``(R, J)``, forward differences."""
-    space = model.parameters()
-    base = np.log(model.step_ms_of(rows))
-    cols = []
-    for n, s in zip(names, scale, strict=True):
-        i = space.index(n)
-        v, h = space.values[i], 1e-4 * s
-        if v + h > space.upper[i]:
-            h = -h
-        bumped = model.with_parameters({n: v + h}).step_ms_of(rows)
-        cols.append((np.log(bumped) - base) / (h / s))
-    return np.column_stack(cols)
-
-
 def predictable(
     model: RooflinePredictor, train: StepInputs, test: StepInputs, typical_ms: float
 ) -> bool:
@@ -1014,8 +999,8 @@ def predictable(
     for n in names:
         v = abs(space.values[space.index(n)])
         scale.append(v if v > 0 else (typical_ms if n.endswith("_ms") else 1.0))
-    jt = _log_jacobian(model, train, names, scale)
-    jx = _log_jacobian(model, test, names, scale)
+    jt = log_jacobian(model, train, names, scale)
+    jx = log_jacobian(model, test, names, scale)
     if not (np.all(np.isfinite(jt)) and np.all(np.isfinite(jx))):
         return False
     _, sv, vt = np.linalg.svd(jt, full_matrices=True)

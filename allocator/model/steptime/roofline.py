@@ -96,6 +96,7 @@ __all__ = [
     "expected_experts",
     "fit_roofline",
     "identify",
+    "log_jacobian",
     "undetermined",
 ]
 
@@ -645,6 +646,26 @@ def undetermined(
     if model.form == "pnorm" and batches.size < 3:
         mark("p", "fewer than three batch sizes: the bend of the p-norm is not determined")
     return out
+
+
+def log_jacobian(
+    model: RooflinePredictor, rows: StepInputs, names: Sequence[str], scale: Sequence[float]
+) -> np.ndarray:
+    """``∂ log step / ∂ (θ_j / scale_j)`` of ``rows`` ``(R, J)`` for the parameters
+    ``names`` (:meth:`RooflinePredictor.parameters`), by forward differences of
+    ``10⁻⁴ · scale_j`` (backward at an upper bound): how much each row's step time moves
+    with each parameter, on a common scale."""
+    space = model.parameters()
+    base = np.log(model.step_ms_of(rows))
+    cols = []
+    for n, s in zip(names, scale, strict=True):
+        i = space.index(n)
+        v, h = space.values[i], 1e-4 * s
+        if v + h > space.upper[i]:
+            h = -h
+        bumped = model.with_parameters({n: v + h}).step_ms_of(rows)
+        cols.append((np.log(bumped) - base) / (h / s))
+    return np.column_stack(cols) if cols else np.zeros((len(rows), 0))
 
 
 # ---------------------------------------------------------------- the fit
