@@ -452,15 +452,27 @@ def export_schedule(
     from ..engines import export_schedule as engine_schedule
 
     if isinstance(sched, Schedule):
-        text, notes = engine_schedule(engine, sched.rows(), problem.drafter_map)
-        return ScheduleExport(engine, text, notes)
-    texts, notes = [], []
+        text, one = engine_schedule(engine, sched.rows(), problem.drafter_map)
+        return ScheduleExport(engine, text, one)
+    texts: list[str | None] = []
+    notes: list[str] = []
     for s in sched.schedules:
         rows = [{k: v for k, v in r.items() if k != "context"} for r in s.rows()]
+        if all(r["k"] == 0 for r in rows):  # this bucket serves without speculation
+            texts.append(None)
+            notes.append(
+                f"context {s.context:g}: the schedule never speculates there: serve that "
+                "bucket without a speculative config (null)"
+            )
+            continue
         t, n = engine_schedule(engine, rows, problem.drafter_map)
         texts.append(t)
         notes += [m for m in n if m not in notes]
-    if len(set(texts)) == 1:
+    if all(t is None for t in texts):
+        raise ParameterError(
+            "export", "the schedule never speculates: serve without a speculative config"
+        )
+    if len(set(texts)) == 1 and texts[0] is not None:
         notes.append(
             f"the same schedule at every context asked for "
             f"({', '.join(f'{c:g}' for c in sched.contexts)} tokens): one config serves them"
@@ -472,7 +484,10 @@ def export_schedule(
         "bucket is written, keyed by the context (tokens per sequence) it was planned "
         "at; run one server per bucket, or the one of the context your traffic holds"
     )
-    doc = {f"{c:g}": json.loads(t) for c, t in zip(sched.contexts, texts, strict=True)}
+    doc = {
+        f"{c:g}": None if t is None else json.loads(t)
+        for c, t in zip(sched.contexts, texts, strict=True)
+    }
     return ScheduleExport(engine, json.dumps(doc) + "\n", notes)
 
 

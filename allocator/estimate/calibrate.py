@@ -485,7 +485,12 @@ def _bench_rows(
                 run.source, f"k = {run.k} is past the problem's search.k.max ({problem.k_max})"
             )
         if run.k > 0:
-            assert name is not None
+            if name is None:
+                raise ParameterError(
+                    "drafters",
+                    f"the problem has {problem.n} drafters: name the one the speculative "
+                    f"benchmark runs served ({run.source} drafts k = {run.k})",
+                )
             members[i, problem.names.index(name)] = True
         k[i], batch[i], tps[i] = run.k, s.batch, s.tokens_per_s
         acc[i], ctx[i], pre[i] = s.mean_accepted, s.context, s.prefill_tokens
@@ -540,16 +545,7 @@ def read_inputs(
         else:
             parts.append(read_measured(p, problem, text))
     if bench:
-        try:
-            rows, bench_notes = _bench_rows(bench, problem, drafter)
-        except InputError as exc:
-            if "needs its drafter's name" in exc.message and drafter is None:
-                raise ParameterError(
-                    "drafters",
-                    f"the problem has {problem.n} drafters: name the one the speculative "
-                    "benchmark runs served",
-                ) from None
-            raise
+        rows, bench_notes = _bench_rows(bench, problem, drafter)
         notes += bench_notes
         if rows is not None:
             parts.append(rows)
