@@ -21,10 +21,14 @@ parameters (each on its own scale) has full column rank
 for ``compute_eff``, two batch sizes for ``seq_ms``, two contexts (or prefill sizes) for
 ``fixed_ms`` against ``mem_eff``, speculation off and a drafter at two ``k`` for
 ``overhead_ms``. The set is built greedily (each step the run that leaves the fewest
-parameters undetermined, ties to the cheapest: fewest prompt and output tokens, then
-smaller ``k``), then pruned (a run is dropped when the others still determine
-everything, the costliest first): no run of the plan can be left out, though a
-different, smaller set is not ruled out.
+parameters undetermined, then the smallest largest standard error of a parameter were
+each run's step time measured to :data:`NOISE`, ties to the cheapest: fewest prompt and
+output tokens, then smaller ``k``) until every parameter is determined to within
+:data:`PRECISION` of its scale at that noise (or :data:`MAX_RUNS` runs), then pruned (a
+run is dropped when the others still do as well, the costliest first): no run of the
+plan can be left out, though a different, smaller set is not ruled out. An exactly
+determined plan (as many runs as parameters) would leave the fit at the mercy of each
+run's noise; the precision asks for some redundancy.
 
 **Fixed acceptance.** Each speculative run fixes the acceptance so that the step time is
 measured apart from it, at the problem's own acceptance (``E`` of §8.3 at ``k``):
@@ -87,6 +91,13 @@ PROMPTS_PER_SLOT = 8
 OUTPUT_LEN = 256
 #: Relative singular value below which a direction counts as undetermined.
 RANK_TOL = 1e-6
+#: The relative error of a run's measured step time the plan is sized for.
+NOISE = 0.02
+#: The largest standard error of a parameter (relative to its scale: its value, or a
+#: typical step for a time at 0) the plan accepts at :data:`NOISE`.
+PRECISION = 0.25
+#: Most runs a plan takes.
+MAX_RUNS = 24
 
 
 @dataclass(frozen=True)
@@ -210,14 +221,15 @@ def _flat(
     model: RooflinePredictor, rows: StepInputs, names: list[str]
 ) -> tuple[dict[str, str], float]:
     """The parameters ``rows`` leave undetermined (by their axes, and by the rank of the
-    log-Jacobian at ``model``'s values), and how well the rows pin the others:
-    ``log det(JᵀJ + λI)`` of that Jacobian (larger is better; ``λ`` a small ridge)."""
+    log-Jacobian at ``model``'s values), and the largest standard error the others would
+    have, relative to their scale, were each run's step time measured to within
+    :data:`NOISE` (``NOISE · sqrt((JᵀJ)⁻¹_jj)``; ``inf`` while any is undetermined)."""
     from ..model.steptime.roofline import identify, log_jacobian, undetermined
 
     why = undetermined(model, rows, names)
     rest = [n for n in names if n not in why]
     if not rest:
-        return why, -np.inf
+        return why, np.inf
     space = model.parameters()
     typical = float(np.median(model.step_ms_of(rows)))
     scale = []
@@ -226,12 +238,13 @@ def _flat(
         scale.append(v if v > 0 else (typical if n.endswith("_ms") else 1.0))
     jac = log_jacobian(model, rows, rest, scale)
     if not np.all(np.isfinite(jac)):
-        return {**why, **{n: "a run has no step time" for n in rest}}, -np.inf
+        return {**why, **{n: "a run has no step time" for n in rest}}, np.inf
     _, flat = identify(rest, np.ones(len(rest)), jac, np.zeros(len(rows)), RANK_TOL)
-    gram = jac.T @ jac
-    ridge = 1e-6 * max(float(np.trace(gram)) / len(rest), 1e-300)
-    _, logdet = np.linalg.slogdet(gram + ridge * np.eye(len(rest)))
-    return {**why, **flat}, float(logdet)
+    why = {**why, **flat}
+    if why:
+        return why, np.inf
+    cov = np.linalg.pinv(jac.T @ jac)
+    return why, float(NOISE * np.sqrt(np.max(np.diag(cov))))
 
 
 # ---------------------------------------------------------------- the plan
@@ -340,26 +353,32 @@ def profile_plan(
     order = sorted(range(len(cands)), key=lambda j: cands[j]["cost"])
     pick: list[int] = []
     why: dict[str, str] = {n: "no run" for n in free}
-    for _ in range(len(free) + 8):
-        if not why:
-            break
+    err = np.inf
+
+    def good(w: dict[str, str], e: float) -> bool:
+        return not w and e <= PRECISION
+
+    while len(pick) < MAX_RUNS and not good(why, err):
         best: tuple | None = None
         for j in order:  # cheapest first: a tie keeps the cheaper run
             if j in pick:
                 continue
-            got, logdet = _flat(roof, _rows(problem, cands, [*pick, j]), free)
-            score = (len(got), -logdet)
+            got, e = _flat(roof, _rows(problem, cands, [*pick, j]), free)
+            score = (len(got), e)
             if best is None or score < best[0]:
-                best = (score, j, got)
-        if best is None or (best[0][0] >= len(why) and pick and len(pick) >= len(free)):
+                best = (score, j, got, e)
+        if best is None or (best[0] >= (len(why), err) and len(pick) >= len(free)):
             break
         pick.append(best[1])
-        why = best[2]
+        why, err = best[2], best[3]
     # prune: drop the costliest runs the others do without
     for j in sorted(pick, key=lambda j: cands[j]["cost"], reverse=True):
         rest = [x for x in pick if x != j]
-        if rest and len(_flat(roof, _rows(problem, cands, rest), free)[0]) <= len(why):
-            pick = rest
+        if not rest:
+            continue
+        w, e = _flat(roof, _rows(problem, cands, rest), free)
+        if len(w) <= len(why) and (good(w, e) or e <= err):
+            pick, why, err = rest, w, e
     pick.sort(
         key=lambda j: (
             cands[j]["drafter"] is not None,
@@ -389,6 +408,11 @@ def profile_plan(
             "no set of the candidate runs determines "
             + ", ".join(why)
             + ": calibrate will report them as undetermined"
+        )
+    elif err > PRECISION:
+        notes.append(
+            f"at {NOISE:.0%} noise per run the least determined parameter keeps a standard "
+            f"error of {err:.0%} of its scale (the plan aims at {PRECISION:.0%})"
         )
     notes.append(
         "the acceptance is fixed in every speculative run (the problem's E at that k), so "
