@@ -448,15 +448,20 @@ def engine_tree(
     eagle: tuple[int, int, int] | None = None,
     rounds: int | None = None,
     seed: int = 0,
+    batch: int | None = None,
 ) -> EngineTree:
-    """``tree --engine`` / ``--eagle``: SGLang's EAGLE tree of the setting ``eagle =
+    """``tree --engine sglang`` / ``--eagle``: SGLang's EAGLE tree of the setting ``eagle =
     (num_steps, topk, num_draft_tokens)``, or without it the setting of most throughput
     with ``num_steps <= depth``, ``topk <= width`` (default: the measured ranks up to 16)
-    and ``num_draft_tokens - 1 <= nodes`` (default 64); per batch size too with a
-    ``serving`` section. Export it with :func:`allocator.engines.export_tree`."""
+    and ``num_draft_tokens - 1 <= nodes`` (default 64), in verifier-units or, with
+    ``batch`` (one of ``serving.batch_sizes``), in tokens/s at that many concurrent
+    sequences; per batch size too with a ``serving`` section. Export it with
+    :func:`allocator.engines.export_tree` (passing the same ``batch``)."""
     from .analysis.trees import engine_tree as compute
 
-    return compute(_problem(problem), drafters, nodes, depth, width, eagle, rounds, seed)
+    return compute(
+        _problem(problem), drafters, nodes, depth, width, eagle, rounds, seed, batch=batch
+    )
 
 
 def simulate(
