@@ -73,17 +73,19 @@ def servable(
         return problem, [POOLED_BOUND]
     eng = ENGINES[engine]
     names = problem.names
-    served = np.array(
-        [eng.serves(resolve_method(n, problem.drafter(i).method)[0]) for i, n in enumerate(names)],
-        dtype=bool,
-    )
+    methods = [resolve_method(n, problem.drafter(i).method)[0] for i, n in enumerate(names)]
+    served = np.array([eng.serves(m) for m in methods], dtype=bool)
     notes = [
         f"only what {eng.label} serves: one drafter per server (pass --pooled for the pooled "
         "upper bound)"
     ]
-    refused = [n for n, ok in zip(names, served, strict=True) if not ok]
-    if refused:
-        notes.append(f"left out: {', '.join(refused)} (a method {eng.label} does not serve)")
+    reasons = [
+        f"{n} (method {m}): {_refusal(eng, n, m)}"
+        for n, m, ok in zip(names, methods, served, strict=True)
+        if not ok
+    ]
+    if reasons:
+        notes.append(f"left out, a method {eng.label} does not serve: {'; '.join(reasons)}")
     if problem.m_min > 1:
         raise InfeasibleError(
             "search.m.min",
@@ -103,10 +105,23 @@ def servable(
             "search.require", f"{bad[0]} is required but {eng.label} does not serve its method"
         )
     if excluded.all():
-        raise InfeasibleError("drafters", f"no drafter has a method {eng.label} serves")
+        raise InfeasibleError(
+            "drafters",
+            f"no drafter has a method {eng.label} serves"
+            + (f": {'; '.join(reasons)}" if reasons else ""),
+        )
     if problem.m_max == 1 and not (~problem.excluded & ~served).any():
         return problem, notes
     return problem.replace(m_min=1, m_max=1, excluded=excluded), notes
+
+
+def _refusal(engine: Engine, name: str, method: str) -> str:
+    """Why ``engine`` does not serve ``method`` (the message its export would refuse with)."""
+    try:
+        engine.method_name(name, method)
+    except ParameterError as exc:
+        return exc.message.removeprefix(f"drafter {name!r} (method {method}): ").strip()
+    return f"method {method}"
 
 
 def pick_point(points: list[dict], pick: int | None) -> dict:

@@ -110,9 +110,11 @@ def speculative_config(drafter: DrafterLike, k: int) -> tuple[dict[str, object],
             f"{'n_predict' if method == 'dflash' else 'block_size'}: keep k at it unless "
             "the draft says otherwise"
         )
-    if method in ("mtp", "dspark") and not model:
+    if method == "mtp" and not model:
+        notes.append("note: method mtp without model: vLLM loads the target model's MTP layers")
+    elif method == "dspark" and not model:
         notes.append(
-            f"note: method {method} without model: vLLM loads the draft from the target "
+            "note: method dspark without model: vLLM loads the DSpark draft from the target "
             "model's own checkpoint"
         )
     return config, notes
