@@ -407,11 +407,17 @@ def estimate(
     k: int | None = None,
     min_count: int | None = None,
     convention: str | None = None,
+    topk: int | None = None,
+    adaptive: bool | None = None,
+    adaptive_steps: Sequence[int] | None = None,
+    rename: Mapping[str, str] | Sequence[str] | None = None,
 ) -> EstimateReport:
     """``allocator estimate``: drafter acceptance (with 95% intervals) read from ``path``
     in format ``fmt`` (:data:`allocator.estimate.FORMATS`), as the problem file for
-    ``out`` (``.text`` to write there; nothing is written here). See
-    :func:`allocator.estimate.estimate_problem` for the options."""
+    ``out`` (``.text`` to write there; nothing is written here). ``drafter`` names the
+    drafter (any format; one whose input names several takes ``rename``, ``OLD=NEW``);
+    ``topk``, ``adaptive``, ``adaptive_steps``: an SGLang run's tree and adaptive
+    settings (``sglang-requests``). See :func:`allocator.estimate.estimate_problem`."""
     from .estimate import MIN_TRIALS, estimate_problem
 
     return estimate_problem(
@@ -428,6 +434,10 @@ def estimate(
         k=k,
         min_count=MIN_TRIALS if min_count is None else min_count,
         convention=convention,
+        topk=topk,
+        adaptive=adaptive,
+        adaptive_steps=adaptive_steps,
+        rename=rename,
     )
 
 
