@@ -497,12 +497,34 @@ def simulate(
     return play(problem, drafters, k, rounds, seed)
 
 
+# ---------------------------------------------------------------- small questions the
+# notebooks ask: the paper's real-valued optimum and each drafter's own front
+def continuous_k_star(alpha: float, rho: float, nu: float = 1.0) -> float:
+    """The paper's real-valued optimal draft length for one drafter of acceptance
+    ``alpha`` and draft cost ``rho`` per unit against a verification pass ``nu``
+    (verifier-units): the root of ``d/dk [(1 − α^k) / (1 − α) / (ν + ρk)] = 0``
+    (:func:`allocator.analysis.paper.continuous_k_star`)."""
+    from .analysis.paper import continuous_k_star as k_star
+
+    return k_star(alpha, rho, nu)
+
+
+def drafter_fronts(problem: Problem | str | Path | dict) -> dict[str, SolveResult]:
+    """Each drafter's own front (its configurations alone), by name, as ``solve --plot``
+    draws them behind the front (:func:`allocator.analysis.fronts.single_drafter_fronts`)."""
+    from .analysis.fronts import single_drafter_fronts
+
+    return single_drafter_fronts(_problem(problem))
+
+
 __all__ = [
     "DEFAULT_SAMPLES",
     "MAX_SAMPLES",
     "best_tree",
     "breakeven",
     "calibrate",
+    "continuous_k_star",
+    "drafter_fronts",
     "engine_tree",
     "estimate",
     "evaluate",
