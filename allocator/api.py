@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core.problem import MAX_K, SERVING_COST_METRICS, Problem
+from .core.problem import MAX_K, Problem
 from .core.result import Point, SolveResult
 from .exceptions import InputError, ParameterError
-from .search import make_strategy
+from .search import needs_batch
 
 if TYPE_CHECKING:
     from .analysis.breakeven import BreakevenReport
@@ -62,18 +62,16 @@ def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> So
     """The Pareto front of ``problem`` (throughput against its cost metric).
 
     ``strategy`` is ``auto`` or a name from :data:`allocator.search.STRATEGIES`;
-    ``params`` go to the strategy's constructor.
+    ``params`` go to the strategy's constructor. The notes say which strategy ran and
+    why, and when the best point sits at a limit of the search
+    (:func:`allocator.analysis.limits.limit_notes`).
     """
+    from .analysis.limits import limit_notes
+    from .search import run
+
     if not isinstance(problem, Problem):
         problem = load(problem)
-    needs_batch(problem)
-    chosen, notes = make_strategy(strategy, problem, **params)
-    t0 = time.perf_counter()
-    result = chosen.solve(problem)
-    result.seconds = time.perf_counter() - t0
-    result.notes[:0] = notes
-    from .analysis.limits import limit_notes
-
+    result = run(problem, strategy, **params)
     result.notes.extend(limit_notes(problem, result))
     return result
 
@@ -95,16 +93,6 @@ def solve_at_batch(problem: Problem, batch: int) -> SolveResult:
         seconds=time.perf_counter() - t0,
         notes=notes,
     )
-
-
-def needs_batch(problem: Problem, batch: int | None = None) -> None:
-    """Refuse a cost metric priced under load (``cost_per_mtok``) without a batch size."""
-    if batch is None and problem.cost_metric in SERVING_COST_METRICS:
-        raise InputError(
-            "cost_metric",
-            f"{problem.cost_metric} is priced at a batch size: pass --batch B "
-            "(or choose a cost metric of the model)",
-        )
 
 
 def evaluate(
