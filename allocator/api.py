@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core.problem import MAX_K, SERVING_COST_METRICS, Problem
+from .core.problem import MAX_K, Problem
 from .core.result import Point, SolveResult
 from .exceptions import InputError, ParameterError
-from .search import make_strategy
+from .search import needs_batch
 
 if TYPE_CHECKING:
     from .analysis.breakeven import BreakevenReport
@@ -69,26 +69,26 @@ def solve(
     """The Pareto front of ``problem`` (throughput against its cost metric).
 
     ``strategy`` is ``auto`` or a name from :data:`allocator.search.STRATEGIES`;
-    ``params`` go to the strategy's constructor. ``engine`` (``vllm``, ``sglang``): only
-    the configurations that engine serves, one drafter per server
+    ``params`` go to the strategy's constructor. The notes say which strategy ran and
+    why, and when the best point sits at a limit of the search
+    (:func:`allocator.analysis.limits.limit_notes`). ``engine`` (``vllm``, ``sglang``):
+    only the configurations that engine serves, one drafter per server
     (:func:`allocator.engines.servable`; with ``pooled`` the problem as it is, labelled as
     the upper bound). Without ``engine`` the question is the model's: pooled
     configurations stay, and a note labels them when the front holds one.
     """
     from .analysis.limits import limit_notes
     from .engines import POOLED_BOUND, servable
+    from .search import run
 
     if not isinstance(problem, Problem):
         problem = load(problem)
-    needs_batch(problem)
     served: list[str] = []
     if engine is not None or pooled:
+        needs_batch(problem)
         problem, served = servable(problem, engine or "vllm", pooled)
-    chosen, notes = make_strategy(strategy, problem, **params)
-    t0 = time.perf_counter()
-    result = chosen.solve(problem)
-    result.seconds = time.perf_counter() - t0
-    result.notes[:0] = [*served, *notes]
+    result = run(problem, strategy, **params)
+    result.notes[:0] = served
     if engine is None and not pooled and any(int(m.sum()) > 1 for m in result.front.members):
         result.notes.append(
             f"{POOLED_BOUND}; --engine vllm or --engine sglang keeps to what one serves"
@@ -121,16 +121,6 @@ def solve_at_batch(
         seconds=time.perf_counter() - t0,
         notes=[*served, *notes, *position_notes(problem, front.members, front.k)],
     )
-
-
-def needs_batch(problem: Problem, batch: int | None = None) -> None:
-    """Refuse a cost metric priced under load (``cost_per_mtok``) without a batch size."""
-    if batch is None and problem.cost_metric in SERVING_COST_METRICS:
-        raise InputError(
-            "cost_metric",
-            f"{problem.cost_metric} is priced at a batch size: pass --batch B "
-            "(or choose a cost metric of the model)",
-        )
 
 
 def evaluate(
@@ -570,12 +560,34 @@ def simulate(
     return play(problem, drafters, k, rounds, seed)
 
 
+# ---------------------------------------------------------------- small questions the
+# notebooks ask: the paper's real-valued optimum and each drafter's own front
+def continuous_k_star(alpha: float, rho: float, nu: float = 1.0) -> float:
+    """The paper's real-valued optimal draft length for one drafter of acceptance
+    ``alpha`` and draft cost ``rho`` per unit against a verification pass ``nu``
+    (verifier-units): the root of ``d/dk [(1 − α^k) / (1 − α) / (ν + ρk)] = 0``
+    (:func:`allocator.analysis.paper.continuous_k_star`)."""
+    from .analysis.paper import continuous_k_star as k_star
+
+    return k_star(alpha, rho, nu)
+
+
+def drafter_fronts(problem: Problem | str | Path | dict) -> dict[str, SolveResult]:
+    """Each drafter's own front (its configurations alone), by name, as ``solve --plot``
+    draws them behind the front (:func:`allocator.analysis.fronts.single_drafter_fronts`)."""
+    from .analysis.fronts import single_drafter_fronts
+
+    return single_drafter_fronts(_problem(problem))
+
+
 __all__ = [
     "DEFAULT_SAMPLES",
     "MAX_SAMPLES",
     "best_tree",
     "breakeven",
     "calibrate",
+    "continuous_k_star",
+    "drafter_fronts",
     "engine_tree",
     "estimate",
     "evaluate",

@@ -14,13 +14,13 @@ from ..core.memory import MemoryModel
 from ..core.model_spec import ModelSpec
 from ..core.problem import DrafterInfo, Ensemble, Problem, Workload
 from ..core.serving import SchedulerLimits, Serving, StepTableArrays
-from ..estimate.outcome_log import load_empirical
 from ..exceptions import InputError
 from ..model.acceptance import extend_positions, position_matrix
 from ..model.errors import build_error_model
 from ..model.evaluate import no_chain_closed_form
 from ..model.tree import rank_matrix
 from .inputs import parse_document, read_input_text
+from .outcome_log import load_empirical
 from .spec import MAX_K, ArchitectureSpec, ProblemSpec, load_problem
 
 

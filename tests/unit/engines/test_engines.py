@@ -275,6 +275,7 @@ def test_readme_measurement_commands_run_on_the_samples(tmp_path, monkeypatch):
     """Every command of the measurement section runs as written on problems/measurements/,
     and what it estimates holds the generator's truth (truth.json)."""
     shutil.copytree(ROOT / "problems", tmp_path / "problems")
+    (tmp_path / "scratch").mkdir()  # the README's `mkdir -p scratch`
     monkeypatch.chdir(tmp_path)
     commands = measurement_commands()
     assert len(commands) >= 8
@@ -285,29 +286,29 @@ def test_readme_measurement_commands_run_on_the_samples(tmp_path, monkeypatch):
         assert res.exit_code == 0, f"{' '.join(words)}\n{res.output[-2000:]}"
         outputs[" ".join(words[1:])] = res.stdout
     truth = json.loads((tmp_path / "problems/measurements/truth.json").read_text())
-    (eagle3,) = load_problem("eagle3.yaml").drafters
+    (eagle3,) = load_problem("scratch/eagle3.yaml").drafters
     for (lo, hi), a in zip(
         eagle3.acceptance_interval, truth["vllm-metrics.prom"].popitem()[1], strict=False
     ):
         assert lo <= a <= hi
-    (ngram,) = load_problem("ngram.yaml").drafters
+    (ngram,) = load_problem("scratch/ngram.yaml").drafters
     assert ngram.method == "ngram"
     for (lo, hi), a in zip(
         ngram.acceptance_interval, truth["vllm-ngram.log"]["ngram"], strict=False
     ):
         assert lo <= a <= hi
-    vllm = json.loads(outputs["solve eagle3.yaml --export vllm"])
+    vllm = json.loads(outputs["solve scratch/eagle3.yaml --export vllm"])
     check_vllm(vllm, vllm["num_speculative_tokens"])
     assert vllm["method"] == "eagle3" and vllm["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
-    sglang = shlex.split(outputs["solve eagle3.yaml --export sglang"])
+    sglang = shlex.split(outputs["solve scratch/eagle3.yaml --export sglang"])
     check_sglang(sglang, vllm["num_speculative_tokens"], True)
-    plan = json.loads(outputs["plan routes.yaml --export sglang"])
+    plan = json.loads(outputs["plan scratch/routes.yaml --export sglang"])
     assert {r["workload"] for r in plan["routes"]} == {"chat", "code"}
-    routes = load_problem("routes.yaml")
+    routes = load_problem("scratch/routes.yaml")
     by = {w.name: np.asarray(w.acceptance["eagle3"]) for w in routes.workloads}
     for w, acc in truth["sglang-requests.jsonl"].items():
         assert np.all(np.abs(by[w] - np.asarray(acc)) < 0.04), (w, by[w])
     for name, acc in truth["outcomes.csv"].items():
-        d = next(x for x in load_problem("outcomes.yaml").drafters if x.name == name)
+        d = next(x for x in load_problem("scratch/outcomes.yaml").drafters if x.name == name)
         hits = [lo <= a <= hi for (lo, hi), a in zip(d.acceptance_interval, acc * 5, strict=False)]
         assert np.mean(hits) >= 0.8, (name, hits)

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
-from ..io.inputs import MAX_LOG_BYTES, check_regular_file
 from ..model.errors.empirical import FIELD, MAX_DRAFTERS, EmpiricalErrors
+from .inputs import MAX_LOG_BYTES, check_regular_file
 
 
 def load_empirical(spec, names, base_dir=None) -> tuple[EmpiricalErrors, dict]:
