@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core.problem import MAX_K, SERVING_COST_METRICS, Problem
+from .core.problem import MAX_K, Problem
 from .core.result import Point, SolveResult
 from .exceptions import InputError, ParameterError
-from .search import make_strategy
+from .search import needs_batch
 
 if TYPE_CHECKING:
     from .analysis.breakeven import BreakevenReport
@@ -59,23 +59,42 @@ def load_data(path: str | Path) -> dict:
     return data
 
 
-def solve(problem: Problem | str | Path, strategy: str = "auto", **params) -> SolveResult:
+def solve(
+    problem: Problem | str | Path,
+    strategy: str = "auto",
+    *,
+    engine: str | None = None,
+    pooled: bool = False,
+    **params,
+) -> SolveResult:
     """The Pareto front of ``problem`` (throughput against its cost metric).
 
     ``strategy`` is ``auto`` or a name from :data:`allocator.search.STRATEGIES`;
-    ``params`` go to the strategy's constructor.
+    ``params`` go to the strategy's constructor. The notes say which strategy ran and
+    why, and when the best point sits at a limit of the search
+    (:func:`allocator.analysis.limits.limit_notes`). ``engine`` (``vllm``, ``sglang``):
+    only the configurations that engine serves, one drafter per server
+    (:func:`allocator.engines.servable`; with ``pooled`` the problem as it is, labelled as
+    the upper bound). Without ``engine`` the question is the model's: pooled
+    configurations stay, and a note labels them when the front holds one.
     """
+    from .analysis.limits import limit_notes
+    from .engines import POOLED_BOUND, servable
+    from .search import run
+
     if not isinstance(problem, Problem):
         problem = load(problem)
-    needs_batch(problem)
-    chosen, notes = make_strategy(strategy, problem, **params)
-    t0 = time.perf_counter()
-    result = chosen.solve(problem)
-    result.seconds = time.perf_counter() - t0
-    result.notes[:0] = notes
-    from .analysis.limits import limit_notes
-
-    result.notes.extend(limit_notes(problem, result))
+    served: list[str] = []
+    if engine is not None or pooled:
+        needs_batch(problem)
+        problem, served = servable(problem, engine or "vllm", pooled)
+    result = run(problem, strategy, **params)
+    result.notes[:0] = served
+    if engine is None and not pooled and any(int(m.sum()) > 1 for m in result.front.members):
+        result.notes.append(
+            f"{POOLED_BOUND}; --engine vllm or --engine sglang keeps to what one serves"
+        )
+    result.notes.extend(limit_notes(problem, result, one_per_server=bool(served) and not pooled))
     return result
 
 
@@ -89,16 +108,16 @@ def solve_at_batch(
 ) -> SolveResult:
     """``solve --batch B``: the front of tokens/s against the cost metric at ``batch``
     concurrent sequences of ``context`` tokens each (``None``: none given)
-    (:func:`allocator.analysis.schedule.serving_front`), over the configurations
-    ``engine`` serves (:func:`allocator.engines.servable`; ``pooled``: also pooled ones,
-    labelled as the upper bound no engine serves)."""
+    (:func:`allocator.analysis.schedule.serving_front`), of the configurations ``engine``
+    serves (with ``pooled``: every configuration, labelled as the upper bound;
+    :func:`allocator.engines.servable`)."""
+    from .analysis.limits import position_notes
     from .analysis.schedule import serving_front
     from .engines import servable
 
     t0 = time.perf_counter()
     problem, served = servable(problem, engine, pooled)
     front, evaluated, _, notes = serving_front(problem, batch, 0.0 if context is None else context)
-    notes = [*served, *notes]
     return SolveResult(
         problem=problem.name,
         names=problem.names,
@@ -107,18 +126,8 @@ def solve_at_batch(
         front=front,
         evaluated=evaluated,
         seconds=time.perf_counter() - t0,
-        notes=notes,
+        notes=[*served, *notes, *position_notes(problem, front.members, front.k)],
     )
-
-
-def needs_batch(problem: Problem, batch: int | None = None) -> None:
-    """Refuse a cost metric priced under load (``cost_per_mtok``) without a batch size."""
-    if batch is None and problem.cost_metric in SERVING_COST_METRICS:
-        raise InputError(
-            "cost_metric",
-            f"{problem.cost_metric} is priced at a batch size: pass --batch B "
-            "(or choose a cost metric of the model)",
-        )
 
 
 def evaluate(
@@ -205,18 +214,31 @@ def sample_uncertainty(
 
 
 def export_point(
-    problem: Problem, result: SolveResult, engine: str, pick: int | None = None
+    problem: Problem,
+    result: SolveResult,
+    engine: str,
+    pick: int | None = None,
+    batch: int | None = None,
 ) -> tuple[str, list[str]]:
     """``solve --export``: front point ``pick`` (1-based; default the one of most
     throughput) as ``engine``'s settings (``vllm``: ``--speculative-config`` JSON,
     ``sglang``: shell-quoted flags; one line), and the notes that go with them
-    (:func:`allocator.engines.export_point`)."""
+    (:func:`allocator.engines.export_point`); ``batch``: the concurrent sequences the
+    front was solved at (``solve --batch``), for the settings that depend on it."""
+    from .analysis.limits import extrapolated
     from .engines import convention_warning, pick_point
     from .engines import export_point as engine_settings
 
     chosen = pick_point(result.points(), pick)
-    text, notes = engine_settings(engine, chosen, problem.drafter_map)
+    text, notes = engine_settings(engine, chosen, problem.drafter_map, batch)
     warning = convention_warning(problem.convention)
+    members = problem.mask(list(chosen["drafters"]), "drafters")
+    past = extrapolated(problem, members, int(chosen["k"]))
+    notes += [
+        f"note: k = {chosen['k']} is past the {p} position(s) measured for {n}: its "
+        "acceptance there is the last measured value repeated"
+        for n, p in past
+    ]
     return text, [*notes, *([warning] if warning else [])]
 
 
@@ -227,24 +249,34 @@ def plan(
     max_candidates: int | None = None,
     time_limit: float | None = None,
     batch: int | None = None,
+    engine: str = "vllm",
+    pooled: bool = False,
 ) -> Plan:
     """``plan``: the drafters to host and each workload's subset and ``k``
-    (:func:`allocator.analysis.plan.make_plan`, docs/design.md §4.6). ``budget``
-    replaces caps of the problem's; ``max_candidates`` (default
+    (:func:`allocator.analysis.plan.make_plan`, docs/design.md §4.6), of the
+    configurations ``engine`` serves (one drafter per route; with ``pooled`` every
+    subset, labelled as the upper bound no engine serves; :func:`allocator.engines.servable`).
+    ``budget`` replaces caps of the problem's; ``max_candidates`` (default
     :data:`allocator.analysis.plan.MAX_CANDIDATES`) caps the candidates kept per
     workload; ``time_limit`` (s) bounds the solver per plan; ``batch``: sequences each
     replica must still hold beside the hosted drafters."""
+    from .analysis.limits import position_notes
     from .analysis.plan import MAX_CANDIDATES, make_plan
+    from .engines import servable
 
     if not isinstance(problem, Problem):
         problem = load(problem)
-    return make_plan(
+    problem, served = servable(problem, engine, pooled)
+    result = make_plan(
         problem,
         budget,
         max_candidates=MAX_CANDIDATES if max_candidates is None else max_candidates,
         time_limit=time_limit,
         batch=batch,
     )
+    result.notes[:0] = served
+    result.notes.extend(position_notes(problem, result.members, result.k, "workload route"))
+    return result
 
 
 def sweep_hosting(
@@ -254,6 +286,8 @@ def sweep_hosting(
     *,
     max_candidates: int | None = None,
     time_limit: float | None = None,
+    engine: str = "vllm",
+    pooled: bool = False,
 ) -> PlanSweep:
     """``plan --sweep``: the front of plans' throughput against hosting cost, under each
     hosting cap of ``caps`` (``(S,)``) or, with ``None``, every distinct achievable
@@ -261,26 +295,33 @@ def sweep_hosting(
     :func:`plan`."""
     from .analysis.plan import MAX_CANDIDATES
     from .analysis.plan import sweep_hosting as sweep
+    from .engines import servable
 
     if not isinstance(problem, Problem):
         problem = load(problem)
-    return sweep(
+    problem, served = servable(problem, engine, pooled)
+    result = sweep(
         problem,
         caps,
         budget,
         max_candidates=MAX_CANDIDATES if max_candidates is None else max_candidates,
         time_limit=time_limit,
     )
+    result.notes[:0] = served
+    return result
 
 
-def export_plan(problem: Problem, plan: Plan, engine: str) -> tuple[dict, list[str]]:
+def export_plan(
+    problem: Problem, plan: Plan, engine: str, batch: int | None = None
+) -> tuple[dict, list[str]]:
     """``plan --export``: ``plan`` as one JSON document of ``engine``'s settings per
     workload route and the hosted set (:func:`allocator.engines.export_plan`), and the
-    notes that go with it (the plan's own notes are not among them)."""
+    notes that go with it (the plan's own notes are not among them); ``batch``: the
+    sequences each replica holds (``plan --batch``), for the settings that depend on it."""
     from .engines import convention_warning
     from .engines import export_plan as engine_plan
 
-    settings, notes = engine_plan(engine, plan.to_dict(), problem.drafter_map)
+    settings, notes = engine_plan(engine, plan.to_dict(), problem.drafter_map, batch)
     warning = convention_warning(problem.convention)
     return settings, [*notes, *([warning] if warning else [])]
 
@@ -444,11 +485,17 @@ def estimate(
     k: int | None = None,
     min_count: int | None = None,
     convention: str | None = None,
+    topk: int | None = None,
+    adaptive: bool | None = None,
+    adaptive_steps: Sequence[int] | None = None,
+    rename: Mapping[str, str] | Sequence[str] | None = None,
 ) -> EstimateReport:
     """``allocator estimate``: drafter acceptance (with 95% intervals) read from ``path``
     in format ``fmt`` (:data:`allocator.estimate.FORMATS`), as the problem file for
-    ``out`` (``.text`` to write there; nothing is written here). See
-    :func:`allocator.estimate.estimate_problem` for the options."""
+    ``out`` (``.text`` to write there; nothing is written here). ``drafter`` names the
+    drafter (any format; one whose input names several takes ``rename``, ``OLD=NEW``);
+    ``topk``, ``adaptive``, ``adaptive_steps``: an SGLang run's tree and adaptive
+    settings (``sglang-requests``). See :func:`allocator.estimate.estimate_problem`."""
     from .estimate import MIN_TRIALS, estimate_problem
 
     return estimate_problem(
@@ -465,6 +512,10 @@ def estimate(
         k=k,
         min_count=MIN_TRIALS if min_count is None else min_count,
         convention=convention,
+        topk=topk,
+        adaptive=adaptive,
+        adaptive_steps=adaptive_steps,
+        rename=rename,
     )
 
 
@@ -543,15 +594,20 @@ def engine_tree(
     eagle: tuple[int, int, int] | None = None,
     rounds: int | None = None,
     seed: int = 0,
+    batch: int | None = None,
 ) -> EngineTree:
-    """``tree --engine`` / ``--eagle``: SGLang's EAGLE tree of the setting ``eagle =
+    """``tree --engine sglang`` / ``--eagle``: SGLang's EAGLE tree of the setting ``eagle =
     (num_steps, topk, num_draft_tokens)``, or without it the setting of most throughput
     with ``num_steps <= depth``, ``topk <= width`` (default: the measured ranks up to 16)
-    and ``num_draft_tokens - 1 <= nodes`` (default 64); per batch size too with a
-    ``serving`` section. Export it with :func:`allocator.engines.export_tree`."""
+    and ``num_draft_tokens - 1 <= nodes`` (default 64), in verifier-units or, with
+    ``batch`` (one of ``serving.batch_sizes``), in tokens/s at that many concurrent
+    sequences; per batch size too with a ``serving`` section. Export it with
+    :func:`allocator.engines.export_tree` (passing the same ``batch``)."""
     from .analysis.trees import engine_tree as compute
 
-    return compute(_problem(problem), drafters, nodes, depth, width, eagle, rounds, seed)
+    return compute(
+        _problem(problem), drafters, nodes, depth, width, eagle, rounds, seed, batch=batch
+    )
 
 
 def simulate(
@@ -592,6 +648,26 @@ def simulate(
     return play(problem, drafters, k, rounds, seed)
 
 
+# ---------------------------------------------------------------- small questions the
+# notebooks ask: the paper's real-valued optimum and each drafter's own front
+def continuous_k_star(alpha: float, rho: float, nu: float = 1.0) -> float:
+    """The paper's real-valued optimal draft length for one drafter of acceptance
+    ``alpha`` and draft cost ``rho`` per unit against a verification pass ``nu``
+    (verifier-units): the root of ``d/dk [(1 − α^k) / (1 − α) / (ν + ρk)] = 0``
+    (:func:`allocator.analysis.paper.continuous_k_star`)."""
+    from .analysis.paper import continuous_k_star as k_star
+
+    return k_star(alpha, rho, nu)
+
+
+def drafter_fronts(problem: Problem | str | Path | dict) -> dict[str, SolveResult]:
+    """Each drafter's own front (its configurations alone), by name, as ``solve --plot``
+    draws them behind the front (:func:`allocator.analysis.fronts.single_drafter_fronts`)."""
+    from .analysis.fronts import single_drafter_fronts
+
+    return single_drafter_fronts(_problem(problem))
+
+
 __all__ = [
     "DEFAULT_SAMPLES",
     "MAX_CONTEXTS",
@@ -599,6 +675,8 @@ __all__ = [
     "best_tree",
     "breakeven",
     "calibrate",
+    "continuous_k_star",
+    "drafter_fronts",
     "engine_tree",
     "estimate",
     "evaluate",

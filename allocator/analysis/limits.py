@@ -1,9 +1,13 @@
-"""Where the best point of a solved front sits against the search's limits.
+"""Where the best point of a solved front sits against the search's limits, and which
+answers rest on positions nobody measured.
 
 :func:`limit_notes` says when the configuration of most throughput is at ``search.k.max``,
 ``search.m.max`` or ``budget.drafters``, or when a budget cap binds there: the search
 stopped at a limit while a longer draft or more drafters may still pay
-(docs/design.md §6, ``solve --json``'s ``notes``).
+(docs/design.md §6, ``solve --json``'s ``notes``). :func:`position_notes` says when an
+answer's ``k`` reaches past the positions a drafter's acceptance was given for
+(:attr:`~allocator.core.problem.DrafterInfo.positions`): past them the last value
+repeats, an assumption, not a measurement.
 """
 
 from __future__ import annotations
@@ -25,15 +29,20 @@ if TYPE_CHECKING:
 LIMIT_PROBE_K = 100_000
 
 
-def limit_notes(problem: Problem, result: SolveResult) -> list[str]:
+def limit_notes(
+    problem: Problem, result: SolveResult, *, one_per_server: bool = False
+) -> list[str]:
     """Notes when the front's best-throughput point sits at a limit of the search.
 
     The limits are ``search.k.max``, ``search.m.max`` (and ``budget.drafters``) and any
     budget cap that the same drafters one unit further (``k + 1``) would break. The
     same drafters at ``k + 1`` are evaluated by the model (one configuration) and the
     note gives their throughput (accepted units per verifier-unit of time) when higher:
-    the search stopped at a limit while a longer draft would still pay. Returns the
-    notes (possibly none).
+    the search stopped at a limit while a longer draft would still pay.
+    ``one_per_server``: the problem was restricted to what an engine serves
+    (:func:`allocator.engines.servable`), so one drafter is the engine's limit, not the
+    search's, and no note suggests pooling more. Returns the notes (possibly none), and
+    :func:`position_notes` for the front's points.
     """
     front = result.front
     if len(front) == 0:
@@ -50,10 +59,13 @@ def limit_notes(problem: Problem, result: SolveResult) -> list[str]:
         except NotModelledError:  # the model cannot evaluate k + 1 here
             longer = {}
     pays = bool(longer) and longer["throughput"] > best
+    past = extrapolated(problem, members, k + 1)
     broken = [n for n, cap in problem.budget.items() if pays and longer[n] > budget_limit(cap)]
     detail = (
         f"the same drafters at k={k + 1} give throughput {longer['throughput']:.6f} "
-        f"({longer['throughput'] / best - 1:+.2%})"
+        f"({longer['throughput'] / best - 1:+.2%}"
+        + (f"; {_past_text(past, k + 1)}" if past else "")
+        + ")"
         if pays
         else ""
     )
@@ -72,13 +84,59 @@ def limit_notes(problem: Problem, result: SolveResult) -> list[str]:
     n_free = int((~np.asarray(problem.excluded, bool)).sum())
     m_max = int(problem.m_max if problem.m_max is not None else problem.n)
     m_cap = min(m_max, int(problem.budget.get("drafters", m_max)))
-    if m == m_cap and m < n_free:
+    if m == m_cap and m < n_free and not one_per_server:
         which = "search.m.max" if m == m_max else "budget.drafters"
         notes.append(
             f"the best point ({label}) pools m = {m} = {which} drafters: pooling more may "
             f"pay; raise {which} to search further"
         )
+    return notes + position_notes(problem, front.members, front.k)
+
+
+def extrapolated(problem: Problem, members: np.ndarray, k: int) -> list[tuple[str, int]]:
+    """``(name, measured positions)`` of the drafters of ``members`` (``(N,)`` bool) whose
+    acceptance was given for fewer than ``k`` positions."""
+    out = []
+    for i in np.flatnonzero(np.asarray(members, bool)):
+        positions = problem.drafter(int(i)).positions
+        if positions is not None and k > positions:
+            out.append((problem.names[int(i)], int(positions)))
+    return out
+
+
+def _past_text(past: list[tuple[str, int]], k: int) -> str:
+    names = ", ".join(f"{n} ({p} measured)" for n, p in past)
+    return (
+        f"k = {k} reaches past the positions measured for {names}: there the last measured "
+        "acceptance is repeated, an assumption, not a measurement"
+    )
+
+
+def position_notes(
+    problem: Problem, members: np.ndarray, k: np.ndarray, what: str = "front point"
+) -> list[str]:
+    """One note per drafter when answers (``members (P, N)`` bool and ``k (P,)``: a front's
+    points, a plan's routes; ``what`` names them) use it at a ``k`` past the positions its
+    acceptance was given for (:attr:`~allocator.core.problem.DrafterInfo.positions`)."""
+    members = np.atleast_2d(np.asarray(members, bool))
+    k = np.atleast_1d(np.asarray(k, dtype=np.int64))
+    notes = []
+    for i, name in enumerate(problem.names):
+        positions = problem.drafter(i).positions
+        if positions is None:
+            continue
+        past = members[:, i] & (k > positions)
+        if not past.any():
+            continue
+        ks = sorted({int(x) for x in k[past]})
+        shown = ", ".join(map(str, ks[:6])) + (", ..." if len(ks) > 6 else "")
+        notes.append(
+            f"{int(past.sum())} {what}(s) run {name} at k = {shown}, past the {positions} "
+            f"position(s) its acceptance was measured for: there its last measured "
+            "acceptance is repeated, an assumption, not a measurement (measure longer drafts, "
+            f"or set search.k.max: {positions})"
+        )
     return notes
 
 
-__all__ = ["LIMIT_PROBE_K", "limit_notes"]
+__all__ = ["LIMIT_PROBE_K", "extrapolated", "limit_notes", "position_notes"]

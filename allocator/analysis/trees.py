@@ -28,6 +28,10 @@ from ..model.tree import (
     MAX_NODES,
     Tree,
     TreeProgramme,
+    edge_weights,
+    from_unconditional,
+    make_tree,
+    node_depths,
     round_time,
     tree_serving,
     tree_step_ms,
@@ -45,6 +49,84 @@ MAX_TOPK = 64
 #: ``topk + (steps - 1)·topk²`` candidates per setting, so a drafter with hundreds of
 #: measured ranks would take minutes; SGLang's own defaults stay below 10.
 ENGINE_TOPK = 16
+#: Largest seed of ``rounds`` (seeds are non-negative 63-bit integers).
+MAX_SEED = 2**63 - 1
+
+
+# ---------------------------------------------------------------- ranks the programme needs
+@dataclass(frozen=True)
+class ProgrammeRanks:
+    """The rank acceptance an optimal tree of at most ``nodes`` nodes can use, for
+    :class:`~allocator.model.tree.TreeProgramme`: ``p`` ``(L', W')`` conditional, and
+    ``ranks`` ``(L', W')`` the original (1-based) rank of each column, or ``None`` when
+    ``p`` is the drafter's own (cut at ``width``).
+
+    Why it is exact: a node's children hold distinct ranks and a tree of ``n`` nodes has
+    at most ``n`` of them; a child's subtree contributes ``q_r(ℓ)`` times its own value,
+    which does not depend on the rank, so moving a subtree from rank ``r`` to an unused
+    rank ``r'`` with ``q_r'(ℓ) ≥ q_r(ℓ)`` never lowers ``E``. Some optimal tree therefore
+    uses only the ``n`` ranks of largest ``q`` at each depth (ties to the lower rank), and
+    the programme over those ranks, in their order, with ``p'`` rebuilt from their ``q``
+    (:func:`~allocator.model.tree.from_unconditional`), finds its ``E``. Rows equal to the
+    last one are dropped (the last row repeats for every deeper level anyway). This
+    bounds the programme's cost at ``O(L · D · min(W, n) · n²)`` whatever the number of
+    measured ranks ``W`` (5,000 ranks took minutes before).
+    """
+
+    p: np.ndarray
+    ranks: np.ndarray | None
+
+    def tree(self, tree: Tree, p: np.ndarray) -> Tree:
+        """``tree`` found on :attr:`p` with its ranks the drafter's own, evaluated under the
+        drafter's ``p``."""
+        if self.ranks is None:
+            return tree
+        depth = node_depths(tree.parents[None])[0]
+        ranks = tree.ranks.copy()
+        rows = np.minimum(depth[1:] - 1, self.ranks.shape[0] - 1)
+        ranks[1:] = self.ranks[rows, tree.ranks[1:] - 1]
+        return make_tree(tree.parents.tolist(), ranks.tolist(), p)
+
+
+def programme_ranks(p: np.ndarray, nodes: int, width: int | None = None) -> ProgrammeRanks:
+    """The ranks an optimal tree of at most ``nodes`` nodes and ``width`` children per node
+    can use (:class:`ProgrammeRanks`)."""
+    p = np.atleast_2d(np.asarray(p, dtype=float))
+    if width is not None:
+        p = p[:, : max(1, min(int(width), p.shape[1]))]
+    rows = p.shape[0]
+    while rows > 1 and np.array_equal(p[rows - 2], p[rows - 1]):
+        rows -= 1
+    p = p[:rows]
+    if p.shape[1] <= nodes:
+        return ProgrammeRanks(p, None)
+    q = edge_weights(p)
+    keep = np.sort(np.argsort(-q, axis=1, kind="stable")[:, :nodes], axis=1)
+    kept = np.take_along_axis(q, keep, axis=1)
+    return ProgrammeRanks(from_unconditional(kept), keep + 1)
+
+
+def best_programme_tree(p: np.ndarray, nodes: int, depth: int, width: int | None) -> Tree:
+    """:meth:`TreeProgramme.best` over the ranks such a tree can use
+    (:func:`programme_ranks`), as a tree of the drafter's own ranks."""
+    ranks = programme_ranks(p, nodes, width)
+    return ranks.tree(TreeProgramme(ranks.p, nodes, depth).best(), p)
+
+
+def programme_values(p: np.ndarray, nodes: int, depth: int, width: int | None) -> np.ndarray:
+    """:meth:`TreeProgramme.values` over the ranks such trees can use."""
+    return TreeProgramme(programme_ranks(p, nodes, width).p, nodes, depth).values()
+
+
+def check_seed(seed: int) -> None:
+    """Refuse a seed outside ``0 .. 2**63 - 1`` (a :class:`ParameterError` naming
+    ``seed``)."""
+    if (
+        isinstance(seed, bool)
+        or not isinstance(seed, int | np.integer)
+        or not (0 <= int(seed) <= MAX_SEED)
+    ):
+        raise ParameterError("seed", f"{seed!r} is not a seed in 0..{MAX_SEED}")
 
 
 # ---------------------------------------------------------------- arguments
@@ -377,8 +459,10 @@ def best_tree(
     tokens per step (Sequoia's programme, exact); simulated for ``rounds`` steps when
     given."""
     check_tree_options(nodes=nodes, depth=depth, width=width)
+    if rounds is not None:
+        check_seed(seed)
     index, p = tree_drafter(problem, drafters)
-    tree = TreeProgramme(p, nodes, depth, width).best()
+    tree = best_programme_tree(p, nodes, depth, width)
     t = float(drafter_round_time(problem, index, tree.nodes, tree.depth))
     return BestTree(
         drafter=problem.names[index],
@@ -404,8 +488,7 @@ def tree_front(
     section tokens/s per batch size over every size and depth."""
     check_tree_options(max_nodes=max_nodes, depth=depth, width=width)
     index, p = tree_drafter(problem, drafters)
-    prog = TreeProgramme(p, max_nodes, depth, width)
-    e = prog.values()[:, 1:]  # (depth, max_nodes): sizes 1..max_nodes
+    e = programme_values(p, max_nodes, depth, width)[:, 1:]  # (depth, max_nodes): 1..max_nodes
     n = np.arange(1, max_nodes + 1)
     d = np.arange(1, depth + 1)[:, None]
     thr = e / drafter_round_time(problem, index, n[None, :], d)
@@ -449,13 +532,26 @@ def engine_tree(
     eagle: tuple[int, int, int] | None = None,
     rounds: int | None = None,
     seed: int = 0,
+    batch: int | None = None,
 ) -> EngineTree:
     """SGLang's EAGLE tree: the setting ``eagle = (num_steps, topk, num_draft_tokens)``,
     or without it the search over ``num_steps <= depth``, ``topk <= width`` (default: the
     measured ranks up to :data:`ENGINE_TOPK`) and ``num_draft_tokens - 1 <= nodes``
     (default :data:`FRONT_NODES`) for the setting of most throughput; simulated for
-    ``rounds`` steps when given."""
+    ``rounds`` steps when given.
+
+    The setting picked is the one of most throughput in verifier-units (the model's time
+    per step, one sequence, no serving load); with ``batch`` (one of
+    ``serving.batch_sizes``) the one of most tokens/s at that many concurrent sequences,
+    the setting to export for a server planned for ``batch``."""
     check_tree_options(nodes=nodes, depth=depth, width=width)
+    if rounds is not None:
+        check_seed(seed)
+    if batch is not None and eagle is not None:
+        raise ParameterError(
+            "batch",
+            "picks the setting of most tokens/s at a batch size; eagle names one setting",
+        )
     index, p = tree_drafter(problem, drafters)
     name = problem.names[index]
     n_max = nodes or FRONT_NODES
@@ -483,7 +579,6 @@ def engine_tree(
         t = drafter_round_time(problem, index, tri.tokens - 1, tri.steps)
         thr = tri.expected_accepted / t
         i = int(np.argmax(thr))
-        steps, topk, tokens = int(tri.steps[i]), int(tri.topk[i]), int(tri.tokens[i])
         j = int(np.argmax(tri.expected_accepted))
         searched = int(tri.steps.size)
         best_expected = EagleSetting(
@@ -495,13 +590,23 @@ def engine_tree(
         per_batch = _per_batch(problem, index, tri.expected_accepted, tri.tokens - 1, tri.steps)
         if per_batch is not None:
             serving = [
-                EagleServingRow(b, int(tri.steps[i]), int(tri.topk[i]), int(tri.tokens[i]), m)
-                for b, i, m in per_batch[0]
+                EagleServingRow(b, int(tri.steps[c]), int(tri.topk[c]), int(tri.tokens[c]), m)
+                for b, c, m in per_batch[0]
             ]
             serving_notes = per_batch[1]
+        if batch is not None:
+            i = _batch_choice(problem, batch, per_batch)
+        steps, topk, tokens = int(tri.steps[i]), int(tri.topk[i]), int(tri.tokens[i])
+        if batch is None:
+            setting_notes.append(
+                f"({steps}, {topk}, {tokens}) is the setting of most throughput in "
+                "verifier-units (the model's time per step at one sequence, no serving "
+                "load); give --batch B for the setting of most tokens/s at B concurrent "
+                "sequences" + (" (the serving rows)" if serving else " (needs a serving section)")
+            )
     tree = sglang_tree(p, steps, topk, tokens)
     t_step = float(drafter_round_time(problem, index, tree.nodes, steps))
-    same = TreeProgramme(p, tree.nodes, steps, width).values()[-1]
+    same = programme_values(p, tree.nodes, steps, width)[-1]
     optimal = float(np.max(same[np.isfinite(same)]))  # at most as many nodes, as deep
     return EngineTree(
         drafter=name,
@@ -533,8 +638,9 @@ def simulate_best_tree(
     """Play the optimal tree of at most ``nodes`` nodes and depth at most ``depth`` for
     ``rounds`` steps (:func:`allocator.analysis.simulate.simulate_tree`)."""
     check_tree_options(nodes=nodes, depth=depth)
+    check_seed(seed)
     index, p = tree_drafter(problem, drafters)
-    tree = TreeProgramme(p, nodes, depth).best()
+    tree = best_programme_tree(p, nodes, depth, None)
     t = float(drafter_round_time(problem, index, tree.nodes, tree.depth))
     sim = simulate_tree(tree, p, rounds, seed)
     return SimulatedTree(
@@ -544,6 +650,31 @@ def simulate_best_tree(
         throughput=sim.mean_accepted / t,
         model_throughput=tree.expected_accepted / t,
         round_time=t,
+    )
+
+
+def _batch_choice(
+    problem: Problem,
+    batch: int,
+    per_batch: tuple[list[tuple[int, int, dict[str, float | None]]], list[str]] | None,
+) -> int:
+    """The index into the searched settings of the one of most tokens/s at ``batch`` (one
+    of ``serving.batch_sizes``, not left out for memory), from :func:`_per_batch`."""
+    if per_batch is None or problem.serving is None:
+        raise ParameterError(
+            "batch", "needs a serving section (step times under load) in the problem"
+        )
+    sizes = [int(b) for b in problem.serving.batch_sizes]
+    if int(batch) not in sizes:
+        raise ParameterError(
+            "batch", f"{batch} is not one of serving.batch_sizes ({', '.join(map(str, sizes))})"
+        )
+    rows, notes = per_batch
+    for b, index, _ in rows:
+        if b == int(batch):
+            return index
+    raise ParameterError(
+        "batch", next((n for n in notes if n.startswith(f"batch {int(batch)} ")), "left out")
     )
 
 
@@ -618,11 +749,17 @@ __all__ = [
     "SimulatedTree",
     "TreeFront",
     "TreeServingRow",
+    "MAX_SEED",
+    "ProgrammeRanks",
+    "best_programme_tree",
     "best_tree",
     "check_eagle",
+    "check_seed",
     "check_tree_options",
     "drafter_round_time",
     "engine_tree",
+    "programme_ranks",
+    "programme_values",
     "rank_one_note",
     "simulate_best_tree",
     "tree_drafter",

@@ -128,7 +128,11 @@ def option_flags(fn: Callable) -> dict[str, str]:
     the name the library gives the same parameter."""
     flags: dict[str, str] = {}
     for name, param in inspect.signature(fn).parameters.items():
-        decls = [d for d in getattr(param.default, "param_decls", None) or () if d.startswith("--")]
+        decls = [
+            d.split("/")[0]  # "--adaptive/--no-adaptive": the flag is --adaptive
+            for d in getattr(param.default, "param_decls", None) or ()
+            if d.startswith("--")
+        ]
         if decls:
             flags.setdefault(decls[0][2:].replace("-", "_"), decls[0])
             flags[name] = decls[0]

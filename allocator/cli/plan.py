@@ -16,7 +16,9 @@ from ..io.ranges import parse_hosting_range
 from . import app
 from .common import (
     BudgetOption,
+    EngineOption,
     JsonOption,
+    PooledOption,
     ProblemArg,
     emit_json,
     handles_input_errors,
@@ -102,6 +104,7 @@ def _sweep_table(doc: dict) -> Table:
 @app.command()
 @handles_input_errors
 def plan(
+    ctx: typer.Context,
     problem: Path = ProblemArg,
     json_path: str = JsonOption,
     budget: list[str] = BudgetOption,
@@ -143,14 +146,34 @@ def plan(
         "for all traffic) to PATH (.png or .svg).",
         metavar="PATH",
     ),
+    engine: str = EngineOption,
+    pooled: bool = PooledOption,
 ) -> None:
-    """Choose the drafters to host and each workload's subset and k (exact, by MILP).
+    """Choose the drafters to host and each workload's route, a drafter and k (exact, by
+    MILP), among what --engine serves (one drafter per server; --pooled: also pooled
+    subsets, the upper bound no engine serves).
 
     Beside each workload: its throughput under the best single configuration for all traffic.
     """
+    if engine not in TARGETS:
+        raise InputError("--engine", f"{engine!r} is not one of {', '.join(TARGETS)}")
     if export is not None:
         if export not in TARGETS:
             raise InputError("--export", f"{export!r} is not one of {', '.join(TARGETS)}")
+        source = ctx.get_parameter_source("engine")
+        if source is not None and source.name != "DEFAULT" and engine != export:
+            raise InputError(
+                "--engine",
+                f"{engine} where --export {export} exports for {export}: give one engine "
+                "(--export alone is enough)",
+            )
+        engine = export
+        if pooled:
+            raise InputError(
+                "--pooled",
+                "an export serves one drafter per server; pooled configurations are an upper "
+                "bound no engine serves (leave out --pooled)",
+            )
         if sweep is not None:
             raise InputError("--export", "exports one plan; it does not apply with --sweep")
         if json_path == "-":
@@ -168,20 +191,32 @@ def plan(
     result: Plan | PlanSweep
     if levels is False:
         result = api.plan(
-            prob, caps, max_candidates=max_candidates, time_limit=time_limit, batch=batch
+            prob,
+            caps,
+            max_candidates=max_candidates,
+            time_limit=time_limit,
+            batch=batch,
+            engine=engine,
+            pooled=pooled,
         )
         table = _plan_table
     else:
         if batch is not None:
             raise InputError("--batch", "applies to one plan, not to --sweep")
         result = api.sweep_hosting(
-            prob, levels, caps, max_candidates=max_candidates, time_limit=time_limit
+            prob,
+            levels,
+            caps,
+            max_candidates=max_candidates,
+            time_limit=time_limit,
+            engine=engine,
+            pooled=pooled,
         )
         table = _sweep_table
     doc = result.to_dict()
     if export is not None:
         assert isinstance(result, Plan)  # --export is refused with --sweep
-        settings, notes = api.export_plan(prob, result, export)
+        settings, notes = api.export_plan(prob, result, export, batch)
         emit_json(doc, json_path)
         for message in [*doc["notes"], *notes]:
             note(message)

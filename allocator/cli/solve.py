@@ -36,6 +36,7 @@ from .render import front_table, uncertainty_table
 @app.command()
 @handles_input_errors
 def solve(
+    ctx: typer.Context,
     problem: Path = ProblemArg,
     strategy: str = typer.Option(
         "auto",
@@ -90,7 +91,10 @@ def solve(
         None, "--seed", min=0, max=MAX_SEED, help="Seed of every random path (default 0)."
     ),
     export: str = typer.Option(
-        None, "--export", help="Print a point as serving settings: vllm or sglang."
+        None,
+        "--export",
+        help="Print a point as serving settings: vllm or sglang (the front then holds only "
+        "what that engine serves).",
     ),
     pick: int = typer.Option(
         None, "--pick", help="With --export: the N-th front point (default: best throughput)."
@@ -102,7 +106,7 @@ def solve(
         min=1,
         help="Serve B >= 1 concurrent sequences: the front's throughput is tokens/s from the "
         "problem's serving step times (exhaustive search; configurations without a step "
-        "time are left out).",
+        "time are left out), of what --engine serves.",
         metavar="B",
     ),
     context: float = typer.Option(
@@ -120,12 +124,15 @@ def solve(
     """Search drafters, k and m; print the front of throughput against the cost metric.
 
     Each point is a configuration (which drafters, k) that no other beats on both
-    throughput and cost within the problem's budget.
+    throughput and cost within the problem's budget. In verifier-units the question is
+    the model's and pooled configurations stay (labelled as the upper bound no engine
+    serves); with --batch or --export, or --engine given, only what the engine serves.
     """
     precheck_outputs(json=json_path, csv=csv_path)
     if json_path == "-" and csv_path == "-":
         raise InputError("--csv", "stdout ('-') is already taken by --json -")
     _check_options(samples, robust, export, pick, json_path)
+    serve = _serving_engine(ctx, engine, pooled, export)
     if plot_path:
         from ..plots import check_plot_path
 
@@ -134,23 +141,29 @@ def solve(
     prob = api.load(problem)
     if batch is None and context is not None:
         raise InputError("--context", "needs --batch (the step time under load)")
-    if batch is None and (pooled or engine != "vllm"):
-        raise InputError(
-            "--pooled" if pooled else "--engine",
-            "applies with --batch (solve in verifier-units answers about the model itself)",
-        )
     if batch is not None:
-        _check_batch_options(strategy, samples, robust, export, storage, study, trials, timeout)
-        result = api.solve_at_batch(prob, batch, context=context, engine=engine, pooled=pooled)
+        _check_batch_options(strategy, samples, robust, storage, study, trials, timeout)
+        result = api.solve_at_batch(
+            prob, batch, context=context, engine=serve or "vllm", pooled=pooled
+        )
         doc = result.to_dict()
+        exported = (
+            api.export_point(prob, result, export, pick, batch) if export is not None else None
+        )
         label = f"tokens/s at batch {batch}" + ("" if context is None else f", context {context:g}")
-        if _write_outputs(prob, result, doc, json_path, csv_path, plot_path, label=label):
-            out.print(front_table(result))
+        if not _write_outputs(prob, result, doc, json_path, csv_path, plot_path, label=label):
+            return
+        if exported is not None:
+            _print_export(exported)
+            return
+        out.print(front_table(result))
         return
     with search_progress(f"solving {prob.name}", enabled=json_path != "-") as progress:
         result = api.solve(
             prob,
             strategy=strategy,
+            engine=serve,
+            pooled=pooled,
             seed=0 if seed is None else seed,
             storage=storage,
             study=study,
@@ -189,6 +202,34 @@ def _check_options(samples, robust, export, pick, json_path) -> None:
         raise InputError("--pick", "only applies with --export")
     if export is not None and json_path == "-":
         raise InputError("--export", "prints to stdout, which --json - already uses")
+
+
+def _serving_engine(
+    ctx: typer.Context, engine: str, pooled: bool, export: str | None
+) -> str | None:
+    """The engine whose servable configurations the front keeps: ``--export``'s, else
+    ``--engine``'s when given (``None``: plain ``solve``, the model's question, keeps
+    pooled configurations). Refuses an unknown engine, an ``--engine`` that is not
+    ``--export``'s, and ``--pooled`` with ``--export`` (an export serves one drafter)."""
+    given = ctx.get_parameter_source("engine")
+    engine_given = given is not None and given.name != "DEFAULT"
+    if engine not in TARGETS:
+        raise InputError("--engine", f"{engine!r} is not one of {', '.join(TARGETS)}")
+    if export is not None:
+        if engine_given and engine != export:
+            raise InputError(
+                "--engine",
+                f"{engine} where --export {export} exports for {export}: give one engine "
+                "(--export alone is enough)",
+            )
+        if pooled:
+            raise InputError(
+                "--pooled",
+                "an export serves one drafter per server; pooled configurations are an upper "
+                "bound no engine serves (leave out --pooled)",
+            )
+        return export
+    return engine if engine_given else None
 
 
 def _print_export(exported: tuple[str, list[str]]) -> None:
@@ -243,16 +284,13 @@ def _write_outputs(
     return True
 
 
-def _check_batch_options(
-    strategy, samples, robust, export, storage, study, trials, timeout
-) -> None:
+def _check_batch_options(strategy, samples, robust, storage, study, trials, timeout) -> None:
     """``--batch`` searches exhaustively, on the nominal acceptance only."""
     if strategy not in ("auto", "exact"):
         raise InputError("--strategy", "--batch searches exhaustively (auto or exact)")
     given = {
         "--samples": samples,
         "--robust": robust,
-        "--export": export,
         "--storage": storage,
         "--study": study,
         "--trials": trials,

@@ -21,11 +21,12 @@ from ..analysis.trees import (
     check_tree_options,
     tree_drafter,
 )
-from ..engines import ENGINES, export_tree
+from ..engines import ENGINES, TARGETS, export_tree
 from ..exceptions import InputError
 from ..model.tree import Tree
 from . import app
 from .common import (
+    MAX_SEED,
     JsonOption,
     ProblemArg,
     emit_json,
@@ -38,6 +39,29 @@ from .evaluate import split_names
 
 #: The engines ``--export`` prints a tree's settings for.
 TREE_TARGETS = tuple(sorted(name for name, e in ENGINES.items() if e.has_trees))
+#: The engines whose own token trees ``--engine`` searches (vLLM 0.33.0 drafts chains only).
+SEARCH_ENGINES = ("sglang",)
+
+
+def _engine_name(value: str | None) -> str | None:
+    """``--engine NAME``: the engine whose trees to search. It was a bare switch once;
+    that spelling (``--engine`` followed by another option) gets a one-line pointer."""
+    import typer
+
+    if value is None:
+        return None
+    if value.startswith("-"):
+        raise typer.BadParameter(
+            f"takes the engine's name now: --engine sglang (SGLang's EAGLE trees); got {value}"
+        )
+    if value == "vllm":
+        raise typer.BadParameter(
+            "vLLM 0.33.0 drafts chains only (no token-tree setting): --engine sglang "
+            "searches SGLang's EAGLE trees; `solve --engine vllm` answers for vLLM's chains"
+        )
+    if value not in SEARCH_ENGINES:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(TARGETS)}")
+    return value
 
 
 def _parse_eagle(text: str) -> tuple[int, int, int]:
@@ -73,12 +97,23 @@ def tree_command(
     max_nodes: int = typer.Option(
         FRONT_NODES, "--max-nodes", help="Without --nodes: the front runs over sizes 1..this."
     ),
-    engine: bool = typer.Option(
-        False,
+    engine: str = typer.Option(
+        None,
         "--engine",
-        help="Evaluate SGLang's EAGLE trees (num_steps <= --depth, topk <= --width or by "
-        f"default the measured ranks up to {ENGINE_TOPK}, num_draft_tokens - 1 <= --nodes) "
-        "and pick the best.",
+        help="sglang: search SGLang's EAGLE trees (num_steps <= --depth, topk <= --width or "
+        f"by default the measured ranks up to {ENGINE_TOPK}, num_draft_tokens - 1 <= "
+        "--nodes) and pick the best (vLLM drafts no token trees).",
+        metavar="sglang",
+        callback=_engine_name,
+    ),
+    batch: int = typer.Option(
+        None,
+        "--batch",
+        min=1,
+        help="With --engine or --export: pick the setting of most tokens/s at B concurrent "
+        "sequences (one of serving.batch_sizes) instead of the verifier-unit optimum, and "
+        "export it for B.",
+        metavar="B",
     ),
     eagle: str = typer.Option(
         None,
@@ -95,7 +130,7 @@ def tree_command(
         help="Simulate this many steps of the tree (with --nodes, --eagle, or --engine: "
         "the setting it picks).",
     ),
-    seed: int = typer.Option(0, "--seed", help="Random seed of --rounds."),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Random seed of --rounds."),
     json_path: str = JsonOption,
     plot_path: str = typer.Option(
         None,
@@ -122,13 +157,19 @@ def tree_command(
         raise InputError("--export", f"{export!r} is not one of {', '.join(TREE_TARGETS)}")
     if export is not None and json_path == "-":
         raise InputError("--export", "prints to stdout, which --json - already uses")
-    if engine and eagle is not None:
+    if engine is not None and eagle is not None:
         raise InputError(
             "--eagle",
             "evaluates the one setting given while --engine searches for the best: "
             "give one of them",
         )
-    use_engine = engine or eagle is not None or export is not None
+    if batch is not None and eagle is not None:
+        raise InputError(
+            "--batch", "picks the setting of most tokens/s at B; --eagle names one setting"
+        )
+    use_engine = engine is not None or eagle is not None or export is not None
+    if batch is not None and not use_engine:
+        raise InputError("--batch", "applies to --engine sglang and --export")
     if rounds is not None and nodes is None and not use_engine:
         # --engine (and --export) pick one setting, which is then the tree simulated
         raise InputError("--rounds", "simulates one tree: give --nodes, --eagle or --engine")
@@ -148,7 +189,7 @@ def tree_command(
             tree_drafter(prob, names)  # a bad drafter is reported before a malformed --eagle
             setting = _parse_eagle(eagle)
         result = api.engine_tree(
-            prob, names, nodes, depth, width, eagle=setting, rounds=rounds, seed=seed
+            prob, names, nodes, depth, width, eagle=setting, rounds=rounds, seed=seed, batch=batch
         )
     elif nodes is not None:
         result = api.best_tree(prob, names, nodes, depth, width, rounds=rounds, seed=seed)
@@ -183,6 +224,7 @@ def tree_command(
             result.num_steps,
             result.topk,
             result.num_draft_tokens,
+            batch,
         )
         sys.stdout.write(text)
         for message in notes:
@@ -274,6 +316,7 @@ def _print_tree(tree: Tree) -> None:
 
 
 __all__ = [
+    "SEARCH_ENGINES",
     "TREE_TARGETS",
     "tree_command",
 ]

@@ -11,12 +11,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ..core.result import Front
+
+class FrontLike(Protocol):
+    """What a front's points are read from (:class:`allocator.core.result.Front`):
+    ``members (P, N)``, ``k (P,)``, ``metrics`` ``{name: (P,)}``, ``cost_metric``."""
+
+    @property
+    def members(self) -> np.ndarray: ...
+
+    @property
+    def k(self) -> np.ndarray: ...
+
+    @property
+    def metrics(self) -> Mapping[str, np.ndarray]: ...
+
+    @property
+    def cost_metric(self) -> str: ...
+
+    def __len__(self) -> int: ...
+
 
 #: What a configuration is: its drafters (names), how many, and its draft length.
 CONFIG_FIELDS: tuple[str, ...] = ("drafters", "m", "k")
@@ -103,13 +120,13 @@ def point(
     }
 
 
-def front_point(front: Front, i: int, names: Sequence[str]) -> dict[str, Any]:
+def front_point(front: FrontLike, i: int, names: Sequence[str]) -> dict[str, Any]:
     """Point ``i`` of ``front`` (see :func:`point`)."""
     row = {m: float(v[i]) for m, v in front.metrics.items()}
     return point(names, front.members[i], int(front.k[i]), row, front.cost_metric)
 
 
-def front_points(front: Front, names: Sequence[str]) -> list[dict[str, Any]]:
+def front_points(front: FrontLike, names: Sequence[str]) -> list[dict[str, Any]]:
     """Every point of ``front``, in its order (cost ascending)."""
     return [front_point(front, i, names) for i in range(len(front))]
 
@@ -119,6 +136,7 @@ __all__ = [
     "MODEL_FIELDS",
     "POINT_FIELDS",
     "SERVING_FIELDS",
+    "FrontLike",
     "front_point",
     "front_points",
     "names_of",

@@ -43,6 +43,10 @@ class DrafterInfo:
     acceptance_by_rank : ``(L, W)`` rank acceptance ``p_r(depth)`` (docs/design.md §8.10;
         row ``L - 1`` repeats for deeper levels), or ``None``.
     acceptance_by_rank_interval : ``(L, W, 2)`` its 95% intervals, or ``None``.
+    positions : how many positions its acceptance was given for (the length of its
+        ``acceptance`` list, the shortest where workloads give their own lists); at later
+        positions the last value repeats, so a ``k`` beyond it rests on that repetition.
+        ``None``: one value for every position (nothing measured by position).
     """
 
     name: str
@@ -52,6 +56,7 @@ class DrafterInfo:
     prompt_lookup_max: int | None = None
     acceptance_by_rank: np.ndarray | None = None
     acceptance_by_rank_interval: np.ndarray | None = None
+    positions: int | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -73,17 +73,19 @@ def servable(
         return problem, [POOLED_BOUND]
     eng = ENGINES[engine]
     names = problem.names
-    served = np.array(
-        [eng.serves(resolve_method(n, problem.drafter(i).method)[0]) for i, n in enumerate(names)],
-        dtype=bool,
-    )
+    methods = [resolve_method(n, problem.drafter(i).method)[0] for i, n in enumerate(names)]
+    served = np.array([eng.serves(m) for m in methods], dtype=bool)
     notes = [
         f"only what {eng.label} serves: one drafter per server (pass --pooled for the pooled "
         "upper bound)"
     ]
-    refused = [n for n, ok in zip(names, served, strict=True) if not ok]
-    if refused:
-        notes.append(f"left out: {', '.join(refused)} (a method {eng.label} does not serve)")
+    reasons = [
+        f"{n} (method {m}): {_refusal(eng, n, m)}"
+        for n, m, ok in zip(names, methods, served, strict=True)
+        if not ok
+    ]
+    if reasons:
+        notes.append(f"left out, a method {eng.label} does not serve: {'; '.join(reasons)}")
     if problem.m_min > 1:
         raise InfeasibleError(
             "search.m.min",
@@ -103,10 +105,23 @@ def servable(
             "search.require", f"{bad[0]} is required but {eng.label} does not serve its method"
         )
     if excluded.all():
-        raise InfeasibleError("drafters", f"no drafter has a method {eng.label} serves")
+        raise InfeasibleError(
+            "drafters",
+            f"no drafter has a method {eng.label} serves"
+            + (f": {'; '.join(reasons)}" if reasons else ""),
+        )
     if problem.m_max == 1 and not (~problem.excluded & ~served).any():
         return problem, notes
     return problem.replace(m_min=1, m_max=1, excluded=excluded), notes
+
+
+def _refusal(engine: Engine, name: str, method: str) -> str:
+    """Why ``engine`` does not serve ``method`` (the message its export would refuse with)."""
+    try:
+        engine.method_name(name, method)
+    except ParameterError as exc:
+        return exc.message.removeprefix(f"drafter {name!r} (method {method}): ").strip()
+    return f"method {method}"
 
 
 def pick_point(points: list[dict], pick: int | None) -> dict:
@@ -120,18 +135,22 @@ def pick_point(points: list[dict], pick: int | None) -> dict:
     return points[pick - 1]
 
 
-def settings(target: str, drafter: DrafterLike, k: int) -> tuple[dict | list[str], list[str]]:
-    """One drafter at ``k`` as ``target``'s settings (vLLM: a dict; SGLang: argv words)."""
-    return get_engine(target).chain_settings(drafter, k)
+def settings(
+    target: str, drafter: DrafterLike, k: int, batch: int | None = None
+) -> tuple[dict | list[str], list[str]]:
+    """One drafter at ``k`` as ``target``'s settings (vLLM: a dict; SGLang: argv words);
+    ``batch``: the concurrent sequences planned, where the engine's settings depend on it."""
+    return get_engine(target).chain_settings(drafter, k, batch=batch)
 
 
 def export_point(
-    target: str, point: dict, drafters: Mapping[str, DrafterLike]
+    target: str, point: dict, drafters: Mapping[str, DrafterLike], batch: int | None = None
 ) -> tuple[str, list[str]]:
-    """What ``solve --export`` prints (vLLM's JSON or SGLang's shell-quoted flags) and notes."""
+    """What ``solve --export`` prints (vLLM's JSON or SGLang's shell-quoted flags) and notes;
+    ``batch``: the concurrent sequences the point was chosen for (``solve --batch``)."""
     engine = get_engine(target)
     drafter = engine.check(list(point["drafters"]), drafters, "the configuration")
-    value, notes = engine.chain_settings(drafter, int(point["k"]))
+    value, notes = engine.chain_settings(drafter, int(point["k"]), batch=batch)
     return engine.text(value), notes
 
 
@@ -141,20 +160,22 @@ def export_text(target: str, point: dict, drafters: Mapping[str, DrafterLike]) -
 
 
 def export_plan(
-    target: str, plan: dict, drafters: Mapping[str, DrafterLike]
+    target: str, plan: dict, drafters: Mapping[str, DrafterLike], batch: int | None = None
 ) -> tuple[dict, list[str]]:
     """A plan (``plan --json``'s document) as one JSON document of ``target`` settings.
 
     ``hosted``: every drafter some route runs, with its method and model; ``routes``: per
     workload its drafter, ``k`` and the server settings that run it (vLLM:
     ``speculative_config``; SGLang: ``flags`` and ``args``, the same shell-quoted).
+    ``batch``: the sequences each replica must hold (``plan --batch``), for the settings
+    that depend on it (SGLang's ``--max-running-requests``).
     """
     engine = get_engine(target)
     notes: list[str] = []
     routes = []
     for w in plan["workloads"]:
         drafter = engine.check(list(w["drafters"]), drafters, f"workload {w['name']!r}")
-        value, more = engine.chain_settings(drafter, int(w["k"]))
+        value, more = engine.chain_settings(drafter, int(w["k"]), batch=batch)
         notes.extend(n for n in more if n not in notes)
         route: dict = {
             "workload": w["name"],
@@ -188,11 +209,18 @@ def export_schedule(
 
 
 def export_tree(
-    target: str, drafter: DrafterLike, tree: Tree, steps: int, topk: int, tokens: int
+    target: str,
+    drafter: DrafterLike,
+    tree: Tree,
+    steps: int,
+    topk: int,
+    tokens: int,
+    batch: int | None = None,
 ) -> tuple[str, list[str]]:
     """What ``tree --export`` prints for SGLang's EAGLE setting ``(steps, topk, tokens)``
-    building ``tree`` (:func:`allocator.engines.sglang.sglang_tree`), one line, and notes."""
-    return get_engine(target).tree_export(drafter, tree, steps, topk, tokens)
+    building ``tree`` (:func:`allocator.engines.sglang.sglang_tree`), one line, and notes;
+    ``batch``: the concurrent sequences the setting was chosen for."""
+    return get_engine(target).tree_export(drafter, tree, steps, topk, tokens, batch=batch)
 
 
 def convention_warning(convention: str) -> str | None:

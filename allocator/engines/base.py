@@ -42,9 +42,12 @@ class DrafterLike(Protocol):
     def prompt_lookup_max(self) -> int | None: ...
 
 
-#: SGLang's ``--speculative-algorithm`` values that draft EAGLE token trees; their
-#: methods (``eagle``, ``eagle3``) are the ones whose trees are exported, to either engine.
-TREE_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3")
+#: SGLang's ``--speculative-algorithm`` values that run on its EAGLE worker and draft
+#: token trees (top-k > 1): ``EAGLE``, ``EAGLE3`` and ``NEXTN``, which SGLang 0.5.23
+#: rewrites to ``EAGLE`` (``sglang/srt/arg_groups/speculative_hook.py`` lines 109-116;
+#: ``_handle_eagle_family`` has no general top-k 1 requirement). Their methods
+#: (``eagle``, ``eagle3``, ``mtp``) are the ones whose trees are exported, to either engine.
+TREE_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3", "NEXTN")
 
 
 def tree_method(drafter: DrafterLike, field: str) -> str:
@@ -55,8 +58,8 @@ def tree_method(drafter: DrafterLike, field: str) -> str:
     if drafter.method not in tree_methods:
         raise InputError(
             field,
-            f"is {drafter.method!r}; SGLang builds EAGLE trees for method "
-            f"{' or '.join(tree_methods)} only",
+            f"is {drafter.method!r}; SGLang's EAGLE worker builds token trees for method "
+            f"{', '.join(tree_methods)} only",
         )
     return drafter.method
 
@@ -95,10 +98,12 @@ class Engine(ABC):
 
     @abstractmethod
     def chain_settings(
-        self, drafter: DrafterLike, k: int
+        self, drafter: DrafterLike, k: int, *, batch: int | None = None
     ) -> tuple[dict[str, object] | list[str], list[str]]:
         """One drafter drafting a chain of ``k`` tokens: the settings (a JSON object or
-        argv words) and notes for stderr (each starting ``note:``)."""
+        argv words) and notes for stderr (each starting ``note:``). ``batch``: the
+        concurrent sequences the server is planned for, where the engine's settings
+        depend on it (``None``: not stated)."""
 
     @abstractmethod
     def text(self, settings: dict[str, object] | list[str]) -> str:
@@ -126,10 +131,18 @@ class Engine(ABC):
         return drafter
 
     def tree_export(
-        self, drafter: DrafterLike, tree: Tree, steps: int, topk: int, tokens: int
+        self,
+        drafter: DrafterLike,
+        tree: Tree,
+        steps: int,
+        topk: int,
+        tokens: int,
+        *,
+        batch: int | None = None,
     ) -> tuple[str, list[str]]:
         """What the engine runs for an EAGLE tree (SGLang's ``(num_steps, topk,
-        num_draft_tokens)``, building ``tree``): the text for stdout and notes."""
+        num_draft_tokens)``, building ``tree``): the text for stdout and notes;
+        ``batch`` as for :meth:`chain_settings`."""
         raise ParameterError("export", f"{self.label} takes no token tree")
 
     def schedule_settings(

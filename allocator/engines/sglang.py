@@ -2,20 +2,32 @@
 the trees SGLang's EAGLE builds from ``(num_steps, topk, num_draft_tokens)``, evaluated under
 the rank-acceptance model of :mod:`allocator.model.tree` (docs/design.md §8.8, §8.10).
 
-Flags follow ``python/sglang/srt/args/speculative_args.py`` and ``ServerArgs.
-_handle_speculative_decoding`` in ``python/sglang/srt/server_args.py`` (sgl-project/
-sglang, commit 4bc0b6e6; see :mod:`allocator.core.methods`):
+Flags follow SGLang 0.5.23 (its PyPI wheel; paths relative to the wheel root): the fields of
+``sglang/srt/arg_groups/fields/spec.py`` and ``fields/schedule.py`` and their resolution in
+``sglang/srt/arg_groups/speculative_hook.py`` (see :mod:`allocator.core.methods`):
 
 - ``EAGLE``/``EAGLE3``/``STANDALONE``/``NEXTN`` take ``--speculative-draft-model-path``
   (``NEXTN`` only when a ``model`` is given), ``--speculative-num-steps k``,
   ``--speculative-eagle-topk 1`` (a chain, not a tree) and
   ``--speculative-num-draft-tokens k + 1`` (SGLang counts the root token; with top-k 1
-  it resets any other value to ``num_steps + 1``).
+  it resets any other value to ``num_steps + 1``, lines 1255-1266). ``NEXTN`` is rewritten
+  to ``EAGLE`` and runs on the EAGLE worker (lines 109-116), so it takes trees too.
 - ``NGRAM`` takes no model; its tree breadth ``--speculative-ngram-max-bfs-breadth``
-  (default 10, copied into the top-k) is set to 1 for a chain, and
-  ``--speculative-num-draft-tokens k + 1`` (default 12). SGLang's n-gram matching
-  flags are its own (``--speculative-ngram-*``); vLLM's ``prompt_lookup_min/max`` have
-  no SGLang counterpart in that source and are not exported.
+  (default 10, copied into the top-k, lines 1309-1313) is set to 1 for a chain, and
+  ``--speculative-num-draft-tokens k + 1`` (default 12; the root plus ``k`` draft nodes,
+  ``kernels/jit/csrc/ngram_corpus/param.h``). vLLM's ``prompt_lookup_min/max`` have no
+  SGLang counterpart and are not exported.
+- ``DFLASH`` takes ``--speculative-num-draft-tokens k + 1``, its block with the anchor
+  (num_steps and top-k forced to 1, ``_handle_dflash``); ``DSPARK`` takes
+  ``--speculative-dspark-block-size k`` (it sets ``num_draft_tokens = k + 1``,
+  ``_handle_dspark``).
+- ``--max-running-requests``: with speculation on and the flag unset SGLang sets it to 48
+  (lines 1086-1094 and the same block in every algorithm but ``UNO``), a default, not a
+  cap. An export for more concurrent sequences sets the flag; one for an unstated batch
+  size says so.
+- Top-k above 1 with ``--page-size`` above 1 needs ``--attention-backend`` ``flashinfer``,
+  ``fa3`` or ``triton`` (lines 1268-1282; ``NGRAM`` ``flashinfer`` only, lines 1355-1366):
+  tree exports say so.
 
 How SGLang expands and prunes the candidate tree, followed from sgl-project/sglang
 (versions stored in the search index): ``python/sglang/srt/speculative/spec_utils.py`` at
@@ -23,8 +35,9 @@ How SGLang expands and prunes the candidate tree, followed from sgl-project/sgla
 ``python/sglang/srt/speculative/eagle_utils.py`` at ``003ddbce`` (``organize_draft_results``,
 ``build_tree_kernel_efficient``, ``verify_tree_greedy_func``: greedy verification walks at
 most one matching child per node), the older ``build_eagle_tree.py`` at ``009db01a``
-(``build_tree_kernel_efficient_preprocess``, the same selection) and
-``python/sglang/srt/server_args.py`` (the ``speculative_eagle_topk == 1`` adjustment):
+(``build_tree_kernel_efficient_preprocess``, the same selection); in SGLang 0.5.23 the
+selection is ``sglang/srt/speculative/eagle_utils.py`` lines 106-110 (the top
+``num_draft_token - 1`` of the ``score_list``, the root prepended at line 152):
 
 1. Step 0 (the draft pass after the last verification): the root's ``topk`` most likely
    draft tokens, scored by their draft probability, become candidates *and* the frontier.
@@ -51,7 +64,8 @@ leaves them unspecified). Ranks beyond the measured ``acceptance_by_rank`` score
 
 Tree exports. SGLang's flags are :func:`eagle_flags` (algorithm from the one method table,
 :mod:`allocator.core.methods`; draft path; the triple), as for a chain; trees are exported
-for ``EAGLE`` and ``EAGLE3`` (methods ``eagle``, ``eagle3``).
+for the algorithms of the EAGLE worker, ``EAGLE``, ``EAGLE3`` and ``NEXTN`` (methods
+``eagle``, ``eagle3``, ``mtp``).
 """
 
 from __future__ import annotations
@@ -66,12 +80,37 @@ from ..exceptions import ParameterError
 from ..model.tree import Tree, edge_weights, make_tree
 from .base import DrafterLike, Engine, tree_method
 
+#: ``--max-running-requests`` SGLang 0.5.23 sets when speculation is on and the flag is
+#: unset (``sglang/srt/arg_groups/speculative_hook.py``; a default, not a cap).
+SPECULATIVE_RUNNING_DEFAULT = 48
+#: Attention backends SGLang 0.5.23 takes for top-k > 1 with page size > 1.
+PAGED_TREE_BACKENDS = ("flashinfer", "fa3", "triton")
 
-def launch_flags(drafter: DrafterLike, k: int) -> tuple[list[str], list[str]]:
-    """SGLang's flags (argv words) and notes for stderr."""
+
+def running_requests(batch: int | None) -> tuple[list[str], list[str]]:
+    """``--max-running-requests`` for ``batch`` concurrent sequences (set above SGLang's
+    speculative default of 48), and notes: with ``batch`` unknown, a note saying what
+    SGLang does."""
+    if batch is None:
+        return [], [
+            "note: with speculation on SGLang runs at most "
+            f"{SPECULATIVE_RUNNING_DEFAULT} requests at once unless --max-running-requests "
+            "is given (a default, not a cap): add --max-running-requests N to serve more"
+        ]
+    if int(batch) > SPECULATIVE_RUNNING_DEFAULT:
+        return ["--max-running-requests", str(int(batch))], []
+    return [], []
+
+
+def launch_flags(
+    drafter: DrafterLike, k: int, *, batch: int | None = None
+) -> tuple[list[str], list[str]]:
+    """SGLang's flags (argv words) for ``drafter`` drafting a chain of ``k``, and notes for
+    stderr; ``batch``: the concurrent sequences planned (:func:`running_requests`)."""
     method, notes = resolve_method(drafter.name, drafter.method)
     algorithm = sglang_algorithm(drafter.name, method)
     k = int(k)
+    running, more = running_requests(batch)
     flags = ["--speculative-algorithm", algorithm]
     if method == "ngram":
         flags += [
@@ -87,9 +126,23 @@ def launch_flags(drafter: DrafterLike, k: int) -> tuple[list[str], list[str]]:
                 f"note: drafter {drafter.name!r}: prompt_lookup_min/max are vLLM settings; "
                 "SGLang's NGRAM matching is set by its own --speculative-ngram-* flags"
             )
-        return flags, notes
-    flags, more = eagle_flags(drafter, method, k, 1, k + 1)
-    return flags, notes + more
+        return flags + running, notes + more
+    if method in ("dflash", "dspark"):
+        model = required_model(drafter.name, method, drafter.model)
+        if model:
+            flags += ["--speculative-draft-model-path", model]
+        if method == "dflash":
+            flags += ["--speculative-num-draft-tokens", str(k + 1)]
+        else:
+            flags += ["--speculative-dspark-block-size", str(k)]
+        notes.append(
+            f"note: {algorithm} drafts a block the draft was trained for (SGLang reads its "
+            "size from the draft config when the flag is unset): check that this k suits "
+            "the draft"
+        )
+        return flags + running, notes + more
+    eagle, extra = eagle_flags(drafter, method, k, 1, k + 1)
+    return eagle + running, notes + extra + more
 
 
 def eagle_flags(
@@ -247,25 +300,45 @@ class SGLang(Engine):
     def method_name(self, drafter: str, method: str) -> str:
         return sglang_algorithm(drafter, method)
 
-    def chain_settings(self, drafter: DrafterLike, k: int) -> tuple[list[str], list[str]]:
-        return launch_flags(drafter, k)
+    def chain_settings(
+        self, drafter: DrafterLike, k: int, *, batch: int | None = None
+    ) -> tuple[list[str], list[str]]:
+        return launch_flags(drafter, k, batch=batch)
 
     def text(self, settings: dict[str, object] | list[str]) -> str:
         assert isinstance(settings, list)
         return shlex.join(settings) + "\n"
 
     def tree_export(
-        self, drafter: DrafterLike, tree: Tree, steps: int, topk: int, tokens: int
+        self,
+        drafter: DrafterLike,
+        tree: Tree,
+        steps: int,
+        topk: int,
+        tokens: int,
+        *,
+        batch: int | None = None,
     ) -> tuple[str, list[str]]:
         """The flags of one triple (shell-quoted, one line) and notes: :func:`eagle_flags`,
-        as for a chain. Refused (naming ``drafters[NAME].method``) unless the drafter's
-        method is ``eagle`` or ``eagle3``."""
+        as for a chain, ``--max-running-requests`` for ``batch`` above 48, and with top-k
+        above 1 the attention backends SGLang needs for pages above one token. Refused
+        (naming ``drafters[NAME].method``) unless the drafter's method is ``eagle``,
+        ``eagle3`` or ``mtp``."""
         method = tree_method(drafter, f"drafters[{drafter.name}].method")
         flags, notes = eagle_flags(drafter, method, steps, topk, tokens)
-        return shlex.join(flags) + "\n", notes
+        running, more = running_requests(batch)
+        if topk > 1:
+            notes.append(
+                f"note: SGLang runs top-k {topk} with --page-size above 1 only on "
+                f"--attention-backend {', '.join(PAGED_TREE_BACKENDS)} (it refuses others at "
+                "start-up); with another backend keep --page-size 1"
+            )
+        return shlex.join(flags + running) + "\n", notes + more
 
 
 __all__ = [
+    "PAGED_TREE_BACKENDS",
+    "SPECULATIVE_RUNNING_DEFAULT",
     "EagleCandidates",
     "EagleTriples",
     "SGLang",
@@ -273,6 +346,7 @@ __all__ = [
     "eagle_flags",
     "launch_flags",
     "max_draft_tokens",
+    "running_requests",
     "sglang_candidates",
     "sglang_expected",
     "sglang_triples",

@@ -21,7 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exceptions import ParameterError
-from .counts import LEVEL, MIN_TRIALS, DrafterCounts, Estimate, jeffreys_interval
+from .counts import (
+    LEVEL,
+    MIN_TRIALS,
+    DrafterCounts,
+    Estimate,
+    RankCounts,
+    bounded_positions,
+    jeffreys_interval,
+    position_ranges,
+)
 from .outcomes import estimate_outcomes
 from .problem_file import build_problem, check_problem, read_costs, render
 from .sglang_log import estimate_sglang_log
@@ -38,6 +47,15 @@ FORMATS = (
     "sglang-requests",
     "sglang-log",
 )
+#: Formats whose input names its drafters (outcome columns, vLLM's ``model_name``); the
+#: others read one drafter, named ``draft`` unless ``drafter`` says otherwise.
+NAMED_FORMATS = ("outcomes", "vllm-metrics")
+#: The formats of vLLM's aggregate counters, whose short drafts only bound positions.
+VLLM_COUNTER_FORMATS = ("vllm-metrics", "vllm-log")
+#: Most positions an estimate keeps: past them the last kept value repeats (an input
+#: counting more, e.g. an SGLang histogram of 100,001 entries, is cut there with a note,
+#: and ``search.k.max`` with it), so the problem file stays small.
+MAX_POSITIONS = 1024
 
 
 def estimate(
@@ -47,12 +65,13 @@ def estimate(
     *,
     errors: str = "empirical",
     min_trials: int = MIN_TRIALS,
-    drafter_name: str = "draft",
+    drafter_name: str | None = None,
     convention: str = "bonus",
     k: int | None = None,
     topk: int | None = None,
     adaptive: bool | None = None,
     adaptive_steps: Sequence[int] | None = None,
+    rename: Mapping[str, str] | None = None,
 ) -> Estimate:
     """Read ``path`` in format ``fmt`` (one of :data:`FORMATS`) into an :class:`Estimate`.
 
@@ -60,23 +79,50 @@ def estimate(
     SGLang tree, its depth. ``topk``, ``adaptive``, ``adaptive_steps``: ``sglang-requests``
     only, the run's ``--speculative-eagle-topk``, whether it ran
     ``--speculative-adaptive`` (``None``: tell from the responses) and its candidate steps.
+    ``drafter_name``: the drafter's name (formats of one drafter; for
+    :data:`NAMED_FORMATS`, the new name of the input's one drafter); ``rename``: old name
+    → new name, any format (:func:`rename_drafters`). At most :data:`MAX_POSITIONS`
+    positions are kept; the notes say which positions the counts only bound.
     """
     if min_trials < 1:
         raise ParameterError("min_count", "must be at least 1")
+    if drafter_name is not None and rename:
+        raise ParameterError("drafter", "names the one drafter; give --drafter or --rename")
+    name = "draft" if drafter_name is None or fmt in NAMED_FORMATS else drafter_name
+    est = _read(path, fmt, out_path, errors, min_trials, name, convention, k, topk, adaptive,
+                adaptive_steps)  # fmt: skip
+    if fmt in NAMED_FORMATS and drafter_name is not None:
+        if len(est.drafters) != 1:
+            raise ParameterError(
+                "drafter",
+                f"the input names {len(est.drafters)} drafters "
+                f"({', '.join(d.name for d in est.drafters)}): rename them with "
+                "--rename OLD=NEW",
+            )
+        rename = {est.drafters[0].name: drafter_name}
+    if rename:
+        rename_drafters(est, rename)
+    cap_positions(est)
+    est.notes.extend(bounded_notes(est, fmt))
+    return est
+
+
+def _read(path, fmt, out_path, errors, min_trials, name, convention, k, topk, adaptive,
+          adaptive_steps) -> Estimate:  # fmt: skip
     if fmt == "outcomes":
         return estimate_outcomes(path, out_path, errors, min_trials, convention)
     if fmt == "vllm-metrics":
         return estimate_vllm_metrics(path, min_trials)
     if fmt == "vllm-log":
-        return estimate_vllm_log(path, drafter_name, min_trials)
+        return estimate_vllm_log(path, name, min_trials)
     if fmt == "vllm-requests":
-        return estimate_vllm_requests(path, drafter_name, min_trials)
+        return estimate_vllm_requests(path, name, min_trials)
     if fmt == "sglang-requests":
         if k is not None and k < 1:
             raise ParameterError("k", "must be at least 1")
         return estimate_sglang_requests(
             path,
-            drafter_name,
+            name,
             min_trials,
             k,
             topk=topk,
@@ -84,8 +130,99 @@ def estimate(
             adaptive_steps=adaptive_steps,
         )
     if fmt == "sglang-log":
-        return estimate_sglang_log(path, k, drafter_name)
+        return estimate_sglang_log(path, k, name)
     raise ParameterError("format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+
+
+def rename_drafters(est: Estimate, rename: Mapping[str, str]) -> None:
+    """Rename drafters in place (their counts, workloads and factor loadings): ``rename``
+    maps a name the input gave to the one to write. Refuses (``ParameterError`` naming
+    ``rename``) an unknown name, an empty one, two drafters given one name, and any rename
+    under the empirical error model, whose log is read by drafter name."""
+    known = [d.name for d in est.drafters]
+    for old, new in rename.items():
+        if old not in known:
+            raise ParameterError(
+                "rename", f"unknown drafter {old!r} (the input names {', '.join(known)})"
+            )
+        if not str(new).strip():
+            raise ParameterError("rename", f"{old}: the new name is empty")
+    final = [rename.get(n, n) for n in known]
+    if len(set(final)) != len(final):
+        twice = next(n for n in final if final.count(n) > 1)
+        raise ParameterError("rename", f"two drafters would be named {twice!r}")
+    if (
+        est.errors
+        and est.errors.get("model") == "empirical"
+        and any(rename.get(n, n) != n for n in known)
+    ):
+        raise ParameterError(
+            "rename",
+            "the empirical error model reads the log's columns by drafter name: rename the "
+            "columns in the log, or choose --errors factor or independent",
+        )
+    for d in est.drafters:
+        d.name = rename.get(d.name, d.name)
+    for w in est.workloads:
+        for d in w.drafters:
+            d.name = rename.get(d.name, d.name)
+    if est.errors and isinstance(est.errors.get("loadings"), dict):
+        est.errors["loadings"] = {rename.get(n, n): v for n, v in est.errors["loadings"].items()}
+    moved = [f"{o} -> {n}" for o, n in rename.items() if o != n]
+    if moved:
+        est.notes.append(f"drafters renamed: {', '.join(moved)}")
+
+
+def _cut(c: DrafterCounts, j: int) -> DrafterCounts:
+    if c.positions <= j:
+        return c
+    if c.summary is not None:
+        return c
+    ranks = c.ranks
+    if ranks is not None and ranks.trials.shape[0] > j:
+        ranks = RankCounts(ranks.successes[:j], ranks.trials[:j])
+    low = None if c.trials_low is None else c.trials_low[:j]
+    return DrafterCounts(c.name, c.successes[:j], c.trials[:j], c.model, low, ranks=ranks)
+
+
+def cap_positions(est: Estimate) -> None:
+    """Keep at most :data:`MAX_POSITIONS` positions of every drafter (and workload), and
+    ``k_max`` with them, with a note."""
+    longest = max([d.positions for d in est.drafters] + [0])
+    if longest <= MAX_POSITIONS:
+        return
+    est.drafters = [_cut(d, MAX_POSITIONS) for d in est.drafters]
+    for w in est.workloads:
+        w.drafters = [_cut(d, MAX_POSITIONS) for d in w.drafters]
+    if est.k_max is not None:
+        est.k_max = min(est.k_max, MAX_POSITIONS)
+    est.notes.append(
+        f"the input counts {longest:,} positions; the estimate keeps the first "
+        f"{MAX_POSITIONS:,} (past them the last value repeats) and search.k.max at most "
+        f"{MAX_POSITIONS:,}"
+    )
+
+
+def bounded_notes(est: Estimate, fmt: str) -> list[str]:
+    """Per drafter, the positions whose acceptance the counts only bound (drafts shorter
+    than ``k``, adaptive steps), and what would count them exactly."""
+    notes = []
+    for d in est.drafters:
+        positions = bounded_positions(d)
+        if not positions:
+            continue
+        exact = (
+            "; vLLM's per-request metrics (--per-request-spec-decode-metrics detailed, "
+            "--format vllm-requests) count them exactly"
+            if fmt in VLLM_COUNTER_FORMATS or fmt == "vllm-requests"
+            else ""
+        )
+        notes.append(
+            f"positions {position_ranges(positions)} of {d.name} are only bounded (the "
+            "rounds reaching them are known to a range): the value written is the middle of "
+            f"the range, and a point estimate there is no measurement{exact}"
+        )
+    return notes
 
 
 def problem_text(
@@ -101,12 +238,15 @@ def problem_text(
     return render(data, header), data, missing
 
 
-#: Options that apply to some formats only: option name -> the formats it applies to.
+#: Options that apply to some formats only: option name -> the formats it applies to
+#: (``drafter`` and ``rename`` apply to every format).
 FORMAT_OPTIONS = {
     "errors": ("outcomes",),
     "convention": ("outcomes",),
-    "drafter": ("vllm-log", "sglang-requests", "sglang-log"),
     "k": ("sglang-requests", "sglang-log"),
+    "topk": ("sglang-requests",),
+    "adaptive": ("sglang-requests",),
+    "adaptive_steps": ("sglang-requests",),
 }
 
 
@@ -117,7 +257,7 @@ class EstimateOptions:
     fmt: str
     errors: str
     convention: str
-    drafter: str
+    drafter: str | None
     k: int | None
 
 
@@ -129,25 +269,37 @@ def check_options(
     convention: str | None = None,
     drafter: str | None = None,
     k: int | None = None,
+    topk: int | None = None,
+    adaptive: bool | None = None,
+    adaptive_steps: Sequence[int] | None = None,
 ) -> EstimateOptions:
     """Refuse a format not in :data:`FORMATS`, an option given for a format it does not
-    apply to (:data:`FORMAT_OPTIONS`), an unknown convention and an output that is not
-    ``.yaml``/``.yml``; fill in the defaults (``empirical``, ``bonus``, ``draft``). Raises
-    :class:`~allocator.exceptions.ParameterError` naming the parameter."""
+    apply to (:data:`FORMAT_OPTIONS`), an unknown convention, an empty drafter name and an
+    output that is not ``.yaml``/``.yml``; fill in the defaults (``empirical``,
+    ``bonus``). Raises :class:`~allocator.exceptions.ParameterError` naming the parameter."""
     from ..model.acceptance import CONVENTIONS
 
     if fmt not in FORMATS:
         raise ParameterError("format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
-    given = {"errors": errors, "convention": convention, "drafter": drafter, "k": k}
+    given = {
+        "errors": errors,
+        "convention": convention,
+        "k": k,
+        "topk": topk,
+        "adaptive": adaptive,
+        "adaptive_steps": adaptive_steps,
+    }
     for option, applies in FORMAT_OPTIONS.items():
         if given[option] is not None and fmt not in applies:
             raise ParameterError(option, f"applies to --format {' or '.join(applies)} only")
     convention = convention or "bonus"
     if convention not in CONVENTIONS:
         raise ParameterError("convention", f"{convention!r} is not one of {', '.join(CONVENTIONS)}")
+    if drafter is not None and not drafter.strip():
+        raise ParameterError("drafter", "is empty: give the drafter's name")
     if Path(out).suffix.lower() not in (".yaml", ".yml"):
         raise ParameterError("out", "write the problem as .yaml or .yml")
-    return EstimateOptions(fmt, errors or "empirical", convention, drafter or "draft", k)
+    return EstimateOptions(fmt, errors or "empirical", convention, drafter, k)
 
 
 def _assignments(items: Mapping[str, object] | Sequence[str] | None, option: str) -> dict:
@@ -193,6 +345,8 @@ class EstimateReport:
                     # drafts shorter than k: the rounds reaching each position lie in
                     # [trials_low, trials] (null when known exactly)
                     "trials_low": None if c.trials_low is None else c.trials_low.tolist(),
+                    # the positions whose acceptance the counts only bound
+                    "bounded_positions": bounded_positions(c),
                     "successes": c.successes.tolist(),
                     **(
                         {}
@@ -210,6 +364,7 @@ class EstimateReport:
             "errors": data.get("errors"),
             "workloads": data.get("workloads", []),
             "missing_costs": self.missing,
+            "notes": list(est.notes),
             "report": est.report,
         }
 
@@ -229,17 +384,34 @@ def estimate_problem(
     k: int | None = None,
     min_count: int = MIN_TRIALS,
     convention: str | None = None,
+    topk: int | None = None,
+    adaptive: bool | None = None,
+    adaptive_steps: Sequence[int] | None = None,
+    rename: Mapping[str, str] | Sequence[str] | None = None,
 ) -> EstimateReport:
     """Read ``path`` in format ``fmt`` and make the problem file for ``out`` (not written).
 
     Costs (in no log) come from the YAML file ``costs`` and ``unit_cost`` (which wins);
     ``models`` and ``methods`` give drafters' serving model and method; each a mapping
-    or ``NAME=VALUE`` strings. ``name``: the problem's (default: the stem of ``out``).
-    The other options are :func:`check_options`'s and :func:`estimate`'s.
+    or ``NAME=VALUE`` strings (``models``, ``methods`` and ``unit_cost`` name the drafters
+    as written, after ``drafter``/``rename``). ``name``: the problem's (default: the stem
+    of ``out``). ``rename``: ``OLD=NEW`` strings or a mapping. The other options are
+    :func:`check_options`'s and :func:`estimate`'s.
     """
     from ..core.methods import METHODS
 
-    opts = check_options(fmt, out, errors=errors, convention=convention, drafter=drafter, k=k)
+    opts = check_options(
+        fmt,
+        out,
+        errors=errors,
+        convention=convention,
+        drafter=drafter,
+        k=k,
+        topk=topk,
+        adaptive=adaptive,
+        adaptive_steps=adaptive_steps,
+    )
+    renames = _assignments(rename, "rename")
     unit = (
         [f"{n}={v}" for n, v in unit_cost.items()]
         if isinstance(unit_cost, Mapping)
@@ -260,6 +432,10 @@ def estimate_problem(
         drafter_name=opts.drafter,
         convention=opts.convention,
         k=opts.k,
+        topk=topk,
+        adaptive=adaptive,
+        adaptive_steps=adaptive_steps,
+        rename=renames,
     )
     text, data, missing = problem_text(
         est, name or Path(out).stem, cost_data, model_map, method_map
@@ -271,15 +447,21 @@ __all__ = [
     "FORMATS",
     "FORMAT_OPTIONS",
     "LEVEL",
+    "MAX_POSITIONS",
     "MIN_TRIALS",
+    "NAMED_FORMATS",
+    "VLLM_COUNTER_FORMATS",
     "DrafterCounts",
     "Estimate",
     "EstimateOptions",
     "EstimateReport",
+    "bounded_notes",
+    "cap_positions",
     "check_options",
     "estimate",
     "estimate_problem",
     "jeffreys_interval",
     "problem_text",
     "read_costs",
+    "rename_drafters",
 ]

@@ -171,17 +171,17 @@ def bounded_trials(
     """Bounds on the rounds reaching each position when drafts may be shorter than ``k``.
 
     ``per_pos`` ``(k,)``: cumulative accepted counts (vLLM's ``per_pos[i]`` = drafts whose
-    first ``i + 1`` tokens were accepted); ``drafts`` drafts of at least one token
-    (vLLM records no empty draft) holding ``draft_tokens`` tokens in all. Exception, not
-    corrected: under structured output with asynchronous scheduling vLLM subtracts the
-    grammar-rejected tokens from a draft after the "no draft" check
-    (``make_spec_decoding_stats``, vllm/v1/core/sched/scheduler.py), so a wholly rejected
-    draft is recorded with 0 tokens and counts as a failure at position 1.
+    first ``i + 1`` tokens were accepted); ``drafts`` drafts holding ``draft_tokens``
+    tokens in all. A draft may hold no token at all: under asynchronous scheduling (the
+    default in vLLM 0.33.0) a draft the grammar rejects whole is still counted as a draft,
+    with 0 tokens (``make_spec_decoding_stats``, ``vllm/v1/core/sched/scheduler.py`` lines
+    3305-3322: the invalid tokens are subtracted after the "no draft" check), so position
+    1 is bounded like the others, not exact.
 
     Position ``j`` (1-based) is reached by the drafts whose first ``j − 1`` tokens were
     accepted and which drafted a ``j``-th token: at most ``per_pos[j−2]`` (``drafts`` for
-    ``j = 1``, exactly, as every draft has a first token). The ones missing are drafts of
-    length exactly ``j − 1`` with everything accepted; each leaves ``k − j + 1`` of the
+    ``j = 1``). The ones missing are drafts of length exactly ``j − 1`` with everything
+    accepted (for ``j = 1``: drafts of no token); each leaves ``k − j + 1`` of the
     ``deficit = k · drafts − draft_tokens`` positions undrafted, so at most
     ``deficit // (k − j + 1)`` of them exist, and no more than ``per_pos[j−2] −
     per_pos[j−1]``. Returns ``(trials, trials_low)``, both int ``(k,)``.
@@ -191,10 +191,29 @@ def bounded_trials(
     trials = np.concatenate(([int(drafts)], per_pos[:-1])).astype(np.int64)
     deficit = max(int(round(k * drafts - draft_tokens)), 0)
     missing = np.zeros(k, np.int64)
-    if deficit and k > 1:
-        j = np.arange(2, k + 1)  # 1-based positions 2..k
-        missing[1:] = np.minimum(deficit // (k - j + 1), trials[1:] - per_pos[1:])
+    if deficit:
+        room = k - np.arange(k)  # k − j + 1 for j = 1 … k
+        missing = np.minimum(deficit // room, trials - per_pos)
     return trials, trials - np.maximum(missing, 0)
+
+
+def bounded_positions(counts: DrafterCounts) -> list[int]:
+    """The positions (1-based) whose acceptance the counts only bound (the rounds reaching
+    them known to lie in ``[trials_low, trials]`` with ``trials_low < trials``)."""
+    if counts.trials_low is None:
+        return []
+    return [int(j) + 1 for j in np.flatnonzero(counts.trials_low < counts.trials)]
+
+
+def position_ranges(positions: list[int]) -> str:
+    """``[1, 2, 3, 5]`` as ``"1-3, 5"``."""
+    parts: list[str] = []
+    for p in positions:
+        if parts and parts[-1].split("-")[-1] == str(p - 1):
+            parts[-1] = f"{parts[-1].split('-')[0]}-{p}"
+        else:
+            parts.append(str(p))
+    return ", ".join(parts)
 
 
 @dataclass
@@ -233,9 +252,11 @@ __all__ = [
     "Estimate",
     "RankCounts",
     "WorkloadCounts",
+    "bounded_positions",
     "bounded_trials",
     "jeffreys_interval",
     "kept_positions",
     "point_estimate",
+    "position_ranges",
     "read_text",
 ]

@@ -58,6 +58,7 @@ from .counts import (
     WorkloadCounts,
     read_text,
 )
+from .jsonl import parse_json_text
 
 RESERVED = ("round", "position", "workload")
 #: A per-rank column: ``NAME@r``.
@@ -65,9 +66,18 @@ RANK_COLUMN = re.compile(r"^(?P<name>.+)@(?P<rank>[0-9]+)$")
 ERROR_MODELS = ("empirical", "factor", "independent")
 
 
+def _refuse_nul(text: str, path: Path) -> None:
+    """A NUL byte is no text (Python's csv reader takes it inside a cell since 3.11)."""
+    at = text.find("\x00")
+    if at >= 0:
+        line = text.count("\n", 0, at) + 1
+        raise InputError(f"{path.name} line {line}", "holds a NUL byte (\\x00): not a text log")
+
+
 def read_table(path: Path) -> tuple[list[str], list[list[str]], int]:
     """Columns and rows (strings) of a CSV or JSONL file, and the line of the first row."""
     text = read_text(path)
+    _refuse_nul(text, path)
     if path.suffix.lower() in (".jsonl", ".ndjson", ".json"):
         return _read_jsonl(text, path)
     reader = csv.reader(text.splitlines(), skipinitialspace=True)
@@ -93,10 +103,9 @@ def _read_jsonl(text: str, path: Path) -> tuple[list[str], list[list[str]], int]
     for line, raw in enumerate(text.splitlines(), start=1):
         if not raw.strip():
             continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError:
-            raise InputError(f"{path.name} line {line}", "not valid JSON") from None
+        # within the input limits: 5,000-digit numbers and 100,000-deep nesting were
+        # tracebacks (ValueError past Python's digit limit, RecursionError)
+        obj = parse_json_text(raw, f"{path.name} line {line}")
         if not isinstance(obj, dict):
             raise InputError(f"{path.name} line {line}", "each line must hold one JSON object")
         if header is None:
@@ -104,7 +113,10 @@ def _read_jsonl(text: str, path: Path) -> tuple[list[str], list[list[str]], int]
         elif set(obj) != set(header):
             diff = sorted(set(header) ^ set(obj))
             raise InputError(f"{path.name} line {line}", f"columns differ from line 1: {diff}")
-        rows.append([_jsonl_value(obj[h]) for h in header])
+        row = [_jsonl_value(obj[h]) for h in header]
+        if any("\x00" in v for v in row):
+            raise InputError(f"{path.name} line {line}", "holds a NUL character (\\u0000)")
+        rows.append(row)
     if header is None:
         raise InputError("INPUT", f"{path} is empty")
     return header, rows, 1
@@ -115,6 +127,8 @@ def _jsonl_value(v) -> str:
         return "1" if v else "0"
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
+    if isinstance(v, dict | list):
+        return json.dumps(v)[:40]  # not a cell value: refused where it is read
     return str(v)
 
 

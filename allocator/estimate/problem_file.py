@@ -85,13 +85,17 @@ def _round(x: np.ndarray) -> list[float]:
     return [float(round(v, DIGITS)) for v in np.asarray(x, dtype=float)]
 
 
-def _acceptance(c: DrafterCounts) -> float | list[float]:
+def _acceptance(c: DrafterCounts, by_position: bool = False) -> float | list[float]:
+    """The acceptance as written: a list by position, or one number when one position was
+    read from a source that does not count by position (``by_position`` false). A list of
+    one says that only position 1 was measured, so answers past it are noted as resting on
+    its repetition (``DrafterInfo.positions``)."""
     acc = _round(c.acceptance)
     acc = [min(max(a, 10.0**-DIGITS), 1.0) for a in acc]
-    return acc[0] if len(acc) == 1 else acc
+    return acc[0] if len(acc) == 1 and not by_position else acc
 
 
-def _interval(c: DrafterCounts) -> list:
+def _interval(c: DrafterCounts, by_position: bool = False) -> list:
     """``[lo, hi]`` per position, rounded outward to :data:`DIGITS` decimals: the written
     interval still holds the computed one, and stays ``lo < hi`` when the counts are so
     large that the interval is narrower than the last decimal (nearest rounding then
@@ -101,7 +105,7 @@ def _interval(c: DrafterCounts) -> list:
     lo_out = np.clip(np.floor(lo * scale) / scale, 0.0, 1.0)
     hi_out = np.clip(np.ceil(hi * scale) / scale, 0.0, 1.0)
     pairs = [[float(a), float(b)] for a, b in zip(lo_out, hi_out, strict=True)]
-    return pairs[0] if len(pairs) == 1 else pairs
+    return pairs[0] if len(pairs) == 1 and not by_position else pairs
 
 
 def _by_rank(c: DrafterCounts) -> tuple[list, list]:
@@ -144,8 +148,12 @@ def build_problem(
                 )
     drafters = []
     missing = []
+    # the engines' counters are by position up to k: one kept position of k > 1 is a
+    # measurement of position 1 only, written as a list of one
+    listed = bool(est.k_max and est.k_max > 1)
     for c in est.drafters:
-        d: dict = {"name": c.name, "acceptance": _acceptance(c)}
+        by_pos = listed and c.summary is None  # a log of means gives one value for all
+        d: dict = {"name": c.name, "acceptance": _acceptance(c, by_pos)}
         if c.name in costs["unit_cost"]:
             d["unit_cost"] = costs["unit_cost"][c.name]
         else:
@@ -158,7 +166,7 @@ def build_problem(
             d["model"] = model
         if c.name in methods:
             d["method"] = methods[c.name]
-        d["acceptance_interval"] = _interval(c)
+        d["acceptance_interval"] = _interval(c, by_pos)
         if c.ranks is not None:
             d["acceptance_by_rank"], d["acceptance_by_rank_interval"] = _by_rank(c)
         drafters.append(d)
@@ -173,7 +181,9 @@ def build_problem(
             {
                 "name": w.name,
                 "weight": float(round(w.weight, DIGITS)),
-                "acceptance": {c.name: _acceptance(c) for c in w.drafters},
+                "acceptance": {
+                    c.name: _acceptance(c, listed and c.summary is None) for c in w.drafters
+                },
             }
             for w in est.workloads
         ]

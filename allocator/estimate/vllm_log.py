@@ -10,14 +10,17 @@ Each line covers one logging interval (vLLM resets its counters after logging;
     Per-position acceptance rate: 0.812, 0.655, 0.477, Avg Draft acceptance rate: 64.8%
 
 The per-position rates are cumulative: ``rate[i] = per_pos[i] / num_drafts``, printed
-with 3 decimals; ``k`` is the number of rates. The line does not print ``num_drafts``.
-When every draft is ``k`` tokens long it is ``Drafted / k``; drafts may be shorter (see
-:mod:`.vllm_metrics`), so it is read from the line itself: ``Accepted / Σ rate``, within
-the rounding of the rates and of the mean acceptance length ``1 + Accepted / num_drafts``
-(2 decimals), and between ``Drafted / k`` and ``Drafted`` (each draft holds 1 to ``k``
-tokens). ``Drafted / k`` is taken when it is consistent with all of that; otherwise
-the drafts were shorter than ``k`` and, as for the metrics, position 1 stays exact and
-later positions are bounded (:func:`~.counts.bounded_trials`), line by line. Counts are
+with 3 decimals (vLLM 0.33.0, ``vllm/v1/spec_decode/metrics.py`` lines 107-136); ``k`` is
+the number of rates. The line does not print ``num_drafts``. When every draft is ``k``
+tokens long it is ``Drafted / k``; drafts may be shorter (see :mod:`.vllm_metrics`: a
+draft the grammar rejects whole counts with 0 tokens under the default asynchronous
+scheduling), so it is read from the line itself: ``Accepted / Σ rate``, within the
+rounding of the rates and of the mean acceptance length ``1 + Accepted / num_drafts`` (2
+decimals), and at least ``Drafted / k`` (no draft holds more than ``k`` tokens; a line
+that accepted nothing tells no more, and takes ``⌈Drafted / k⌉``). ``Drafted / k`` is
+taken when it is consistent with all of that; otherwise the drafts were shorter than
+``k`` and, as for the metrics, every position, the first included, is bounded
+(:func:`~.counts.bounded_trials`), line by line. Counts are
 ``rate[i] * num_drafts`` rounded to integers summing to ``Accepted`` (largest
 remainders), each within ``0.0005 * num_drafts + 1`` of the truth. Lines are summed
 position by position (lines with fewer positions add nothing beyond them); every other
@@ -34,8 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
+from ..io.inputs import MAX_NUMBER_CHARS
 from .counts import MIN_TRIALS, DrafterCounts, Estimate, bounded_trials, read_text
-from .vllm_metrics import cumulative_to_counts
+from .vllm_metrics import SHORT_DRAFT_CAUSES, cumulative_to_counts
 
 MARK = "SpecDecoding metrics:"
 _ACCEPTED = re.compile(r"Accepted:\s*(\d+)\s*tokens")
@@ -54,7 +58,9 @@ LENGTH_DECIMALS = 2
 def _drafts(accepted: int, drafted: int, rates: np.ndarray, length: float | None, where: str):
     """``(num_drafts, full)``: the drafts of one line and whether all were ``k`` long."""
     k = rates.size
-    lo, hi = float(math.ceil(drafted / k)), float(drafted)
+    lo, hi = float(math.ceil(drafted / k)), math.inf
+    if accepted == 0:
+        hi = lo  # the rates (all 0) say nothing of the drafts: ⌈Drafted / k⌉
     half = 0.5 * 10.0**-RATE_DECIMALS * k
     total = float(rates.sum())
     if accepted > 0:
@@ -72,14 +78,16 @@ def _drafts(accepted: int, drafted: int, rates: np.ndarray, length: float | None
     full = drafted % k == 0 and lo - eps <= drafted // k <= hi + eps
     if full:
         return drafted // k, True
-    if math.ceil(lo - eps) > math.floor(hi + eps):
+    if math.isfinite(hi) and math.ceil(lo - eps) > math.floor(hi + eps):
         raise InputError(
             where,
             f"Accepted ({accepted}), Drafted ({drafted}) and the {k} per-position rates "
-            "disagree: no number of drafts of 1 to k tokens fits them",
+            "disagree: no number of drafts of at most k tokens fits them",
         )
     n = round(accepted / total) if accepted > 0 else math.ceil(drafted / k)
-    return int(min(max(n, math.ceil(drafted / k)), drafted)), False
+    if math.isfinite(hi):
+        n = min(n, math.floor(hi + eps))
+    return int(max(n, math.ceil(drafted / k))), False
 
 
 def parse_line(line: str, where: str) -> tuple[int, np.ndarray, int] | None:
@@ -93,14 +101,22 @@ def parse_line(line: str, where: str) -> tuple[int, np.ndarray, int] | None:
     ]
     if missing or acc is None or dra is None:
         raise InputError(where, f"SpecDecoding line without {', '.join(missing)}")
+    for label, m in (("Accepted", acc), ("Drafted", dra)):
+        if len(m.group(1)) > MAX_NUMBER_CHARS:
+            # int() of 5,000 digits raised past Python's digit limit (a traceback)
+            raise InputError(
+                where, f"{label} is a number of {len(m.group(1)):,} digits: not a token count"
+            )
     accepted, drafted = int(acc.group(1)), int(dra.group(1))
-    if drafted > MAX_TOKENS:
+    if drafted > MAX_TOKENS or accepted > MAX_TOKENS:
         # past 2**53 the counts overflow the int64 arithmetic (a traceback before)
-        raise InputError(where, f"Drafted ({drafted}) is too large to be a token count")
+        raise InputError(where, "Accepted or Drafted is too large to be a token count")
     values = []
     for item in body.split(_RATES, 1)[1].split(","):
         if not _NUMBER.fullmatch(item):
             break  # the next field (or the end of the line)
+        if len(item.strip()) > MAX_NUMBER_CHARS:
+            raise InputError(where, f"a per-position rate of {len(item.strip()):,} characters")
         values.append(float(item))
     if not values:
         raise InputError(where, "no per-position acceptance rates")
@@ -117,6 +133,8 @@ def parse_line(line: str, where: str) -> tuple[int, np.ndarray, int] | None:
     if accepted > drafted:
         raise InputError(where, f"Accepted ({accepted}) exceeds Drafted ({drafted}): they disagree")
     mean = _MEAN_LENGTH.search(body)
+    if mean is not None and len(mean.group(1)) > MAX_NUMBER_CHARS:
+        raise InputError(where, f"a mean acceptance length of {len(mean.group(1)):,} characters")
     drafts, _ = _drafts(accepted, drafted, r, float(mean.group(1)) if mean else None, where)
     raw = r * drafts
     slack = 0.5 * 10.0**-RATE_DECIMALS * drafts * k + k
@@ -134,11 +152,11 @@ def parse_line(line: str, where: str) -> tuple[int, np.ndarray, int] | None:
     else:
         counts = np.rint(raw).astype(np.int64)
     counts = np.minimum(np.minimum.accumulate(counts), drafts)
-    if drafted < counts.sum() + drafts - counts[0]:
+    if drafted < counts.sum():
         raise InputError(
             where,
-            f"Drafted ({drafted}) is fewer tokens than {drafts} drafts accepting "
-            f"{int(counts.sum())} need: the counts disagree",
+            f"Drafted ({drafted}) is fewer tokens than the {int(counts.sum())} accepted: the "
+            "counts disagree",
         )
     return drafts, counts, drafted
 
@@ -194,9 +212,10 @@ def estimate_vllm_log(
     if short_lines:
         notes.append(
             f"{short_lines} line(s) drafted fewer tokens than drafts x positions (drafts "
-            "shorter than k): position 1 is exact; later positions are only bounded: the "
-            "value written is the middle of what the counts allow and acceptance_interval "
-            "covers the whole range plus sampling error"
+            "shorter than k): the drafts reaching each position, the first included, are "
+            "only bounded: the value written is the middle of what the counts allow and "
+            f"acceptance_interval covers the whole range plus sampling error; "
+            f"{SHORT_DRAFT_CAUSES}"
         )
     notes.append("acceptance_interval: 95% Jeffreys (Beta posterior) intervals")
     return Estimate(

@@ -2,9 +2,10 @@
 
 The estimator and why its short-draft bounds hold: docs/design.md §8.9.
 
-Counters as vLLM defines them in ``vllm/v1/spec_decode/metrics.py`` (``SpecDecodingProm``)
-and fills them in ``Scheduler.make_spec_decoding_stats`` (``vllm/v1/core/sched/
-scheduler.py``), labelled ``model_name`` and ``engine`` (others are allowed):
+Counters as vLLM 0.33.0 defines them in ``vllm/v1/spec_decode/metrics.py``
+(``SpecDecodingProm``, lines 177-281) and fills them in ``Scheduler.make_spec_decoding_stats``
+(``vllm/v1/core/sched/scheduler.py`` lines 3305-3322), labelled ``model_name`` and
+``engine`` (others are allowed):
 ``vllm:spec_decode_num_drafts_total``, ``…_num_draft_tokens_total``,
 ``…_num_accepted_tokens_total`` and ``…_num_accepted_tokens_per_pos_total{position="i"}``.
 Names with underscores instead of the colon (``vllm_spec_decode_…``, as OpenMetrics
@@ -14,14 +15,29 @@ pipelines rewrite them) are read the same. Series differing only in other labels
 The per-position counters are cumulative: ``per_pos[i]`` counts drafts whose first
 ``i + 1`` tokens were all accepted. With every draft ``k`` tokens long, position ``i + 1``
 (1-based) was reached by ``per_pos[i - 1]`` drafts (``per_pos[-1] = num_drafts``) and
-accepted by ``per_pos[i]``. vLLM records only drafts of at least one token, but a draft
-may be shorter than ``k`` (prompt lookup and suffix decoding propose what they find,
-structured output drops tokens, the scheduler truncates near the length limit):
-``num_draft_tokens < k · num_drafts`` then, later positions were reached by fewer drafts
-than ``per_pos[i - 1]``, and ``per_pos[i] / per_pos[i - 1]`` would be biased low. The
-counters then identify position 1 exactly and bound the rest
-(:func:`~.counts.bounded_trials`); the file gets the middle of each range and an
-interval covering the whole range plus its sampling error.
+accepted by ``per_pos[i]``. A draft may be shorter than ``k``: ``num_draft_tokens < k ·
+num_drafts`` then, later positions were reached by fewer drafts than ``per_pos[i - 1]``,
+and ``per_pos[i] / per_pos[i - 1]`` would be biased low. What makes drafts short in vLLM
+0.33.0:
+
+- structured output: the grammar's invalid tokens are not counted; under asynchronous
+  scheduling (the default, ``vllm/config/vllm.py`` lines 1685-1719) a draft the grammar
+  rejects whole still counts as a draft, with 0 tokens (scheduler.py lines 2883-2918,
+  3305-3322), so position 1 is not exact either (0.560 read for a true 0.8 when the
+  grammar rejects 30% of the drafts);
+- a ``k`` schedule (``num_speculative_tokens_per_batch_size``): steps at a lower ``k``
+  look like short drafts of the largest;
+- suffix decoding (V1 model runner) drafts what its tree finds, possibly fewer than ``k``.
+  The V2 model runner (the default) pads n-gram drafts to ``k`` with the last sampled
+  token (``vllm/v1/worker/gpu/spec_decode/ngram/speculator.py`` lines 145-148), so they
+  are never short there.
+
+The counters then bound every position, the first included
+(:func:`~.counts.bounded_trials`); the file gets the middle of each range and an interval
+covering the whole range plus its sampling error, and says which positions are only
+bounded. vLLM's per-request metrics (``--per-request-spec-decode-metrics detailed``, read
+by ``--format vllm-requests``) count each step's drafted and accepted tokens and remove
+the ambiguity.
 
 A file may hold several scrapes one after another (``curl … >> metrics.txt``; each
 OpenMetrics scrape ends with ``# EOF``). A series is read in order: a value that goes
@@ -37,7 +53,14 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
-from .counts import MIN_TRIALS, DrafterCounts, Estimate, bounded_trials, read_text
+from .counts import (
+    MIN_TRIALS,
+    DrafterCounts,
+    Estimate,
+    bounded_positions,
+    bounded_trials,
+    read_text,
+)
 
 PREFIX = "vllm:spec_decode_"
 FAMILIES = {
@@ -171,12 +194,13 @@ def parse_counters(text: str, source: str, notes: list[str] | None = None) -> di
         if kind == "per_pos":
             if "position" not in lab:
                 raise InputError(source, f"{base}_total without a position label")
-            try:
-                pos = int(lab["position"])
-            except ValueError:
+            text = lab["position"]
+            if not text.isdigit() or len(text) > 9:
+                shown = text[:24] + ("..." if len(text) > 24 else "")
                 raise InputError(
-                    source, f"{base}_total has position {lab['position']!r}, not an integer"
-                ) from None
+                    source, f"{base}_total has position {shown!r}, not a position 0, 1, 2, ..."
+                )
+            pos = int(text)
             models[model]["per_pos"][pos] += value
         else:
             models[model][kind] += value
@@ -257,17 +281,20 @@ def estimate_vllm_metrics(path: str | Path, min_trials: int = MIN_TRIALS) -> Est
             "num_accepted_tokens": m["accepted"],
             "accepted_per_position": per_pos.tolist(),
         }
-        least = per_pos.sum() + m["drafts"] - per_pos[0]
+        # a draft that accepted i tokens drafted at least i (one the grammar rejected whole
+        # holds none, module docstring)
+        least = per_pos.sum()
         if m["draft_tokens"] < least - 0.5:
             raise InputError(
                 source,
                 f"model {name!r}: num_draft_tokens ({m['draft_tokens']:g}) is fewer than the "
-                f"{least:g} tokens its drafts accepted or proposed (one at least per draft)",
+                f"{least:g} tokens its drafts accepted",
             )
         if m["draft_tokens"] < full - 0.5:
             trials, low = bounded_trials(m["drafts"], per_pos, m["draft_tokens"])
             counts = DrafterCounts(name, counts.successes, trials, trials_low=low)
             notes.append(short_drafts_note(name, m["draft_tokens"], m["drafts"], k))
+            entry["bounded_positions"] = bounded_positions(counts)
             lo, hi = counts.acceptance_range
             entry["short_drafts"] = True
             entry["acceptance_range"] = [[float(a), float(b)] for a, b in zip(lo, hi, strict=True)]
@@ -290,14 +317,24 @@ def estimate_vllm_metrics(path: str | Path, min_trials: int = MIN_TRIALS) -> Est
     )
 
 
+#: Why vLLM 0.33.0's drafts come out short, and what counts them exactly.
+SHORT_DRAFT_CAUSES = (
+    "drafts come out short in vLLM 0.33.0 when the grammar rejects draft tokens (under the "
+    "default asynchronous scheduling a wholly rejected draft counts with 0 tokens), under a "
+    "k schedule (steps at a lower k look short) and with suffix decoding; the V2 model "
+    "runner pads n-gram drafts to k. Per-request metrics (--per-request-spec-decode-metrics "
+    "detailed, --format vllm-requests) count every step exactly"
+)
+
+
 def short_drafts_note(name: str, draft_tokens: float, drafts: float, k: int) -> str:
     """What the file says when drafts were shorter than the positions."""
     return (
         f"{name}: drafts shorter than the {k} positions ({draft_tokens:g} draft tokens in "
-        f"{drafts:g} drafts, {draft_tokens / drafts:.3g} per draft): position 1 is exact; "
-        "later positions were reached by an unknown number of drafts, so each acceptance is "
-        "only bounded: the value written is the middle of what the counters allow and "
-        "acceptance_interval covers the whole range plus sampling error"
+        f"{drafts:g} drafts, {draft_tokens / drafts:.3g} per draft): the drafts reaching each "
+        "position, the first included, are only bounded, so each acceptance there is too: "
+        "the value written is the middle of what the counters allow and acceptance_interval "
+        f"covers the whole range plus sampling error; {SHORT_DRAFT_CAUSES}"
     )
 
 
@@ -305,6 +342,7 @@ __all__ = [
     "FAMILIES",
     "MAX_COUNT",
     "PREFIX",
+    "SHORT_DRAFT_CAUSES",
     "canonical",
     "cumulative_to_counts",
     "estimate_vllm_metrics",

@@ -14,13 +14,13 @@ from ..core.memory import MemoryModel
 from ..core.model_spec import ModelSpec
 from ..core.problem import DrafterInfo, Ensemble, Problem, Workload
 from ..core.serving import SchedulerLimits, Serving, StepTableArrays
-from ..estimate.outcome_log import load_empirical
 from ..exceptions import InputError
 from ..model.acceptance import extend_positions, position_matrix
 from ..model.errors import build_error_model
 from ..model.evaluate import no_chain_closed_form
 from ..model.tree import rank_matrix
 from .inputs import parse_document, read_input_text
+from .outcome_log import load_empirical
 from .spec import MAX_K, ArchitectureSpec, ProblemSpec, load_problem
 
 
@@ -264,7 +264,8 @@ def memory_from_spec(spec: ProblemSpec) -> MemoryModel | None:
 
 
 def drafters_from_spec(spec: ProblemSpec) -> tuple[DrafterInfo, ...]:
-    """What each drafter is: method, model, ``ngram`` settings and rank acceptance."""
+    """What each drafter is: method, model, ``ngram`` settings, rank acceptance and how
+    many positions its acceptance lists give (``DrafterInfo.positions``)."""
     out = []
     for d in spec.drafters:
         ranks = None if d.acceptance_by_rank is None else rank_matrix(d.acceptance_by_rank)
@@ -273,6 +274,10 @@ def drafters_from_spec(spec: ProblemSpec) -> tuple[DrafterInfo, ...]:
         if iv is not None:
             arr = np.asarray(iv, dtype=float)
             intervals = arr.reshape(-1, arr.shape[-2], 2) if arr.ndim == 3 else arr[None]
+        lists = [d.acceptance] + [
+            w.acceptance[d.name] for w in spec.workloads if d.name in w.acceptance
+        ]
+        given = [len(a) for a in lists if isinstance(a, list)]
         out.append(
             DrafterInfo(
                 name=d.name,
@@ -282,6 +287,7 @@ def drafters_from_spec(spec: ProblemSpec) -> tuple[DrafterInfo, ...]:
                 prompt_lookup_max=d.prompt_lookup_max,
                 acceptance_by_rank=ranks,
                 acceptance_by_rank_interval=intervals,
+                positions=min(given) if given else None,
             )
         )
     return tuple(out)

@@ -40,9 +40,18 @@ BatchKey = Annotated[int, Field(ge=1, strict=False)]
 CountKey = Annotated[int, Field(ge=0, strict=False)]
 
 # What kind of drafter it is, as the serving engines name their speculative methods
-# (allocator/engines/methods.py holds the table; a test checks the two agree).
+# (allocator/core/methods.py holds the table; a test checks the two agree).
 Method = Literal[
-    "draft_model", "eagle", "eagle3", "mtp", "medusa", "mlp_speculator", "ngram", "suffix"
+    "draft_model",
+    "eagle",
+    "eagle3",
+    "mtp",
+    "medusa",
+    "mlp_speculator",
+    "ngram",
+    "suffix",
+    "dflash",
+    "dspark",
 ]
 
 

@@ -18,6 +18,7 @@ from .study import OptunaStrategy
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
+    from ..core.result import SolveResult
 
 STRATEGIES: dict[str, type[Strategy]] = {
     "exact": ExactStrategy,
@@ -60,6 +61,34 @@ def make_strategy(
     return cls(**{k: v for k, v in params.items() if k in accepted}), notes
 
 
+def needs_batch(problem: Problem, batch: int | None = None) -> None:
+    """Refuse a cost metric priced under load (``cost_per_mtok``) without a batch size."""
+    from ..core.problem import SERVING_COST_METRICS
+    from ..exceptions import InputError
+
+    if batch is None and problem.cost_metric in SERVING_COST_METRICS:
+        raise InputError(
+            "cost_metric",
+            f"{problem.cost_metric} is priced at a batch size: pass --batch B "
+            "(or choose a cost metric of the model)",
+        )
+
+
+def run(problem: Problem, strategy: str = "auto", **params: Any) -> SolveResult:
+    """The front of ``problem`` by ``strategy`` (``auto`` picks one), timed, with the notes
+    of the choice first (:func:`make_strategy`); refuses a cost metric priced under load
+    (:func:`needs_batch`)."""
+    import time
+
+    needs_batch(problem)
+    chosen, notes = make_strategy(strategy, problem, **params)
+    t0 = time.perf_counter()
+    result = chosen.solve(problem)
+    result.seconds = time.perf_counter() - t0
+    result.notes[:0] = notes
+    return result
+
+
 __all__ = [
     "STRATEGIES",
     "ExactStrategy",
@@ -68,4 +97,6 @@ __all__ = [
     "Strategy",
     "choose_strategy",
     "make_strategy",
+    "needs_batch",
+    "run",
 ]

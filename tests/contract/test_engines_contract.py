@@ -2,10 +2,11 @@
 registry (:data:`allocator.engines.ENGINES`) holds.
 
 To add an engine: register it in ``ENGINES`` and give its output a parser here
-(:data:`PARSERS`: the exported text → the settings as a dict of names to values); a
-registered engine without one fails :func:`test_every_engine_has_a_parser`. What an
-engine serves is its column of the method table (:data:`allocator.core.methods.TABLE`,
-the attribute named like the engine).
+(:data:`PARSERS`: the exported text → the settings as a dict of names to values, checked
+against the engine's own schema as transcribed, version-pinned, in
+:mod:`tests.support.engine_schemas`); a registered engine without one fails
+:func:`test_every_engine_has_a_parser`. What an engine serves is its column of the method
+table (:data:`allocator.core.methods.TABLE`, the attribute named like the engine).
 """
 
 from __future__ import annotations
@@ -32,22 +33,20 @@ from allocator.engines import (
 )
 from allocator.engines.sglang import sglang_tree
 from allocator.exceptions import InputError, ParameterError
+from tests.support.engine_schemas import check_sglang, check_vllm
 
 KS = range(1, 9)
 
 
 def parse_vllm(text: str) -> dict[str, object]:
-    """``--speculative-config``: one JSON object with ``method`` and
-    ``num_speculative_tokens``."""
-    config = json.loads(text)
-    assert isinstance(config, dict)
-    assert isinstance(config["method"], str)
-    assert isinstance(config["num_speculative_tokens"], int)
-    return config
+    """``--speculative-config``: one JSON object vLLM 0.33.0's ``SpeculativeConfig``
+    takes as written (:func:`tests.support.engine_schemas.check_vllm`)."""
+    return check_vllm(json.loads(text))
 
 
 def parse_sglang(text: str) -> dict[str, object]:
-    """``launch_server`` flags: ``--flag value`` pairs that shlex round-trips."""
+    """``launch_server`` flags: ``--flag value`` pairs that shlex round-trips and that SGLang
+    0.5.23 takes as written (:func:`tests.support.engine_schemas.check_sglang`)."""
     words = shlex.split(text)
     assert shlex.join(words) + "\n" == text
     assert len(words) % 2 == 0, words
@@ -55,6 +54,7 @@ def parse_sglang(text: str) -> dict[str, object]:
     assert all(f.startswith("--") for f in flags), words
     assert not any(v.startswith("--") for v in values), words
     assert len(set(flags)) == len(flags), words
+    check_sglang(words)
     return dict(zip(flags, values, strict=True))
 
 
@@ -124,7 +124,7 @@ def test_every_served_method_exports(engine, k):
             assert parsed["num_speculative_tokens"] == k
         elif engine.name == "sglang":
             assert parsed["--speculative-algorithm"] == TABLE[method].sglang
-            assert parsed["--speculative-num-draft-tokens"] == str(k + 1)
+            assert check_sglang(shlex.split(text)).drafted == k
 
 
 def test_a_drafter_without_method_exports_as_the_default_with_a_note(engine):
@@ -213,12 +213,18 @@ def test_tree_export(engine):
     parsed = PARSERS[engine.name](text)
     if engine.name == "vllm":  # no tree setting: the chain of the tree's depth
         assert parsed["num_speculative_tokens"] == tree.depth
-        assert any("speculative_token_tree" in n for n in notes)
+        assert any("no token-tree setting" in n for n in notes)
+        assert not any("[(" in n for n in notes)  # no legacy tree string (vllm.py docstring)
     elif engine.name == "sglang":
         assert parsed["--speculative-num-steps"] == "3"
         assert parsed["--speculative-eagle-topk"] == "2"
         assert parsed["--speculative-num-draft-tokens"] == "5"
-    for method in (m for m in METHODS if m not in ("eagle", "eagle3")):
+        # topk > 1 with page size > 1 needs one of these backends (speculative_hook.py)
+        assert any("flashinfer, fa3, triton" in n for n in notes)
+    # NEXTN runs on SGLang's EAGLE worker and takes top-k > 1: mtp trees export too
+    mtp_text, _ = export_tree(engine.name, drafter("mtp"), tree, 3, 2, 5)
+    PARSERS[engine.name](mtp_text)
+    for method in (m for m in METHODS if m not in ("eagle", "eagle3", "mtp")):
         other = drafter(method, "x")
         with pytest.raises(InputError) as exc:
             export_tree(engine.name, other, tree, 3, 2, 5)
@@ -253,3 +259,55 @@ def test_schedule_export(engine):
     with pytest.raises(ParameterError) as exc:
         export_schedule(engine.name, pooled, drafters)
     assert exc.value.field == "export"
+
+
+@pytest.mark.parametrize("batch", [None, 1, 48, 49, 256])
+def test_settings_for_a_stated_batch_size_stay_valid(engine, batch):
+    """Every export for ``batch`` concurrent sequences still parses; SGLang's speculative
+    default of 48 running requests (a default, not a cap) is raised to the batch size when
+    it is above, left alone at or below, and said when the batch size is not stated."""
+    parse = PARSERS[engine.name]
+    for method in engine.methods:
+        d = drafter(method)
+        value, notes = engine.chain_settings(d, 3, batch=batch)
+        parse(engine.text(value))
+        if engine.name != "sglang":
+            continue
+        running = check_sglang(shlex.split(engine.text(value))).max_running_requests
+        assert running == (max(48, batch) if batch is not None else 48)
+        assert any("at most 48 requests" in n for n in notes) == (batch is None)
+    tree = sglang_tree(P, 3, 2, 5)
+    if engine.has_trees:
+        text, _ = export_tree(engine.name, drafter("eagle3"), tree, 3, 2, 5, batch)
+        parse(text)
+    plan = {
+        "problem": "p",
+        "hosted": ["a"],
+        "workloads": [{"name": "w", "weight": 1.0, "drafters": ["a"], "k": 3}],
+    }
+    doc, _ = export_plan(engine.name, plan, {"a": drafter("eagle", "a")}, batch)
+    for route in doc["routes"]:
+        parse(engine.text(route.get("speculative_config", route.get("flags"))))
+
+
+def test_the_schedule_is_one_vllm_takes(engine):
+    """The schedule's ranges pass vLLM 0.33.0's own validation (dynamic/utils.py) for any
+    planned batch sizes, and a method whose schedule vLLM drops says so."""
+    if not engine.has_schedule:
+        return
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        batches = np.unique(rng.integers(1, 300, size=rng.integers(1, 8)))
+        ks = rng.integers(0, 6, size=batches.size)
+        ks[0] = max(int(ks[0]), 1)
+        rows = [
+            {"batch": int(b), "k": int(k), "drafters": ["a"] if k else []}
+            for b, k in zip(batches, ks, strict=True)
+        ]
+        text, _ = export_schedule(engine.name, rows, {"a": drafter("eagle3", "a")})
+        PARSERS[engine.name](text)
+    rows = [{"batch": 1, "k": 3, "drafters": ["s"]}, {"batch": 8, "k": 1, "drafters": ["s"]}]
+    _, notes = export_schedule(engine.name, rows, {"s": drafter("suffix", "s")})
+    assert any("V1 model runner" in n and "discards the schedule" in n for n in notes)
+    assert any("--data-parallel-size" in n for n in notes)
+    assert not any("VLLM_USE_V2_MODEL_RUNNER" in n for n in notes)

@@ -28,7 +28,7 @@ def build_error_model(spec, names, acceptance, empirical=None) -> ErrorModel:
     ``spec`` is an :class:`allocator.io.spec.ErrorsSpec` (its fields already checked for
     shape); ``names`` the drafter names in order; ``acceptance`` their ``(N, J)``
     marginal acceptance; ``empirical`` the model of the outcome log named by
-    ``errors.outcomes`` (read by :func:`allocator.estimate.outcome_log.load_empirical`),
+    ``errors.outcomes`` (read by :func:`allocator.io.outcome_log.load_empirical`),
     for ``model: empirical``.
     Checks that need the drafters (matrix size and validity, loadings by name,
     the log's columns and values, reachable error correlation) raise

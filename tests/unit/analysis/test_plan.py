@@ -458,7 +458,12 @@ def test_plan_json_shape(two_classes):
 
 
 def test_sweep_json_shape(two_classes):
-    r = run("plan", two_classes, "--json", "-", "--sweep", "hosting_cost=0:6:7")
+    # what vLLM serves: every route one drafter (pooled routes were the default before)
+    served = json.loads(run("plan", two_classes, "--json", "-", "--sweep", "hosting_cost").stdout)
+    assert all(len(w["drafters"]) == 1 for p in served["front"] for w in p["workloads"])
+    assert any("one drafter per server" in n for n in served["notes"])
+    # the pooled upper bound, labelled, keeps the walk below (hosting 0.5 + 1 + 4 = 5.5)
+    r = run("plan", two_classes, "--json", "-", "--sweep", "hosting_cost=0:6:7", "--pooled")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["metric"] == "hosting_cost" and doc["auto"] is False and doc["exact"] is True
@@ -468,9 +473,10 @@ def test_sweep_json_shape(two_classes):
     thr = [p["throughput"] for p in doc["front"]]
     assert costs == sorted(costs) and thr == sorted(thr)
     assert all(set(p["hosted"]) and p["workloads"] for p in doc["front"])
-    r = run("plan", two_classes, "--json", "-", "--sweep", "hosting_cost")
+    r = run("plan", two_classes, "--json", "-", "--sweep", "hosting_cost", "--pooled")
     assert r.exit_code == 0, r.output
     auto = json.loads(r.stdout)
+    assert any("upper bound" in n for n in auto["notes"])
     assert auto["auto"] is True and auto["steps"][-1]["cap"] is None  # the first, uncapped
     # hosting costs 0.5 (tiny), 1 (general) and 4 (coder): the walk finds every front point
     assert [p["hosting_cost"] for p in auto["front"]] == [0.5, 1.5, 4.5, 5.5]

@@ -1,13 +1,10 @@
-"""Exports checked against the engines' own schemas, as read from their source.
+"""Exports checked against the engines' own schemas, as read from their releases.
 
-The rules below are transcribed from vLLM's ``vllm/config/speculative.py``
-(``SpeculativeConfig``: its fields, the ``SpeculativeMethod`` literal, ``__post_init__``)
-and SGLang's ``python/sglang/srt/args/speculative_args.py`` / ``server_args.py``
-(``--speculative-algorithm`` choices, ``_handle_speculative_decoding``); they are not
-taken from ``allocator``.
+The rules are transcribed from vLLM 0.33.0 and SGLang 0.5.23 into
+:mod:`tests.support.engine_schemas` (files and lines cited there); they are not taken
+from ``allocator``.
 """
 
-import argparse
 import json
 import re
 import shlex
@@ -22,82 +19,24 @@ import yaml
 from allocator.core.methods import METHODS
 from allocator.io.spec import Method, load_problem
 from tests.support.cli_runner import run
+from tests.support.engine_schemas import SGLangSettings, check_vllm
+from tests.support.engine_schemas import check_sglang as sglang_settings
 
 ROOT = Path(__file__).resolve().parents[3]
 
 
-# ----------------------------------------------------------------- vLLM's schema
-
-VLLM_METHODS = {
-    "ngram", "medusa", "mlp_speculator", "draft_model", "suffix", "custom_class",
-    "eagle", "eagle3", "extract_hidden_states", "mtp", "deepseek_mtp", "dflash",
-    "ngram_gpu", "dspark",
-}  # fmt: skip
-# __post_init__: without a model only these resolve one themselves
-VLLM_NO_MODEL = {"mtp", "ngram", "ngram_gpu", "suffix", "extract_hidden_states", "dspark"}
-VLLM_FIELDS = {
-    "method": str,
-    "model": str,
-    "num_speculative_tokens": int,
-    "prompt_lookup_max": int,
-    "prompt_lookup_min": int,
-}
-
-
-def check_vllm(config: dict, k: int) -> None:
-    assert set(config) <= set(VLLM_FIELDS), set(config) - set(VLLM_FIELDS)
-    for key, value in config.items():
-        assert type(value) is VLLM_FIELDS[key], (key, value)
-    assert config["method"] in VLLM_METHODS
-    assert config["num_speculative_tokens"] == k and k > 0
-    if "model" not in config:
-        assert config["method"] in VLLM_NO_MODEL, config
-    if config["method"] in ("ngram", "suffix"):
-        assert "model" not in config  # vLLM sets model to the method's own name
-    lookup = {key for key in config if key.startswith("prompt_lookup")}
-    if lookup:
-        assert config["method"] == "ngram"
-        lo = config.get("prompt_lookup_min", config.get("prompt_lookup_max"))
-        hi = config.get("prompt_lookup_max", lo)
-        assert 1 <= lo <= hi
-
-
-# ----------------------------------------------------------------- SGLang's schema
-
-
-def sglang_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(exit_on_error=False)
-    p.add_argument(
-        "--speculative-algorithm", choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
-    )
-    p.add_argument("--speculative-draft-model-path", "--speculative-draft-model", type=str)
-    p.add_argument("--speculative-num-steps", type=int)
-    p.add_argument("--speculative-eagle-topk", type=int)
-    p.add_argument("--speculative-num-draft-tokens", type=int)
-    p.add_argument("--speculative-ngram-min-bfs-breadth", type=int, default=1)
-    p.add_argument("--speculative-ngram-max-bfs-breadth", type=int, default=10)
-    return p
-
-
-def check_sglang(argv: list[str], k: int, has_model: bool) -> argparse.Namespace:
-    ns, extra = sglang_parser().parse_known_args(argv)
-    assert not extra, extra
-    algo = ns.speculative_algorithm
-    assert algo is not None
-    if algo == "NGRAM":
-        assert ns.speculative_draft_model_path is None
+def check_sglang(argv: list[str], k: int, has_model: bool) -> SGLangSettings:
+    """SGLang 0.5.23 takes ``argv`` and drafts a chain of ``k`` with it."""
+    settings = sglang_settings(argv)
+    assert settings.drafted == k, (settings, k)
+    if settings.algorithm in ("EAGLE", "EAGLE3", "STANDALONE"):
+        assert settings.steps == k and settings.topk == 1
+    if settings.asked == "NEXTN":
+        assert bool(settings.draft_path) == has_model
+    if settings.algorithm == "NGRAM":
         # the ngram tree's breadth becomes the top-k: 1 makes a chain of k drafted tokens
-        assert ns.speculative_ngram_max_bfs_breadth == 1
-        assert ns.speculative_num_draft_tokens == k + 1
-        return ns
-    if algo in ("EAGLE", "EAGLE3", "STANDALONE"):
-        assert ns.speculative_draft_model_path
-    if algo == "NEXTN":
-        assert bool(ns.speculative_draft_model_path) == has_model
-    assert ns.speculative_num_steps == k and ns.speculative_eagle_topk == 1
-    # with top-k 1 SGLang resets any other value to num_steps + 1
-    assert ns.speculative_num_draft_tokens == ns.speculative_num_steps + 1
-    return ns
+        assert settings.topk == 1
+    return settings
 
 
 # ----------------------------------------------------------------- problems
@@ -116,7 +55,12 @@ def problem(tmp_path, drafter: dict, k_max: int = 5, name: str = "p") -> Path:
 
 
 MODEL = {"draft_model": "org/small", "eagle": "org/EAGLE", "eagle3": "org/EAGLE3",
-         "medusa": "org/medusa", "mlp_speculator": "org/mlp", "mtp": "org/target"}  # fmt: skip
+         "medusa": "org/medusa", "mlp_speculator": "org/mlp", "mtp": "org/target",
+         "dflash": "org/dflash", "dspark": "org/dspark"}  # fmt: skip
+#: What vLLM 0.33.0 has no method for; 0.32.0 is the last release that took them.
+GONE_FROM_VLLM = ("medusa", "mlp_speculator")
+#: Methods whose model the engines fill in themselves (the target's own layers).
+OPTIONAL_MODEL = ("mtp", "dspark")
 
 
 def test_table_matches_the_problem_file_literal():
@@ -134,10 +78,17 @@ def test_every_method_exports_to_vllm_schema(tmp_path, method, with_model):
         res = run("solve", path, "--export", "vllm")
         assert res.exit_code == 2 and res.stderr.startswith("error: drafters[d].model: ")
         return
+    res = run("solve", path, "--export", "vllm")
+    if method in GONE_FROM_VLLM:
+        # vLLM 0.33.0's SpeculativeMethod has neither; exporting them made a config it refuses
+        assert res.exit_code == 2 and res.stdout == ""
+        assert len(res.stderr.strip().splitlines()) == 1
+        assert f"vLLM 0.33.0 has no method {method}" in res.stderr
+        assert "the last release that takes it is 0.32.0" in res.stderr
+        return
     front = json.loads(run("solve", path, "--json", "-").stdout)["front"]
     best = max(front, key=lambda p: p["throughput"])
-    res = run("solve", path, "--export", "vllm")
-    if not with_model and method not in ("mtp", "ngram", "suffix"):
+    if not with_model and method not in ("ngram", "suffix", *OPTIONAL_MODEL):
         assert res.exit_code == 2 and res.stdout == ""
         assert res.stderr.startswith("error: --export: ") and "has no `model`" in res.stderr
         return
@@ -150,7 +101,8 @@ def test_every_method_exports_to_vllm_schema(tmp_path, method, with_model):
 
 
 SGLANG_NAMES = {"draft_model": "STANDALONE", "eagle": "EAGLE", "eagle3": "EAGLE3",
-                "mtp": "NEXTN", "ngram": "NGRAM"}  # fmt: skip
+                "mtp": "NEXTN", "ngram": "NGRAM", "dflash": "DFLASH",
+                "dspark": "DSPARK"}  # fmt: skip
 
 
 @pytest.mark.parametrize("method", METHODS)
@@ -163,11 +115,19 @@ def test_every_method_exports_to_sglang_or_is_refused(tmp_path, method):
     if method not in SGLANG_NAMES:
         assert res.exit_code == 2 and res.stdout == ""
         assert len(res.stderr.strip().splitlines()) == 1
-        assert re.match(r"error: --export: drafter 'd' \(method \w+\): SGLang has no", res.stderr)
+        # --export solves what SGLang serves: a problem with none says why, in one line
+        assert re.match(
+            r"error: drafters: no drafter has a method SGLang serves: d \(method \w+\): "
+            r"SGLang has no",
+            res.stderr,
+        )
         return
     assert res.exit_code == 0, res.output
-    ns = check_sglang(shlex.split(res.stdout), k, method in MODEL)
-    assert ns.speculative_algorithm == SGLANG_NAMES[method]
+    settings = check_sglang(shlex.split(res.stdout), k, method in MODEL)
+    assert settings.asked == SGLANG_NAMES[method]
+    # the batch size is not stated: SGLang's speculative default of 48 running requests is
+    # said, not silently kept (speculative_hook.py: "reset to 48 for speculative decoding")
+    assert "at most 48 requests" in res.stderr
 
 
 def test_mtp_without_model_on_sglang_leaves_the_path_to_sglang(tmp_path):
@@ -234,6 +194,29 @@ PLAN = {
 }  # fmt: skip
 
 
+def test_plan_export_sets_sglangs_running_requests_for_the_batch(tmp_path):
+    """SGLang 0.5.23 sets --max-running-requests 48 when speculation is on and it is unset
+    (a default, not a cap): a plan for 64 sequences per replica sets it; one for 16 needs
+    nothing; one for no stated batch size says so."""
+    serving = {
+        "batch_sizes": [1, 16, 64],
+        "memory": {"kv_cache_gb": 80.0, "kv_per_seq_gb": 0.5},
+        "step_ms": [
+            {"drafters": ["head"], "by_batch": {1: {0: 6.0, 1: 7.0}, 64: {0: 8.0, 1: 9.0}}}
+        ],
+    }
+    data = dict(PLAN, serving=serving)
+    path = tmp_path / "routes.yaml"
+    path.write_text(yaml.safe_dump(data))
+    for batch, running in ((64, 64), (16, 48)):
+        res = run("plan", path, "--export", "sglang", "--batch", batch)
+        assert res.exit_code == 0, res.output
+        for route in json.loads(res.stdout)["routes"]:
+            assert sglang_settings(route["flags"]).max_running_requests == running
+    res = run("plan", path, "--export", "sglang")
+    assert res.exit_code == 0 and "at most 48 requests" in res.stderr
+
+
 @pytest.mark.parametrize("target", ["vllm", "sglang"])
 def test_plan_export_one_config_per_route(tmp_path, target):
     path = tmp_path / "routes.yaml"
@@ -258,15 +241,20 @@ def test_plan_export_one_config_per_route(tmp_path, target):
 
 
 def test_plan_export_refusals(tmp_path):
+    # the plan is of what the engine serves now: no route pools, and drafters without a
+    # model are refused by name instead of "cannot serve this ensemble"
     res = run("plan", ROOT / "problems" / "mixed-traffic.yaml", "--export", "vllm")
     assert res.exit_code == 2 and res.stdout == ""
-    assert "cannot serve this ensemble" in res.stderr and "workload 'chat'" in res.stderr
+    assert "has no `model`" in res.stderr
     path = tmp_path / "routes.yaml"
     path.write_text(yaml.safe_dump(PLAN))
     for args, needle in (
         (["--export", "tgi"], "'tgi' is not one of vllm, sglang"),
         (["--export", "vllm", "--sweep", "hosting_cost"], "does not apply with --sweep"),
         (["--export", "vllm", "--json", "-"], "--json -"),
+        (["--export", "vllm", "--pooled"], "an export serves one drafter per server"),
+        (["--export", "vllm", "--engine", "sglang"], "give one engine"),
+        (["--engine", "tgi"], "'tgi' is not one of vllm, sglang"),
     ):
         res = run("plan", path, *args)
         assert res.exit_code == 2 and needle in res.stderr, res.output
@@ -287,6 +275,7 @@ def test_readme_measurement_commands_run_on_the_samples(tmp_path, monkeypatch):
     """Every command of the measurement section runs as written on problems/measurements/,
     and what it estimates holds the generator's truth (truth.json)."""
     shutil.copytree(ROOT / "problems", tmp_path / "problems")
+    (tmp_path / "scratch").mkdir()  # the README's `mkdir -p scratch`
     monkeypatch.chdir(tmp_path)
     commands = measurement_commands()
     assert len(commands) >= 8
@@ -297,29 +286,29 @@ def test_readme_measurement_commands_run_on_the_samples(tmp_path, monkeypatch):
         assert res.exit_code == 0, f"{' '.join(words)}\n{res.output[-2000:]}"
         outputs[" ".join(words[1:])] = res.stdout
     truth = json.loads((tmp_path / "problems/measurements/truth.json").read_text())
-    (eagle3,) = load_problem("eagle3.yaml").drafters
+    (eagle3,) = load_problem("scratch/eagle3.yaml").drafters
     for (lo, hi), a in zip(
         eagle3.acceptance_interval, truth["vllm-metrics.prom"].popitem()[1], strict=False
     ):
         assert lo <= a <= hi
-    (ngram,) = load_problem("ngram.yaml").drafters
+    (ngram,) = load_problem("scratch/ngram.yaml").drafters
     assert ngram.method == "ngram"
     for (lo, hi), a in zip(
         ngram.acceptance_interval, truth["vllm-ngram.log"]["ngram"], strict=False
     ):
         assert lo <= a <= hi
-    vllm = json.loads(outputs["solve eagle3.yaml --export vllm"])
+    vllm = json.loads(outputs["solve scratch/eagle3.yaml --export vllm"])
     check_vllm(vllm, vllm["num_speculative_tokens"])
     assert vllm["method"] == "eagle3" and vllm["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
-    sglang = shlex.split(outputs["solve eagle3.yaml --export sglang"])
+    sglang = shlex.split(outputs["solve scratch/eagle3.yaml --export sglang"])
     check_sglang(sglang, vllm["num_speculative_tokens"], True)
-    plan = json.loads(outputs["plan routes.yaml --export sglang"])
+    plan = json.loads(outputs["plan scratch/routes.yaml --export sglang"])
     assert {r["workload"] for r in plan["routes"]} == {"chat", "code"}
-    routes = load_problem("routes.yaml")
+    routes = load_problem("scratch/routes.yaml")
     by = {w.name: np.asarray(w.acceptance["eagle3"]) for w in routes.workloads}
     for w, acc in truth["sglang-requests.jsonl"].items():
         assert np.all(np.abs(by[w] - np.asarray(acc)) < 0.04), (w, by[w])
     for name, acc in truth["outcomes.csv"].items():
-        d = next(x for x in load_problem("outcomes.yaml").drafters if x.name == name)
+        d = next(x for x in load_problem("scratch/outcomes.yaml").drafters if x.name == name)
         hits = [lo <= a <= hi for (lo, hi), a in zip(d.acceptance_interval, acc * 5, strict=False)]
         assert np.mean(hits) >= 0.8, (name, hits)

@@ -6,7 +6,9 @@ import shlex
 import pytest
 import yaml
 
-from allocator.engines import export_text, pick_point
+from allocator import api
+from allocator.engines import export_point, export_text, pick_point
+from allocator.exceptions import ParameterError
 from allocator.io.spec import Drafter
 from tests.support.cli_runner import run
 
@@ -80,16 +82,27 @@ def test_paths_with_spaces_are_quoted():
 
 
 def test_ensemble_refused(tmp_path):
+    """An engine serves one drafter per server: --export solves only what it serves (the
+    model's front pooled drafters and the export refused the very point it ranked best),
+    and a pooled point handed to an engine is refused, never exported as one drafter."""
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(dict(PROBLEM, search={"k": {"max": 8}, "exclude": ["nomodel"]})))
     front = front_of(path)
     ens = [i for i, p in enumerate(front, 1) if p["m"] > 1]
     assert ens, "the problem should put an ensemble on the front"
     for target in ("vllm", "sglang"):
-        r = run("solve", path, "--export", target, "--pick", ens[0])
-        assert r.exit_code == 2, r.output
-        assert "pools 2 drafters" in r.stderr and "cannot serve this ensemble" in r.stderr
-        assert r.stdout == ""
+        served = json.loads(run("solve", path, "--engine", target, "--json", "-").stdout)
+        assert all(p["m"] == 1 for p in served["front"])
+        assert "one drafter per server" in served["notes"][0]
+        for pick in range(1, len(served["front"]) + 1):
+            r = run("solve", path, "--export", target, "--pick", pick)
+            assert r.exit_code == 0, r.output
+        r = run("solve", path, "--export", target, "--pooled")
+        assert r.exit_code == 2 and r.stderr.startswith("error: --pooled:"), r.output
+        with pytest.raises(ParameterError) as info:
+            export_point(target, front[ens[0] - 1], api.load(path).drafter_map)
+        assert "pools 2 drafters" in info.value.message
+        assert "cannot serve this ensemble" in info.value.message
 
 
 def test_drafter_without_model_refused(tmp_path):

@@ -75,3 +75,34 @@ def test_bench_samples(truth):
             s = steady_state(run)
             expected = step(s.batch, run.k + 1, s.context, s.prefill_tokens)
             assert s.step_ms == pytest.approx(expected, rel=0.01), run.source
+
+
+def test_structured_output_sample(tmp_path):
+    """vLLM 0.33.0 under structured output: a draft the grammar rejects whole counts with
+    0 tokens, so position 1 is only bounded, and its interval holds the truth (the ratio
+    per_pos[0] / num_drafts reads about 0.56 for a true 0.80)."""
+    from allocator.estimate import estimate
+    from allocator.estimate.vllm_metrics import parse_counters
+    from allocator.io.inputs import read_input_text
+
+    spec = importlib.util.spec_from_file_location(
+        "structured", HERE / "generate_structured_output.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    truth = json.loads((HERE / "truth-structured-output.json").read_text())
+    t = truth["vllm-structured-output.prom"]
+    # the sample is the generator's (prometheus_client stamps _created with the clock)
+    counters = parse_counters(read_input_text(HERE / "vllm-structured-output.prom", "x"), "x")
+    module.write(tmp_path)
+    again = parse_counters(read_input_text(tmp_path / "vllm-structured-output.prom", "x"), "x")
+    assert again == counters
+    assert (tmp_path / "truth-structured-output.json").read_text() == json.dumps(
+        truth, indent=1
+    ) + "\n"
+    m = counters[t["model_name"]]
+    assert m["per_pos"][0] / m["drafts"] == pytest.approx(0.56, abs=0.01)
+    est = estimate(HERE / "vllm-structured-output.prom", "vllm-metrics", HERE / "x.yaml")
+    (d,) = est.drafters
+    assert covers(d, t["acceptance"]) and d.bounded
+    assert any("positions 1-4" in n and "only bounded" in n for n in est.notes)

@@ -274,7 +274,7 @@ def test_error_correlation_with_a_drafter_that_never_fails():
 
 
 def test_log_readers_agree(problems_dir):
-    from allocator.estimate.outcome_log import read_careful, read_fast
+    from allocator.io.outcome_log import read_careful, read_fast
 
     path = problems_dir / "outcome-log" / "outcomes.csv"
     names = ("ngram", "distil-1b", "head", "distil-3b")

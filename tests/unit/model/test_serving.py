@@ -280,6 +280,7 @@ def test_solve_batch_puts_tokens_per_s_on_the_throughput_axis(tmp_path):
     data["cost_metric"] = "cost_per_mtok"
     data["search"] = {"k": {"max": 4}}
     path = write(tmp_path, data)
+    # --pooled: every subset (the default is what vLLM serves, one drafter per server)
     r = runner.invoke(app, ["solve", str(path), "--batch", "16", "--pooled", "--json", "-"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)

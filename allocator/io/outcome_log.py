@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
-from ..io.inputs import MAX_LOG_BYTES, check_regular_file
 from ..model.errors.empirical import FIELD, MAX_DRAFTERS, EmpiricalErrors
+from .inputs import MAX_LOG_BYTES, check_regular_file
 
 
 def load_empirical(spec, names, base_dir=None) -> tuple[EmpiricalErrors, dict]:
@@ -51,6 +51,14 @@ def read_outcomes(path: Path, names: tuple[str, ...]) -> dict:
     if len(names) > MAX_DRAFTERS:
         raise InputError(FIELD, f"at most {MAX_DRAFTERS} drafters are supported with a log")
     check_regular_file(path, FIELD, MAX_LOG_BYTES)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(FIELD, f"cannot read {path}: {exc}") from None
+    at = raw.find(b"\x00")
+    if at >= 0:
+        line = raw.count(b"\n", 0, at) + 1
+        raise InputError(FIELD, f"{path.name} line {line} holds a NUL byte (\\x00): not a text log")
     fast = read_fast(path, names)
     return fast if fast is not None else read_careful(path, names)
 

@@ -1,0 +1,96 @@
+"""Start-up: ``python benchmarks/startup.py [--repeats R] [--baseline DIR]``.
+
+Times whole processes side by side, interleaved so that load on a shared machine falls on
+every case alike, and prints the median wall and CPU seconds of ``R`` runs (default 7):
+
+- the floor, ``python -c "import numpy, pydantic"``;
+- ``allocator --help``;
+- ``allocator solve problems/paper-r2.yaml``;
+- ``python -c "import allocator"`` and, separately, whether it imported scipy.
+
+and each case's ratio to the floor (the target: at most 2x for ``--help`` and the small
+``solve``). With ``--baseline DIR`` (another checkout of the project) the same commands run
+against it too, for a before/after ratio. Nothing here is asserted; the numbers go into
+the project's notes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[1]
+CLI = "import sys; from allocator.cli import main; sys.argv = ['allocator', *sys.argv[1:]]; main()"
+
+
+def cases(root: Path) -> dict[str, list[str]]:
+    py = sys.executable
+    return {
+        "import numpy, pydantic": [py, "-c", "import numpy, pydantic"],
+        "import allocator": [py, "-c", "import allocator"],
+        "allocator --help": [py, "-c", CLI, "--help"],
+        "allocator solve paper-r2": [py, "-c", CLI, "solve", str(root / "problems/paper-r2.yaml")],
+    }
+
+
+def run(cmd: list[str], root: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of one whole process (which must exit 0)."""
+    before = os.times()
+    start = before.elapsed
+    r = subprocess.run(
+        cmd, capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}
+    )
+    after = os.times()
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr.strip()[-500:]}")
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    return after.elapsed - start, cpu
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--repeats", type=int, default=7, help="whole runs per case (median)")
+    ap.add_argument("--baseline", type=Path, help="another checkout to time beside this one")
+    args = ap.parse_args()
+    roots = {"this": HERE} | ({"baseline": args.baseline.resolve()} if args.baseline else {})
+    walls: dict[tuple[str, str], list[float]] = {}
+    cpus: dict[tuple[str, str], list[float]] = {}
+    for _ in range(args.repeats):
+        for label, root in roots.items():
+            for name, cmd in cases(root).items():
+                w, c = run(cmd, root)
+                walls.setdefault((label, name), []).append(w)
+                cpus.setdefault((label, name), []).append(c)
+    print(f"python {platform.python_version()}, {platform.machine()}, repeats {args.repeats}")
+    print(f"{'checkout':9} {'case':28} {'wall s':>7} {'cpu s':>7} {'/floor':>7}")
+    for label, root in roots.items():
+        floor = statistics.median(walls[(label, "import numpy, pydantic")])
+        for name in cases(root):
+            w = statistics.median(walls[(label, name)])
+            c = statistics.median(cpus[(label, name)])
+            print(f"{label:9} {name:28} {w:7.3f} {c:7.3f} {w / floor:7.2f}")
+        probe = subprocess.run(
+            [sys.executable, "-c", "import sys, allocator; print('scipy' in sys.modules)"],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(root)},
+        )
+        print(f"{label:9} import allocator imports scipy: {probe.stdout.strip()}")
+    if "baseline" in roots:
+        for name in cases(HERE):
+            ratio = statistics.median(walls[("this", name)]) / statistics.median(
+                walls[("baseline", name)]
+            )
+            print(f"this / baseline  {name:28} {ratio:7.2f}")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
