@@ -198,6 +198,9 @@ def serving_from_spec(spec: ProblemSpec, base_dir: Path | None = None) -> Servin
             "speculative_batch": None
             if s.calibrated_from.speculative_batch is None
             else tuple(s.calibrated_from.speculative_batch),
+            "speculative_k": None
+            if s.calibrated_from.speculative_k is None
+            else tuple(s.calibrated_from.speculative_k),
             "rows": s.calibrated_from.rows,
         },
     )

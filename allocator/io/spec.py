@@ -479,18 +479,20 @@ Range = Annotated[
 class CalibratedFrom(_Frozen):
     """The measured domain behind a calibrated ``serving`` section (written by
     ``allocator calibrate``): ``[lo, hi]`` of batch size, ``k`` and context tokens over the
-    fitted rows, the batch sizes of the speculative rows among them
-    (``speculative_batch``), and how many rows. Commands note when they plan outside it."""
+    fitted rows, the batch sizes and ``k`` of the speculative rows among them
+    (``speculative_batch``, ``speculative_k``), and how many rows. Commands note when they
+    plan outside it."""
 
     batch: Range
     k: Range
     context: Range | None = None
     speculative_batch: Range | None = None
+    speculative_k: Range | None = None
     rows: Annotated[int, Field(ge=1)]
 
     @model_validator(mode="after")
     def _ordered(self) -> CalibratedFrom:
-        for key in ("batch", "k", "context", "speculative_batch"):
+        for key in ("batch", "k", "context", "speculative_batch", "speculative_k"):
             r = getattr(self, key)
             if r is not None and r[0] > r[1]:
                 raise _FieldError(

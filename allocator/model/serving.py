@@ -314,7 +314,8 @@ def step_time_notes(
 
     - outside ``serving.calibrated_from`` (a calibrated file's measured domain): batch
       sizes, batch sizes of speculative steps (``speculative_batch``), ``k`` past the
-      largest calibrated one, contexts: each noted as an extrapolation of the fitted form;
+      largest calibrated one or outside the speculative ``k`` measured
+      (``speculative_k``), contexts: each noted as an extrapolation of the fitted form;
     - step times from the roofline of an uncalibrated file: at the file's factors;
     - a context asked for where the step times are measured tables or ``verify_ms``:
       they do not depend on it.
@@ -371,12 +372,22 @@ def step_time_notes(
     if ks is not None:
         khi = cal["k"][1]
         past = ks[ks > khi]
+        what = "draft tokens verified per step" if verified_tokens else "k ="
         if past.size:
-            what = "draft tokens verified per step" if verified_tokens else "k ="
             notes.append(
                 f"{what} {_span(past)} lies past the largest calibrated k ({khi:g}): the step "
                 "time extrapolates the fitted form"
             )
+        spec_k = cal.get("speculative_k")
+        if spec_k is not None:
+            slo, shi = spec_k
+            out = ks[(ks > 0) & (ks <= khi) & ((ks < slo) | (ks > shi))]
+            if out.size:
+                notes.append(
+                    f"{what} {_span(out)} lies outside the speculative k measured "
+                    f"({_span(np.array(spec_k))}, serving.calibrated_from.speculative_k): its "
+                    "step time is the fitted form's reading between k = 0 and the measured k"
+                )
     crange = cal.get("context")
     if crange is not None and serving.has_roofline:
         clo, chi = crange

@@ -435,3 +435,18 @@ def test_bundled_tables_calibrate_with_each_holdout(tmp_path):
             )
             assert code == 0, (csv_name, scheme, output)
             assert doc["calibrated_from"]["rows"] >= 1
+
+
+def test_a_k_never_measured_is_noted(synth, tmp_path):
+    """Every speculative row at k = 3: a schedule choosing k = 1 rests on the form's split
+    of draft cost and overhead, which one k cannot give."""
+    csv = tmp_path / "m.csv"
+    csv.write_text(csv_rows(batches=(1, 8, 32), ks=(3,)))
+    out = tmp_path / "o.yaml"
+    code, output, _ = calibrate(csv, "--problem", synth, "--out", out)
+    assert code == 0, output
+    assert yaml.safe_load(out.read_text())["serving"]["calibrated_from"]["speculative_k"] == [3, 3]
+    r = runner.invoke(
+        app, ["evaluate", str(out), "-d", "a", "-k", "1", "--batch", "8", "--json", "-"]
+    )
+    assert any("outside the speculative k measured" in n for n in json.loads(r.stdout)["notes"])
