@@ -817,7 +817,7 @@ def fit_step_model(
 def _today_parameters(problem: Problem, data: Measured, fit: _TodayFit) -> list[dict]:
     """Every parameter of today's form with its standard error and 95% interval, or the
     reason the rows cannot determine it."""
-    from scipy.stats import t as student
+    from scipy.special import stdtrit
 
     stderr, why = identify(fit.names, fit.theta, fit.jac, fit.residuals)
     model = fit.model
@@ -838,7 +838,7 @@ def _today_parameters(problem: Problem, data: Measured, fit: _TodayFit) -> list[
                     "measured at one k only: not separable from the per-step overhead"
                 )
     dof = len(data) - (len(fit.names) - sum(1 for n in fit.names if n in why))
-    q = float(student.ppf(0.975, dof)) if dof > 0 else float("nan")
+    q = float(stdtrit(dof, 0.975)) if dof > 0 else float("nan")
     values = dict(zip(fit.names, fit.theta, strict=True))
     out = []
     every = ["verify_fixed_ms", "verify_per_seq_ms", "compute_ms_per_token", "overhead_ms"]
@@ -902,7 +902,7 @@ class _SpecsFit:
 
 def _fit_specs(problem: Problem, data: Measured, step_ms: np.ndarray) -> _SpecsFit:
     """The roofline's factors fitted to the rows (contexts and prefill included)."""
-    from scipy.stats import t as student
+    from scipy.special import stdtrit
 
     base = _specs_model(problem)
     rows = data.inputs()
@@ -913,7 +913,7 @@ def _fit_specs(problem: Problem, data: Measured, step_ms: np.ndarray) -> _SpecsF
     free = [n for n, f in zip(space.names, space.fitted, strict=True) if f]
     kept = len([n for n in fit.free if n not in fit.undetermined])
     dof = len(data) - kept
-    q = float(student.ppf(0.975, dof)) if dof > 0 else float("nan")
+    q = float(stdtrit(dof, 0.975)) if dof > 0 else float("nan")
     params = []
     for name in free:
         if name in fit.undetermined:
