@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from .analysis.fleet import CapacityResult
     from .analysis.paper import PaperReport
     from .analysis.plan import Plan, PlanSweep
-    from .analysis.schedule import Schedule
+    from .analysis.profile_plan import ProfilePlan
+    from .analysis.schedule import ContextSchedules, Schedule
     from .analysis.simulate import Simulation
     from .analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
     from .analysis.uncertainty import Progress
@@ -98,19 +99,25 @@ def solve(
 
 
 def solve_at_batch(
-    problem: Problem, batch: int, *, engine: str = "vllm", pooled: bool = False
+    problem: Problem,
+    batch: int,
+    *,
+    context: float | None = None,
+    engine: str = "vllm",
+    pooled: bool = False,
 ) -> SolveResult:
     """``solve --batch B``: the front of tokens/s against the cost metric at ``batch``
-    concurrent sequences (:func:`allocator.analysis.schedule.serving_front`), of the
-    configurations ``engine`` serves (with ``pooled``: every configuration, labelled as
-    the upper bound; :func:`allocator.engines.servable`)."""
+    concurrent sequences of ``context`` tokens each (``None``: none given)
+    (:func:`allocator.analysis.schedule.serving_front`), of the configurations ``engine``
+    serves (with ``pooled``: every configuration, labelled as the upper bound;
+    :func:`allocator.engines.servable`)."""
     from .analysis.limits import position_notes
     from .analysis.schedule import serving_front
     from .engines import servable
 
     t0 = time.perf_counter()
     problem, served = servable(problem, engine, pooled)
-    front, evaluated, _, notes = serving_front(problem, batch)
+    front, evaluated, _, notes = serving_front(problem, batch, 0.0 if context is None else context)
     return SolveResult(
         problem=problem.name,
         names=problem.names,
@@ -129,6 +136,7 @@ def evaluate(
     k: int,
     field: str = "drafters",
     batch: int | None = None,
+    context: float | None = None,
 ) -> Point:
     """Every metric of one configuration: the point of docs/design.md §6
     (:func:`allocator.model.point.evaluate_point`; ``point["throughput"]``, ``to_dict()``).
@@ -138,10 +146,17 @@ def evaluate(
     and ``k = 0`` is allowed: decoding without speculation (``drafters`` is then
     ignored and reported empty; its model metrics are one token per plain
     verification pass, no draft cost). ``field`` names ``drafters`` in errors.
+    ``context`` (with ``batch``): tokens in each sequence's KV cache; the point's
+    ``notes`` say where its step time rests on extrapolation.
     """
     from .model.point import evaluate_point
 
     needs_batch(problem, batch)
+    if context is not None:
+        if batch is None:
+            raise ParameterError("context", "needs a batch size (the step time under load)")
+        if not np.isfinite(context) or context < 0:
+            raise ParameterError("context", f"{context} tokens: must be a number >= 0")
     if k > MAX_K:
         raise ParameterError("k", f"must be at most {MAX_K:,}")
     if batch is None:
@@ -155,7 +170,7 @@ def evaluate(
     if k < 0:
         raise ParameterError("k", "must be >= 0")
     members = np.zeros(problem.n, bool) if k == 0 else problem.mask(drafters, field)
-    return evaluate_point(problem, members, k, batch)
+    return evaluate_point(problem, members, k, batch, context)
 
 
 # ----------------------------------------------------- uncertainty, exports, plans
@@ -318,22 +333,90 @@ def _problem(problem: Problem | str | Path | dict) -> Problem:
     return problem if isinstance(problem, Problem) else load(problem)
 
 
-def schedule(problem: Problem | str | Path | dict, *, export: str | None = None) -> Schedule:
+def schedule(
+    problem: Problem | str | Path | dict,
+    *,
+    export: str | None = None,
+    contexts: Sequence[float] | str | None = None,
+    engine: str = "vllm",
+    pooled: bool = False,
+) -> Schedule | ContextSchedules:
     """``allocator schedule``: the best configuration at each of ``serving.batch_sizes``
-    and where speculation stops paying (:func:`allocator.analysis.schedule.schedule`).
+    and where speculation stops paying (:func:`allocator.analysis.schedule.schedule`),
+    over the configurations ``engine`` serves (:func:`allocator.engines.servable`;
+    ``pooled``: also pooled ones, labelled as an upper bound no engine serves).
 
-    ``export``: also the schedule as that engine takes it (``"vllm"``), in ``.export``.
+    ``contexts``: tokens per sequence (a list, or ``"1024,8192"``): ``k`` by batch size
+    and context bucket (:func:`allocator.analysis.schedule.schedule_by_context`; rows
+    gain ``context``). ``export``: also the schedule as that engine takes it
+    (``"vllm"``), in ``.export``.
     """
-    from .analysis.schedule import check_export, export_schedule
+    from .analysis.schedule import check_export, export_schedule, schedule_by_context
     from .analysis.schedule import schedule as plan_schedule
+    from .engines import servable
 
     if export is not None:
         check_export(export)
-    prob = _problem(problem)
-    sched = plan_schedule(prob)
+    buckets = parse_contexts(contexts) if contexts is not None else None
+    prob, served = servable(_problem(problem), engine, pooled)
+    sched: Schedule | ContextSchedules
+    if buckets is None:
+        sched = plan_schedule(prob)
+    else:
+        sched = schedule_by_context(prob, buckets)
+    sched.notes[:0] = served
     if export is not None:
         sched.export = export_schedule(sched, prob, export)
     return sched
+
+
+def profile_plan(
+    problem: Problem | str | Path | dict,
+    *,
+    engine: str = "vllm",
+    contexts: Sequence[float] | str | None = None,
+    model: str | None = None,
+) -> ProfilePlan:
+    """``allocator profile-plan``: the fewest benchmark runs (concurrency x k x context,
+    and speculation off) that determine every roofline parameter of ``problem`` (it needs
+    ``serving.hardware`` and ``serving.model``), as ``engine``'s commands with the
+    acceptance fixed (:func:`allocator.analysis.profile_plan.profile_plan`). ``contexts``:
+    tokens per sequence to plan at; ``model``: the verifier's name in the commands."""
+    from .analysis.profile_plan import profile_plan as plan_runs
+
+    buckets = None if contexts is None else parse_contexts(contexts)
+    return plan_runs(_problem(problem), engine, buckets, model=model)
+
+
+#: Most context buckets ``schedule --contexts`` takes.
+MAX_CONTEXTS = 64
+
+
+def parse_contexts(contexts: Sequence[float] | str) -> list[float]:
+    """``"1024,8192,32768"`` (or a list) as context buckets, tokens per sequence: numbers
+    > 0, strictly increasing, at most :data:`MAX_CONTEXTS`; a :class:`ParameterError`
+    naming ``contexts`` otherwise."""
+    import math
+
+    if isinstance(contexts, str):
+        items = [t.strip() for t in contexts.split(",")]
+        if not contexts.strip() or any(not t for t in items):
+            raise ParameterError("contexts", "expected tokens per sequence, e.g. 1024,8192,32768")
+        values = []
+        for t in items[: MAX_CONTEXTS + 1]:
+            try:
+                values.append(float(t))
+            except ValueError:
+                raise ParameterError("contexts", f"{t[:40]!r} is not a number of tokens") from None
+    else:
+        values = [float(c) for c in list(contexts)[: MAX_CONTEXTS + 1]]
+    if len(values) > MAX_CONTEXTS:
+        raise ParameterError("contexts", f"at most {MAX_CONTEXTS} context buckets")
+    if not values or any(not math.isfinite(v) or v <= 0 or v > 1e9 for v in values):
+        raise ParameterError("contexts", "every context must be a number of tokens in (0, 1e9]")
+    if any(b <= a for a, b in zip(values, values[1:], strict=False)):
+        raise ParameterError("contexts", "must be strictly increasing")
+    return values
 
 
 def size_fleet(
@@ -365,21 +448,26 @@ def size_fleet(
 
 
 def calibrate(
-    measured: str | Path,
+    measured: str | Path | Sequence[str | Path],
     problem: str | Path,
     out: str | Path | None = None,
     *,
-    holdout: float | None = None,
+    holdout: float | str | None = None,
     seed: int = 0,
+    drafters: str | None = None,
 ) -> CalibrationReport:
-    """``allocator calibrate``: the step-time model fitted to the rows of ``measured``
-    (CSV) for the problem file ``problem``, and the calibrated problem (``.data``, and
-    ``.text()`` to write as ``out``; nothing is written here). ``holdout``: fit on the
-    rest and report the error on this fraction of rows, chosen by ``seed``
+    """``allocator calibrate``: the step-time predictor fitted to the rows of ``measured``
+    (CSV files and the engines' benchmark files, in any mix) for the problem file
+    ``problem``, and the calibrated problem (``.data``, and ``.text()`` to write as
+    ``out``; nothing is written here): today's form, or the roofline's factors where the
+    problem gives ``serving.hardware`` and ``serving.model``. ``holdout``: a fraction of
+    rows (chosen by ``seed``) held out, or ``"by-k"``/``"by-batch"`` (each group predicted
+    by the fit of the others); ``drafters``: the drafter of the speculative benchmark runs
+    (default the problem's only one)
     (:func:`allocator.estimate.calibrate.calibration_report`)."""
     from .estimate.calibrate import calibration_report
 
-    return calibration_report(measured, problem, out, holdout=holdout, seed=seed)
+    return calibration_report(measured, problem, out, holdout=holdout, seed=seed, drafters=drafters)
 
 
 def estimate(
@@ -582,6 +670,7 @@ def drafter_fronts(problem: Problem | str | Path | dict) -> dict[str, SolveResul
 
 __all__ = [
     "DEFAULT_SAMPLES",
+    "MAX_CONTEXTS",
     "MAX_SAMPLES",
     "best_tree",
     "breakeven",
@@ -597,7 +686,9 @@ __all__ = [
     "load_data",
     "needs_batch",
     "paper",
+    "parse_contexts",
     "plan",
+    "profile_plan",
     "sample_uncertainty",
     "schedule",
     "simulate",

@@ -1,4 +1,5 @@
-"""Calibration speed: ``python benchmarks/calibrate.py [--repeats R]``.
+"""Calibration speed and accuracy: ``python benchmarks/calibrate.py [--repeats R]`` and
+``python benchmarks/calibrate.py --accuracy``.
 
 Times ``R`` whole ``allocator calibrate`` processes (start-up included) on a 50-row
 measured table (two drafters and their pair, k = 1, 3, 5, 7 at four batch sizes, the
@@ -7,6 +8,17 @@ side in the same run, ``R`` whole ``allocator evaluate`` processes on the same p
 (start-up, imports and reading the file: the floor of any command). Prints the medians,
 their ratio, the calibration's in-sample median and largest error, and the target
 (<= 2 s, issue 10).
+
+``--accuracy``: ``allocator calibrate`` (the library call, :func:`allocator.api.calibrate`)
+on every bundled measured table that gives a step time per row
+(``problems/measured/README.md``), in today's form and, where the verifier's hardware and
+architecture are known, the roofline from specs (``serving.hardware``/``serving.model``
+added to a copy of the bundled problem; the architectures are the Hugging Face
+``config.json`` fields of tests/support/measured_fit.py). Errors on tokens/s, as
+``calibrate`` reports them: in-sample; held out at random (``--holdout 0.3``, seeds
+0..9, every held-out row of the ten fits pooled); leave-one-k-out (``by-k``) and
+leave-one-batch-out (``by-batch``), each with the count of rows the other rows cannot
+predict. Then each roofline fit's in-sample residuals by k and by batch size.
 """
 
 from __future__ import annotations
@@ -24,8 +36,9 @@ import numpy as np
 from processes import timed_runs
 
 # the known step-time model the tests draw their synthetic rows from
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from synthetic_serving import true_expected, true_step  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.support.synthetic_serving import true_expected, true_step  # noqa: E402
 
 PROBLEM = """\
 name: bench-calibrate
@@ -52,10 +65,110 @@ def table(seed: int = 0) -> str:
     return "drafters,k,batch,tokens_per_s\n" + "\n".join(rows) + "\n"
 
 
+# ---------------------------------------------------------------- accuracy
+MEASURED = ROOT / "problems" / "measured"
+#: (table, problem, hardware and tensor-parallel count or None, architecture name)
+TABLES = (
+    ("vllm-issue20780-bs1.csv", "llama31-8b-eagle.yaml", ("h100-sxm", 1), "llama"),
+    ("vllm-pr16937-h100-bs1.csv", "llama31-8b-eagle.yaml", ("h100-sxm", 1), "llama"),
+    ("sglang-specforge339-2xh100.csv", "qwen3-30b-a3b-eagle3.yaml", ("h100-sxm", 2), "qwen"),
+    ("leviathan2023-table2.csv", "leviathan2023-t5.yaml", None, None),
+)
+
+
+def _problem_with_specs(tmp: Path, problem: str, hw, arch: str | None) -> Path:
+    """A copy of the bundled problem, with serving.hardware and serving.model when given."""
+    import yaml
+
+    from tests.support.measured_fit import LLAMA_8B, QWEN3_30B_A3B
+
+    data = yaml.safe_load((MEASURED / problem).read_text())
+    if hw is None:
+        path = tmp / problem
+        path.write_text(yaml.safe_dump(data))
+        return path
+    config = {"llama": LLAMA_8B, "qwen": QWEN3_30B_A3B}[arch]
+    (tmp / f"{arch}.json").write_text(json.dumps(config))
+    data["serving"] = {
+        "batch_sizes": [1],
+        "hardware": {"gpu": hw[0], "count": hw[1]},
+        "model": {"config": f"{arch}.json"},
+    }
+    path = tmp / f"roofline-{problem}"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _summary(errors) -> str:
+    a = np.abs(np.asarray(errors, float))
+    a = a[np.isfinite(a)]
+    return "-" if a.size == 0 else f"{np.median(a):.2f}% / {a.max():.2f}%"
+
+
+def accuracy() -> None:
+    from allocator import api
+
+    out = []
+    residuals = []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        for csv_name, problem, hw, arch in TABLES:
+            forms = [("today", None, None)] + ([("roofline", hw, arch)] if hw else [])
+            for form, h, a in forms:
+                path = _problem_with_specs(d, problem, h, a)
+                rows = str(MEASURED / csv_name)
+                ins = api.calibrate(rows, path, d / "o.yaml").to_dict()
+                held = []
+                for seed in range(10):
+                    doc = api.calibrate(rows, path, d / "o.yaml", holdout=0.3, seed=seed).to_dict()
+                    held += [r["error_pct"] for r in doc["rows"] if r["held_out"]]
+                cells = [
+                    csv_name,
+                    form,
+                    str(len(ins["rows"])),
+                    _summary([r["error_pct"] for r in ins["rows"]]),
+                    _summary(held),
+                ]
+                for scheme in ("by-k", "by-batch"):
+                    doc = api.calibrate(rows, path, d / "o.yaml", holdout=scheme).to_dict()
+                    errs = [r["error_pct"] for r in doc["rows"] if r["predictable"]]
+                    lost = sum(not r["predictable"] for r in doc["rows"])
+                    cells.append(f"{_summary(errs)} ({lost} not predictable)")
+                out.append("| " + " | ".join(cells) + " |")
+                if form == "roofline":
+                    residuals.append((csv_name, ins))
+    print(
+        "| table | form | rows | in-sample median / largest | held out 30% x 10 seeds | "
+        "leave-one-k-out | leave-one-batch-out |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(out))
+    for name, doc in residuals:
+        print(f"\n{name}, roofline, in-sample error % by (batch, k):")
+        by_k: dict[int, list[float]] = {}
+        by_b: dict[float, list[float]] = {}
+        for r in doc["rows"]:
+            by_k.setdefault(r["k"], []).append(r["error_pct"])
+            by_b.setdefault(r["batch"], []).append(r["error_pct"])
+        print(
+            "  by k:     " + ", ".join(f"k={k}: {np.mean(v):+.2f}" for k, v in sorted(by_k.items()))
+        )
+        print(
+            "  by batch: "
+            + ", ".join(f"b={b:g}: {np.mean(v):+.2f}" for b, v in sorted(by_b.items()))
+        )
+        und = [p["name"] for p in doc["parameters"] if p["value"] is None]
+        print(f"  undetermined: {', '.join(und) or 'none'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--accuracy", action="store_true", help="held-out errors, not speed")
     args = ap.parse_args()
+    if args.accuracy:
+        accuracy()
+        return
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)
         (d / "p.yaml").write_text(PROBLEM)

@@ -17,7 +17,13 @@ enumeration order. ``speculation_off_from`` is the smallest planned batch size `
 such that the schedule has ``k = 0`` at ``b`` and at every larger planned batch size;
 ``None`` when speculation still pays at the largest one. A planned batch size where no
 configuration of the search space (budget aside) has a step time with ``k >= 1`` is an
-input error: ``k = 0`` would win there by default, which is not a finding.
+input error: ``k = 0`` would win there by default, which is not a finding. A planned
+batch size that does not fit in memory even with speculation off (more sequences than
+the KV cache holds: ``serving.memory``, or the specs at the context) is left out with a
+note, as ``capacity`` leaves it out; every configuration at a batch size is also held
+to its own memory cap. With a context (tokens in each sequence's KV cache) the step
+times and the memory cap are the ones at that context; :func:`schedule_by_context`
+plans one schedule per context bucket.
 
 :func:`serving_front` — ``solve --batch B``: the Pareto front of ``tokens_per_s``
 against the problem's cost metric (``cost_per_mtok`` or a model cost metric) over the
@@ -32,7 +38,7 @@ import numpy as np
 
 from ..core.problem import Problem
 from ..core.result import Front
-from ..exceptions import NotModelledError, ParameterError
+from ..exceptions import InputError, NotModelledError, ParameterError
 from ..model.evaluate import curves, evaluate_subsets
 from ..model.evaluator import (
     BestPerKey,
@@ -44,7 +50,7 @@ from ..model.evaluator import (
     evaluate_space,
     mask_score,
 )
-from ..model.memory import max_batch
+from ..model.memory import max_batch, memory_notes
 from ..model.serving import (
     SERVING_METRICS,
     baseline_ms,
@@ -52,6 +58,7 @@ from ..model.serving import (
     need_serving,
     speculative_ks,
     step_grid,
+    step_time_notes,
     tokens_per_s,
 )
 
@@ -62,6 +69,17 @@ MAX_CELLS = 1 << 20
 K0_TOLERANCE = 0.01
 #: Engines a schedule exports to (:func:`export_schedule`).
 EXPORTS = ("vllm",)
+#: Why an engine of the registry takes no ``k`` schedule by batch size, from its source.
+NO_SCHEDULE = {
+    "sglang": (
+        "SGLang takes no k schedule by batch size: --speculative-num-steps is one value "
+        "for every batch (SGLang 0.5.23, sglang/srt/arg_groups/fields/spec.py), and "
+        "--speculative-adaptive (EAGLE/EAGLE3, topk 1) moves the steps itself within "
+        "per-batch-size candidate lists by a running acceptance average "
+        "(sglang/srt/speculative/adaptive_spec_params.py), which is not a schedule this "
+        "exports; export it for vllm, or serve SGLang the k of your batch size's row"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -102,18 +120,34 @@ class Schedule:
     notes: list[str] = field(default_factory=list)
     #: the schedule as an engine takes it, when asked for (:func:`export_schedule`)
     export: ScheduleExport | None = None
+    #: tokens in each sequence's KV cache the schedule is planned at (0: none given)
+    context: float = 0.0
+    #: the rows carry ``context`` (a schedule by context bucket)
+    with_context: bool = False
+    #: planned batch sizes left out: more sequences than memory holds
+    left_out: list[int] = field(default_factory=list)
+    #: some answer rests on extrapolated step times (a note says which)
+    extrapolated: bool = False
 
     def to_dict(self) -> dict:
-        """The ``schedule --json`` document: ``{"rows": [...], "speculation_off_from"}``."""
-        return {"rows": self.rows(), "speculation_off_from": self.speculation_off_from}
+        """The ``schedule --json`` document: ``{"rows": [...], "speculation_off_from",
+        "notes"}``."""
+        return {
+            "rows": self.rows(),
+            "speculation_off_from": self.speculation_off_from,
+            "notes": list(self.notes),
+        }
 
     def rows(self) -> list[dict]:
-        """One plain dict per batch size, the ``rows`` of ``schedule --json``."""
+        """One plain dict per batch size, the ``rows`` of ``schedule --json`` (with
+        ``context`` first in a schedule by context bucket)."""
         out = []
         for i, b in enumerate(self.batch):
             cost = float(self.metrics["cost_per_mtok"][i])
+            head = {"context": _number(self.context)} if self.with_context else {}
             out.append(
                 {
+                    **head,
                     "batch": int(b),
                     "drafters": [
                         n for n, on in zip(self.names, self.members[i], strict=True) if on
@@ -127,6 +161,47 @@ class Schedule:
                 }
             )
         return out
+
+
+def _number(v: float) -> int | float:
+    """A context as JSON: an int when whole."""
+    return int(v) if float(v).is_integer() else float(v)
+
+
+@dataclass
+class ContextSchedules:
+    """``schedule --contexts``: one :class:`Schedule` per context bucket (ascending), the
+    notes (those of every bucket once, the others prefixed by their context), and the
+    export when asked for."""
+
+    problem: str
+    names: tuple[str, ...]
+    schedules: list[Schedule]
+    notes: list[str] = field(default_factory=list)
+    export: ScheduleExport | None = None
+
+    @property
+    def contexts(self) -> list[float]:
+        return [s.context for s in self.schedules]
+
+    @property
+    def extrapolated(self) -> bool:
+        return any(s.extrapolated for s in self.schedules)
+
+    def rows(self) -> list[dict]:
+        return [row for s in self.schedules for row in s.rows()]
+
+    def to_dict(self) -> dict:
+        """``{"rows": [...] (each with its context), "speculation_off_from": [{"context",
+        "speculation_off_from"}, ...], "notes"}``."""
+        return {
+            "rows": self.rows(),
+            "speculation_off_from": [
+                {"context": _number(s.context), "speculation_off_from": s.speculation_off_from}
+                for s in self.schedules
+            ],
+            "notes": list(self.notes),
+        }
 
 
 def _serving_evaluation(problem: Problem, ks: np.ndarray) -> Evaluate:
@@ -152,10 +227,13 @@ def _serving_space(problem: Problem, ks: np.ndarray, keep: Keeper) -> None:
     evaluate_space(problem, keep, evaluate=evaluate, max_cells=MAX_CELLS, cells_per_subset=ks.size)
 
 
-def _serving_at(problem: Problem, c: Chunk, ks: np.ndarray, batch: int) -> dict[str, np.ndarray]:
-    """Serving metrics ``(B, K)`` of a chunk at ``batch`` (NaN where no step time)."""
-    step = step_grid(problem, c.members, ks, batch)
-    base = step_grid(problem, c.members, np.zeros(1, np.int64), batch)
+def _serving_at(
+    problem: Problem, c: Chunk, ks: np.ndarray, batch: int, context: float = 0.0
+) -> dict[str, np.ndarray]:
+    """Serving metrics ``(B, K)`` of a chunk at ``batch`` sequences of ``context`` tokens
+    (NaN where no step time)."""
+    step = step_grid(problem, c.members, ks, batch, context)
+    base = step_grid(problem, c.members, np.zeros(1, np.int64), batch, context)
     price = problem.serving.gpu_cost_per_hour if problem.serving else np.nan
     return metrics_from(c.metrics["e_bonus"], step, base, float(batch), price)
 
@@ -166,9 +244,15 @@ class _PerBatch:
     speculation off to start with, so it wins a tie) and its serving metrics, the best
     ``tokens_per_s`` per ``k`` (``by_k``), and the counts behind the notes."""
 
-    def __init__(self, problem: Problem, ks: np.ndarray, off: dict[str, np.ndarray]) -> None:
-        serving = need_serving(problem)
-        self.problem, self.ks, self.batches = problem, ks, serving.batch_sizes
+    def __init__(
+        self,
+        problem: Problem,
+        ks: np.ndarray,
+        off: dict[str, np.ndarray],
+        batches: np.ndarray,
+        context: float = 0.0,
+    ) -> None:
+        self.problem, self.ks, self.batches, self.context = problem, ks, batches, context
         s_count = self.batches.size
         self.metrics = off  # speculation off at every batch size: the candidate to beat
         zero = np.zeros(s_count, np.int64)
@@ -184,9 +268,10 @@ class _PerBatch:
         problem, ks, price = self.problem, self.ks, need_serving(self.problem).gpu_cost_per_hour
         e = c.metrics["e_bonus"]
         m_rows = c.members.sum(axis=1)
-        room = max_batch(problem, c.members)  # hosted drafters take KV-cache memory
+        ctx = self.context
+        room = max_batch(problem, c.members, ctx)  # hosted drafters take KV-cache memory
         for i, b in enumerate(self.batches):
-            step = step_grid(problem, c.members, ks, float(b))
+            step = step_grid(problem, c.members, ks, float(b), ctx)
             tps = tokens_per_s(e, step, float(b))
             has = ~np.isnan(tps)
             self.spec_timed[i] |= bool(has.any())
@@ -202,20 +287,44 @@ class _PerBatch:
             won = self.best.offer(i, c.members, masked, (ks[None, :], m_rows[:, None]))
             if won is not None:
                 r0, j0 = won
-                base = step_grid(problem, c.members[r0 : r0 + 1], np.zeros(1), float(b))
+                base = step_grid(problem, c.members[r0 : r0 + 1], np.zeros(1), float(b), ctx)
                 point = metrics_from(e[r0, j0], step[r0, j0], base[0, 0], float(b), price)
                 for name in SERVING_METRICS:
                     self.metrics[name][i] = point[name]
 
 
-def schedule(problem: Problem) -> Schedule:
-    """The best configuration within the budget at each of ``serving.batch_sizes``."""
+def schedule(problem: Problem, context: float = 0.0, *, with_context: bool = False) -> Schedule:
+    """The best configuration within the budget at each of ``serving.batch_sizes`` that
+    fits in memory, at ``context`` tokens in each sequence's KV cache (0: none given).
+    ``with_context``: the rows carry the context (a bucket of
+    :func:`schedule_by_context`)."""
     serving = need_serving(problem)
-    batches = serving.batch_sizes
-    s_count = batches.size
+    planned = serving.batch_sizes
     ks = speculative_ks(problem)
     all_ks = np.concatenate([[0], ks])
-    off = np.array([baseline_ms(serving, float(b)) for b in batches])
+    notes: list[str] = []
+    # speculation off holds the most sequences: a batch size it cannot hold fits nothing
+    room_off = int(max_batch(problem, np.zeros((1, problem.n), bool), context)[0])
+    fits = planned <= room_off
+    left_out = [int(b) for b in planned[~fits]]
+    if not fits.any():
+        where = "serving.memory" if problem.memory is not None else "context"
+        raise InputError(
+            where,
+            f"no planned batch size fits in memory: a replica holds at most {room_off} "
+            f"sequences{_at(context)} even with speculation off (serving.batch_sizes "
+            f"{', '.join(str(int(b)) for b in planned)})",
+        )
+    if left_out:
+        notes.append(
+            f"batch {', '.join(map(str, left_out))} left out: a replica holds at most "
+            f"{room_off} sequences{_at(context)} even with speculation off "
+            f"({'serving.memory' if problem.memory is not None else 'the specs'})"
+        )
+    notes += memory_notes(problem, [context])
+    batches = planned[fits]
+    s_count = batches.size
+    off = np.array([baseline_ms(problem, float(b), context) for b in batches])
     if np.isnan(off).any():
         b = int(batches[np.flatnonzero(np.isnan(off))[0]])
         raise NotModelledError("serving", f"no k = 0 step time at batch {b} (the baseline)")
@@ -224,20 +333,20 @@ def schedule(problem: Problem) -> Schedule:
     )
     metrics = {key: np.array(v, dtype=float) for key, v in metrics.items()}
     off_tps = metrics["tokens_per_s"].copy()  # by_k's k = 0 column
-    keeper = _PerBatch(problem, ks, metrics)
+    keeper = _PerBatch(problem, ks, metrics, batches, context)
     if ks.size:
         _serving_space(problem, ks, keeper)
     if not keeper.spec_timed.all():
         # k = 0 there would read as "speculation stops paying" for want of a measurement
         i = int(np.flatnonzero(~keeper.spec_timed)[0])
+        j = int(np.flatnonzero(planned == batches[i])[0])
         raise NotModelledError(
-            f"serving.batch_sizes.{i}",
+            f"serving.batch_sizes.{j}",
             f"batch size {int(batches[i])}: no configuration of the search space has a "
             f"step time with k >= 1 there (search.k {problem.k_min}..{problem.k_max}); "
             "whether speculation pays cannot be said: measure it or leave the batch size "
             "out (step times are never extrapolated)",
         )
-    notes = []
     if keeper.unmeasured:
         notes.append(
             f"{keeper.unmeasured:,} configuration(s) within the budget have no step time at "
@@ -247,11 +356,18 @@ def schedule(problem: Problem) -> Schedule:
     if keeper.no_room:
         notes.append(
             f"{keeper.no_room:,} configuration(s) left out at some batch size: their drafters "
-            "take KV-cache memory the batch needs (serving.memory, drafters[].memory_gb)"
+            "take KV-cache memory the batch needs ("
+            + (
+                "serving.memory, drafters[].memory_gb)"
+                if problem.memory is not None
+                else f"the specs{_at(context)})"
+            )
         )
-    notes += baseline_disagreements(problem, batches, off)
-    by_k = np.column_stack([off_tps, keeper.by_k.values])
+    notes += baseline_disagreements(problem, batches, off, context)
     best = keeper.best
+    extrapolation = step_time_notes(problem, batches, best.k, [context], batches)
+    notes += extrapolation
+    by_k = np.column_stack([off_tps, keeper.by_k.values])
     return Schedule(
         problem=problem.name,
         names=problem.names,
@@ -265,27 +381,119 @@ def schedule(problem: Problem) -> Schedule:
         evaluated=s_count + keeper.evaluated,
         unmeasured=keeper.unmeasured,
         notes=notes,
+        context=float(context),
+        with_context=with_context,
+        left_out=left_out,
+        extrapolated=bool(extrapolation),
     )
+
+
+def _at(context: float) -> str:
+    return f" of {context:g} tokens" if context > 0 else ""
+
+
+def schedule_by_context(problem: Problem, contexts: list[float]) -> ContextSchedules:
+    """:func:`schedule` at each of ``contexts`` (tokens per sequence, ascending, each
+    > 0): ``k`` by batch size and context bucket."""
+    if not contexts:
+        raise ParameterError("contexts", "give at least one context")
+    if any(not np.isfinite(c) or c <= 0 for c in contexts):
+        raise ParameterError("contexts", "every context must be a number of tokens > 0")
+    if list(contexts) != sorted(set(contexts)):
+        raise ParameterError("contexts", "must be strictly increasing")
+    scheds = [schedule(problem, float(c), with_context=True) for c in contexts]
+    notes: list[str] = []
+    for s in scheds:
+        for n in s.notes:
+            shared = all(n in other.notes for other in scheds)
+            text = n if shared else f"context {s.context:g}: {n}"
+            if text not in notes:
+                notes.append(text)
+    if len({tuple(map(int, s.k)) + tuple(map(int, s.batch)) for s in scheds}) > 1:
+        notes.append(
+            "k by batch size differs between the context buckets: the step times and the "
+            "memory cap depend on the tokens each sequence holds"
+        )
+    return ContextSchedules(problem.name, problem.names, scheds, notes)
 
 
 def check_export(engine: str) -> str:
     """``engine`` when a schedule exports to it (:data:`EXPORTS`); else a
-    :class:`~allocator.exceptions.ParameterError` naming ``export``."""
+    :class:`~allocator.exceptions.ParameterError` naming ``export``: for an engine that
+    takes no schedule by batch size (:data:`NO_SCHEDULE`), why."""
+    if engine in NO_SCHEDULE:
+        raise ParameterError("export", NO_SCHEDULE[engine])
     if engine not in EXPORTS:
-        raise ParameterError("export", f"{engine!r} is not one of {', '.join(EXPORTS)}")
+        raise ParameterError(
+            "export", f"{engine!r}: a schedule exports to {', '.join(EXPORTS)} only"
+        )
     return engine
 
 
-def export_schedule(sched: Schedule, problem: Problem, engine: str = "vllm") -> ScheduleExport:
-    """``sched`` (of ``problem``) as ``engine`` takes it (docs/design.md §8.6)."""
+#: Where vLLM reads the schedule, and that it has no context axis (for the notes).
+VLLM_BY_BATCH_ONLY = (
+    "vLLM takes k by batch size only (num_speculative_tokens_per_batch_size, entries "
+    "(range_start, range_end, k): vLLM 0.33.0, vllm/config/speculative.py and "
+    "vllm/v1/spec_decode/dynamic/utils.py; a context axis is only proposed, in RFC "
+    "vllm-project/vllm#48627)"
+)
+
+
+def export_schedule(
+    sched: Schedule | ContextSchedules, problem: Problem, engine: str = "vllm"
+) -> ScheduleExport:
+    """``sched`` (of ``problem``) as ``engine`` takes it (docs/design.md §8.6). A schedule
+    by context bucket whose ``k`` by batch size is the same in every bucket exports as
+    one; where it differs, one ``--speculative-config`` per bucket, as one JSON object
+    keyed by the context (vLLM has no context axis: :data:`VLLM_BY_BATCH_ONLY`)."""
+    import json
+
     check_export(engine)
     from ..engines import export_schedule as engine_schedule
 
-    text, notes = engine_schedule(engine, sched.rows(), problem.drafter_map)
-    return ScheduleExport(engine, text, notes)
+    if isinstance(sched, Schedule):
+        text, one = engine_schedule(engine, sched.rows(), problem.drafter_map)
+        return ScheduleExport(engine, text, one)
+    texts: list[str | None] = []
+    notes: list[str] = []
+    for s in sched.schedules:
+        rows = [{k: v for k, v in r.items() if k != "context"} for r in s.rows()]
+        if all(r["k"] == 0 for r in rows):  # this bucket serves without speculation
+            texts.append(None)
+            notes.append(
+                f"context {s.context:g}: the schedule never speculates there: serve that "
+                "bucket without a speculative config (null)"
+            )
+            continue
+        t, n = engine_schedule(engine, rows, problem.drafter_map)
+        texts.append(t)
+        notes += [m for m in n if m not in notes]
+    if all(t is None for t in texts):
+        raise ParameterError(
+            "export", "the schedule never speculates: serve without a speculative config"
+        )
+    if len(set(texts)) == 1 and texts[0] is not None:
+        notes.append(
+            f"the same schedule at every context asked for "
+            f"({', '.join(f'{c:g}' for c in sched.contexts)} tokens): one config serves them"
+        )
+        return ScheduleExport(engine, texts[0], notes)
+    notes.append(
+        VLLM_BY_BATCH_ONLY
+        + ": the schedule differs by context, so one --speculative-config per context "
+        "bucket is written, keyed by the context (tokens per sequence) it was planned "
+        "at; run one server per bucket, or the one of the context your traffic holds"
+    )
+    doc = {
+        f"{c:g}": None if t is None else json.loads(t)
+        for c, t in zip(sched.contexts, texts, strict=True)
+    }
+    return ScheduleExport(engine, json.dumps(doc) + "\n", notes)
 
 
-def baseline_disagreements(problem: Problem, batch: np.ndarray, off: np.ndarray) -> list[str]:
+def baseline_disagreements(
+    problem: Problem, batch: np.ndarray, off: np.ndarray, context: float = 0.0
+) -> list[str]:
     """A note when a table's own ``k = 0`` step differs from the baseline ``off`` ``(S,)``
     (ms at each of ``batch``) by more than :data:`K0_TOLERANCE`: the schedule decides
     against the baseline while each row's speedup is over its own ``k = 0``
@@ -296,7 +504,7 @@ def baseline_disagreements(problem: Problem, batch: np.ndarray, off: np.ndarray)
     for t in serving.tables:
         names = "+".join(n for n, on in zip(problem.names, t.members, strict=True) if on)
         for b, base in zip(batch, off, strict=True):
-            own = float(step_grid(problem, t.members[None, :], zero, float(b))[0, 0])
+            own = float(step_grid(problem, t.members[None, :], zero, float(b), context)[0, 0])
             if not np.isnan(own) and abs(own - base) > K0_TOLERANCE * base:
                 found.append(f"{names}'s table {own:.4g} ms against {base:.4g} at batch {b}")
     if not found:
@@ -327,18 +535,18 @@ class _ServingFront:
     batch size over the cells within the budget with a step time that fit in memory,
     each point carrying the model's and the serving metrics; and the counts."""
 
-    def __init__(self, problem: Problem, ks: np.ndarray, batch: int) -> None:
-        self.problem, self.ks, self.batch = problem, ks, batch
+    def __init__(self, problem: Problem, ks: np.ndarray, batch: int, context: float = 0.0) -> None:
+        self.problem, self.ks, self.batch, self.context = problem, ks, batch, context
         self.front = FrontKeeper(problem.cost_metric, ks)
         self.evaluated = self.unmeasured = self.no_room = 0
 
     def add(self, c: Chunk) -> None:
-        problem, ks, batch = self.problem, self.ks, self.batch
-        sm = _serving_at(problem, c, ks, batch)
+        problem, ks, batch, ctx = self.problem, self.ks, self.batch, self.context
+        sm = _serving_at(problem, c, ks, batch, ctx)
         has = ~np.isnan(sm["tokens_per_s"])
         self.evaluated += c.metrics["e_bonus"].size
         self.unmeasured += int((~has).sum())
-        fits = (max_batch(problem, c.members) >= batch)[:, None]  # drafters take KV memory
+        fits = (max_batch(problem, c.members, ctx) >= batch)[:, None]  # drafters take KV memory
         self.no_room += int((c.feasible & has & ~fits).sum())
         ok = c.feasible & has & fits
         r, j = np.nonzero(ok)
@@ -354,16 +562,29 @@ class _ServingFront:
         self.front.offer_points(c.members[r], ks[j], met)
 
 
-def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[str]]:
-    """The front of ``tokens_per_s`` against the cost metric at ``batch``.
+def serving_front(
+    problem: Problem, batch: int, context: float = 0.0
+) -> tuple[Front, int, int, list[str]]:
+    """The front of ``tokens_per_s`` against the cost metric at ``batch`` sequences of
+    ``context`` tokens each (0: none given).
 
     Returns the front (its ``throughput`` metric is ``tokens_per_s``; it carries every
-    model metric and every serving metric, plus ``batch``), the configurations
-    evaluated, how many of them had no step time (left out), and notes.
+    model metric and every serving metric, plus ``batch``, and ``context`` when one is
+    given), the configurations evaluated, how many of them had no step time (left out),
+    and notes.
     """
-    serving = need_serving(problem)
+    need_serving(problem)
+    if not np.isfinite(context) or context < 0:
+        raise ParameterError("context", f"{context} tokens: must be >= 0")
     ks = speculative_ks(problem)
-    base = baseline_ms(serving, float(batch))
+    room_off = int(max_batch(problem, np.zeros((1, problem.n), bool), context)[0])
+    if batch > room_off:
+        raise InputError(
+            "serving.memory" if problem.memory is not None else "batch",
+            f"a replica holds at most {room_off} sequences{_at(context)} even with "
+            f"speculation off; {batch} do not fit",
+        )
+    base = baseline_ms(problem, float(batch), context)
     if np.isnan(base):
         raise NotModelledError(
             "serving", f"no step time at batch {batch}: outside every measured or modelled range"
@@ -373,7 +594,7 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
             "serving",
             f"no speculative step time within search.k ({problem.k_min}..{problem.k_max})",
         )
-    keeper = _ServingFront(problem, ks, batch)
+    keeper = _ServingFront(problem, ks, batch, context)
     _serving_space(problem, ks, keeper)
     front = keeper.front.front()
     evaluated, unmeasured, no_room = keeper.evaluated, keeper.unmeasured, keeper.no_room
@@ -402,8 +623,17 @@ def serving_front(problem: Problem, batch: int) -> tuple[Front, int, int, list[s
     if no_room:
         notes.append(
             f"{no_room:,} configuration(s) left out at batch {batch}: their drafters take "
-            "KV-cache memory the batch needs (serving.memory, drafters[].memory_gb)"
+            "KV-cache memory the batch needs ("
+            + (
+                "serving.memory, drafters[].memory_gb)"
+                if problem.memory is not None
+                else f"the specs{_at(context)})"
+            )
         )
+    if context > 0:
+        front.metrics["context"] = np.full(len(front), float(context))
+    notes += step_time_notes(problem, [batch], front.k, [context])
+    notes += memory_notes(problem, [context])
     return front, evaluated, unmeasured, notes
 
 
@@ -411,12 +641,16 @@ __all__ = [
     "EXPORTS",
     "K0_TOLERANCE",
     "MAX_CELLS",
+    "NO_SCHEDULE",
+    "VLLM_BY_BATCH_ONLY",
+    "ContextSchedules",
     "Schedule",
     "ScheduleExport",
     "baseline_disagreements",
     "check_export",
     "export_schedule",
     "schedule",
+    "schedule_by_context",
     "serving_front",
     "speculation_off_from",
 ]

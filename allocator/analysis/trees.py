@@ -686,14 +686,15 @@ def _per_batch(
     broadcasting together, NaN/-inf ``e`` for no tree): ``([(batch, flat index, serving
     metrics)], notes)``, or ``None`` without ``serving``.
 
-    Step times are :func:`~allocator.model.tree.tree_step_ms` (the serving component
-    model, never extrapolated: a batch size where no candidate is inside the tables is a
-    :class:`NotModelledError` naming ``serving``). With ``serving.memory``, a batch size
-    the drafter's ``memory_gb`` leaves no room for is left out with a note, as
-    ``schedule`` and ``capacity`` leave it out.
+    Step times are :func:`~allocator.model.tree.tree_step_ms` (the step-time contract:
+    the component model, never extrapolated, or the roofline; a batch size where no
+    candidate has a step time is a :class:`NotModelledError` naming ``serving``). With
+    ``serving.memory``, a batch size the drafter's ``memory_gb`` leaves no room for is left
+    out with a note, as ``schedule`` and ``capacity`` leave it out; the notes also say where
+    the step times extrapolate a calibrated file's measured domain.
     """
     from ..model.memory import max_batch
-    from ..model.serving import baseline_ms, metrics_from
+    from ..model.serving import baseline_ms, metrics_from, step_time_notes
 
     serving = tree_serving(problem, index)
     if serving is None:
@@ -704,6 +705,7 @@ def _per_batch(
     room = int(max_batch(problem, hosted)[0])
     rows: list[tuple[int, int, dict[str, float | None]]] = []
     notes: list[str] = []
+    chosen: list[tuple[float, float]] = []
     for b in serving.batch_sizes:
         if b > room:
             notes.append(
@@ -712,7 +714,7 @@ def _per_batch(
                 "(serving.memory)"
             )
             continue
-        ms = tree_step_ms(serving, index, float(b), nodes, depth)
+        ms = tree_step_ms(problem, index, float(b), nodes, depth)
         rate = np.where(np.isfinite(e) & np.isfinite(ms), e / ms, -np.inf)
         if not np.isfinite(rate).any():
             raise NotModelledError(
@@ -721,10 +723,14 @@ def _per_batch(
                 f"{problem.names[index]}'s draft_ms; step times are never extrapolated",
             )
         i = int(np.argmax(rate))
-        base = baseline_ms(serving, float(b))
+        chosen.append((float(b), float(nodes[i])))
+        base = baseline_ms(problem, float(b))
         met = metrics_from(e[i], ms[i], np.asarray(base), float(b), serving.gpu_cost_per_hour)
         doc = {key: float(v) if np.isfinite(v) else None for key, v in met.items()}
         rows.append((int(b), i, doc))
+    if chosen:
+        at = np.array(chosen)
+        notes += step_time_notes(problem, at[:, 0], at[:, 1], verified_tokens=True)
     return rows, notes
 
 

@@ -162,6 +162,7 @@ COMMANDS = (
     "capacity",
     "estimate",
     "calibrate",
+    "profile_plan",
     "simulate",
     "tree",
     "breakeven",

@@ -1,4 +1,4 @@
-"""``allocator calibrate``: fit the step-time model to measured throughput, write ``P2``."""
+"""``allocator calibrate``: fit the step-time predictor to measured throughput, write ``P2``."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from .common import JsonOption, emit_json, handles_input_errors, out, precheck_o
 
 MeasuredArg = typer.Argument(
     ...,
-    metavar="MEASURED.csv",
-    help="Measured rows: drafters (names joined by +, empty for none), k, batch, "
-    "tokens_per_s, optional mean_accepted.",
+    metavar="FILE...",
+    help="Measured rows: CSV files (drafters joined by +, empty for none; k; batch; "
+    "tokens_per_s; optional mean_accepted and context) and the engines' benchmark files "
+    "(vllm bench serve --save-result JSON, SGLang bench_serving output), in any mix.",
     show_default=False,
 )
 
@@ -34,32 +35,45 @@ OutOption = typer.Option(
 HoldoutOption = typer.Option(
     None,
     "--holdout",
-    help="Fit on the rest and report the error on this fraction of rows, held out.",
-    metavar="FRACTION",
+    help="Report errors on rows held out: a FRACTION of them (the rest fitted), or by-k / "
+    "by-batch (each k or batch size predicted by the fit of the others).",
+    metavar="by-k|by-batch|FRACTION",
 )
-SeedOption = typer.Option(0, "--seed", help="Seed of the held-out rows' choice.")
+SeedOption = typer.Option(0, "--seed", help="Seed of the held-out rows' choice (0..2^63-1).")
+DraftersOption = typer.Option(
+    None,
+    "--drafters",
+    "-d",
+    help="The drafter the speculative benchmark runs served (default: the problem's only one).",
+    metavar="NAME",
+)
 
 
 @app.command("calibrate")
 @handles_input_errors
 def calibrate_command(
-    measured: Path = MeasuredArg,
+    measured: list[Path] = MeasuredArg,
     problem: Path = ProblemOption,
     out_path: str = OutOption,
     json_path: str = JsonOption,
-    holdout: float = HoldoutOption,
+    holdout: str = HoldoutOption,
     seed: int = SeedOption,
+    drafters: str = DraftersOption,
 ) -> None:
-    """Fit the step-time model to measured tokens/s and write the problem with `serving`.
+    """Fit the step times to measured tokens/s and write the problem with `serving`.
 
-    Prints predicted against measured tokens/s with the median and largest absolute
-    error (on the held-out rows only under --holdout). Comments of PROBLEM are not kept.
+    Today's form, or the roofline's factors where the problem gives serving.hardware
+    and serving.model. Prints predicted against measured tokens/s with the median and
+    largest absolute error (on the held-out rows only under --holdout), and every
+    parameter with its 95% interval. Comments of PROBLEM are not kept.
     """
     from ..estimate.calibrate import check_paths
 
     check_paths(measured, problem, out_path, json_path)
     precheck_outputs(out=out_path, json=json_path)
-    report = api.calibrate(measured, problem, out_path, holdout=holdout, seed=seed)
+    report = api.calibrate(
+        measured, problem, out_path, holdout=holdout, seed=seed, drafters=drafters
+    )
     doc = report.to_dict()
     write_atomic(out_path, report.text(), "--out")
     if json_path == "-":
@@ -67,18 +81,33 @@ def calibrate_command(
         return
     emit_json(doc, json_path)
     out.print(_table(doc))
-    out.print(
-        f"{doc['evaluated_on']}: median |error| {doc['median_abs_error_pct']:.2f}%, "
-        f"largest {doc['max_abs_error_pct']:.2f}%",
-        soft_wrap=True,
-    )
+    shown = _shown_rows(doc)
+    if len(shown) > TABLE_ROWS:
+        out.print(f"({len(shown) - TABLE_ROWS:,} more rows in --json)")
+    median, largest = doc["median_abs_error_pct"], doc["max_abs_error_pct"]
+    if median is None:
+        out.print(f"{doc['evaluated_on']}: no row could be predicted", soft_wrap=True)
+    else:
+        out.print(
+            f"{doc['evaluated_on']}: median |error| {median:.2f}%, largest {largest:.2f}%",
+            soft_wrap=True,
+        )
+    out.print(_parameters(doc))
     for note in report.notes:
         out.print(f"note: {note}", soft_wrap=True)
     out.print(f"wrote {out_path}")
 
 
-def _table(doc: dict) -> Table:
+#: Rows the terminal table shows at most (every row is in --json).
+TABLE_ROWS = 50
+
+
+def _shown_rows(doc: dict) -> list[dict]:
     held = doc["holdout"] is not None
+    return [r for r in doc["rows"] if not held or r["held_out"]]
+
+
+def _table(doc: dict) -> Table:
     title = (
         f"predicted against measured tokens/s ({doc['evaluated_on']}; "
         f"{doc['rows_fitted']} row(s) fitted)"
@@ -86,22 +115,39 @@ def _table(doc: dict) -> Table:
     t = Table(title=title, title_justify="left")
     for col in ("drafters", "k", "batch", "E", "measured tok/s", "predicted tok/s", "error %"):
         t.add_column(col, justify="left" if col == "drafters" else "right")
-    for r in doc["rows"]:
-        if held and not r["held_out"]:
-            continue
+    for r in _shown_rows(doc)[:TABLE_ROWS]:
+        pred = r["predicted_tokens_per_s"]
         t.add_row(
             "+".join(r["drafters"]) or "-",
             str(r["k"]),
-            str(r["batch"]),
+            str(r["batch"]) if isinstance(r["batch"], int) else f"{r['batch']:.4g}",
             f"{r['expected_accepted']:.3f}",
             f"{r['measured_tokens_per_s']:.2f}",
-            f"{r['predicted_tokens_per_s']:.2f}",
-            f"{r['error_pct']:+.2f}",
+            "-" if pred is None else f"{pred:.2f}",
+            "-" if r["error_pct"] is None else f"{r['error_pct']:+.2f}",
+        )
+    return t
+
+
+def _parameters(doc: dict) -> Table:
+    t = Table(title="parameters (95% intervals from the fit's Jacobian)", title_justify="left")
+    for col in ("parameter", "value", "95% interval"):
+        t.add_column(col, justify="left" if col == "parameter" else "right")
+    for p in doc["parameters"]:
+        if p["value"] is None:
+            t.add_row(p["name"], "undetermined", p["undetermined"])
+            continue
+        iv = p["interval_95"]
+        t.add_row(
+            p["name"],
+            f"{p['value']:.6g}",
+            "-" if iv is None else f"{iv[0]:.4g} .. {iv[1]:.4g}",
         )
     return t
 
 
 __all__ = [
+    "DraftersOption",
     "HoldoutOption",
     "MeasuredArg",
     "OutOption",

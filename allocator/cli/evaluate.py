@@ -54,6 +54,15 @@ def evaluate(
         "sequences (needs the problem's serving section).",
         metavar="B",
     ),
+    context: float = typer.Option(
+        None,
+        "--context",
+        min=0,
+        max=1e9,
+        help="With --batch: tokens in each sequence's KV cache (the roofline reads it; "
+        "measured tables hold at their own).",
+        metavar="C",
+    ),
     json_path: str = JsonOption,
 ) -> None:
     """Evaluate one configuration (drafters and k), ignoring the search space and budget."""
@@ -64,12 +73,14 @@ def evaluate(
         if names:
             note("note: --drafters ignored at k = 0 (no speculation)")
         names = []
-    point = api.evaluate(prob, names, k, field="--drafters", batch=batch).to_dict()
+    point = api.evaluate(prob, names, k, field="--drafters", batch=batch, context=context).to_dict()
     if json_path == "-":
         emit_json(point, "-")
         return
     emit_json(point, json_path)
-    out.print(point_table(point))
+    for message in point.get("notes", []):
+        note(f"note: {message}")
+    out.print(point_table({key: v for key, v in point.items() if key != "notes"}))
 
 
 __all__ = [

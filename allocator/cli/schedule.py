@@ -13,7 +13,9 @@ from ..exceptions import InputError
 from ..io.staged import write_atomic
 from . import app
 from .common import (
+    EngineOption,
     JsonOption,
+    PooledOption,
     ProblemArg,
     emit_json,
     handles_input_errors,
@@ -41,9 +43,19 @@ def schedule(
         help="Print the k table as the serving engine takes it: vllm "
         "(--speculative-config with num_speculative_tokens_per_batch_size).",
     ),
+    contexts: str = typer.Option(
+        None,
+        "--contexts",
+        help="Plan k by batch size and context bucket: tokens in each sequence's KV cache, "
+        "e.g. 1024,8192,32768 (rows gain context).",
+        metavar="C1,C2,...",
+    ),
+    engine: str = EngineOption,
+    pooled: bool = PooledOption,
 ) -> None:
     """For each of serving.batch_sizes, the configuration (drafters, k) of highest
-    tokens/s within the budget, k = 0 (no speculation) always a candidate.
+    tokens/s within the budget that the engine serves, k = 0 (no speculation) always a
+    candidate.
 
     speculation_off_from is the smallest planned batch size from which the schedule
     has k = 0 at every larger planned batch size (null when the largest one still
@@ -60,26 +72,33 @@ def schedule(
         check_export(export)
         if json_path == "-":
             raise InputError("--export", "prints to stdout, which --json - already uses")
-    sched = api.schedule(problem, export=export)
+    buckets = None if contexts is None else api.parse_contexts(contexts)
+    if plot_path and buckets is not None and len(buckets) > 1:
+        raise InputError("--plot", "draws one context: give one value of --contexts")
+    sched = api.schedule(problem, export=export, contexts=buckets, engine=engine, pooled=pooled)
     if plot_path:
         from ..plots import plot_schedule
 
-        plot_schedule(sched, plot_path)
+        plot_schedule(getattr(sched, "schedules", [sched])[0], plot_path)
     doc = sched.to_dict()
     if json_path == "-":
         emit_json(doc, "-")
         return
     if json_path:
         write_atomic(json_path, _json(doc), "--json")
-    export_notes = [] if sched.export is None else sched.export.notes
-    for message in sched.notes + export_notes:
-        note(message)
+    for message in sched.notes:
+        note(f"note: {message}")
+    for message in [] if sched.export is None else sched.export.notes:
+        note(message if message.startswith("note:") else f"note: {message}")
     if sched.export is not None:
-        for message in export_notes:
-            note(message)
         out.print(sched.export.text, end="", soft_wrap=True, markup=False)
         return
-    out.print(schedule_table(sched.problem, doc))
+    if buckets is None:
+        out.print(schedule_table(sched.problem, doc, sched.extrapolated))
+        return
+    for s, off in zip(getattr(sched, "schedules", []), doc["speculation_off_from"], strict=True):
+        sub = {"rows": s.rows(), "speculation_off_from": off["speculation_off_from"]}
+        out.print(schedule_table(f"{sched.problem} at context {s.context:g}", sub, s.extrapolated))
 
 
 def _json(doc: dict) -> str:
@@ -88,12 +107,13 @@ def _json(doc: dict) -> str:
     return to_json(doc)
 
 
-def schedule_table(name: str, doc: dict) -> Table:
+def schedule_table(name: str, doc: dict, extrapolated: bool = False) -> Table:
     off = doc["speculation_off_from"]
+    caveat = " (extrapolated: see the notes)" if extrapolated else ""
     title = f"{name}: the best configuration at each batch size\n" + (
-        f"speculation stops paying from batch {off} on"
+        f"speculation stops paying from batch {off} on{caveat}"
         if off is not None
-        else "speculation still pays at the largest batch size planned"
+        else f"speculation still pays at the largest batch size planned{caveat}"
     )
     t = Table(title=title, title_justify="left")
     for col in (

@@ -109,6 +109,15 @@ def solve(
         "time are left out), of what --engine serves.",
         metavar="B",
     ),
+    context: float = typer.Option(
+        None,
+        "--context",
+        min=0,
+        max=1e9,
+        help="With --batch: tokens in each sequence's KV cache (the roofline reads it; "
+        "measured tables hold at their own).",
+        metavar="C",
+    ),
     engine: str = EngineOption,
     pooled: bool = PooledOption,
 ) -> None:
@@ -130,14 +139,18 @@ def solve(
         check_plot_path(plot_path, "--plot")
     check_search_options(trials, timeout)
     prob = api.load(problem)
+    if batch is None and context is not None:
+        raise InputError("--context", "needs --batch (the step time under load)")
     if batch is not None:
         _check_batch_options(strategy, samples, robust, storage, study, trials, timeout)
-        result = api.solve_at_batch(prob, batch, engine=serve or "vllm", pooled=pooled)
+        result = api.solve_at_batch(
+            prob, batch, context=context, engine=serve or "vllm", pooled=pooled
+        )
         doc = result.to_dict()
         exported = (
             api.export_point(prob, result, export, pick, batch) if export is not None else None
         )
-        label = f"tokens/s at batch {batch}"
+        label = f"tokens/s at batch {batch}" + ("" if context is None else f", context {context:g}")
         if not _write_outputs(prob, result, doc, json_path, csv_path, plot_path, label=label):
             return
         if exported is not None:

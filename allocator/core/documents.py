@@ -82,12 +82,16 @@ def names_of(names: Sequence[str], members: Iterable[Any]) -> list[str]:
 
 def serving_fields(row: Mapping[str, float]) -> dict[str, Any]:
     """The serving fields of a metrics row, in :data:`SERVING_FIELDS` order (none when it
-    has no ``tokens_per_s``): ``batch`` an int, ``cost_per_mtok`` ``None`` without a price."""
+    has no ``tokens_per_s``): ``batch`` an int, ``cost_per_mtok`` ``None`` without a price;
+    ``context`` (tokens per sequence) after ``batch`` when the row has one."""
     if "tokens_per_s" not in row:
         return {}
     out: dict[str, Any] = {f: float(row[f]) for f in SERVING_FIELDS}
     out["batch"] = int(row["batch"])
     out["cost_per_mtok"] = number(out["cost_per_mtok"])
+    if "context" in row:  # tokens per sequence, when a context was asked for
+        c = float(row["context"])
+        out = {"batch": out.pop("batch"), "context": int(c) if c.is_integer() else c, **out}
     return out
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,10 @@ class Serving:
         roofline step time), or ``None``; drafter_models : per drafter its architecture
         or ``None``; roofline : the roofline's fitted factors (``serving.roofline``).
     calibrated_from : the measured domain of a calibrated file, ``{"batch": (lo, hi),
-        "k": (lo, hi), "context": (lo, hi) or None, "rows": n}``, or ``None``.
+        "k": (lo, hi), "context": (lo, hi) or None, "speculative_batch": (lo, hi) or None,
+        "rows": n}``, or ``None``.
+    drafter_memory_gb : per drafter its ``memory_gb`` (0 without), for the memory cap from
+        the specs when the file gives no ``serving.memory``.
     """
 
     batch_sizes: np.ndarray
@@ -87,8 +91,9 @@ class Serving:
     hardware: Hardware | None = None
     model: ModelSpec | None = None
     drafter_models: tuple[ModelSpec | None, ...] = ()
-    roofline: Mapping[str, object] = field(default_factory=dict)
-    calibrated_from: Mapping[str, object] | None = None
+    roofline: Mapping[str, Any] = field(default_factory=dict)
+    calibrated_from: Mapping[str, Any] | None = None
+    drafter_memory_gb: tuple[float, ...] = ()
 
     @property
     def has_roofline(self) -> bool:

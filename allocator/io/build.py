@@ -185,7 +185,8 @@ def serving_from_spec(spec: ProblemSpec, base_dir: Path | None = None) -> Servin
             else architecture(d.architecture, f"drafters[{d.name}].architecture", base_dir, d.name)
             for d in spec.drafters
         ),
-        roofline={} if s.roofline is None else s.roofline.model_dump(),
+        roofline=_roofline_factors(s, names),
+        drafter_memory_gb=tuple(float(d.memory_gb or 0.0) for d in spec.drafters),
         calibrated_from=None
         if s.calibrated_from is None
         else {
@@ -194,9 +195,30 @@ def serving_from_spec(spec: ProblemSpec, base_dir: Path | None = None) -> Servin
             "context": None
             if s.calibrated_from.context is None
             else tuple(s.calibrated_from.context),
+            "speculative_batch": None
+            if s.calibrated_from.speculative_batch is None
+            else tuple(s.calibrated_from.speculative_batch),
+            "speculative_k": None
+            if s.calibrated_from.speculative_k is None
+            else tuple(s.calibrated_from.speculative_k),
             "rows": s.calibrated_from.rows,
         },
     )
+
+
+def _roofline_factors(s, names: tuple[str, ...]) -> dict:
+    """``serving.roofline`` as plain data; a drafter named in ``roofline.drafters`` must
+    be one of the problem's."""
+    if s.roofline is None:
+        return {}
+    factors = s.roofline.model_dump()
+    for name in factors.get("drafters") or {}:
+        if name not in names:
+            raise InputError(
+                f"serving.roofline.drafters.{name}",
+                f"no such drafter (the problem has {', '.join(names)})",
+            )
+    return factors
 
 
 def architecture(

@@ -441,12 +441,24 @@ class HardwareSpec(_Frozen):
         return value
 
 
+class DraftFactors(_Frozen):
+    """One drafter's fitted pass times in the roofline (docs/design.md §8.12): ms per
+    drafting pass (``fixed_ms``) and per decoding sequence per pass (``seq_ms``), beside
+    the bandwidth and arithmetic of its ``architecture`` where it has one (without one its
+    pass is ``fixed_ms + seq_ms · b``, at every batch size)."""
+
+    fixed_ms: NonNegative = 0.0
+    seq_ms: NonNegative = 0.0
+
+
 class RooflineSpec(_Frozen):
     """The roofline's fitted factors (docs/design.md §8.12): the share of peak bandwidth
     (``mem_eff``) and of peak throughput (``compute_eff``) reached, ms per pass
     (``fixed_ms``), per decoding sequence per pass (``seq_ms``) and per speculative step
     (``overhead_ms``), how memory and compute combine (``form``: ``max`` or ``pnorm`` with
-    exponent ``p``), and whether the KV write of processed tokens is counted."""
+    exponent ``p``), whether the KV write of processed tokens is counted, and each
+    drafter's pass times (``drafters``: name → ``fixed_ms``, ``seq_ms``; a drafter listed
+    here drafts by the roofline, not by its measured ``draft_ms``)."""
 
     form: Literal["max", "pnorm"] = "max"
     p: Annotated[float, Field(ge=1.0, le=64.0)] = 8.0
@@ -456,6 +468,7 @@ class RooflineSpec(_Frozen):
     seq_ms: NonNegative = 0.0
     overhead_ms: NonNegative = 0.0
     kv_write: bool = True
+    drafters: dict[Annotated[str, Field(min_length=1)], DraftFactors] = {}
 
 
 Range = Annotated[
@@ -466,12 +479,26 @@ Range = Annotated[
 class CalibratedFrom(_Frozen):
     """The measured domain behind a calibrated ``serving`` section (written by
     ``allocator calibrate``): ``[lo, hi]`` of batch size, ``k`` and context tokens over the
-    fitted rows, and how many rows. Commands note when they plan outside it."""
+    fitted rows, the batch sizes and ``k`` of the speculative rows among them
+    (``speculative_batch``, ``speculative_k``), and how many rows. Commands note when they
+    plan outside it."""
 
     batch: Range
     k: Range
     context: Range | None = None
+    speculative_batch: Range | None = None
+    speculative_k: Range | None = None
     rows: Annotated[int, Field(ge=1)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CalibratedFrom:
+        for key in ("batch", "k", "context", "speculative_batch", "speculative_k"):
+            r = getattr(self, key)
+            if r is not None and r[0] > r[1]:
+                raise _FieldError(
+                    f"serving.calibrated_from.{key}", f"[{r[0]:g}, {r[1]:g}] is reversed"
+                )
+        return self
 
 
 class ServingSpec(_Frozen):

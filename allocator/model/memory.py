@@ -1,9 +1,30 @@
 """Memory caps the batch: the largest number of sequences one replica can hold, for
 each configuration of a problem (docs/design.md §8.11; the entity is
-:class:`allocator.core.memory.MemoryModel`, ``problem.memory``)."""
+:class:`allocator.core.memory.MemoryModel`, ``problem.memory``).
+
+Two sources, in this order:
+
+1. ``serving.memory`` (what the engine reported at start-up): ``kv_cache_gb`` and one
+   sequence's ``kv_per_seq_gb`` at the traffic's context length, fixed: a context given
+   to a command does not rescale it (the commands say so);
+2. otherwise, with ``serving.hardware`` and ``serving.model``, the specs
+   (:func:`spec_max_batch`): at ``context`` tokens in each sequence's KV cache,
+
+       max_batch(S, C) = ⌊(M · u − W − Σ_{i∈S} W_i) / ((κ + Σ_{i∈S} κ_i) · C)⌋
+
+   with ``M`` the replica's memory (the GPU table times ``count``), ``u`` vLLM's default
+   ``gpu_memory_utilization`` (:data:`UTILISATION`), ``W`` the verifier's weights, ``W_i``
+   a hosted drafter's (its ``architecture``'s weights, else its ``memory_gb``; none for an
+   n-gram drafter), ``κ`` and ``κ_i`` KV bytes per token (a draft model keeps its own KV
+   cache). The engine's activations and CUDA graphs are not counted, so this is an upper
+   bound on what the engine admits. At context 0 (none given) it caps nothing.
+
+Without either nothing caps the batch.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -13,6 +34,11 @@ from ..exceptions import InputError
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
+    from ..core.serving import Serving
+
+#: vLLM's default share of GPU memory the engine takes (``gpu_memory_utilization``;
+#: vLLM 0.33.0, vllm/config/cache.py: ``Field(default=0.92, gt=0, le=1)``).
+UTILISATION = 0.92
 
 
 def memory_model(problem: Problem) -> MemoryModel | None:
@@ -20,13 +46,83 @@ def memory_model(problem: Problem) -> MemoryModel | None:
     return problem.memory
 
 
-def max_batch(problem: Problem, members: np.ndarray) -> np.ndarray:
-    """Largest batch of each row of ``members (B, N)``: ``(B,)`` int64, :data:`UNCAPPED`
-    when the problem gives no ``serving.memory``."""
+def has_spec_memory(problem: Problem) -> bool:
+    """The cap can come from the specs: no ``serving.memory``, but ``serving.hardware``
+    and ``serving.model``."""
+    s = problem.serving
+    return problem.memory is None and s is not None and s.has_roofline
+
+
+def spec_room(serving: Serving, members: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes left for KV after the weights, and KV bytes per token, of each row of
+    ``members (B, N)``: ``((B,), (B,))`` (module docstring)."""
+    assert serving.hardware is not None and serving.model is not None
+    members = np.atleast_2d(np.asarray(members, dtype=bool))
+    n = members.shape[1]
+    models = serving.drafter_models or (None,) * n
+    gb = serving.drafter_memory_gb or (0.0,) * n
+    weights = np.array(
+        [m.weight_bytes if m is not None else 1e9 * g for m, g in zip(models, gb, strict=True)]
+    )
+    kv = np.array([m.kv_bytes_per_token if m is not None else 0.0 for m in models])
+    room = serving.hardware.memory_bytes * UTILISATION - serving.model.weight_bytes
+    return room - members.astype(float) @ weights, serving.model.kv_bytes_per_token + (
+        members.astype(float) @ kv
+    )
+
+
+def spec_max_batch(serving: Serving, members: np.ndarray, context: float) -> np.ndarray:
+    """The specs' cap (module docstring) of each row of ``members (B, N)`` at ``context``
+    tokens per sequence: ``(B,)`` int64, 0 where the weights leave no room;
+    :data:`UNCAPPED` at context 0."""
+    members = np.atleast_2d(np.asarray(members, dtype=bool))
+    if not math.isfinite(context) or context < 0:
+        raise InputError("context", f"{context} tokens: must be >= 0")
+    if context == 0:
+        return np.full(members.shape[0], UNCAPPED, dtype=np.int64)
+    room, per_token = spec_room(serving, members)
+    fits = np.floor(room / (per_token * context) * (1.0 + FIT_SLACK) + FIT_SLACK)
+    return np.maximum(fits, 0.0).astype(np.int64)
+
+
+def max_batch(problem: Problem, members: np.ndarray, context: float = 0.0) -> np.ndarray:
+    """Largest batch of each row of ``members (B, N)``: ``(B,)`` int64 (module docstring:
+    ``serving.memory``, else the specs at ``context`` tokens per sequence),
+    :data:`UNCAPPED` when neither caps it."""
     model = memory_model(problem)
-    if model is None:
-        return np.full(np.asarray(members).shape[0], UNCAPPED, dtype=np.int64)
-    return model.max_batch(members)
+    if model is not None:
+        return model.max_batch(members)
+    if has_spec_memory(problem) and context > 0:
+        assert problem.serving is not None
+        return spec_max_batch(problem.serving, members, context)
+    return np.full(np.asarray(members).shape[0], UNCAPPED, dtype=np.int64)
+
+
+def memory_notes(problem: Problem, contexts: list[float] | tuple[float, ...]) -> list[str]:
+    """What the memory cap rests on, for commands planning at ``contexts`` (tokens per
+    sequence; ``[0]`` when none was given): a note when ``serving.memory`` is not rescaled
+    by a context given, when the specs cap the batch, and when they could but no context
+    was given."""
+    given = [c for c in contexts if c > 0]
+    if problem.memory is not None:
+        if given:
+            return [
+                "memory cap from serving.memory (kv_per_seq_gb at the traffic's context "
+                "length), not rescaled by the context asked for"
+            ]
+        return []
+    if not has_spec_memory(problem):
+        return []
+    if not given:
+        return [
+            "no memory cap: serving.model gives the KV bytes per token but no context was "
+            "given (--context, --contexts), so the batch is not capped"
+        ]
+    return [
+        f"memory cap from the specs: {UTILISATION:g} of the replica's memory (vLLM's default "
+        "gpu_memory_utilization) less the weights, over the KV bytes per token times the "
+        "context; the engine's activations are not counted, so the cap is an upper bound"
+    ]
 
 
 def hosting_room(problem: Problem, batch: int, option: str = "batch") -> tuple[np.ndarray, float]:
@@ -50,9 +146,21 @@ def hosting_room(problem: Problem, batch: int, option: str = "batch") -> tuple[n
     return model.drafter_gb, max(room, 0.0) + FIT_SLACK * model.kv_cache_gb
 
 
-def batch_fits(problem: Problem, members: np.ndarray, batch: int) -> np.ndarray:
+def batch_fits(
+    problem: Problem, members: np.ndarray, batch: int, context: float = 0.0
+) -> np.ndarray:
     """``(B,)`` bool: the replica of each row can hold ``batch`` sequences."""
-    return max_batch(problem, members) >= batch
+    return max_batch(problem, members, context) >= batch
 
 
-__all__ = ["batch_fits", "hosting_room", "max_batch", "memory_model"]
+__all__ = [
+    "UTILISATION",
+    "batch_fits",
+    "has_spec_memory",
+    "hosting_room",
+    "max_batch",
+    "memory_model",
+    "memory_notes",
+    "spec_max_batch",
+    "spec_room",
+]

@@ -9,12 +9,28 @@ and ``k = 0`` is speculation off: no drafters, one token per plain verification 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..core.result import Front, Point
 from .evaluate import evaluate_configs
+
+
+@dataclass(frozen=True, eq=False)
+class NotedPoint(Point):
+    """A :class:`~allocator.core.result.Point` with notes on what its serving metrics rest
+    on (extrapolation, memory, context): its document gains ``notes`` when there are any."""
+
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = super().to_dict()
+        if self.notes:
+            doc["notes"] = list(self.notes)
+        return doc
+
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -42,14 +58,20 @@ def speculation_off(problem: Problem) -> dict[str, np.ndarray]:
 
 
 def evaluate_point(
-    problem: Problem, members: np.ndarray, k: int, batch: int | None = None
+    problem: Problem,
+    members: np.ndarray,
+    k: int,
+    batch: int | None = None,
+    context: float | None = None,
 ) -> Point:
     """Every metric of the configuration ``members`` (``(N,)`` bool) at draft length ``k``.
 
     With ``batch`` (the problem has a ``serving`` section) the point also holds the
     serving metrics at that many concurrent sequences, ``tokens_per_step`` the bonus
     convention's ``E`` and ``batch`` itself; ``k = 0`` (``members`` all False) is
-    speculation off (:func:`speculation_off`). The step time is found first, so an
+    speculation off (:func:`speculation_off`). ``context``: tokens in each sequence's KV
+    cache (the point then gives it); the point's notes say where the step time rests on
+    extrapolation, and when the batch does not fit in memory. The step time is found first, so an
     unmeasured ``k`` fails (:class:`~allocator.exceptions.InputError` naming
     ``serving``) before the model builds acceptance curves up to ``k``.
     The arguments are taken as given: :func:`allocator.api.evaluate` checks them.
@@ -59,19 +81,34 @@ def evaluate_point(
     if batch is None:
         metrics = evaluate_configs(problem, row, ks)
         return Point.of(Front(row, ks, metrics, problem.cost_metric), 0, problem.names)
-    from .serving import serving_metrics
+    from .memory import max_batch, memory_notes
+    from .serving import serving_metrics, step_time_notes
 
+    ctx = 0.0 if context is None else float(context)
     if k == 0:
         metrics = speculation_off(problem)
     # the step time first: an unmeasured k fails here, before the model builds its
     # acceptance curves up to k (which for a huge k would take all memory)
-    sm = serving_metrics(problem, row, ks, batch)
+    sm = serving_metrics(problem, row, ks, batch, ctx)
     if k > 0:
         metrics = evaluate_configs(problem, row, ks)
     metrics["tokens_per_step"] = sm.pop("expected_accepted")
     metrics.update(sm)
     metrics["batch"] = np.array([float(batch)])
-    return Point.of(Front(row, ks, metrics, problem.cost_metric), 0, problem.names)
+    if context is not None:
+        metrics["context"] = np.array([ctx])
+    notes = step_time_notes(problem, [batch], [k], [ctx])
+    room = int(max_batch(problem, row, ctx)[0])
+    if batch > room:
+        notes.append(
+            f"batch {batch} does not fit in memory: a replica holds at most {room} sequences "
+            "of this configuration" + (f" of {ctx:g} tokens" if ctx > 0 else "")
+        )
+    notes += memory_notes(problem, [ctx])
+    point = NotedPoint.of(Front(row, ks, metrics, problem.cost_metric), 0, problem.names)
+    return NotedPoint(
+        point.names, point.members, point.k, point.metrics, point.cost_metric, tuple(notes)
+    )
 
 
-__all__ = ["evaluate_point", "speculation_off"]
+__all__ = ["NotedPoint", "evaluate_point", "speculation_off"]

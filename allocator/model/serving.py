@@ -89,14 +89,19 @@ def predictor(problem: Problem) -> ServingPredictor:
 _PREDICTORS: weakref.WeakKeyDictionary[Serving, ServingPredictor] = weakref.WeakKeyDictionary()
 
 
-def baseline_ms(serving: Serving, batch: float) -> float:
-    """Plain decoding (``k = 0``) step at ``batch``: ``verify_ms(b, 1)``, or without a
-    component model the ``k = 0`` entry of the first table measured at ``b``, else the
-    roofline's (NaN if none)."""
-    found = _PREDICTORS.get(serving)
-    if found is None:
-        found = ServingPredictor(serving)
-    return found.baseline_ms(batch)
+def baseline_ms(problem: Problem | Serving, batch: float, context: float = 0.0) -> float:
+    """Plain decoding (``k = 0``) step at ``batch`` and ``context`` tokens per sequence:
+    ``verify_ms(b, 1)``, or without a component model the ``k = 0`` entry of the first
+    table measured at ``b``, else the roofline's (NaN if none). ``problem``: the problem
+    (its predictor, roofline included) or only its serving arrays (the roofline then only
+    when the problem's predictor was built)."""
+    if isinstance(problem, Serving):
+        found = _PREDICTORS.get(problem)
+        if found is None:
+            found = ServingPredictor(problem)
+    else:
+        found = predictor(problem)
+    return found.baseline_ms(batch, context)
 
 
 def step_ms_or_nan(
@@ -183,7 +188,8 @@ def _why(problem: Problem, members: np.ndarray, k: int, batch: float) -> str:
 def step_ms(
     problem: Problem, members: np.ndarray, k: np.ndarray, batch: int, context: float = 0.0
 ) -> np.ndarray:
-    """Wall time of one decoding step, ms, at ``batch`` concurrent sequences.
+    """Wall time of one decoding step, ms, at ``batch`` concurrent sequences of ``context``
+    tokens in their KV caches each.
 
     ``members`` ``(B, N)`` bool, ``k`` ``(B,)`` int ``>= 0`` (0: no speculation) ->
     ``(B,)`` ms. Raises :class:`InputError` (field ``serving``) naming the first row
@@ -259,9 +265,10 @@ def metrics_from(
 
 
 def serving_metrics(
-    problem: Problem, members: np.ndarray, k: np.ndarray, batch: int
+    problem: Problem, members: np.ndarray, k: np.ndarray, batch: int, context: float = 0.0
 ) -> dict[str, np.ndarray]:
-    """Serving metrics of configurations (``members[b]``, ``k[b]``) at ``batch``.
+    """Serving metrics of configurations (``members[b]``, ``k[b]``) at ``batch``
+    sequences of ``context`` tokens each.
 
     Keys :data:`SERVING_METRICS`, each ``(B,)``: ``step_ms`` (ms), ``expected_accepted``
     (``E``, tokens per step, bonus convention), ``tokens_per_s`` (whole batch),
@@ -271,14 +278,133 @@ def serving_metrics(
     """
     members = np.atleast_2d(np.asarray(members, dtype=bool))
     k = np.atleast_1d(np.asarray(k, dtype=np.int64))
-    step = step_ms(problem, members, k, batch)
-    base = step_ms(problem, members, np.zeros_like(k), batch)
+    step = step_ms(problem, members, k, batch, context)
+    base = step_ms(problem, members, np.zeros_like(k), batch, context)
     e = bonus_expected(problem, members, k)
     return metrics_from(e, step, base, float(batch), need_serving(problem).gpu_cost_per_hour)
 
 
+# ---------------------------------------------------------------- what a step time rests on
+def roofline_answers(serving: Serving) -> bool:
+    """Every configuration's step time comes from the roofline (no table, no
+    ``verify_ms``)."""
+    return serving.has_roofline and not serving.tables and not serving.has_component_model
+
+
+def _span(values: np.ndarray) -> str:
+    lo, hi = float(np.min(values)), float(np.max(values))
+    return f"{lo:g}" if lo == hi else f"{lo:g}..{hi:g}"
+
+
+def step_time_notes(
+    problem: Problem,
+    batch: np.ndarray | list[float],
+    k: np.ndarray | list[int] | None = None,
+    context: np.ndarray | list[float] | None = None,
+    speculative_batch: np.ndarray | list[float] | None = None,
+    verified_tokens: bool = False,
+) -> list[str]:
+    """Notes on what the step times of an answer rest on. The answer used step times at
+    the batch sizes ``batch``, at the draft lengths ``k`` (``None``: not checked), with
+    speculative steps at the batch sizes ``speculative_batch`` (default: ``batch`` where
+    ``k > 0``, or every batch size when ``k`` is ``None``: a schedule compares
+    speculation at each), at the contexts ``context`` (tokens per sequence; ``None`` or
+    0: none given). ``verified_tokens``: ``k`` counts the draft tokens a step verifies (a
+    token tree's nodes), compared with the longest calibrated chain's.
+
+    - outside ``serving.calibrated_from`` (a calibrated file's measured domain): batch
+      sizes, batch sizes of speculative steps (``speculative_batch``), ``k`` past the
+      largest calibrated one or outside the speculative ``k`` measured
+      (``speculative_k``), contexts: each noted as an extrapolation of the fitted form;
+    - step times from the roofline of an uncalibrated file: at the file's factors;
+    - a context asked for where the step times are measured tables or ``verify_ms``:
+      they do not depend on it.
+    """
+    serving = need_serving(problem)
+    b = np.atleast_1d(np.asarray(batch, dtype=float))
+    ks = None if k is None else np.atleast_1d(np.asarray(k, dtype=float))
+    if speculative_batch is not None:
+        spec_b = np.atleast_1d(np.asarray(speculative_batch, dtype=float))
+    elif ks is not None and ks.size == b.size:
+        spec_b = b[ks > 0]
+    else:
+        spec_b = b
+    ctx = np.zeros(1) if context is None else np.atleast_1d(np.asarray(context, dtype=float))
+    notes: list[str] = []
+    given = ctx[ctx > 0]
+    if given.size and (serving.tables or serving.has_component_model):
+        notes.append(
+            f"context {_span(given)} tokens: the measured step_ms tables and verify_ms hold at "
+            "the context they were measured at and do not change with it"
+            + (
+                ""
+                if serving.has_roofline
+                else " (give serving.hardware and serving.model for a step time that reads "
+                "the context)"
+            )
+        )
+    cal = serving.calibrated_from
+    if cal is None:
+        if roofline_answers(serving):
+            notes.append(
+                "step times from the roofline at the factors of serving.roofline, not "
+                "calibrated to measurements (allocator calibrate fits them)"
+            )
+        return notes
+    lo, hi = cal["batch"]
+    out = b[(b < lo) | (b > hi)]
+    if out.size:
+        notes.append(
+            f"batch {_span(out)} lies outside the calibrated batch sizes {lo:g}..{hi:g} "
+            "(serving.calibrated_from): the step times there extrapolate the fitted form"
+        )
+    spec_range = cal.get("speculative_batch")
+    if spec_range is not None and spec_b.size:
+        slo, shi = spec_range
+        out = spec_b[((spec_b < slo) | (spec_b > shi)) & (spec_b >= lo) & (spec_b <= hi)]
+        if out.size:
+            notes.append(
+                f"speculative step times at batch {_span(out)} extrapolate the fitted form: "
+                f"speculation was measured at batch {slo:g}..{shi:g} only "
+                "(serving.calibrated_from.speculative_batch), so whether it pays there is the "
+                "form's reading, not a measurement"
+            )
+    if ks is not None:
+        khi = cal["k"][1]
+        past = ks[ks > khi]
+        what = "draft tokens verified per step" if verified_tokens else "k ="
+        if past.size:
+            notes.append(
+                f"{what} {_span(past)} lies past the largest calibrated k ({khi:g}): the step "
+                "time extrapolates the fitted form"
+            )
+        spec_k = cal.get("speculative_k")
+        if spec_k is not None:
+            slo, shi = spec_k
+            out = ks[(ks > 0) & (ks <= khi) & ((ks < slo) | (ks > shi))]
+            if out.size:
+                notes.append(
+                    f"{what} {_span(out)} lies outside the speculative k measured "
+                    f"({_span(np.array(spec_k))}, serving.calibrated_from.speculative_k): its "
+                    "step time is the fitted form's reading between k = 0 and the measured k"
+                )
+    crange = cal.get("context")
+    if crange is not None and serving.has_roofline:
+        clo, chi = crange
+        out = ctx[(ctx < clo) | (ctx > chi)]
+        if out.size:
+            notes.append(
+                f"context {_span(out)} tokens lies outside the calibrated contexts "
+                f"{clo:g}..{chi:g} (serving.calibrated_from): the roofline extrapolates "
+                "there" + (" (pass --context)" if np.any(out == 0) else "")
+            )
+    return notes
+
+
 __all__ = [
     "SERVING_METRICS",
+    "roofline_answers",
+    "step_time_notes",
     "baseline_ms",
     "bonus_expected",
     "component_ms",

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..exceptions import InputError, ParameterError
-from .serving import Serving, component_ms, draft_ms_at
+from .serving import Serving
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -337,42 +337,73 @@ def tree_serving(problem: Problem, index: int) -> Serving | None:
     without a ``serving`` section.
 
     A tree verifies ``nodes + 1`` tokens per sequence, which no measured ``step_ms`` table
-    (chains of ``m·k + 1``) covers, so trees take the component model of
-    :mod:`allocator.model.serving`: an :class:`InputError` naming ``serving`` without
-    ``serving.verify_ms`` or without the drafter's ``draft_ms``.
+    (chains of ``m·k + 1``) covers, so trees take the component model (``verify_ms`` and
+    the drafter's ``draft_ms``) or the roofline (``serving.hardware`` and ``serving.model``
+    with the drafter's pass from its ``architecture``, its factors in
+    ``serving.roofline.drafters`` or its ``draft_ms``), through the step-time contract
+    (:func:`tree_step_ms`): an :class:`InputError` naming ``serving`` without either.
     """
     serving = problem.serving
     if serving is None:
         return None
-    if not serving.has_component_model:
+    if not serving.has_component_model and not serving.has_roofline:
         raise InputError(
             "serving",
             "a token tree verifies nodes + 1 tokens per sequence, which the measured step_ms "
-            "tables (chains) do not cover: give the verify_ms component model",
+            "tables (chains) do not cover: give the verify_ms component model, or "
+            "serving.hardware and serving.model (the roofline)",
         )
-    if serving.draft_ms[index].size == 0:
+    has_draft_ms = serving.draft_ms[index].size > 0
+    if serving.has_component_model and not has_draft_ms:
         raise InputError(
             "serving",
             f"a token tree of {problem.names[index]!r} needs its draft time per batch size "
             f"(drafters.{index}.draft_ms) for the verify_ms component model",
         )
+    if not serving.has_component_model and not has_draft_ms:
+        models = serving.drafter_models or (None,) * problem.n
+        fitted = serving.roofline.get("drafters") or {}
+        if models[index] is None and problem.names[index] not in fitted:
+            raise InputError(
+                "serving",
+                f"a token tree of {problem.names[index]!r} needs its drafting time: its "
+                f"architecture, its pass times in serving.roofline.drafters or its draft_ms",
+            )
     return serving
 
 
 def tree_step_ms(
-    serving: Serving, index: int, batch: float, nodes: np.ndarray, depth: np.ndarray
+    problem: Problem | Serving,
+    index: int,
+    batch: float,
+    nodes: np.ndarray,
+    depth: np.ndarray,
+    context: float = 0.0,
 ) -> np.ndarray:
-    """Wall time of one tree step of drafter ``index`` at ``batch``, ms:
-    ``verify_ms(b, nodes + 1) + depth · draft_ms(b) + overhead_ms`` (one draft pass per
-    level over the frontier), through :func:`~allocator.model.serving.component_ms`;
-    ``nodes`` and ``depth`` broadcasting together, NaN where the tables do not reach."""
-    return component_ms(
-        serving,
-        batch,
-        np.asarray(nodes, dtype=float) + 1.0,
-        depth,
-        draft_ms_at(serving, batch)[index],
-    )
+    """Wall time of one tree step of drafter ``index`` at ``batch`` sequences of
+    ``context`` tokens each, ms: the step-time contract
+    (:class:`~allocator.model.steptime.ServingPredictor`) with ``depth`` drafting passes
+    (one per level over the frontier, as EAGLE drafts) and ``nodes + 1`` tokens verified
+    per sequence (the component model: ``verify_ms(b, nodes + 1) + depth · draft_ms(b) +
+    overhead_ms``). ``nodes`` and ``depth`` broadcasting together; NaN where there is no
+    step time (the component tables do not reach, nothing is extrapolated).
+    ``problem``: the problem (its predictor, the roofline included), or only its serving
+    arrays (measured tables and the component model)."""
+    from .serving import predictor
+    from .steptime import ServingPredictor
+
+    if isinstance(problem, Serving):
+        pred = ServingPredictor(problem)
+        n = len(problem.draft_ms)
+    else:
+        pred = predictor(problem)
+        n = problem.n
+    nodes, depth = np.broadcast_arrays(np.asarray(nodes, dtype=float), np.asarray(depth))
+    shape = nodes.shape
+    members = np.zeros((nodes.size, n), bool)
+    members[:, index] = True
+    ms = pred.step_ms(members, depth.ravel(), nodes.ravel() + 1.0, float(batch), context, 0.0)
+    return np.asarray(ms).reshape(shape)
 
 
 __all__ = [

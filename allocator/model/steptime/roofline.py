@@ -95,6 +95,8 @@ __all__ = [
     "combine",
     "expected_experts",
     "fit_roofline",
+    "identify",
+    "log_jacobian",
     "undetermined",
 ]
 
@@ -373,11 +375,18 @@ class RooflinePredictor(StepTimePredictor):
         return memory, compute
 
     def verifier_parts(self, x: StepInputs) -> tuple[np.ndarray, np.ndarray]:
-        """The verifier pass's memory and compute times ``(B,)`` ms (before combining)."""
+        """The verifier pass's memory and compute times ``(B,)`` ms (before combining).
+
+        The linear layers' arithmetic is evaluated as ``(φ·b)·t + φ·P``, the order in which
+        calibrate's fitted form ``c·b·t`` has always been computed, so that
+        :meth:`from_linear` gives today's step times to the last bit."""
         b, t, c, pre = x.decode_seqs, x.verified.astype(float), x.context, x.prefill
         n = b * t + pre
         pairs = b * t * c + pre * (pre + 1.0) / 2.0
-        return self._memory_compute(self.peak, n, b, c, pairs, self.fixed_ms, self.seq_ms)
+        memory, _ = self._memory_compute(self.peak, n, b, c, pairs, self.fixed_ms, self.seq_ms)
+        pk = self.peak
+        compute = (pk.token_ms * b * t + pk.token_ms * pre + pk.attn_ms * pairs) / self.compute_eff
+        return memory, compute
 
     def verify_ms(self, x: StepInputs) -> np.ndarray:
         """The verifier's pass ``(B,)`` ms; NaN for an empty step."""
@@ -639,7 +648,89 @@ def undetermined(
     return out
 
 
+def log_jacobian(
+    model: RooflinePredictor, rows: StepInputs, names: Sequence[str], scale: Sequence[float]
+) -> np.ndarray:
+    """``∂ log step / ∂ (θ_j / scale_j)`` of ``rows`` ``(R, J)`` for the parameters
+    ``names`` (:meth:`RooflinePredictor.parameters`), by forward differences of
+    ``10⁻⁴ · scale_j`` (backward at an upper bound): how much each row's step time moves
+    with each parameter, on a common scale."""
+    space = model.parameters()
+    base = np.log(model.step_ms_of(rows))
+    cols = []
+    for n, s in zip(names, scale, strict=True):
+        i = space.index(n)
+        v, h = space.values[i], 1e-4 * s
+        if v + h > space.upper[i]:
+            h = -h
+        bumped = model.with_parameters({n: v + h}).step_ms_of(rows)
+        cols.append((np.log(bumped) - base) / (h / s))
+    return np.column_stack(cols) if cols else np.zeros((len(rows), 0))
+
+
 # ---------------------------------------------------------------- the fit
+def identify(
+    names: Sequence[str],
+    theta: np.ndarray,
+    jac: np.ndarray,
+    residuals: np.ndarray,
+    rank_tol: float = 1e-7,
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Standard errors of fitted parameters and those the fit leaves undetermined.
+
+    ``names (P,)`` and ``theta (P,)`` the fitted parameters, ``jac (R, P)`` the residuals'
+    Jacobian at ``theta``, ``residuals (R,)``. A parameter is undetermined when no row's
+    residual depends on it (its column of the Jacobian scaled by ``max(|θ|, 10⁻⁶)`` is
+    below ``rank_tol`` of the largest), when it carries a direction of the scaled
+    Jacobian whose singular value is below ``rank_tol`` of the largest (only a
+    combination with others is determined: the parameter weighing most in that
+    direction is dropped, and again until the rest have full rank), or when its standard
+    error exceeds its value. Standard errors: ``s²·(JᵀJ)⁺`` over the determined ones, ``s²``
+    the residual variance on ``R − P'`` degrees of freedom (NaN without any). Returns
+    ``(stderr by name, reason by name of the undetermined)``.
+    """
+    names = list(names)
+    theta = np.asarray(theta, dtype=float)
+    r = np.asarray(residuals, dtype=float)
+    scale = np.maximum(np.abs(theta), 1e-6)
+    js = jac * scale[None, :]
+    why: dict[str, str] = {}
+    norms = np.linalg.norm(js, axis=0)
+    top = float(norms.max()) if norms.size else 0.0
+    for j, n in enumerate(names):
+        if norms[j] <= rank_tol * max(top, 1e-300):
+            why[n] = "the fitted step times do not depend on it (no fitted row shows it)"
+    keep = [j for j, n in enumerate(names) if n not in why]
+    while keep:
+        _, sv, vt = np.linalg.svd(js[:, keep], full_matrices=True)
+        # fewer rows than parameters: the missing singular values are zero
+        sv = np.concatenate([sv, np.zeros(vt.shape[0] - sv.size)])
+        if sv[-1] >= rank_tol * max(sv[0], 1e-300):
+            break
+        comp = np.abs(vt[-1])
+        j = keep[int(np.argmax(comp))]
+        others = [names[keep[i]] for i in np.flatnonzero(comp > 0.1) if keep[i] != j]
+        why[names[j]] = (
+            "only its combination with "
+            + (", ".join(others) or "the other parameters")
+            + " is determined by these rows"
+        )
+        keep.remove(j)
+    dof = r.size - len(keep)
+    stderr = {n: float("nan") for n in names}
+    if keep and dof > 0:
+        s2 = float(r @ r) / dof
+        cov = s2 * np.linalg.pinv(jac[:, keep].T @ jac[:, keep])
+        for i, j in enumerate(keep):
+            stderr[names[j]] = float(math.sqrt(max(cov[i, i], 0.0)))
+            if stderr[names[j]] > max(abs(theta[j]), 1e-12) and names[j] not in why:
+                why[names[j]] = (
+                    f"its standard error ({stderr[names[j]]:.3g}) exceeds its value "
+                    f"({theta[j]:.3g}): not determined by these rows"
+                )
+    return stderr, why
+
+
 @dataclass(frozen=True, eq=False)
 class RooflineFit:
     """Result of :func:`fit_roofline`.
@@ -759,43 +850,8 @@ def fit_roofline(
     theta = best.x
     fitted = model.with_parameters(dict(zip(names, theta, strict=True)))
     r = residuals(theta)
-    jac = np.asarray(best.jac, dtype=float)
-    scale = np.maximum(np.abs(theta), 1e-6)
-    js = jac * scale[None, :]
-    why = dict(why)
-    norms = np.linalg.norm(js, axis=0)
-    top = float(norms.max()) if norms.size else 0.0
-    for j, n in enumerate(names):
-        if norms[j] <= rank_tol * max(top, 1e-300):
-            why[n] = "the fitted step times do not depend on it (no fitted row shows it)"
-    keep = [j for j, n in enumerate(names) if n not in why]
-    while keep:
-        _, sv, vt = np.linalg.svd(js[:, keep], full_matrices=True)
-        # fewer rows than parameters: the missing singular values are zero
-        sv = np.concatenate([sv, np.zeros(vt.shape[0] - sv.size)])
-        if sv[-1] >= rank_tol * max(sv[0], 1e-300):
-            break
-        comp = np.abs(vt[-1])
-        j = keep[int(np.argmax(comp))]
-        others = [names[keep[i]] for i in np.flatnonzero(comp > 0.1) if keep[i] != j]
-        why[names[j]] = (
-            "only its combination with "
-            + (", ".join(others) or "the other parameters")
-            + " is determined by these rows"
-        )
-        keep.remove(j)
-    dof = len(y) - len(keep)
-    stderr = {n: float("nan") for n in names}
-    if keep and dof > 0:
-        s2 = float(r @ r) / dof
-        cov = s2 * np.linalg.pinv(jac[:, keep].T @ jac[:, keep])
-        for i, j in enumerate(keep):
-            stderr[names[j]] = float(math.sqrt(max(cov[i, i], 0.0)))
-            if stderr[names[j]] > max(abs(theta[j]), 1e-12) and names[j] not in why:
-                why[names[j]] = (
-                    f"its standard error ({stderr[names[j]]:.3g}) exceeds its value "
-                    f"({theta[j]:.3g}): not determined by these rows"
-                )
+    stderr, flat = identify(names, theta, np.asarray(best.jac, dtype=float), r, rank_tol)
+    why = {**why, **flat}
     return RooflineFit(
         model=fitted,
         free=tuple(names),

@@ -9,9 +9,10 @@ Per configuration (its drafter set):
 2. otherwise the component model (``serving.verify_ms`` and the drafters' ``draft_ms``),
    when the file gives one (:mod:`.component`);
 3. otherwise the roofline (``serving.hardware`` and ``serving.model``; :mod:`.roofline`),
-   with each drafter's pass from its ``architecture`` or, without one, from its measured
-   ``draft_ms``; a drafter with neither has no drafting time, so its configurations have
-   no step time.
+   with each drafter's pass from its ``architecture`` and its pass times in
+   ``serving.roofline.drafters``, or, without either, from its measured ``draft_ms``; a
+   drafter with none of them has no drafting time, so its configurations have no step
+   time.
 
 Plain decoding (``k = 0``, one token verified) of a configuration without its own table
 is the *baseline* ``baseline(b)``: ``verify_ms(b, 1)`` where the component model covers
@@ -32,9 +33,9 @@ from ...core.serving import Serving
 from .base import StepInputs, StepTimePredictor, step_inputs
 from .component import ComponentPredictor, component_ms, draft_ms_at, drafting_ms, verify_ms_at
 from .roofline import RooflinePredictor
-from .tables import TablePredictor, prefill_ms_at, table_step
+from .tables import TablePredictor, chain_rows, prefill_ms_at, table_step
 
-__all__ = ["ServingPredictor", "roofline_of"]
+__all__ = ["ServingPredictor", "roofline_drafters", "roofline_of"]
 
 
 def roofline_of(serving: Serving, names: tuple[str, ...]) -> RooflinePredictor | None:
@@ -45,13 +46,27 @@ def roofline_of(serving: Serving, names: tuple[str, ...]) -> RooflinePredictor |
         return None
     models = serving.drafter_models or (None,) * len(names)
     factors = dict(serving.roofline)
-    return RooflinePredictor.from_specs(
+    drafters = factors.pop("drafters", None) or {}
+    r = RooflinePredictor.from_specs(
         serving.hardware,
         serving.model,
         list(zip(names, models, strict=True)),
         drafting=serving.drafting,
         **factors,
     )
+    if drafters:
+        r = r.with_parameters(
+            {f"draft.{n}.{key}": float(v) for n, d in drafters.items() for key, v in d.items()}
+        )
+    return r
+
+
+def roofline_drafters(serving: Serving, roofline: RooflinePredictor) -> np.ndarray:
+    """``(N,)`` bool: the drafters whose pass the roofline gives (an ``architecture``, or
+    fitted pass times in ``serving.roofline.drafters``); the others draft at their measured
+    ``draft_ms``."""
+    fitted = serving.roofline.get("drafters") or {}
+    return np.array([d.from_spec or d.name in fitted for d in roofline.drafters], bool)
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,7 +128,7 @@ class ServingPredictor(StepTimePredictor):
                 x.members, x.draft_steps, x.verified, x.decode_seqs, x.context, 0.0 * x.prefill
             )
         passes = r.drafter_pass_ms(y)
-        specd = np.array([d.from_spec for d in r.drafters], bool)
+        specd = roofline_drafters(s, r)
         for b in np.unique(y.decode_seqs):
             at = y.decode_seqs == b
             measured = draft_ms_at(s, float(b))
@@ -141,7 +156,7 @@ class ServingPredictor(StepTimePredictor):
         """:meth:`step_ms` of checked inputs."""
         s = self.serving
         out = np.full(len(x), np.nan)
-        matched = self._tables.matched(x.members) >= 0
+        matched = self._tables.matched(x.members, chain_rows(x)) >= 0
         if matched.any():
             out[matched] = self._tables.step_ms(*_rows(x, matched))
         plain = ~matched & ~x.speculative

@@ -2,7 +2,8 @@
 (docs/design.md §8.1).
 
 A table (``serving.step_ms[]``) gives ``T_b(k)`` ms at measured batch sizes ``b`` and
-draft lengths ``k`` (``k = 0`` at every measured batch size). At a measured batch size it
+draft lengths ``k`` (``k = 0`` at every measured batch size), of chains: a step verifying
+``m·k + 1`` tokens (a token tree's step is not in any table). At a measured batch size it
 is linear in ``k`` between the ``k`` measured there (as vLLM interpolates its profiled
 step times), up to the largest; between measured batch sizes it is linear in the batch,
 each side first interpolated in ``k``, defined where both sides are. Nothing is
@@ -19,10 +20,11 @@ from typing import ClassVar
 import numpy as np
 
 from ...core.serving import Serving, StepTableArrays
-from .base import StepTimePredictor, step_inputs
+from .base import StepInputs, StepTimePredictor, step_inputs
 
 __all__ = [
     "TablePredictor",
+    "chain_rows",
     "interp_measured",
     "lerp_rows",
     "prefill_ms_at",
@@ -71,6 +73,13 @@ def table_step(t: StepTableArrays, k: np.ndarray, batch: float) -> np.ndarray:
     return (1.0 - w) * at_lo + w * at_hi
 
 
+def chain_rows(x: StepInputs) -> np.ndarray:
+    """``(B,)`` bool: the rows that are chains, ``m`` drafters drafting ``k`` tokens each
+    and ``m·k + 1`` verified (``k = 0``: one token), the only steps a table measures."""
+    m = x.members.sum(axis=1)
+    return x.verified == m * x.draft_steps + 1
+
+
 def prefill_ms_at(serving: Serving, tokens: np.ndarray) -> np.ndarray:
     """Measured prefill time of ``tokens`` prompt tokens in one step, ms (``serving.
     prefill_ms``): 0 for none, the first measured time below the first point, linear
@@ -108,11 +117,15 @@ class TablePredictor(StepTimePredictor):
         """One entry per drafter (the ``members`` columns)."""
         return self.serving.draft_ms
 
-    def matched(self, members: np.ndarray) -> np.ndarray:
-        """``(B,)`` int: the index of the table measuring each row's drafters, -1 for none."""
+    def matched(self, members: np.ndarray, chain: np.ndarray | None = None) -> np.ndarray:
+        """``(B,)`` int: the index of the table measuring each row's drafters, -1 for none.
+        ``chain (B,)`` bool: rows that are chains (:func:`chain_rows`); a table measures
+        chains of ``m·k + 1`` tokens only, so other rows (token trees) match none."""
         out = np.full(members.shape[0], -1)
         for i, t in enumerate(self.serving.tables):
             out[(out < 0) & np.all(members == t.members, axis=1)] = i
+        if chain is not None:
+            out[~chain] = -1
         return out
 
     def step_ms(self, members, draft_steps, verified, decode_seqs, context=0.0, prefill=0.0):
@@ -120,7 +133,7 @@ class TablePredictor(StepTimePredictor):
             members, draft_steps, verified, decode_seqs, context, prefill, len(self.drafters)
         )
         out = np.full(len(x), np.nan)
-        which = self.matched(x.members)
+        which = self.matched(x.members, chain_rows(x))
         k = x.draft_steps.astype(float)
         for i, t in enumerate(self.serving.tables):
             rows = np.flatnonzero(which == i)

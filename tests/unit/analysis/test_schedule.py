@@ -410,7 +410,7 @@ def test_schedule_json_has_exactly_the_issue_fields(problems_dir, tmp_path):
     )
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
-    assert set(doc) == {"rows", "speculation_off_from"}
+    assert set(doc) == {"rows", "speculation_off_from", "notes"}  # notes: issue 20
     keys = {
         "batch",
         "drafters",

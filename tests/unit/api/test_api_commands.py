@@ -35,7 +35,7 @@ def test_schedule_is_the_json_document():
     path = PROBLEMS / "serving-eagle.yaml"
     sched = api.schedule(path)
     same(sched.to_dict(), cli_json("schedule", path))
-    assert list(sched.to_dict()) == ["rows", "speculation_off_from"]
+    assert list(sched.to_dict()) == ["rows", "speculation_off_from", "notes"]
     assert sched.export is None
 
 

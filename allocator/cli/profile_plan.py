@@ -1,0 +1,63 @@
+"""``allocator profile-plan``: the benchmark runs that determine every roofline parameter,
+as commands to run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .. import api
+from . import app
+from .common import (
+    EngineOption,
+    JsonOption,
+    ProblemArg,
+    emit_json,
+    emit_text,
+    handles_input_errors,
+    note,
+    precheck_outputs,
+)
+
+
+@app.command("profile-plan")
+@handles_input_errors
+def profile_plan(
+    problem: Path = ProblemArg,
+    engine: str = EngineOption,
+    contexts: str = typer.Option(
+        None,
+        "--contexts",
+        help="Tokens in each sequence's KV cache to plan runs at (default 1024,8192).",
+        metavar="C1,C2,...",
+    ),
+    model: str = typer.Option(
+        None,
+        "--model",
+        help="The verifier's name or path for the commands (default: its architecture's).",
+        metavar="NAME",
+    ),
+    json_path: str = JsonOption,
+) -> None:
+    """The fewest benchmark runs that determine every roofline parameter, as commands.
+
+    Runs at a concurrency, k and context (and with speculation off), printed as the
+    engine's server and benchmark commands, the acceptance fixed by the engine's testing
+    options so that step time is measured apart from acceptance. Needs serving.hardware
+    and serving.model. Feed the result files to allocator calibrate.
+    """
+    precheck_outputs(json=json_path)
+    buckets = None if contexts is None else api.parse_contexts(contexts)
+    plan = api.profile_plan(problem, engine=engine, contexts=buckets, model=model)
+    doc = plan.to_dict()
+    if json_path == "-":
+        emit_json(doc, "-")
+        return
+    emit_json(doc, json_path)
+    for message in plan.notes:
+        note(f"note: {message}")
+    emit_text(plan.commands())
+
+
+__all__ = ["profile_plan"]
