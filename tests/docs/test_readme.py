@@ -200,6 +200,7 @@ def test_notebooks_are_stored_without_outputs_and_listed():
         "05-serving-under-load",
         "06-width-against-depth",
         "07-capacity",
+        "09-context-and-batch",
     ]
     for path in paths:
         nb = nbformat.read(path, as_version=4)
