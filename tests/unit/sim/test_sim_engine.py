@@ -383,3 +383,21 @@ def test_step_function_on_arrays_gives_the_same_run():
     for f in ("finish_s", "first_token_s", "itl_s", "itl_request", "chunks", "decode_steps"):
         assert np.array_equal(getattr(fast, f), getattr(slow, f)), f
     assert fast.time_in_system_s == pytest.approx(slow.time_in_system_s, rel=1e-12)
+
+
+def test_admission_waits_until_the_whole_prompt_fits():
+    """vLLM 0.33 admits a request only when the blocks of its whole prompt are free
+    (``scheduler_reserve_full_isl``, default True), not merely its first chunk's.
+
+    10 blocks of 4 tokens, budget 16. A (prompt 16, output 10) prefills in step 1 and from
+    step 2 holds 5 blocks, growing to 7. B's 24-token prompt needs 6 blocks: its first
+    chunk (15 tokens, 4 blocks) would fit beside A in step 2, its prompt never does while
+    A runs. So B is first scheduled when A has finished (step 11, t = 10), prefills in
+    steps 11-12 and finishes in step 13, never preempted. Admitting on the first chunk
+    alone (the rule before) scheduled B at t = 1 and preempted it 4 times."""
+    reqs = Requests(np.zeros(2), [16, 24], [10, 2])
+    r = simulate(reqs, SpecPolicy.off(), Recorder(), Scheduler(4, 16, 40, block_size=4))
+    assert ms(r.first_scheduled_s) == [0.0, 10.0]
+    assert ms(r.first_token_s) == [1.0, 12.0]
+    assert ms(r.finish_s) == [10.0, 13.0]
+    assert r.preemptions.tolist() == [0, 0]
