@@ -418,7 +418,8 @@ def serving_grid(problem: Problem) -> ServingGrid:
             f"left out: {', '.join(lacking)} (neither a measured step_ms table nor draft_ms: "
             "no step time to speculate with)"
         )
-    missing = int(np.count_nonzero(~np.isfinite(tps)))
+    timed = np.isfinite(tps)
+    missing = int(np.count_nonzero(~timed[:, timed.any(axis=0)]))  # configurations with some
     if missing:
         notes.append(
             f"{missing:,} (configuration, batch size) pair(s) of batch sizes 1..{top} have no "

@@ -651,7 +651,10 @@ class _Engine:
             ctx = ((prev.sum(axis=1) + (int(pe.sum()) - n)) / n).tolist()
         waiting = len(self.waiting)
         if self.many is not None:
-            dts, ends, area = self._times_at_once(sizes, k, ctx, t, next_send, waiting)
+            # the stretch as cut above (at a KV overflow too: h_max), as the loop below plays it
+            dts, ends, area = self._times_at_once(
+                sizes[:h_max], k, ctx[:h_max], t, next_send, waiting
+            )
             hc = len(dts)
         else:
             dts = []

@@ -401,3 +401,24 @@ def test_admission_waits_until_the_whole_prompt_fits():
     assert ms(r.first_token_s) == [1.0, 12.0]
     assert ms(r.finish_s) == [10.0, 13.0]
     assert r.preemptions.tolist() == [0, 0]
+
+
+def test_a_step_function_on_arrays_stops_a_stretch_where_the_kv_cache_runs_out():
+    """A decode-only stretch cut where the KV cache would overflow must end there whichever
+    way its step times are asked for: with ``many`` (one call for the stretch) the cut was
+    lost, the stretch ran on past it, and the cache held more blocks than it has (peak
+    1.048 of the cache, 1 preemption instead of 73 here)."""
+    reqs = fixed_requests(600, 500, 200, 40.0, seed=3)
+    pmf = np.array([0.0, 0.5, 0.25, 0.25])
+    pol = SpecPolicy.fixed(2, pmf, 0)
+    sched = Scheduler(16, 2048, 2000)
+    both = TwoWayStep()
+    fast = simulate(reqs, pol, both, sched, seed=5)
+    slow = _Engine(reqs, pol, both.__call__, sched, 5, stretches=False)
+    slow.run()
+    ref = slow.result()
+    assert both.many_calls > 10
+    assert fast.kv_cache_peak_fraction <= 1.0
+    assert fast.preemptions.sum() == ref.preemptions.sum() > 0
+    for f in ("finish_s", "first_token_s", "itl_s", "chunks", "decode_steps", "preemptions"):
+        assert np.array_equal(getattr(fast, f), getattr(ref, f)), f
