@@ -359,9 +359,23 @@ def capacity_command(
         if loads is None:
             raise InputError("--plot", "draws the load sweep: give --sweep-load LO:HI:STEPS")
         check_plot_path(plot_path, "--plot")
-    result = api.size_fleet(
-        problem, tokens_per_s, tpot_ms, sweep_load=loads, engine=engine, pooled=pooled, budget=caps
-    )
+    try:
+        result = api.size_fleet(
+            problem,
+            tokens_per_s,
+            tpot_ms,
+            sweep_load=loads,
+            engine=engine,
+            pooled=pooled,
+            budget=caps,
+        )
+    except InputError as exc:
+        if itl_ms is None or exc.field != "tpot_ms":
+            raise
+        # name the flag given, and what it bounds
+        raise type(exc)(
+            "--itl-ms", f"{exc.message} (--itl-ms is --tpot-ms: the mean TPOT)"
+        ) from None
     doc = result.to_dict()
     swept = result.sweep
     if swept is not None and plot_path:
