@@ -39,8 +39,9 @@ def test_md1_mean_ttft_through_the_problem_file():
     pre = rp.prefill_ms(200)
     d = (pre + 3 * rp.step_ms(None, 1, 0)) / 1000
     rho = 0.6
-    r = api.bench(prob, input_len=200, output_len=4, request_rate=rho / d, num_prompts=20_000,
-                  seed=3)  # fmt: skip
+    r = api.bench(
+        prob, input_len=200, output_len=4, request_rate=rho / d, num_prompts=20_000, seed=3
+    )
     ttft = r.result.ttft_s
     expected = rho * d / (2 * (1 - rho)) + pre / 1000
     se = batch_means_se(ttft)
@@ -55,21 +56,39 @@ def little_runs():
     trace = "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"
     big = {"max_num_seqs": 16, "max_num_batched_tokens": 2048, "kv_cache_tokens": 200_000}
     prefill = {"tokens": [16, 20000], "ms": [4.0, 400.0]}
-    yield "fixed, eagle k=3", dict(drafters=["eagle"], k=3, input_len=300, output_len=60,
-                                   request_rate=8.0), {}  # fmt: skip
-    yield "trace, schedule", dict(drafters=["eagle"], schedule=True, trace=trace,
-                                  num_prompts=800, trace_speedup=0.5), {"prefill_ms": prefill}  # fmt: skip
+    yield (
+        "fixed, eagle k=3",
+        dict(drafters=["eagle"], k=3, input_len=300, output_len=60, request_rate=8.0),
+        {},
+    )
+    yield (
+        "trace, schedule",
+        dict(drafters=["eagle"], schedule=True, trace=trace, num_prompts=800, trace_speedup=0.5),
+        {"prefill_ms": prefill},
+    )
     yield "burst, off", dict(input_len=64, output_len=32, num_prompts=400), {}
-    yield "preempting, ngram k=2", dict(
-        drafters=["ngram"], k=2, input_len=500, output_len=200, request_rate=40.0,
-        num_prompts=600,
-    ), {"scheduler": {**big, "kv_cache_tokens": 4000}}  # fmt: skip
-    yield "client-limited", dict(input_len=100, output_len=50, request_rate=50.0,
-                                 max_concurrency=3, num_prompts=300), {}  # fmt: skip
+    yield (
+        "preempting, ngram k=2",
+        dict(
+            drafters=["ngram"],
+            k=2,
+            input_len=500,
+            output_len=200,
+            request_rate=40.0,
+            num_prompts=600,
+        ),
+        {"scheduler": {**big, "kv_cache_tokens": 4000}},
+    )
+    yield (
+        "client-limited",
+        dict(input_len=100, output_len=50, request_rate=50.0, max_concurrency=3, num_prompts=300),
+        {},
+    )
 
 
-@pytest.mark.parametrize("name, kwargs, serving", list(little_runs()), ids=lambda x: x
-                         if isinstance(x, str) else "")  # fmt: skip
+@pytest.mark.parametrize(
+    "name, kwargs, serving", list(little_runs()), ids=lambda x: x if isinstance(x, str) else ""
+)
 def test_littles_law_on_every_run(name, kwargs, serving):
     """``mean_concurrency`` (the simulator's time-average of requests in the server, counted
     step by step) equals ``request_throughput · mean_e2el_ms / 1000`` read from the same
@@ -95,8 +114,9 @@ def test_far_above_capacity_output_throughput_is_the_existing_models(drafters, k
         scheduler={"max_num_seqs": 8, "max_num_batched_tokens": 2048, "kv_cache_tokens": 10**6},
         prefill_ms={"tokens": [16, 2048], "ms": [0.001, 0.001]},
     )
-    r = api.bench(prob, drafters=drafters, k=k, input_len=16, output_len=500,
-                  num_prompts=1500, seed=5)  # fmt: skip
+    r = api.bench(
+        prob, drafters=drafters, k=k, input_len=16, output_len=500, num_prompts=1500, seed=5
+    )
     members = prob.mask(drafters) if drafters else np.zeros(prob.n, bool)
     model = float(serving_metrics(prob, members[None], np.array([k]), 8)["tokens_per_s"][0])
     got = r.metrics["output_throughput"]
@@ -114,8 +134,17 @@ def test_at_a_very_low_rate_tpot_is_step_over_e_and_itl_the_step(k):
     ``step_ms(1, k) / E(k)`` with ``E`` by hand from the acceptance: by Wald's identity the
     ratio lies in ``[1, 1 + k / (O − 1)]`` (here O = 2001)."""
     prob = rp.problem()
-    r = api.bench(prob, drafters=["eagle"], k=k, input_len=32, output_len=2001,
-                  request_rate=0.01, burstiness=math.inf, num_prompts=200, seed=7)  # fmt: skip
+    r = api.bench(
+        prob,
+        drafters=["eagle"],
+        k=k,
+        input_len=32,
+        output_len=2001,
+        request_rate=0.01,
+        burstiness=math.inf,
+        num_prompts=200,
+        seed=7,
+    )
     step1 = rp.step_ms("eagle", 1, k)
     e = sum(math.prod(rp.ACCEPTANCE[:i]) for i in range(k + 1))
     assert r.metrics["max_running_seqs"] == 1
@@ -130,9 +159,12 @@ def test_at_a_very_low_rate_tpot_is_step_over_e_and_itl_the_step(k):
 # ---------------------------------------------------------------- tokens per step
 @pytest.mark.parametrize(
     "drafters, k, pooled, convention",
-    [(["eagle"], 4, False, "bonus"), (["eagle"], 2, False, "paper"),
-     (["eagle", "ngram"], 3, True, "bonus")],
-)  # fmt: skip
+    [
+        (["eagle"], 4, False, "bonus"),
+        (["eagle"], 2, False, "paper"),
+        (["eagle", "ngram"], 3, True, "bonus"),
+    ],
+)
 def test_emitted_tokens_per_step_follow_the_closed_form(drafters, k, pooled, convention):
     """Over decode steps with at least ``k + 1`` tokens left, tokens per step are the
     configuration's own pmf, by hand: a chain's ``P(≥ j) = Π_{i<j} a(i)``; for a paper
@@ -145,11 +177,23 @@ def test_emitted_tokens_per_step_follow_the_closed_form(drafters, k, pooled, con
     if pooled:
         d["search"]["m"] = {"max": 2}
         d["serving"]["step_ms"].append(
-            {"drafters": ["eagle", "ngram"], "by_batch": {1: {0: 10.0, 3: 15.0}, 16: {0: 16.0, 3: 34.0}}}
+            {
+                "drafters": ["eagle", "ngram"],
+                "by_batch": {1: {0: 10.0, 3: 15.0}, 16: {0: 16.0, 3: 34.0}},
+            }
         )
     prob = rp.build(d)
-    r = api.bench(prob, drafters=drafters, k=k, pooled=pooled, input_len=64, output_len=60,
-                  request_rate=20.0, num_prompts=2500, seed=11)  # fmt: skip
+    r = api.bench(
+        prob,
+        drafters=drafters,
+        k=k,
+        pooled=pooled,
+        input_len=64,
+        output_len=60,
+        request_rate=20.0,
+        num_prompts=2500,
+        seed=11,
+    )
     acc = rp.ACCEPTANCE
     if pooled:
         acc = [1 - (1 - a) * (1 - 0.5) for a in rp.ACCEPTANCE]
@@ -183,8 +227,16 @@ def test_the_schedule_runs_the_best_k_at_every_batch_size():
     got = config.k_by_batch(16)[1:].tolist()
     assert got == want
     assert config.ranges[0][0] == 1 and config.ranges[-1][1] == 16
-    r = api.bench(prob, drafters=["eagle"], schedule=True, input_len=64, output_len=40,
-                  request_rate=60.0, num_prompts=500, seed=2)  # fmt: skip
+    r = api.bench(
+        prob,
+        drafters=["eagle"],
+        schedule=True,
+        input_len=64,
+        output_len=40,
+        request_rate=60.0,
+        num_prompts=500,
+        seed=2,
+    )
     assert r.to_dict()["label"].startswith("eagle, k by batch size")
 
 
@@ -219,8 +271,13 @@ def test_a_roofline_problem_is_asked_at_every_step():
     del d["serving"]["step_ms"]
     del d["serving"]["prefill_ms"]
     d["serving"]["hardware"] = {"gpu": "h100-sxm", "count": 1}
-    d["serving"]["model"] = {"params_b": 8.0, "layers": 32, "hidden": 4096, "heads": 32,
-                             "kv_heads": 8}  # fmt: skip
+    d["serving"]["model"] = {
+        "params_b": 8.0,
+        "layers": 32,
+        "hidden": 4096,
+        "heads": 32,
+        "kv_heads": 8,
+    }
     d["drafters"][0]["draft_ms"] = {1: 0.5, 64: 1.0}
     d["drafters"][1]["draft_ms"] = {1: 0.1, 64: 0.2}
     prob = rp.build(d)
@@ -233,8 +290,15 @@ def test_a_roofline_problem_is_asked_at_every_step():
         kk = 2 if b else 0
         want = pred.step_ms(row, [kk], [2 * (kk > 0) + 1], [float(b)], [ctx], [float(p)])
         assert step(b, kk, ctx, p) == pytest.approx(float(want[0]), rel=1e-12)
-    r = api.bench(prob, drafters=["eagle"], k=2, input_len=200, output_len=30,
-                  request_rate=20.0, num_prompts=100)  # fmt: skip
+    r = api.bench(
+        prob,
+        drafters=["eagle"],
+        k=2,
+        input_len=200,
+        output_len=30,
+        request_rate=20.0,
+        num_prompts=100,
+    )
     assert r.metrics["completed"] == 100
     assert any("asked of the predictor at every step" in n for n in r.notes)
 
@@ -338,21 +402,32 @@ def test_what_the_engine_serves_by_default():
 
 # ---------------------------------------------------------------- the document
 KEYS = [
-    "completed", "duration", "request_throughput", "output_throughput",
-    "total_token_throughput", "spec_decode_acceptance_length", "mean_queue_ms",
-    "preemptions", "max_concurrent_requests", "max_running_seqs", "mean_concurrency",
-    "kv_cache_peak_fraction", "date", "notes",
+    "completed",
+    "duration",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "spec_decode_acceptance_length",
+    "mean_queue_ms",
+    "preemptions",
+    "max_concurrent_requests",
+    "max_running_seqs",
+    "mean_concurrency",
+    "kv_cache_peak_fraction",
+    "date",
+    "notes",
 ] + [
     f"{s}_{m}_ms"
     for m in ("ttft", "tpot", "itl", "e2el")
     for s in ("mean", "median", "std", "p50", "p90", "p95", "p99")
-]  # fmt: skip
+]
 
 
 def test_document_keys_and_seeding():
     prob = rp.problem()
-    args = dict(drafters=["eagle"], k=2, input_len=100, output_len=40, request_rate=10.0,
-                num_prompts=300)  # fmt: skip
+    args = dict(
+        drafters=["eagle"], k=2, input_len=100, output_len=40, request_rate=10.0, num_prompts=300
+    )
     a = api.bench(prob, seed=4, **args).to_dict()
     b = api.bench(prob, seed=4, **args).to_dict()
     c = api.bench(prob, seed=5, **args).to_dict()

@@ -653,8 +653,9 @@ def test_notes_at_the_end_of_the_measured_range_and_at_the_memory_cap(tmp_path):
     capped = size_fleet(build(data), 3e5).to_dict()
     assert capped["batch"] == 40
     assert any("memory cap" in n for n in capped["notes"])
-    r = runner.invoke(app, ["capacity", write(tmp_path, data), "--tokens-per-s", "3e5",
-                            "--json", "-"])  # fmt: skip
+    r = runner.invoke(
+        app, ["capacity", write(tmp_path, data), "--tokens-per-s", "3e5", "--json", "-"]
+    )
     from allocator import api
 
     assert r.exit_code == 0
@@ -683,8 +684,11 @@ def test_a_drafter_without_step_times_is_left_out_with_a_note():
         "serving": {
             "batch_sizes": [1, 8, 100],
             "gpu_cost_per_hour": 3.0,
-            "verify_ms": {"batch": [1, 16], "tokens": [1, 2, 4],
-                          "ms": [[10, 11, 13], [14, 16, 20]]},  # fmt: skip
+            "verify_ms": {
+                "batch": [1, 16],
+                "tokens": [1, 2, 4],
+                "ms": [[10, 11, 13], [14, 16, 20]],
+            },
         },
     }
     r = size_fleet(build(data), 2000.0, 8.0)
@@ -711,10 +715,12 @@ def test_only_what_the_engine_serves_unless_pooled(tmp_path):
 
 def test_itl_ms_is_the_old_name_of_tpot_ms(tmp_path):
     p = write(tmp_path, problem_data(_flip_tables(), {"a": 0.8}))
-    new = runner.invoke(app, ["capacity", p, "--tokens-per-s", "1e4", "--tpot-ms", "20",
-                              "--json", "-"])  # fmt: skip
-    old = runner.invoke(app, ["capacity", p, "--tokens-per-s", "1e4", "--itl-ms", "20",
-                              "--json", "-"])  # fmt: skip
+    new = runner.invoke(
+        app, ["capacity", p, "--tokens-per-s", "1e4", "--tpot-ms", "20", "--json", "-"]
+    )
+    old = runner.invoke(
+        app, ["capacity", p, "--tokens-per-s", "1e4", "--itl-ms", "20", "--json", "-"]
+    )
     assert new.exit_code == old.exit_code == 0
     assert json.loads(new.stdout) == json.loads(old.stdout)
     said = " ".join(old.stderr.split())
