@@ -60,9 +60,10 @@ by bisection between ``R / n`` (sustained) and ``R / (n − 1)`` (not), to
 :data:`MIN_PROMPTS`: a percentile read from one or two values moves with the seed.
 
 **A sweep of rates** (``sweep_rates``): for each candidate contending at some rate, its
-``max_request_rate_per_replica`` ``r*`` by bisection (to :data:`RATE_TOL`); at each rate
-each side (with and without speculation) needs ``min ⌈R / r*⌉`` replicas; where the cheaper
-side changes is listed.
+highest sustained rate ``r*`` (saturation, then halving until sustained, then bisection to
+:data:`SWEEP_TOL`; a candidate whose bracket can no longer beat a side's best at any swept
+rate stops there); at each rate each side (with and without speculation) needs ``min ⌈R /
+r*⌉`` replicas; where the cheaper side changes is listed.
 
 Simulations are independent jobs run by :class:`~allocator.analysis.workers.Workers` (this
 process, local processes or Ray): the same answer wherever they ran.
@@ -105,6 +106,8 @@ MIN_PROMPTS = 1000
 MAX_DEFAULT_PROMPTS = 20_000
 #: Relative width to which a highest sustained rate is bisected.
 RATE_TOL = 0.005
+#: The same in a sweep of rates, for each candidate contending at some rate.
+SWEEP_TOL = 0.02
 #: The share of saturation at which a candidate is asked whether it meets the SLOs at all.
 LOW_LOAD = 1e-3
 #: Slack on the throughput ceiling of screening (step 2 of the module docstring).
@@ -408,6 +411,7 @@ class Job:
     hi: float = 0.0
     hi_fails: bool = False
     saturation: float = math.nan
+    allowed: tuple[tuple[float, int], ...] | None = None
 
 
 @dataclass
@@ -491,13 +495,7 @@ def run_job(job: Job) -> Outcome:
     elif job.kind == "rate":
         s.out.rate = _highest_rate(s, job.lo, job.hi, job.hi_fails)
     elif job.kind == "curve":
-        sat = s.saturation()
-        if not s.reachable():
-            s.out.rate = None
-        elif s.sustains(sat):
-            s.out.rate = sat
-        else:
-            s.out.rate = _highest_rate(s, sat * LOW_LOAD, sat)
+        s.out.rate = _curve(s, job)
     else:  # pragma: no cover - internal
         raise ValueError(job.kind)
     return s.out
@@ -549,12 +547,40 @@ def _fewest_replicas(s: _Searcher, job: Job) -> None:
     s.out.replicas = hi
 
 
-def _highest_rate(s: _Searcher, lo: float, hi: float, hi_fails: bool = False) -> float:
-    """Bisection (geometric) between a sustained ``lo`` and ``hi`` to :data:`RATE_TOL`;
-    ``hi`` itself when sustained (not asked when ``hi_fails``: known not to be)."""
+def _curve(s: _Searcher, job: Job) -> float | None:
+    """A candidate's highest sustained rate for a sweep (to :data:`SWEEP_TOL`), or ``None``:
+    it meets the SLOs at no rate, or (``job.allowed``: the most replicas at each swept rate
+    that could still make it a side's cheapest) it cannot beat the best already found."""
+
+    def useless(top: float) -> bool:
+        if job.allowed is None:
+            return False
+        return all(replicas_at_least(r, top) > n for r, n in job.allowed)
+
+    sat = s.saturation()
+    if useless(sat):
+        return None
+    if s.sustains(sat):
+        return sat
+    x = sat / 2.0
+    while x >= sat * LOW_LOAD:  # halving until sustained: brackets within a factor 2
+        if s.sustains(x):
+            if useless(2.0 * x):
+                return None
+            return _highest_rate(s, x, 2.0 * x, True, SWEEP_TOL)
+        x /= 2.0
+    s.out.reachable = False
+    return None
+
+
+def _highest_rate(
+    s: _Searcher, lo: float, hi: float, hi_fails: bool = False, tol: float = RATE_TOL
+) -> float:
+    """Bisection (geometric) between a sustained ``lo`` and ``hi`` to ``tol``; ``hi`` itself
+    when sustained (not asked when ``hi_fails``: known not to be)."""
     if not hi_fails and s.sustains(hi):
         return hi
-    while hi / lo - 1.0 > RATE_TOL:
+    while hi / lo - 1.0 > tol:
         mid = math.sqrt(lo * hi)
         if s.sustains(mid):
             lo = mid
@@ -958,9 +984,18 @@ def _sweep(
                 wave.append(i)
         if not wave:
             break
-        outs = workers.map(
-            run_job, [Job("curve", problem, cands[i], source, slos, seed) for i in wave]
-        )
+        jobs = []
+        for i in wave:
+            side = cands[i].config.speculative
+            allowed: tuple[tuple[float, int], ...] | None = None
+            if len(best_rate[side]) == rates.size:  # a best at every rate: prune against it
+                allowed = tuple(
+                    (float(x), n if keys[i] < key else n - 1)
+                    for x, (n, key) in zip(rates, (best_rate[side][j] for j in range(rates.size)),
+                                           strict=True)
+                )  # fmt: skip
+            jobs.append(Job("curve", problem, cands[i], source, slos, seed, allowed=allowed))
+        outs = workers.map(run_job, jobs)
         for i, out in zip(wave, outs, strict=True):
             runs += out.runs
             star[i] = out.rate
@@ -1036,6 +1071,7 @@ __all__ = [
     "RATE_TOL",
     "SLACK",
     "SLO",
+    "SWEEP_TOL",
     "WAVE",
     "Bounds",
     "Candidate",

@@ -9,9 +9,11 @@ an answer.
 
 * ``workers = 1``: in this process, one job after the other.
 * ``workers = N > 1`` (default: the CPUs this process may use, see :func:`default_workers`):
-  a pool of local processes (``concurrent.futures.ProcessPoolExecutor``, started with
-  ``forkserver`` on Linux, ``spawn`` elsewhere: no process forks a copy of this one's
-  threads).
+  a pool of local processes (``concurrent.futures.ProcessPoolExecutor``), forked on Linux:
+  a worker starts at once, with what this process has imported, and does not import the
+  caller's ``__main__`` again (``spawn`` and ``forkserver`` do, which breaks a script
+  without an ``if __name__ == "__main__":`` guard); the jobs run numpy and the simulator
+  only. Elsewhere ``spawn``, where a script needs that guard, as Python documents.
 * ``ray = ADDRESS``: tasks on a Ray cluster (``ray.init(address=ADDRESS)``; ``"local"``
   starts one on this machine). Needs the optional extra ``allocator[ray]``.
 """
@@ -99,7 +101,7 @@ class Workers:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
-            method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+            method = "fork" if sys.platform.startswith("linux") else "spawn"
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context(method)
             )
