@@ -191,6 +191,7 @@ def test_notebooks_are_stored_without_outputs_and_listed():
         "05-serving-under-load",
         "06-width-against-depth",
         "07-capacity",
+        "08-requests-and-slos",
     ]
     for path in paths:
         nb = nbformat.read(path, as_version=4)
