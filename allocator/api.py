@@ -16,6 +16,7 @@ from .exceptions import InputError, ParameterError
 from .search import needs_batch
 
 if TYPE_CHECKING:
+    from .analysis.bench import BenchResult
     from .analysis.breakeven import BreakevenReport
     from .analysis.fleet import CapacityResult
     from .analysis.paper import PaperReport
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from .analysis.profile_plan import ProfilePlan
     from .analysis.schedule import ContextSchedules, Schedule
     from .analysis.simulate import Simulation
+    from .analysis.slo import RateCapacityResult
     from .analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
     from .analysis.uncertainty import Progress
     from .estimate import EstimateReport
@@ -422,21 +424,28 @@ def parse_contexts(contexts: Sequence[float] | str) -> list[float]:
 def size_fleet(
     problem: Problem | str | Path | dict,
     tokens_per_s: float,
-    itl_ms: float | None = None,
+    tpot_ms: float | None = None,
     *,
     sweep_load: np.ndarray | Sequence[float] | str | None = None,
     routes: bool | None = None,
+    engine: str = "vllm",
+    pooled: bool = False,
+    budget: Mapping[str, float] | None = None,
 ) -> CapacityResult:
-    """``allocator capacity``: the cheapest fleet carrying ``tokens_per_s`` (generated
-    tokens/s over the fleet) with inter-token latency at most ``itl_ms`` (ms; ``None``:
-    no target), beside the cheapest without speculation
-    (:func:`allocator.analysis.fleet.capacity`).
+    """``allocator capacity --tokens-per-s``: the cheapest fleet carrying ``tokens_per_s``
+    (generated tokens/s over the fleet) with every sequence's mean time per output token
+    (TPOT) at most ``tpot_ms`` (ms; ``None``: no target), beside the cheapest without
+    speculation (:func:`allocator.analysis.fleet.capacity`), over every integer batch size
+    the step times reach.
 
     ``sweep_load``: also $/h at these loads (tokens/s, or ``"LO:HI:STEPS"``), with and
     without speculation. ``routes``: also plan's per-workload routes as one fleet
-    (default: when the problem has workloads).
+    (default: when the problem has workloads). Only what ``engine`` serves unless
+    ``pooled`` (:func:`allocator.engines.servable`); ``budget`` replaces caps of the
+    problem's.
     """
     from .analysis.fleet import capacity
+    from .engines import servable
     from .io.ranges import parse_load_range
 
     loads = None
@@ -444,7 +453,192 @@ def size_fleet(
         loads = parse_load_range(sweep_load)
     elif sweep_load is not None:
         loads = np.asarray(sweep_load, dtype=float)
-    return capacity(_problem(problem), tokens_per_s, itl_ms, loads, routes)
+    prob = _with_budget(_problem(problem), budget)
+    restricted, notes = servable(prob, engine, pooled)
+    result = capacity(restricted, tokens_per_s, tpot_ms, loads, routes)
+    result.notes[:0] = notes
+    return result
+
+
+def _with_budget(problem: Problem, budget: Mapping[str, float] | None) -> Problem:
+    """``problem`` with the caps of ``budget`` replacing its own (none: as it is)."""
+    if not budget:
+        return problem
+    return problem.replace(budget={**problem.budget, **dict(budget)})
+
+
+# ---------------------------------------------------------------- requests (issue 17):
+# a simulated `vllm bench serve`, and capacity for a request rate under SLO percentiles.
+def _requests(
+    num_prompts: int | None,
+    input_len: int | None,
+    output_len: int | None,
+    trace: str | Path | None,
+    burstiness: float,
+    seed: int,
+):
+    from .analysis.bench import request_source
+
+    return request_source(
+        num_prompts,
+        input_len=input_len,
+        output_len=output_len,
+        trace=trace,
+        burstiness=burstiness,
+        seed=seed,
+    )
+
+
+def _rate(source, request_rate: float | None, trace_speedup: float | None) -> float:
+    """The rate of a run: ``request_rate``; or a trace's own rate times ``trace_speedup``
+    (default 1); or, for generated arrivals, ``inf`` (vLLM's default: all at once)."""
+    import math
+
+    if trace_speedup is not None:
+        if source.trace_s is None:
+            raise ParameterError("trace_speedup", "speeds up a trace: give a trace")
+        if request_rate is not None:
+            raise ParameterError(
+                "trace_speedup", "give the rate (request_rate) or a trace speed-up, not both"
+            )
+        f = float(trace_speedup)
+        if not (math.isfinite(f) and f > 0):
+            raise ParameterError(
+                "trace_speedup", f"must be a finite number > 0, got {trace_speedup}"
+            )
+        native = source.native_rate
+        return native * f
+    if request_rate is not None:
+        r = float(request_rate)
+        if math.isnan(r) or r <= 0:
+            raise ParameterError(
+                "request_rate", f"must be > 0 requests/s (or inf), got {request_rate}"
+            )
+        return r
+    if source.trace_s is not None:
+        return float(source.native_rate)
+    return math.inf
+
+
+def bench(
+    problem: Problem | str | Path | dict,
+    *,
+    drafters: Sequence[str] | None = None,
+    k: int | None = None,
+    schedule: bool = False,
+    request_rate: float | None = None,
+    burstiness: float = 1.0,
+    max_concurrency: int | None = None,
+    num_prompts: int | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    trace: str | Path | None = None,
+    trace_speedup: float | None = None,
+    seed: int = 0,
+    max_num_seqs: int | None = None,
+    engine: str = "vllm",
+    pooled: bool = False,
+) -> BenchResult:
+    """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
+    (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
+    speculation off) or ``k`` by batch size (``schedule``); ``num_prompts`` requests
+    (default 1000) of ``input_len``/``output_len`` tokens arriving at ``request_rate``
+    (requests/s; default ``inf``, all at once) with gamma gaps of shape ``burstiness``, or
+    the first rows of a ``trace`` (its own times, sped up by ``trace_speedup`` or scaled to
+    ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
+    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Seeded by
+    ``seed``: the same seed gives the same document but for ``date``."""
+    from .analysis.bench import DEFAULT_NUM_PROMPTS, configuration
+    from .analysis.bench import bench as run_bench
+
+    prob = _problem(problem)
+    source = _requests(
+        DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts,
+        input_len,
+        output_len,
+        trace,
+        burstiness,
+        seed,
+    )
+    rate = _rate(source, request_rate, trace_speedup)
+    config, notes = configuration(
+        prob, drafters, k, schedule=schedule, max_num_seqs=max_num_seqs, engine=engine,
+        pooled=pooled,
+    )  # fmt: skip
+    return run_bench(
+        prob,
+        source,
+        config,
+        rate,
+        max_num_seqs=max_num_seqs,
+        max_concurrency=max_concurrency,
+        seed=seed,
+        notes=notes,
+    )
+
+
+def size_fleet_for_rate(
+    problem: Problem | str | Path | dict,
+    request_rate: float | None,
+    slo: Sequence[str] | Mapping[str, float],
+    *,
+    burstiness: float = 1.0,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    trace: str | Path | None = None,
+    trace_speedup: float | None = None,
+    num_prompts: int | None = None,
+    seed: int = 0,
+    sweep_rate: np.ndarray | Sequence[float] | str | None = None,
+    max_num_seqs: Sequence[int] | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    engine: str = "vllm",
+    pooled: bool = False,
+    budget: Mapping[str, float] | None = None,
+) -> RateCapacityResult:
+    """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
+    requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
+    no rate is given) with every SLO of ``slo`` met (``"p99_ttft_ms=500"`` strings or a
+    mapping; :mod:`allocator.analysis.slo`), beside the cheapest without speculation.
+
+    Each replica is simulated at its share of the rate over ``num_prompts`` requests
+    (default: enough for the highest percentile asked) seeded by ``seed``; ``sweep_rate``
+    also prices rates (``"LO:HI:STEPS"`` or numbers); ``max_num_seqs`` the values tried
+    (default: a ladder); the simulations run on ``workers`` local processes (default: the
+    CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
+    ``pooled``; ``budget`` replaces caps of the problem's."""
+    from .analysis.slo import MAX_SWEEP_RATES, default_num_prompts, parse_slos, size_for_rate
+    from .analysis.workers import Workers
+    from .io.ranges import parse_range
+
+    slos = parse_slos(slo)
+    n = default_num_prompts(slos)[0] if num_prompts is None else num_prompts
+    source = _requests(n, input_len, output_len, trace, burstiness, seed)
+    if request_rate is None and trace_speedup is None:
+        raise ParameterError("request_rate", "give the fleet's request rate, requests/s")
+    rate = _rate(source, request_rate, trace_speedup)
+    rates = None
+    if isinstance(sweep_rate, str):
+        rates = parse_range(sweep_rate, "sweep_rate", positive=True, max_steps=MAX_SWEEP_RATES)
+    elif sweep_rate is not None:
+        rates = np.asarray(sweep_rate, dtype=float)
+    prob = _with_budget(_problem(problem), budget)
+    path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
+    with Workers(workers, ray) as pool:
+        return size_for_rate(
+            prob,
+            rate,
+            slos,
+            source,
+            seed=seed,
+            engine=engine,
+            pooled=pooled,
+            max_num_seqs=max_num_seqs,
+            sweep_rates=rates,
+            workers=pool,
+            problem_path=path,
+        )
 
 
 def calibrate(
@@ -672,6 +866,7 @@ __all__ = [
     "DEFAULT_SAMPLES",
     "MAX_CONTEXTS",
     "MAX_SAMPLES",
+    "bench",
     "best_tree",
     "breakeven",
     "calibrate",
@@ -693,6 +888,7 @@ __all__ = [
     "schedule",
     "simulate",
     "size_fleet",
+    "size_fleet_for_rate",
     "solve",
     "solve_at_batch",
     "sweep_hosting",

@@ -19,6 +19,14 @@ It prints, each a median of ``R`` runs inside this process (no start-up):
 * how the time grows with the requests (``N`` = 1,000 .. all 19,366 at the trace's rate)
   and with ``max_num_seqs`` (8 .. 512, the trace sped up 4x so that the batch fills).
 
+Then the same through the problem file (``--problem``, in this process: ``allocator.api.bench``,
+the path ``allocator bench`` takes): ``problems/requests-70b.yaml`` (its measured tables,
+prefill table and scheduler, ``max_num_seqs`` 50), the first 10,000 conversation requests at
+their own timestamps, EAGLE-3 with ``k`` by batch size (speculation on) beside speculation off;
+requests simulated per second, and how the time grows with the requests and with
+``max_num_seqs`` (speculation off, whose step times reach batch 50: 8 .. 50, the trace sped up
+2x so that the batch fills).
+
 The load average is printed at the end: on a shared machine wall times grow with it.
 """
 
@@ -81,12 +89,53 @@ def timed(fn, repeats: int) -> tuple[float, float, object]:
     return statistics.median(walls), statistics.median(cpus), out
 
 
+def problem_case(repeats: int, quick: bool) -> None:
+    """``bench`` through the problem file (module docstring)."""
+    from allocator import api
+
+    path = ROOT / "problems/requests-70b.yaml"
+    prob = api.load(path)
+
+    def run(n: int, speedup: float | None = None, **kw):
+        return api.bench(prob, trace=TRACE, num_prompts=n, trace_speedup=speedup, seed=0, **kw)
+
+    print()
+    print("through the problem file (problems/requests-70b.yaml, allocator.api.bench)")
+    print(
+        f"{'10,000 conversation requests':<34} {'wall s':>8} {'cpu s':>8} {'req/s':>9} {'steps':>9}"
+    )
+    rows = []
+    for name, kw in (
+        ("eagle3, k by batch size", {"drafters": ["eagle3"], "schedule": True}),
+        ("speculation off", {}),
+    ):
+        w, c, r = timed(lambda kw=kw: run(10_000, **kw), repeats)
+        rows.append(w)
+        print(f"{name:<34} {w:>8.3f} {c:>8.3f} {10_000 / w:>9,.0f} {r.result.steps:>9,}")
+    print(f"ratio speculation / off: {rows[0] / rows[1]:.2f}")
+    sizes = [1_000, 5_000, 19_366] if quick else [1_000, 2_000, 5_000, 10_000, 19_366]
+    print(f"{'requests':>9} {'wall s':>8} {'us/request':>11}   (eagle3, k by batch size)")
+    for n in sizes:
+        wn, _, _ = timed(lambda n=n: run(n, drafters=["eagle3"], schedule=True), repeats)
+        print(f"{n:>9,} {wn:>8.3f} {1e6 * wn / n:>11.1f}")
+    print("10,000 requests at 2x the trace's rate, speculation off")
+    print(f"{'max_num_seqs':>12} {'wall s':>8} {'steps':>9} {'max running':>12}")
+    for b in [8, 16, 32, 50]:
+        wb, _, rb = timed(lambda b=b: run(10_000, 2.0, max_num_seqs=b), repeats)
+        print(f"{b:>12} {wb:>8.3f} {rb.result.steps:>9,} {rb.metrics['max_running_seqs']:>12}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5, help="runs per case (median)")
     ap.add_argument("--quick", action="store_true", help="fewer sizes, 3 repeats")
+    ap.add_argument("--problem", action="store_true", help="only the problem-file case")
     args = ap.parse_args()
     repeats = 3 if args.quick else args.repeats
+    if args.problem:
+        problem_case(repeats, args.quick)
+        print(f"load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}")
     print(f"repeats {repeats} (medians)")
     pmf = chain_pmf(ACCEPTANCE)
@@ -140,6 +189,7 @@ def main() -> None:
             f"{b:>12} {wb:>8.3f} {rb.steps:>9,} {rb.max_running_seqs:>12} "
             f"{int(rb.preemptions.sum()):>12}"
         )
+    problem_case(repeats, args.quick)
     print(f"load average: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

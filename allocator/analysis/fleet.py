@@ -1,35 +1,43 @@
-"""Fleet sizing under a latency target: replicas, batch size, drafters and ``k`` that
-carry a load at the lowest $/h, against the cheapest fleet that does not speculate
-(docs/design.md §8.11).
+"""Fleet sizing for a token load under a TPOT target: replicas, batch size, drafters and
+``k`` that carry a load at the lowest $/h, against the cheapest fleet that does not
+speculate (docs/design.md §8.11). (Capacity for a *request rate* under SLO percentiles,
+simulated request by request, is :mod:`allocator.analysis.slo`.)
 
 (:mod:`allocator.analysis.plan.hosting_sweep` is a different question: which drafters to *host*
 under a hosting budget. This module sizes a *fleet of replicas* for a traffic load.)
 
-The serving model (:mod:`allocator.model.serving`) gives, at each batch size ``b`` of
-``serving.batch_sizes``, every configuration's ``tokens_per_s(b)`` (one replica, whole
-batch) and ``itl_ms(b)`` (ms between tokens of one sequence). A configuration here is a
-subset of the search space with a ``k`` in ``search.k`` up to the largest ``k`` any step
-time reaches, within the problem's ``budget`` caps (on the model's metrics, the same test
-as ``schedule``: :func:`allocator.core.budget.feasible_mask`), plus ``k = 0`` (no
-speculation, no drafter, a candidate whatever the budget). A candidate ``(b, config)`` is
-*feasible* when it has a measured or modelled step time, ``itl_ms(b) <= Y`` and the
-replica can hold ``b`` sequences (:mod:`allocator.model.memory`: hosted drafters take
-KV-cache memory). For a load of ``X`` tokens/s (generated, over the whole fleet) it needs
+The serving model (:mod:`allocator.model.serving`) gives, at every integer batch size ``b``
+from 1 to the largest the step times reach (:func:`batch_limit`; ``serving.batch_sizes``
+plays no part), every configuration's ``tokens_per_s(b)`` (one replica, whole batch) and
+``tpot_ms(b) = step_ms / E``, the mean time per output token of one sequence (vLLM's
+TPOT; a streaming client sees the ``E`` tokens of a step arrive together, so the gap
+between its chunks, vLLM's ITL, is the whole step). A configuration here is a subset of the
+search space with a ``k`` in ``search.k`` up to the largest ``k`` any step time reaches,
+within the problem's ``budget`` caps (on the model's metrics, the same test as
+``schedule``: :func:`allocator.core.budget.feasible_mask`), plus ``k = 0`` (no speculation,
+no drafter, a candidate whatever the budget). A candidate ``(b, config)`` is *feasible* when
+it has a measured or modelled step time at ``b`` (a pair outside every measured range, or a
+drafter with neither a table nor ``draft_ms``, is left out and counted in a note, never a
+refusal of the file), ``tpot_ms(b) <= Y`` and the replica can hold ``b`` sequences
+(:mod:`allocator.model.memory`: hosted drafters take KV-cache memory). For a load of ``X``
+tokens/s (generated, over the whole fleet) it needs
 
     replicas = ceil(X / tokens_per_s(b))      cost_per_hour = replicas · gpu_cost_per_hour
 
 and the answer is the feasible candidate of least cost; ties go to fewer replicas (the
-same thing at one price), then lower ``itl_ms``, then smaller batch, fewer drafters,
+same thing at one price), then lower ``tpot_ms``, then smaller batch, fewer drafters,
 smaller ``k``. ``cost_per_mtok`` is the fleet's cost per million tokens *at the load
 served*: ``cost_per_hour / (3600 · X) · 10⁶`` (idle headroom of the last replica included).
+``gpus`` is ``replicas · serving.gpus_per_replica``. A note says when the answer's batch is
+the last its step times reach (a larger one is unmeasured, not worse) or its memory cap.
 
 Why the search is small: if candidate ``c'`` comes before ``c`` in the tie order above
-(so ``itl' <= itl``) and ``tokens_per_s' >= tokens_per_s``, then ``c'`` needs no more
+(so ``tpot' <= tpot``) and ``tokens_per_s' >= tokens_per_s``, then ``c'`` needs no more
 replicas than ``c`` at any load, so ``c`` never wins. Sorting the feasible candidates by
 that order and keeping those that beat every earlier one's throughput leaves a short
 staircase; each load takes the lexicographic minimum of ``(replicas, position)`` on it.
 Everything is vectorised over configurations (the only Python loop is over the batch
-sizes of ``serving``, at most a few dozen).
+sizes).
 
 The same argument shows what a load sweep can show: cost is ``ceil(X / T*) · price``
 with ``T*`` the largest feasible throughput of each side (with and without speculation),
@@ -46,7 +54,7 @@ model's ``E = 1 / Σ_w p_w / E_w``). Beside it, :func:`size_routes` sizes the ro
 
     replicas = ceil(Σ_w p_w · X / tokens_per_s_w(b))
 
-with every route's ``itl_ms_w(b) <= Y`` and ``b`` within the hosted set's memory cap.
+with every route's ``tpot_ms_w(b) <= Y`` and ``b`` within the hosted set's memory cap.
 What this approximates: a replica's batch mixes workloads, each sequence running its own
 route's ``k``; the formula treats the replica as time-shared between batches of one
 workload each (engines run one ``k`` per step, so a mixed batch is slower than this
@@ -93,11 +101,13 @@ MAX_REPLICAS = 10**12
 class ServingGrid:
     """Every configuration at every batch size of ``serving``.
 
-    batch : ``(S,)`` int, the batch sizes; members : ``(C, N)`` bool; k : ``(C,)`` int
-    (row 0 is ``k = 0`` without drafters); tokens_per_s : ``(S, C)`` tokens/s of one
-    replica (NaN: no step time); itl_ms : ``(S, C)`` ms; max_batch : ``(C,)`` int, the
-    largest batch the replica holds with that configuration's drafters (memory);
-    over_budget : speculative configurations the problem's ``budget`` left out (not rows).
+    batch : ``(S,)`` int, the batch sizes (every integer from 1 to :func:`batch_limit`);
+    members : ``(C, N)`` bool; k : ``(C,)`` int (row 0 is ``k = 0`` without drafters);
+    tokens_per_s : ``(S, C)`` tokens/s of one replica (NaN: no step time); tpot_ms :
+    ``(S, C)`` ms, the mean time per output token of one sequence; max_batch : ``(C,)``
+    int, the largest batch the replica holds with that configuration's drafters (memory);
+    over_budget : speculative configurations the problem's ``budget`` left out (not rows);
+    notes : what was left out, and why.
     """
 
     names: tuple[str, ...]
@@ -105,35 +115,46 @@ class ServingGrid:
     members: np.ndarray
     k: np.ndarray
     tokens_per_s: np.ndarray
-    itl_ms: np.ndarray
+    tpot_ms: np.ndarray
     max_batch: np.ndarray
     over_budget: int = 0
+    notes: tuple[str, ...] = ()
 
     def fits(self) -> np.ndarray:
         """``(S, C)`` bool: a step time exists and the batch fits in memory."""
         return np.isfinite(self.tokens_per_s) & (self.batch[:, None] <= self.max_batch[None, :])
 
+    def measured_to(self) -> np.ndarray:
+        """``(C,)`` int: the largest batch size with a step time for each configuration
+        (0: none)."""
+        timed = np.isfinite(self.tokens_per_s)
+        last = timed.shape[0] - 1 - np.argmax(timed[::-1], axis=0)
+        return np.where(timed.any(axis=0), self.batch[last], 0)
+
 
 @dataclass(frozen=True)
 class Fleet:
-    """One sized fleet (``cost_per_hour`` in $/h, ``itl_ms`` in ms, throughput tokens/s)."""
+    """One sized fleet (``cost_per_hour`` in $/h, ``tpot_ms`` in ms, throughput tokens/s;
+    ``gpus`` = replicas × ``serving.gpus_per_replica``)."""
 
     replicas: int
     batch: int
     drafters: list[str]
     k: int
-    itl_ms: float
+    tpot_ms: float
     tokens_per_s_per_replica: float
     cost_per_hour: float
     cost_per_mtok: float
+    gpus: int = 0
 
     def document(self) -> dict:
         return {
             "replicas": self.replicas,
+            "gpus": self.gpus,
             "batch": self.batch,
             "drafters": self.drafters,
             "k": self.k,
-            "itl_ms": self.itl_ms,
+            "tpot_ms": self.tpot_ms,
             "tokens_per_s_per_replica": self.tokens_per_s_per_replica,
             "cost_per_hour": self.cost_per_hour,
             "cost_per_mtok": self.cost_per_mtok,
@@ -145,26 +166,28 @@ class RoutedFleet:
     """Plan's per-workload routes sized as one fleet (see :func:`size_routes`).
 
     hosted : drafter names hosted on every replica; routes : per workload ``{"workload",
-    "weight", "drafters", "k", "itl_ms", "tokens_per_s_per_replica"}`` at the fleet's
-    batch; itl_ms : the worst route's; tokens_per_s_per_replica : the mixture's,
+    "weight", "drafters", "k", "tpot_ms", "tokens_per_s_per_replica"}`` at the fleet's
+    batch; tpot_ms : the worst route's; tokens_per_s_per_replica : the mixture's,
     ``1 / Σ_w p_w / tokens_per_s_w``.
     """
 
     replicas: int
     batch: int
     hosted: list[str]
-    itl_ms: float
+    tpot_ms: float
     tokens_per_s_per_replica: float
     cost_per_hour: float
     cost_per_mtok: float
     routes: list[dict]
+    gpus: int = 0
 
     def document(self) -> dict:
         return {
             "replicas": self.replicas,
+            "gpus": self.gpus,
             "batch": self.batch,
             "hosted": self.hosted,
-            "itl_ms": self.itl_ms,
+            "tpot_ms": self.tpot_ms,
             "tokens_per_s_per_replica": self.tokens_per_s_per_replica,
             "cost_per_hour": self.cost_per_hour,
             "cost_per_mtok": self.cost_per_mtok,
@@ -232,7 +255,7 @@ class CapacityResult:
 
     problem: str
     tokens_per_s: float
-    itl_target_ms: float
+    tpot_target_ms: float
     best: Fleet
     without_speculation: Fleet | None
     notes: list[str] = field(default_factory=list)
@@ -256,12 +279,13 @@ class CapacityResult:
 
     def to_dict(self) -> dict:
         """The ``capacity --json`` document: :meth:`document`, then ``routed`` (with
-        routes) and ``sweep`` (with a load sweep)."""
+        routes) and ``sweep`` (with a load sweep), then ``notes``."""
         doc = self.document()
         if self.with_routes:
             doc["routed"] = None if self.routed is None else self.routed.document()
         if self.sweep is not None:
             doc["sweep"] = self.sweep.document()
+        doc["notes"] = list(self.notes)
         return doc
 
 
@@ -281,13 +305,53 @@ def _need_serving(problem: Problem):
     )
 
 
-def configurations(problem: Problem) -> tuple[np.ndarray, np.ndarray, int]:
+def batch_limit(problem: Problem) -> tuple[int, str | None]:
+    """The largest batch size any step time of the problem reaches, and a note when that is
+    not a measured range: the largest batch of a measured ``step_ms`` table or of
+    ``verify_ms``; the roofline's measured range when calibrated; else (a roofline with no
+    measured range) the memory cap with no drafter, else the largest of
+    ``serving.batch_sizes`` and ``serving.scheduler.max_num_seqs``."""
+    serving = _need_serving(problem)
+    highs = [float(t.batch[-1]) for t in serving.tables]
+    if serving.has_component_model:
+        highs.append(float(serving.verify_batch[-1]))
+    note = None
+    if serving.has_roofline:
+        measured = _serving_model().predictor(problem).domain().get("decode_seqs")
+        if measured is not None and np.isfinite(measured[1]):
+            highs.append(float(measured[1]))
+        elif not highs:
+            if problem.memory is not None:
+                cap = int(max_batch(problem, np.zeros((1, problem.n), bool))[0])
+                highs.append(float(cap))
+                why = f"the memory cap with no drafter ({cap})"
+            else:
+                top = int(serving.batch_sizes[-1])
+                if serving.scheduler is not None:
+                    top = max(top, int(serving.scheduler.max_num_seqs))
+                highs.append(float(top))
+                why = (
+                    f"the largest of serving.batch_sizes and serving.scheduler.max_num_seqs ({top})"
+                )
+            note = (
+                "the roofline has no measured batch range: batch sizes up to " + why + " are "
+                "candidates"
+            )
+    return max(1, int(max(highs, default=1.0))), note
+
+
+def configurations(
+    problem: Problem, batches: int | None = None
+) -> tuple[np.ndarray, np.ndarray, int]:
     """Row 0: no drafters, ``k = 0``; then every subset of the search space at every ``k``
     of the serving model's ``speculative_ks`` that is within the problem's ``budget``
     (each cap on the model's metrics, as ``schedule`` applies it). Returns ``members
-    (C, N)`` bool, ``k (C,)`` int and how many configurations the budget left out."""
+    (C, N)`` bool, ``k (C,)`` int and how many configurations the budget left out.
+    ``batches``: the batch sizes each is sized at (default :func:`batch_limit`'s)."""
     ks = _serving_model().speculative_ks(problem)
-    pairs = count_subsets(problem) * ks.size * _need_serving(problem).batch_sizes.size
+    if batches is None:
+        batches = batch_limit(problem)[0]
+    pairs = count_subsets(problem) * ks.size * batches
     if pairs > MAX_CELLS:
         raise InputError(
             "search.m.max",
@@ -311,31 +375,66 @@ def configurations(problem: Problem) -> tuple[np.ndarray, np.ndarray, int]:
     return members, k, kept.left_out
 
 
+def untimed_drafters(problem: Problem) -> list[str]:
+    """Drafters with neither a measured ``step_ms`` table of their own nor ``draft_ms`` (nor
+    an ``architecture`` for the roofline): no speculative configuration of theirs has a
+    step time."""
+    serving = _need_serving(problem)
+    tabled = np.zeros(problem.n, bool)
+    for t in serving.tables:
+        tabled |= t.members
+    out = []
+    for i, name in enumerate(problem.names):
+        if tabled[i] or serving.draft_ms[i].size:
+            continue
+        models = serving.drafter_models
+        if serving.has_roofline and models and models[i] is not None:
+            continue
+        out.append(name)
+    return out
+
+
 def serving_grid(problem: Problem) -> ServingGrid:
-    """Tokens/s and ITL of every configuration at every batch size (see the module doc).
+    """Tokens/s and TPOT of every configuration at every integer batch size from 1 to
+    :func:`batch_limit` (see the module doc), and notes on what has no step time.
 
     Raises :class:`InputError` (field ``serving``) when the problem has no serving section.
     """
     sm = _serving_model()
-    serving = _need_serving(problem)
-    members, k, over_budget = configurations(problem)
+    top, limit_note = batch_limit(problem)
+    members, k, over_budget = configurations(problem, top)
     e = sm.bonus_expected(problem, members, k)  # (C,), independent of the batch size
-    batch = np.asarray(serving.batch_sizes, dtype=np.int64)
+    batch = np.arange(1, top + 1, dtype=np.int64)
     tps = np.full((batch.size, k.size), np.nan)
-    itl = np.full_like(tps, np.nan)
-    for i, b in enumerate(batch):  # a few batch sizes; configurations are vectorised
+    tpot = np.full_like(tps, np.nan)
+    for i, b in enumerate(batch):  # one pass per batch size; configurations vectorised
         step = sm.step_ms_or_nan(problem, members, k, float(b))
         tps[i] = sm.tokens_per_s(e, step, float(b))
-        itl[i] = step / e
+        tpot[i] = step / e
+    notes = [] if limit_note is None else [limit_note]
+    lacking = untimed_drafters(problem)
+    if lacking:
+        notes.append(
+            f"left out: {', '.join(lacking)} (neither a measured step_ms table nor draft_ms: "
+            "no step time to speculate with)"
+        )
+    timed = np.isfinite(tps)
+    missing = int(np.count_nonzero(~timed[:, timed.any(axis=0)]))  # configurations with some
+    if missing:
+        notes.append(
+            f"{missing:,} (configuration, batch size) pair(s) of batch sizes 1..{top} have no "
+            "step time (outside every measured range; never extrapolated): not candidates"
+        )
     return ServingGrid(
         problem.names,
         batch,
         members,
         k,
         tps,
-        itl,
+        tpot,
         max_batch(problem, members).astype(np.int64),
         over_budget,
+        tuple(notes),
     )
 
 
@@ -358,12 +457,12 @@ def _too_many(load: float, tokens_per_s: float, option: str) -> InputError:
 
 
 def cheapest(
-    tokens_per_s: np.ndarray, itl_ms: np.ndarray, loads: np.ndarray
+    tokens_per_s: np.ndarray, tpot_ms: np.ndarray, loads: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The cheapest feasible candidate at each load.
 
-    tokens_per_s, itl_ms : ``(F,)`` of feasible candidates, listed in tie-break order
-    after ``itl_ms`` (an earlier row wins a tie of replicas and latency); loads : ``(L,)``.
+    tokens_per_s, tpot_ms : ``(F,)`` of feasible candidates, listed in tie-break order
+    after ``tpot_ms`` (an earlier row wins a tie of replicas and latency); loads : ``(L,)``.
     Returns ``choice (L,)`` indices into ``F`` and ``replicas (L,)``; both empty-safe
     (``F = 0`` gives ``-1`` and ``0``).
     """
@@ -371,7 +470,7 @@ def cheapest(
     f = tokens_per_s.size
     if f == 0:
         return np.full(loads.size, -1), np.zeros(loads.size, np.int64)
-    order = np.lexsort((np.arange(f), itl_ms))  # latency first, then the given order
+    order = np.lexsort((np.arange(f), tpot_ms))  # latency first, then the given order
     t = tokens_per_s[order]
     earlier = np.maximum.accumulate(np.concatenate([[-np.inf], t[:-1]]))
     stairs = order[t > earlier]  # each beats the throughput of all before it
@@ -381,11 +480,11 @@ def cheapest(
     return stairs[j], rep[np.arange(loads.size), j]
 
 
-def _candidates(grid: ServingGrid, itl_target: float, speculative: bool | None):
+def _candidates(grid: ServingGrid, tpot_target: float, speculative: bool | None):
     """Feasible ``(batch index, config index)`` pairs in tie-break order after latency:
     smaller batch, fewer drafters, smaller ``k``. ``speculative``: only ``k > 0``
     (True), only ``k = 0`` (False), or both (None)."""
-    ok = grid.fits() & (grid.itl_ms <= itl_target * (1.0 + SLACK))
+    ok = grid.fits() & (grid.tpot_ms <= tpot_target * (1.0 + SLACK))
     if speculative is not None:
         ok &= ((grid.k > 0) == speculative)[None, :]
     s_idx, c_idx = np.nonzero(ok)
@@ -394,18 +493,23 @@ def _candidates(grid: ServingGrid, itl_target: float, speculative: bool | None):
     return s_idx[order], c_idx[order]
 
 
+def _gpus(problem: Problem) -> int:
+    return int(_need_serving(problem).gpus_per_replica)
+
+
 def _fleets(
     grid: ServingGrid,
     loads: np.ndarray,
-    itl_target: float,
+    tpot_target: float,
     price: float,
     speculative: bool | None,
     option: str = "tokens_per_s",
+    gpus: int = 1,
 ) -> list[Fleet | None]:
     sm = _serving_model()
-    s_idx, c_idx = _candidates(grid, itl_target, speculative)
-    tps, itl = grid.tokens_per_s[s_idx, c_idx], grid.itl_ms[s_idx, c_idx]
-    choice, rep = cheapest(tps, itl, loads)
+    s_idx, c_idx = _candidates(grid, tpot_target, speculative)
+    tps, tpot = grid.tokens_per_s[s_idx, c_idx], grid.tpot_ms[s_idx, c_idx]
+    choice, rep = cheapest(tps, tpot, loads)
     out: list[Fleet | None] = []
     for x, j, r in zip(loads, choice, rep, strict=True):  # one per load, not per configuration
         if j < 0:
@@ -421,16 +525,19 @@ def _fleets(
                 batch=int(grid.batch[s_idx[j]]),
                 drafters=[n for n, on in zip(grid.names, grid.members[c], strict=True) if on],
                 k=int(grid.k[c]),
-                itl_ms=float(itl[j]),
+                tpot_ms=float(tpot[j]),
                 tokens_per_s_per_replica=float(tps[j]),
                 cost_per_hour=cost,
                 cost_per_mtok=float(sm.cost_per_mtok(cost, float(x))),
+                gpus=int(r) * gpus,
             )
         )
     return out
 
 
-def _price(problem: Problem) -> float:
+def price_of(problem: Problem) -> float:
+    """``serving.gpu_cost_per_hour``, the price of one replica; an :class:`InputError`
+    naming it when the file has none."""
     price = float(_need_serving(problem).gpu_cost_per_hour)
     if not np.isfinite(price):
         raise InputError(
@@ -449,34 +556,36 @@ def check_load(tokens_per_s: float, option: str = "tokens_per_s") -> float:
     return float(tokens_per_s)
 
 
-def check_itl(itl_ms: float | None) -> float:
-    if itl_ms is None:
+def check_tpot(tpot_ms: float | None) -> float:
+    """The TPOT target in ms (``inf`` for none); a :class:`ParameterError` on ``tpot_ms``
+    unless positive and finite."""
+    if tpot_ms is None:
         return float("inf")
-    if not (np.isfinite(itl_ms) and itl_ms > 0):
+    if not (np.isfinite(tpot_ms) and tpot_ms > 0):
         raise ParameterError(
-            "itl_ms", f"the latency target must be a positive number of ms (got {itl_ms:g})"
+            "tpot_ms", f"the TPOT target must be a positive number of ms (got {tpot_ms:g})"
         )
-    return float(itl_ms)
+    return float(tpot_ms)
 
 
-def _infeasible(grid: ServingGrid, itl_target: float) -> InputError:
-    """The error when nothing meets the target: the lowest latency any candidate reaches."""
+def _infeasible(grid: ServingGrid, tpot_target: float) -> InputError:
+    """The error when nothing meets the target: the lowest TPOT any candidate reaches."""
     ok = grid.fits()
     if not ok.any():
         return NotModelledError(
             "serving",
-            "no configuration has a step time at any of serving.batch_sizes within its memory cap",
+            "no configuration has a step time at any batch size within its memory cap",
         )
-    itl = np.where(ok, grid.itl_ms, np.inf)
-    s, c = np.unravel_index(int(np.argmin(itl)), itl.shape)
+    tpot = np.where(ok, grid.tpot_ms, np.inf)
+    s, c = np.unravel_index(int(np.argmin(tpot)), tpot.shape)
     names = [n for n, on in zip(grid.names, grid.members[c], strict=True) if on]
     # no square brackets: the error line is printed through rich, which took "[eagle3]"
     # for a style tag and dropped the drafter's name
     what = f"drafters {'+'.join(names)}, k={int(grid.k[c])}" if names else "no speculation"
     return InfeasibleError(
-        "itl_ms",
-        f"no configuration meets itl_ms <= {itl_target:g} at any batch size; the lowest "
-        f"latency reachable is {float(itl[s, c]):.6g} ms ({what}, batch {int(grid.batch[s])})",
+        "tpot_ms",
+        f"no configuration meets tpot_ms <= {tpot_target:g} at any batch size; the lowest "
+        f"TPOT reachable is {float(tpot[s, c]):.6g} ms ({what}, batch {int(grid.batch[s])})",
     )
 
 
@@ -493,29 +602,55 @@ def tree_notes(problem: Problem) -> list[str]:
     ]
 
 
+def edge_notes(grid: ServingGrid, fleet: Fleet, label: str = "the answer") -> list[str]:
+    """Notes when a fleet's batch is the last its configuration's step times reach (a larger
+    batch is unmeasured, not known to be worse) or its memory cap."""
+    names = grid.names
+    members = np.array([n in fleet.drafters for n in names], bool)
+    rows = np.flatnonzero((grid.k == fleet.k) & np.all(grid.members == members, axis=1))
+    if rows.size == 0:
+        return []
+    c = int(rows[0])
+    out = []
+    what = "speculation off" if fleet.k == 0 else f"{'+'.join(fleet.drafters)} at k={fleet.k}"
+    if fleet.batch == int(grid.measured_to()[c]):
+        out.append(
+            f"{label} runs batch {fleet.batch}, the last batch size the step times of {what} "
+            "reach (never extrapolated): a larger batch is unmeasured, not known to be worse"
+        )
+    if fleet.batch == int(grid.max_batch[c]):
+        out.append(
+            f"{label} runs batch {fleet.batch}, the memory cap of {what} (serving.memory: "
+            "the KV cache holds no more sequences)"
+        )
+    return out
+
+
 def size_fleet(
     problem: Problem,
     tokens_per_s: float,
-    itl_ms: float | None = None,
+    tpot_ms: float | None = None,
     grid: ServingGrid | None = None,
 ) -> CapacityResult:
     """The cheapest fleet carrying ``tokens_per_s`` (generated tokens/s over the fleet)
-    with every sequence's inter-token latency at most ``itl_ms`` (ms; ``None``: no target).
+    with every sequence's mean time per output token at most ``tpot_ms`` (ms; ``None``:
+    no target).
 
     Raises :class:`InputError` on a non-positive load or target (``--tokens-per-s``,
-    ``--itl-ms``), without ``serving.gpu_cost_per_hour``, or when no configuration meets
-    the target (``--itl-ms``, naming the lowest latency reachable).
+    ``--tpot-ms``), without ``serving.gpu_cost_per_hour``, or when no configuration meets
+    the target (``--tpot-ms``, naming the lowest TPOT reachable).
     """
     load = check_load(tokens_per_s)
-    target = check_itl(itl_ms)
-    price = _price(problem)
+    target = check_tpot(tpot_ms)
+    price = price_of(problem)
+    gpus = _gpus(problem)
     grid = serving_grid(problem) if grid is None else grid
     loads = np.array([load])
-    best = _fleets(grid, loads, target, price, None)[0]
+    best = _fleets(grid, loads, target, price, None, gpus=gpus)[0]
     if best is None:
         raise _infeasible(grid, target)
-    plain = _fleets(grid, loads, target, price, False)[0]
-    notes = []
+    plain = _fleets(grid, loads, target, price, False, gpus=gpus)[0]
+    notes = list(grid.notes)
     if grid.over_budget:
         caps = ", ".join(f"{m} <= {c:g}" for m, c in problem.budget.items())
         notes.append(
@@ -523,11 +658,20 @@ def size_fleet(
             f"({caps}), as schedule leaves them out"
         )
     notes += tree_notes(problem)
+    notes += edge_notes(grid, best)
+    if plain is not None and plain is not best and plain.document() != best.document():
+        notes += edge_notes(grid, plain, "the fleet without speculation")
+    notes.append(
+        "tpot_ms is the mean time per output token of one sequence (step_ms / E, vLLM's "
+        "TPOT); a streaming client gets a step's tokens together, so the gap between its "
+        "chunks (vLLM's ITL) is the whole step: for ITL or tail targets, size for a request "
+        "rate (--request-rate with --slo)"
+    )
     return CapacityResult(problem.name, load, target, best, plain, notes)
 
 
 def size_routes(
-    problem: Problem, tokens_per_s: float, itl_ms: float | None = None, members=None, k=None
+    problem: Problem, tokens_per_s: float, tpot_ms: float | None = None, members=None, k=None
 ) -> RoutedFleet | None:
     """Per-workload routes sized as one fleet (module doc); ``None`` when no batch size
     meets the target for every route.
@@ -537,8 +681,8 @@ def size_routes(
     """
     sm = _serving_model()
     load = check_load(tokens_per_s)
-    target = check_itl(itl_ms)
-    price = _price(problem)
+    target = check_tpot(tpot_ms)
+    price = price_of(problem)
     if not problem.workloads:
         raise InputError("workloads", "routes per workload need a problem with workloads")
     if members is None or k is None:
@@ -557,17 +701,17 @@ def size_routes(
     )
     hosted = members.any(axis=0)
     room = int(max_batch(problem, hosted[None, :])[0])
-    batch = np.asarray(_need_serving(problem).batch_sizes, dtype=np.int64)
+    batch = np.arange(1, batch_limit(problem)[0] + 1, dtype=np.int64)
     step = np.array([sm.step_ms_or_nan(problem, members, k, float(b)) for b in batch])  # (S, W)
     tps = sm.tokens_per_s(e[None, :], step, batch[:, None])
-    itl = step / e[None, :]
+    tpot = step / e[None, :]
     ok = np.isfinite(tps).all(axis=1) & (batch <= room)
-    ok &= np.where(np.isfinite(itl), itl, np.inf).max(axis=1) <= target * (1.0 + SLACK)
+    ok &= np.where(np.isfinite(tpot), tpot, np.inf).max(axis=1) <= target * (1.0 + SLACK)
     if not ok.any():
         return None
     mix = 1.0 / (weights[None, :] / tps).sum(axis=1)  # (S,) tokens/s of one replica
     rep = np.where(ok, replicas_needed(load, np.where(ok, mix, 1.0)), np.iinfo(np.int64).max)
-    worst = np.where(ok, itl.max(axis=1), np.inf)
+    worst = np.where(ok, tpot.max(axis=1), np.inf)
     i = int(np.lexsort((batch, worst, rep))[0])
     if rep[i] > MAX_REPLICAS:
         raise _too_many(load, float(mix[i]), "tokens_per_s")
@@ -577,7 +721,7 @@ def size_routes(
         replicas=int(rep[i]),
         batch=int(batch[i]),
         hosted=[n for n, on in zip(names, hosted, strict=True) if on],
-        itl_ms=float(worst[i]),
+        tpot_ms=float(worst[i]),
         tokens_per_s_per_replica=float(mix[i]),
         cost_per_hour=cost,
         cost_per_mtok=float(sm.cost_per_mtok(cost, load)),
@@ -587,11 +731,12 @@ def size_routes(
                 "weight": float(weights[w]),
                 "drafters": [n for n, on in zip(names, members[w], strict=True) if on],
                 "k": int(k[w]),
-                "itl_ms": float(itl[i, w]),
+                "tpot_ms": float(tpot[i, w]),
                 "tokens_per_s_per_replica": float(tps[i, w]),
             }
             for w, wl in enumerate(problem.workloads)
         ],
+        gpus=int(rep[i]) * _gpus(problem),
     )
 
 
@@ -621,7 +766,7 @@ def crossings(loads: np.ndarray, with_spec: np.ndarray, without: np.ndarray) -> 
 def sweep_load(
     problem: Problem,
     loads: np.ndarray,
-    itl_ms: float | None = None,
+    tpot_ms: float | None = None,
     grid: ServingGrid | None = None,
 ) -> LoadSweep:
     """$/h against load (``loads (L,)`` tokens/s, ascending), with speculation (the
@@ -629,11 +774,12 @@ def sweep_load(
     loads = np.sort(np.asarray(loads, float))
     for x in loads:
         check_load(float(x), "sweep_load")
-    target = check_itl(itl_ms)
-    price = _price(problem)
+    target = check_tpot(tpot_ms)
+    price = price_of(problem)
+    gpus = _gpus(problem)
     grid = serving_grid(problem) if grid is None else grid
-    spec = _fleets(grid, loads, target, price, True, "sweep_load")
-    plain = _fleets(grid, loads, target, price, False, "sweep_load")
+    spec = _fleets(grid, loads, target, price, True, "sweep_load", gpus)
+    plain = _fleets(grid, loads, target, price, False, "sweep_load", gpus)
     if all(f is None for f in spec) and all(f is None for f in plain):
         raise _infeasible(grid, target)
     a = np.array([np.nan if f is None else f.cost_per_hour for f in spec])
@@ -644,28 +790,29 @@ def sweep_load(
 def capacity(
     problem: Problem,
     tokens_per_s: float,
-    itl_ms: float | None = None,
+    tpot_ms: float | None = None,
     loads: np.ndarray | None = None,
     routes: bool | None = None,
 ) -> CapacityResult:
-    """``allocator capacity``: :func:`size_fleet`, with plan's per-workload routes sized
-    as one fleet beside it (:func:`size_routes`; ``routes=None``: when the problem has
-    workloads) and $/h against ``loads (L,)`` tokens/s (:func:`sweep_load`), on one grid.
+    """``allocator capacity --tokens-per-s``: :func:`size_fleet`, with plan's per-workload
+    routes sized as one fleet beside it (:func:`size_routes`; ``routes=None``: when the
+    problem has workloads) and $/h against ``loads (L,)`` tokens/s (:func:`sweep_load`), on
+    one grid.
 
     An error while planning the routes leaves the main answer standing, with a note.
     """
     grid = serving_grid(problem)
-    result = size_fleet(problem, tokens_per_s, itl_ms, grid=grid)
+    result = size_fleet(problem, tokens_per_s, tpot_ms, grid=grid)
     notes = list(result.notes)
     with_routes = bool(problem.workloads) if routes is None else routes
     routed = None
     if with_routes:
         try:
-            routed = size_routes(problem, tokens_per_s, itl_ms)
+            routed = size_routes(problem, tokens_per_s, tpot_ms)
         except (InfeasibleError, NotModelledError, SolverError) as exc:  # the answer stands
             notes.append(f"per-workload routes not sized: {exc.field}: {exc.message}")
         if routed is None:
-            notes.append("plan's per-workload routes meet the latency target at no batch size")
+            notes.append("plan's per-workload routes meet the TPOT target at no batch size")
         else:
             cheaper = routed.cost_per_hour < result.best.cost_per_hour
             notes.append(
@@ -674,7 +821,7 @@ def capacity(
                 + ("cheaper than" if cheaper else "no cheaper than")
                 + " one configuration for all traffic (see README: what routing approximates)"
             )
-    swept = None if loads is None else sweep_load(problem, loads, itl_ms, grid=grid)
+    swept = None if loads is None else sweep_load(problem, loads, tpot_ms, grid=grid)
     return replace(result, notes=notes, with_routes=with_routes, routed=routed, sweep=swept)
 
 
@@ -687,16 +834,20 @@ __all__ = [
     "LoadSweep",
     "RoutedFleet",
     "ServingGrid",
+    "batch_limit",
     "capacity",
     "cheapest",
-    "check_itl",
     "check_load",
+    "check_tpot",
     "configurations",
     "crossings",
+    "edge_notes",
+    "price_of",
     "replicas_needed",
     "serving_grid",
     "size_fleet",
     "size_routes",
     "sweep_load",
     "tree_notes",
+    "untimed_drafters",
 ]

@@ -326,8 +326,16 @@ def schedule(problem: Problem, context: float = 0.0, *, with_context: bool = Fal
     s_count = batches.size
     off = np.array([baseline_ms(problem, float(b), context) for b in batches])
     if np.isnan(off).any():
-        b = int(batches[np.flatnonzero(np.isnan(off))[0]])
-        raise NotModelledError("serving", f"no k = 0 step time at batch {b} (the baseline)")
+        i = int(np.flatnonzero(np.isnan(off))[0])
+        ranges = [f"{t.batch[0]:g}..{t.batch[-1]:g}" for t in serving.tables]
+        if serving.has_component_model:
+            ranges.append(f"{serving.verify_batch[0]:g}..{serving.verify_batch[-1]:g}")
+        raise NotModelledError(
+            f"serving.batch_sizes.{i}",
+            f"batch size {int(batches[i])} is outside every measured or modelled range "
+            f"({', '.join(ranges)}): no k = 0 step time (the baseline) to plan with; step "
+            "times are never extrapolated",
+        )
     metrics = metrics_from(
         np.ones(s_count), off, off, batches.astype(float), serving.gpu_cost_per_hour
     )

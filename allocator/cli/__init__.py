@@ -160,6 +160,7 @@ COMMANDS = (
     "schedule",
     "plan",
     "capacity",
+    "bench",
     "estimate",
     "calibrate",
     "profile_plan",

@@ -1,6 +1,20 @@
-"""``allocator capacity``: replicas, batch size, drafters and k that carry a load under a
-latency target at the lowest $/h (fleet sizing, docs/design.md §8.11; ``plan --sweep`` is
-about hosting)."""
+"""``allocator capacity``: the cheapest fleet for a load.
+
+Two questions, one command:
+
+* ``--request-rate R --slo KEY=MS ...``: replicas, drafter, ``k`` (or a schedule) and
+  ``max_num_seqs`` serving ``R`` requests/s with every SLO percentile met, each replica
+  simulated request by request (:mod:`allocator.analysis.slo`);
+* ``--tokens-per-s X [--tpot-ms Y]``: replicas, batch size, drafters and ``k`` carrying ``X``
+  generated tokens/s with every sequence's mean time per output token at most ``Y``, every
+  sequence decoding at every step (:mod:`allocator.analysis.fleet`, docs/design.md §8.11).
+
+``--itl-ms`` is kept as the old name of ``--tpot-ms``, with a note saying what it bounds:
+the mean time per output token of one sequence (``step_ms / E``), which is vLLM's TPOT and
+not its ITL (the gap between streamed chunks, the whole step). Kept rather than refused:
+the number it bounds and the answer are unchanged, so scripts keep working, and the note
+points at ``--slo p99_itl_ms=...`` for the gap a client sees. (``plan --sweep`` is about
+hosting.)"""
 
 from __future__ import annotations
 
@@ -16,13 +30,35 @@ from ..exceptions import InputError
 from ..io.ranges import parse_load_range
 from . import app
 from .common import (
+    MAX_SEED,
+    BudgetOption,
+    EngineOption,
     JsonOption,
+    PooledOption,
     ProblemArg,
     emit_json,
     handles_input_errors,
     note,
     out,
+    parse_budget,
     precheck_outputs,
+)
+
+#: ``--slo KEY=MS`` (repeatable).
+SloOption = typer.Option(
+    None,
+    "--slo",
+    help="KEY=MS: a latency key of bench's JSON and its ceiling, mean|median|pN of "
+    "ttft|tpot|itl|e2el, e.g. p99_ttft_ms=500 (repeatable).",
+    metavar="KEY=MS",
+)
+
+#: What ``--itl-ms`` is, said when it is used.
+ITL_ALIAS = (
+    "--itl-ms is the old name of --tpot-ms: it bounds the mean time per output token of one "
+    "sequence (step_ms / E, vLLM's TPOT), not vLLM's ITL (the gap between streamed chunks, "
+    "a whole step); for that gap, size for a request rate: --request-rate R --slo "
+    "p99_itl_ms=MS"
 )
 
 
@@ -32,15 +68,16 @@ def _fmt(x: float | None, spec: str = ".4g") -> str:
 
 def _row(t: Table, label: str, f: dict | None) -> None:
     if f is None:
-        t.add_row(label, *["—"] * 8)
+        t.add_row(label, *["—"] * 9)
         return
     t.add_row(
         label,
         str(f["replicas"]),
+        str(f["gpus"]),
         str(f["batch"]),
         ", ".join(f["drafters"]) or "—",
         str(f["k"]),
-        _fmt(f["itl_ms"]),
+        _fmt(f["tpot_ms"]),
         _fmt(f["tokens_per_s_per_replica"], ",.1f"),
         _fmt(f["cost_per_hour"], ",.2f"),
         _fmt(f["cost_per_mtok"]),
@@ -48,21 +85,22 @@ def _row(t: Table, label: str, f: dict | None) -> None:
 
 
 def capacity_table(result: CapacityResult, doc: dict) -> Table:
-    target = result.itl_target_ms
+    target = result.tpot_target_ms
     saving = doc["saving"]
     title = (
         f"{result.problem}: {result.tokens_per_s:,.6g} tokens/s"
-        + (f", itl_ms <= {target:g}" if math.isfinite(target) else ", no latency target")
+        + (f", tpot_ms <= {target:g}" if math.isfinite(target) else ", no TPOT target")
         + (f"; speculation saves {saving:.2%} of $/h" if saving is not None else "")
     )
     t = Table(title=title, title_justify="left")
     for col in (
         "fleet",
         "replicas",
+        "GPUs",
         "batch",
         "drafters",
         "k",
-        "itl ms",
+        "TPOT ms",
         "tokens/s per replica",
         "$/h",
         "$/Mtok",
@@ -88,46 +126,232 @@ def sweep_table(sweep: LoadSweep) -> Table:
     return t
 
 
+def _k_text(k) -> str:
+    if isinstance(k, list):
+        return "by batch " + ", ".join(f"{s}-{e}:{v}" if e > s else f"{s}:{v}" for s, e, v in k)
+    return str(k)
+
+
+def rate_table(doc: dict, request_rate: float, slos: str) -> Table:
+    saving = doc["saving"]
+    title = f"{request_rate:,.6g} requests/s under {slos}" + (
+        f"; speculation saves {saving:.2%} of $/h" if saving is not None else ""
+    )
+    t = Table(title=title, title_justify="left")
+    cols = ("fleet", "replicas", "GPUs", "drafters", "k", "max_num_seqs", "req/s per replica",
+            "max req/s per replica", "$/h", "$/Mtok")  # fmt: skip
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("fleet", "drafters", "k") else "right")
+    for label, f in (("cheapest", doc), ("without speculation", doc["baseline"])):
+        if f is None:
+            t.add_row(label, *["—"] * (len(cols) - 1))
+            continue
+        t.add_row(
+            label,
+            str(f["replicas"]),
+            str(f["gpus"]),
+            ", ".join(f["drafters"]) or "—",
+            _k_text(f["k"]),
+            str(f["max_num_seqs"]),
+            _fmt(f["per_replica_request_rate"]),
+            _fmt(f["max_request_rate_per_replica"]),
+            _fmt(f["cost_per_hour"], ",.2f"),
+            _fmt(f["cost_per_mtok"]),
+        )
+    return t
+
+
+def metrics_table(doc: dict, keys: list[str]) -> Table:
+    t = Table(title="one replica at its share of the load (ms)", title_justify="left")
+    t.add_column("metric", justify="left")
+    t.add_column("cheapest", justify="right")
+    t.add_column("without speculation", justify="right")
+    base = doc["baseline"]
+    shown = list(dict.fromkeys([*keys, "mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms",
+                                "p99_tpot_ms", "median_itl_ms", "p99_itl_ms"]))  # fmt: skip
+    for key in shown:
+        a = doc["metrics"].get(key)
+        b = None if base is None else base["metrics"].get(key)
+        t.add_row(key, _fmt(a, ",.2f"), _fmt(b, ",.2f"))
+    return t
+
+
+def rate_sweep_table(sweep: dict) -> Table:
+    t = Table(title="$/h against request rate", title_justify="left")
+    for col in ("req/s", "with speculation $/h", "", "without $/h", ""):
+        t.add_column(col, justify="right")
+    for p in sweep["points"]:
+        a, b = p["with_speculation"], p["without_speculation"]
+        t.add_row(
+            f"{p['request_rate']:,.6g}",
+            _fmt(None if a is None else a["cost_per_hour"], ",.2f"),
+            "" if a is None else f"{a['replicas']}× k={_k_text(a['k'])} S={a['max_num_seqs']}",
+            _fmt(None if b is None else b["cost_per_hour"], ",.2f"),
+            "" if b is None else f"{b['replicas']}× S={b['max_num_seqs']}",
+        )
+    return t
+
+
+def _sizes(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError("--max-num-seqs", f"expected integers S[,S...], got {text!r}") from None
+    if not values or min(values) < 1:
+        raise InputError("--max-num-seqs", f"expected integers >= 1, got {text!r}")
+    return values
+
+
 @app.command("capacity")
 @handles_input_errors
 def capacity_command(
     problem: Path = ProblemArg,
+    request_rate: float = typer.Option(
+        None,
+        "--request-rate",
+        help="Size for a request rate: requests/s over the whole fleet (needs --slo).",
+        metavar="R",
+    ),
+    slo: list[str] = SloOption,
+    burstiness: float = typer.Option(
+        1.0, "--burstiness", help="Gamma shape of the arrival gaps (1: Poisson).", metavar="B"
+    ),
+    input_len: int = typer.Option(
+        None, "--input-len", help="Prompt tokens of every request.", metavar="I"
+    ),
+    output_len: int = typer.Option(
+        None, "--output-len", help="Output tokens of every request.", metavar="O"
+    ),
+    trace: str = typer.Option(
+        None,
+        "--trace",
+        help="Requests (arrival pattern and lengths) from an Azure LLM inference trace CSV.",
+        metavar="PATH",
+    ),
+    trace_speedup: float = typer.Option(
+        None,
+        "--trace-speedup",
+        help="With --trace and no --request-rate: the trace's own rate times F.",
+        metavar="F",
+    ),
+    num_prompts: int = typer.Option(
+        None,
+        "--num-prompts",
+        help="Requests per simulated run (default: enough for the highest percentile asked).",
+        metavar="N",
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed of every draw."),
+    sweep_rate: str = typer.Option(
+        None,
+        "--sweep-rate",
+        help="LO:HI:STEPS: also $/h at STEPS request rates, with and without speculation.",
+        metavar="LO:HI:STEPS",
+    ),
+    max_num_seqs: str = typer.Option(
+        None,
+        "--max-num-seqs",
+        help="max_num_seqs values to try, S[,S...] (default: powers of two up to the largest).",
+        metavar="S[,S...]",
+    ),
+    workers: int = typer.Option(
+        None,
+        "--workers",
+        help="Local processes the simulations run on (default: the CPUs available; 1: "
+        "this process). The answer is the same either way.",
+        metavar="N",
+    ),
+    ray: str = typer.Option(
+        None,
+        "--ray",
+        help="Run the simulations on the Ray cluster at ADDRESS ('local': start one here); "
+        "needs allocator[ray].",
+        metavar="ADDRESS",
+    ),
     tokens_per_s: float = typer.Option(
-        ...,
+        None,
         "--tokens-per-s",
-        help="Load to carry: generated tokens per second over the whole fleet.",
-        show_default=False,
+        help="Size for a token load instead: generated tokens per second over the fleet.",
+        metavar="X",
+    ),
+    tpot_ms: float = typer.Option(
+        None,
+        "--tpot-ms",
+        help="With --tokens-per-s: mean time per output token of one sequence, ms (TPOT).",
+        metavar="Y",
     ),
     itl_ms: float = typer.Option(
         None,
         "--itl-ms",
-        help="Inter-token latency target, ms per token of one sequence (default: none).",
+        help="Old name of --tpot-ms: the mean time per output token (TPOT), not the gap "
+        "between streamed chunks (for that: --slo p99_itl_ms=MS).",
+        metavar="Y",
     ),
-    json_path: str = JsonOption,
     sweep: str = typer.Option(
         None,
         "--sweep-load",
-        help="LO:HI:STEPS: also $/h at STEPS loads from LO to HI tokens/s, with and "
-        "without speculation, and where the cheaper side changes.",
+        help="With --tokens-per-s, LO:HI:STEPS: also $/h at STEPS loads from LO to HI "
+        "tokens/s, with and without speculation, and where the cheaper side changes.",
         metavar="LO:HI:STEPS",
     ),
+    engine: str = EngineOption,
+    pooled: bool = PooledOption,
+    budget: list[str] = BudgetOption,
+    json_path: str = JsonOption,
     plot_path: str = typer.Option(
         None,
         "--plot",
-        help="Draw $/h against load, with and without speculation, to PATH (.png or .svg); "
-        "needs --sweep-load.",
+        help="Draw $/h against the load, with and without speculation, to PATH (.png or "
+        ".svg); needs --sweep-rate or --sweep-load.",
         metavar="PATH",
     ),
 ) -> None:
-    """Size a fleet: replicas, batch size, drafters and k carrying a load at the lowest $/h.
+    """Size a fleet: the cheapest replicas and configuration for a load, beside the cheapest
+    without speculation.
 
-    Every configuration with a measured or modelled step time at each batch size of
-    `serving` (and k = 0) is a candidate when its inter-token latency meets --itl-ms and
-    its drafters leave KV-cache memory for the batch; replicas = ceil(load / tokens/s of
-    one replica), $/h = replicas × serving.gpu_cost_per_hour. Beside it: the cheapest
-    fleet without speculation.
+    For a request rate (--request-rate R --slo KEY=MS ...): each candidate (drafter, k or
+    schedule, speculation off, max_num_seqs) is simulated request by request at its share
+    R / replicas; the fewest replicas meeting every SLO, $/h = replicas x
+    serving.gpu_cost_per_hour. For a token load (--tokens-per-s X [--tpot-ms Y]): every
+    integer batch size the step times reach, all sequences decoding at every step.
     """
     precheck_outputs(json=json_path)
+    caps = parse_budget(budget)
+    rate_mode = request_rate is not None or trace_speedup is not None
+    if rate_mode and tokens_per_s is not None:
+        raise InputError(
+            "--tokens-per-s", "give a request rate (--request-rate) or a token load, not both"
+        )
+    if not rate_mode and tokens_per_s is None:
+        raise InputError(
+            "--request-rate",
+            "missing: the load, requests/s (with --slo), or --tokens-per-s X",
+        )
+    if rate_mode:
+        token_flags = {"--tpot-ms": tpot_ms, "--itl-ms": itl_ms, "--sweep-load": sweep}
+        for flag, value in token_flags.items():
+            if value is not None:
+                raise InputError(flag, "belongs to --tokens-per-s; for a request rate use --slo")
+        _rate_mode(
+            problem, request_rate, slo, burstiness, input_len, output_len, trace,
+            trace_speedup, num_prompts, seed, sweep_rate, _sizes(max_num_seqs), workers,
+            ray, engine, pooled, caps, json_path, plot_path,
+        )  # fmt: skip
+        return
+    rate_flags = {
+        "--slo": slo or None, "--input-len": input_len, "--output-len": output_len,
+        "--trace": trace, "--num-prompts": num_prompts, "--sweep-rate": sweep_rate,
+        "--max-num-seqs": max_num_seqs, "--workers": workers, "--ray": ray,
+    }  # fmt: skip
+    for flag, value in rate_flags.items():
+        if value is not None:
+            raise InputError(flag, "belongs to sizing for a request rate: give --request-rate")
+    if itl_ms is not None:
+        if tpot_ms is not None:
+            raise InputError("--itl-ms", "is the old name of --tpot-ms: give one of them")
+        note(ITL_ALIAS)
+        tpot_ms = itl_ms
     loads = parse_load_range(sweep) if sweep is not None else None
     if plot_path:
         from ..plots import check_plot_path
@@ -135,7 +359,23 @@ def capacity_command(
         if loads is None:
             raise InputError("--plot", "draws the load sweep: give --sweep-load LO:HI:STEPS")
         check_plot_path(plot_path, "--plot")
-    result = api.size_fleet(problem, tokens_per_s, itl_ms, sweep_load=loads)
+    try:
+        result = api.size_fleet(
+            problem,
+            tokens_per_s,
+            tpot_ms,
+            sweep_load=loads,
+            engine=engine,
+            pooled=pooled,
+            budget=caps,
+        )
+    except InputError as exc:
+        if itl_ms is None or exc.field != "tpot_ms":
+            raise
+        # name the flag given, and what it bounds
+        raise type(exc)(
+            "--itl-ms", f"{exc.message} (--itl-ms is --tpot-ms: the mean TPOT)"
+        ) from None
     doc = result.to_dict()
     swept = result.sweep
     if swept is not None and plot_path:
@@ -147,7 +387,7 @@ def capacity_command(
             swept.without_speculation,
             plot_path,
             crossings=swept.crossings,
-            itl_ms=result.itl_target_ms,
+            tpot_ms=result.tpot_target_ms,
         )
     if json_path == "-":
         emit_json(doc, "-")
@@ -165,8 +405,77 @@ def capacity_command(
             )
 
 
+def _rate_mode(
+    problem, request_rate, slo, burstiness, input_len, output_len, trace, trace_speedup,
+    num_prompts, seed, sweep_rate, sizes, workers, ray, engine, pooled, caps, json_path,
+    plot_path,
+) -> None:  # fmt: skip
+    if plot_path:
+        from ..plots import check_plot_path
+
+        if sweep_rate is None:
+            raise InputError("--plot", "draws the rate sweep: give --sweep-rate LO:HI:STEPS")
+        check_plot_path(plot_path, "--plot")
+    if not slo:
+        raise InputError("--slo", "missing: at least one SLO, KEY=MS (e.g. p99_ttft_ms=500)")
+    result = api.size_fleet_for_rate(
+        problem,
+        request_rate,
+        slo,
+        burstiness=burstiness,
+        input_len=input_len,
+        output_len=output_len,
+        trace=trace,
+        trace_speedup=trace_speedup,
+        num_prompts=num_prompts,
+        seed=seed,
+        sweep_rate=sweep_rate,
+        max_num_seqs=sizes,
+        workers=workers,
+        ray=ray,
+        engine=engine,
+        pooled=pooled,
+        budget=caps,
+    )
+    doc = result.to_dict()
+    slos = ", ".join(s.text() + " ms" for s in result.slos)
+    if result.sweep is not None and plot_path:
+        from ..plots import plot_rate_sweep
+
+        sw = result.sweep
+        plot_rate_sweep(
+            sw.rates,
+            sw.with_speculation,
+            sw.without_speculation,
+            plot_path,
+            crossings=sw.crossings,
+            slos=slos,
+            option="--plot",
+        )
+    if json_path == "-":
+        emit_json(doc, "-")
+        return
+    emit_json(doc, json_path)
+    for message in result.notes:
+        note(message)
+    out.print(rate_table(doc, result.request_rate, slos))
+    out.print(metrics_table(doc, [s.key for s in result.slos]))
+    if result.sweep is not None:
+        out.print(rate_sweep_table(doc["sweep"]))
+        for c in doc["sweep"]["crossings"]:
+            out.print(
+                f"between {c['from_request_rate']:,.6g} and {c['to_request_rate']:,.6g} req/s "
+                f"the cheaper side becomes: {c['cheaper']}"
+            )
+
+
 __all__ = [
+    "ITL_ALIAS",
+    "SloOption",
     "capacity_command",
     "capacity_table",
+    "metrics_table",
+    "rate_sweep_table",
+    "rate_table",
     "sweep_table",
 ]

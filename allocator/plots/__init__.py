@@ -12,10 +12,12 @@ the picture.
 
 One module per family: :mod:`.common` (paths, figure, saving, literal text, axis names),
 :mod:`.labels` (label placement), :mod:`.front`, :mod:`.breakeven`, :mod:`.accepted`,
-:mod:`.sweep` (hosting and load sweeps), :mod:`.schedule`, :mod:`.tree`.
+:mod:`.sweep` (hosting and load sweeps), :mod:`.schedule`, :mod:`.tree`, :mod:`.bench`
+(a simulated run's latencies, a fleet's cost against the request rate).
 """
 
 from .accepted import plot_accepted
+from .bench import plot_bench, plot_rate_sweep
 from .breakeven import plot_breakeven
 from .common import COST_LABELS, FORMATS, THROUGHPUT_LABEL, check_plot_path
 from .front import plot_front, point_label
@@ -33,9 +35,11 @@ __all__ = [
     "check_plot_path",
     "place_labels",
     "plot_accepted",
+    "plot_bench",
     "plot_breakeven",
     "plot_capacity_sweep",
     "plot_front",
+    "plot_rate_sweep",
     "plot_schedule",
     "plot_sweep",
     "plot_tree_front",

@@ -93,10 +93,11 @@ def plot_capacity_sweep(
     path: str | Path,
     *,
     crossings: list[dict] | None = None,
-    itl_ms: float = float("inf"),
+    tpot_ms: float = float("inf"),
     option: str = "plot",
 ) -> dict:
-    """Draw the fleet's $/h against the load, with and without speculation.
+    """Draw the fleet's $/h against the load, with and without speculation, under a mean
+    time per output token (TPOT) target of ``tpot_ms``.
 
     ``loads`` ``(L,)`` tokens/s ascending; ``with_speculation``, ``without_speculation``
     ``(L,)`` $/h of the cheapest fleet of each side (NaN where none meets the latency
@@ -132,7 +133,7 @@ def plot_capacity_sweep(
         )
     ax.set_xlabel("load, generated tokens/s over the fleet")
     ax.set_ylabel("cost of the cheapest fleet, $/h")
-    target = f"itl ≤ {itl_ms:g} ms" if np.isfinite(itl_ms) else "no latency target"
+    target = f"TPOT ≤ {tpot_ms:g} ms" if np.isfinite(tpot_ms) else "no TPOT target"
     ax.set_title(f"Fleet cost against load ({target})", loc="left")
     ax.grid(True, lw=0.4, alpha=0.5)
     ax.legend(loc="upper left", fontsize=8)

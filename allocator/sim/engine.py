@@ -31,8 +31,12 @@ pmf. Followed from the source:
   token.
 * **No admission in a step that preempted** (``if not preempted_reqs``, line 1050).
   Otherwise waiting requests are admitted first come first served while the budget
-  lasts, fewer than ``max_num_seqs`` run (line 1073) and their first chunk's blocks (plus
-  the lookahead) fit (line 1440); the first that does not fit stops admission (line 1454).
+  lasts, fewer than ``max_num_seqs`` run (line 1073), the blocks of the whole prompt (of
+  prompt plus output so far, for a recomputation) are free and their first chunk's blocks
+  plus the lookahead fit (``allocate_slots(..., full_sequence_must_fit=
+  self.scheduler_reserve_full_isl)``, line 1449; ``scheduler_reserve_full_isl`` defaults to
+  True, ``vllm/config/scheduler.py`` line 190; the check is ``kv_cache_manager.py`` lines
+  531-548); the first that does not fit stops admission (line 1454).
   A prompt longer than the budget left is cut there and continues as a running request in
   the next steps (chunked prefill, line 1346).
 * **Tokens**: the step in which a prompt's prefill completes emits the request's first
@@ -416,7 +420,9 @@ class _Engine:
                 tokens = int(G[_P, i] + G[_E, i])
                 si = min(tokens, budget_left)
                 blocks = -(-(si + L) // bs)
-                if blocks > free:
+                # the whole prompt must fit before its first chunk is admitted (vLLM's
+                # scheduler_reserve_full_isl); the chunk's blocks are what it takes now
+                if max(blocks, -(-tokens // bs)) > free:
                     break
                 self.waiting.popleft()
                 row = self.n
@@ -590,8 +596,9 @@ class _Engine:
             # stretch's first step (decoding only takes more blocks after it)
             if n < self.max_seqs and per_step < self.budget:
                 i = self.waiting[0]
-                si = min(int(self.G[_P, i] + self.G[_E, i]), self.budget - per_step)
-                head = -(-(si + self.L) // bs)
+                tokens = int(self.G[_P, i] + self.G[_E, i])
+                si = min(tokens, self.budget - per_step)
+                head = max(-(-(si + self.L) // bs), -(-tokens // bs))
                 # each decoding row needs at most ⌈(1 + k) / block_size⌉ more blocks
                 if self.total_blocks - self.used - n * -(-(1 + k) // bs) >= head:
                     return False
@@ -644,7 +651,10 @@ class _Engine:
             ctx = ((prev.sum(axis=1) + (int(pe.sum()) - n)) / n).tolist()
         waiting = len(self.waiting)
         if self.many is not None:
-            dts, ends, area = self._times_at_once(sizes, k, ctx, t, next_send, waiting)
+            # the stretch as cut above (at a KV overflow too: h_max), as the loop below plays it
+            dts, ends, area = self._times_at_once(
+                sizes[:h_max], k, ctx[:h_max], t, next_send, waiting
+            )
             hc = len(dts)
         else:
             dts = []

@@ -138,7 +138,7 @@ def test_a_load_sweep_shows_no_strict_crossing(itl):
     sweep = sweep_load(prob, loads, itl, grid=grid)
     price = float(prob.serving.gpu_cost_per_hour)
     target = np.inf if itl is None else itl
-    ok = grid.fits() & (grid.itl_ms <= target)
+    ok = grid.fits() & (grid.tpot_ms <= target)
     for spec, costs in ((True, sweep.with_speculation), (False, sweep.without_speculation)):
         side = ok & ((grid.k > 0) == spec)[None, :]
         if not side.any():

@@ -200,6 +200,7 @@ def test_notebooks_are_stored_without_outputs_and_listed():
         "05-serving-under-load",
         "06-width-against-depth",
         "07-capacity",
+        "08-requests-and-slos",
         "09-context-and-batch",
     ]
     for path in paths:

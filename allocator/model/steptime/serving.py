@@ -19,7 +19,8 @@ is the *baseline* ``baseline(b)``: ``verify_ms(b, 1)`` where the component model
 ``b``, else the ``k = 0`` entry of the first table covering ``b``, else the roofline's
 pass over one token per sequence. A step that also prefills adds the measured
 ``serving.prefill_ms`` where the file gives it (the roofline models its own prefill
-otherwise). Tables and the component model know no context; the roofline reads it.
+otherwise); a step with no decoding sequence (``decode_seqs = 0``) costs that prefill
+alone. Tables and the component model know no context; the roofline reads it.
 """
 
 from __future__ import annotations
@@ -160,6 +161,12 @@ class ServingPredictor(StepTimePredictor):
         if matched.any():
             out[matched] = self._tables.step_ms(*_rows(x, matched))
         plain = ~matched & ~x.speculative
+        # a step with no decoding sequence costs its prefill alone (the measured table;
+        # without one the roofline models it below, and nothing else has a time for it)
+        idle = plain & (x.decode_seqs == 0)
+        if idle.any() and s.prefill_tokens.size:
+            out[idle] = prefill_ms_at(s, x.prefill[idle])
+            plain &= ~idle
         for b in np.unique(x.decode_seqs[plain]):
             at = plain & (x.decode_seqs == b)
             base = self.measured_baseline_ms(float(b))

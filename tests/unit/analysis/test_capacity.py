@@ -1,11 +1,12 @@
-"""``allocator capacity``: fleet sizing against brute force over batch sizes,
-configurations and replica counts, the memory cap on the batch, the load sweep, and
-bad input (exit 2, one line, no file).
+"""``allocator capacity --tokens-per-s``: fleet sizing against brute force over every
+integer batch size, configurations and replica counts, the memory cap on the batch, the
+load sweep, the notes, and bad input (exit 2, one line, no file).
 
-Every expected value is computed here from a hand-written step-time table: expected
-tokens per step in the bonus convention ``E = 1 + Σ_{i=1..k} a^i`` (one drafter, one
-acceptance), ``tokens/s = b · 1000 · E / step_ms``, ``itl = step_ms / E``, and the
-replica count found by counting up until the fleet carries the load.
+Every expected value is computed here from a hand-written step-time table: the step at an
+integer batch size linear between the measured ones, expected tokens per step in the bonus
+convention ``E = 1 + Σ_{i=1..k} a^i`` (one drafter, one acceptance), ``tokens/s = b · 1000
+· E / step_ms``, ``tpot = step_ms / E``, and the replica count found by counting up until
+the fleet carries the load.
 """
 
 from __future__ import annotations
@@ -71,9 +72,28 @@ def random_tables(rng: np.random.Generator, names) -> dict:
     return out
 
 
+def table_step(table: dict, b: int, k: int) -> float | None:
+    """A table's step at integer batch ``b``: linear between the measured batch sizes
+    around it (each having ``k``), ``None`` outside or where ``k`` was not measured."""
+    sizes = sorted(table)
+    if b < sizes[0] or b > sizes[-1]:
+        return None
+    hi = next(x for x in sizes if x >= b)
+    if k not in table[hi]:
+        return None
+    if hi == b:
+        return table[hi][k]
+    lo = max(x for x in sizes if x < b)
+    if k not in table[lo]:
+        return None
+    w = (b - lo) / (hi - lo)
+    return (1 - w) * table[lo][k] + w * table[hi][k]
+
+
 def brute_force(data: dict, load: float, itl_target: float, speculative=None, allowed=None):
-    """Every (batch, drafter or none, k) and every replica count, in plain Python;
-    ``allowed(name, k)``: which speculative configurations a budget leaves in."""
+    """Every (integer batch up to the largest measured, drafter or none, k) and every replica
+    count, in plain Python; ``allowed(name, k)``: which speculative configurations a budget
+    leaves in."""
     tables = {t["drafters"][0]: t["by_batch"] for t in data["serving"]["step_ms"]}
     acc = {d["name"]: d["acceptance"] for d in data["drafters"]}
     mem = data["serving"].get("memory")
@@ -81,7 +101,8 @@ def brute_force(data: dict, load: float, itl_target: float, speculative=None, al
     first = next(iter(tables.values()))
     options = [(None, 0)] + [(n, k) for n in tables for k in KS[1:]]
     best = None
-    for b, (name, k) in itertools.product(BATCHES, options):
+    top = max(max(t) for t in tables.values())
+    for b, (name, k) in itertools.product(range(1, top + 1), options):
         if speculative is not None and (k > 0) != speculative:
             continue
         if name is not None and allowed is not None and not allowed(name, k):
@@ -90,7 +111,9 @@ def brute_force(data: dict, load: float, itl_target: float, speculative=None, al
             room = mem["kv_cache_gb"] - (gb[name] if name else 0.0)
             if b > math.floor(room / mem["kv_per_seq_gb"] + 1e-9):
                 continue
-        step = (tables[name] if name else first)[b][k]
+        step = table_step(tables[name] if name else first, b, k)
+        if step is None:
+            continue
         e = 1.0 + sum(acc[name] ** i for i in range(1, k + 1)) if name else 1.0
         tps, itl = b * 1000.0 * e / step, step / e
         if itl > itl_target:
@@ -107,7 +130,7 @@ def brute_force(data: dict, load: float, itl_target: float, speculative=None, al
                     "batch": b,
                     "drafters": [name] if name else [],
                     "k": k,
-                    "itl_ms": itl,
+                    "tpot_ms": itl,
                     "tokens_per_s_per_replica": tps,
                     "cost_per_hour": replicas * PRICE,
                 },
@@ -118,7 +141,7 @@ def brute_force(data: dict, load: float, itl_target: float, speculative=None, al
 def same_fleet(got: dict, want: dict) -> None:
     for key in ("replicas", "batch", "drafters", "k", "cost_per_hour"):
         assert got[key] == want[key], (key, got, want)
-    assert got["itl_ms"] == pytest.approx(want["itl_ms"], rel=1e-12)
+    assert got["tpot_ms"] == pytest.approx(want["tpot_ms"], rel=1e-12)
     assert got["tokens_per_s_per_replica"] == pytest.approx(
         want["tokens_per_s_per_replica"], rel=1e-12
     )
@@ -140,7 +163,7 @@ def test_cheapest_fleet_matches_brute_force(seed):
         if want is None:
             with pytest.raises(InputError) as exc:
                 size_fleet(prob, load, target)
-            assert exc.value.field == "itl_ms"
+            assert exc.value.field == "tpot_ms"
             continue
         doc = size_fleet(prob, load, target).document()
         same_fleet(doc, want)
@@ -250,8 +273,12 @@ def test_speculation_wins_at_low_load_and_loses_at_high_load():
     assert low["replicas"] == low["without_speculation"]["replicas"] == 1
     assert low["k"] == 2 and low["drafters"] == ["a"] and low["saving"] == 0.0
     high = size_fleet(prob, 1e5).document()
-    # ..while at 10^5 tokens/s it needs ceil(1e5 / 3123.2) = 33 replicas against 32
-    assert high["k"] == 0 and high["replicas"] == 32 and high["batch"] == 64
+    # ..while at 10^5 tokens/s it needs ceil(1e5 / 3123.2) = 33 replicas against 32 (batch
+    # 64 is the most throughput of either side: between measured sizes the step is linear,
+    # b / (c0 + c1 b) rises with b)
+    # 32 replicas need 3125 tokens/s each: b · 1000 / (4 + b / 4) >= 3125 from b = 58 on
+    # (the step linear from 12 ms at 32 to 20 ms at 64), and ties go to the lower TPOT
+    assert high["k"] == 0 and high["replicas"] == 32 and high["batch"] == 58
     sweep = sweep_load(prob, np.array([500.0, 5e4, 1e5]))
     assert sweep.with_speculation.tolist() == [PRICE, 17 * PRICE, 33 * PRICE]
     assert sweep.without_speculation.tolist() == [PRICE, 16 * PRICE, 32 * PRICE]
@@ -264,20 +291,23 @@ def test_speculation_wins_at_low_load_and_loses_at_high_load():
 def test_a_drafters_memory_flips_the_decision():
     """At batch 64 drafter a's k = 2 makes 64·1000·2.44/30 = 5205 tokens/s against 3200
     without speculation; its 34 GB leave (40 - 34) / 0.5 = 12 sequences, so the largest
-    batch it can run is 8: 8·1000·2.44/11 = 1774.5 tokens/s, and plain decoding wins."""
+    batch it can run is 12: 12·1000·2.44/13.83 = 2116.6 tokens/s (the step 11 + 17·4/24
+    ms between the measured 8 and 32), and plain decoding wins."""
     tables = _flip_tables()
     tables["a"][64] = {0: 20.0, 2: 30.0}
     data = problem_data(tables, {"a": 0.8})
     data["search"]["k"] = {"min": 2, "max": 2}
     free = size_fleet(build(data), 1e5).document()
-    assert free["drafters"] == ["a"] and free["batch"] == 64
+    # 20 replicas need 5000 tokens/s each: b · 2440 / (28 + (b - 32) / 16) >= 5000 from
+    # b = 62 on; ties go to the lower TPOT
+    assert free["drafters"] == ["a"] and free["batch"] == 62
     assert free["replicas"] == math.ceil(1e5 / (64 * 1000 * 2.44 / 30))
     data["serving"]["memory"] = {"kv_cache_gb": 40.0, "kv_per_seq_gb": 0.5}
     data["drafters"][0]["memory_gb"] = 34.0
     prob = build(data)
     assert max_batch(prob, np.array([[True], [False]])).tolist() == [12, 80]
     capped = size_fleet(prob, 1e5).document()
-    assert capped["k"] == 0 and capped["batch"] == 64 and capped["replicas"] == 32
+    assert capped["k"] == 0 and capped["batch"] == 58 and capped["replicas"] == 32  # as above
 
 
 def test_memory_model_by_hand():
@@ -338,12 +368,13 @@ def test_cli_json_and_plot(tmp_path):
         "batch",
         "drafters",
         "k",
-        "itl_ms",
+        "tpot_ms",
         "tokens_per_s_per_replica",
         "cost_per_hour",
         "cost_per_mtok",
     ]
-    assert list(doc) == [*keys, "without_speculation", "saving", "sweep"]
+    keys.insert(1, "gpus")
+    assert list(doc) == [*keys, "without_speculation", "saving", "sweep", "notes"]
     assert list(doc["without_speculation"]) == keys
     assert doc["sweep"]["crossings"][0]["cheaper"] == "no speculation"
     assert png.stat().st_size > 0
@@ -370,6 +401,12 @@ def _bad_cases():
         (base, [*ok, "--itl-ms", "0"], "--itl-ms"),
         (base, [*ok, "--itl-ms", "-1"], "--itl-ms"),
         (base, [*ok, "--itl-ms", "1"], "--itl-ms"),  # below anything reachable
+        (base, [*ok, "--tpot-ms", "0"], "--tpot-ms"),
+        (base, [*ok, "--tpot-ms", "1"], "--tpot-ms"),
+        (base, [*ok, "--tpot-ms", "5", "--itl-ms", "5"], "--itl-ms"),
+        (base, [*ok, "--slo", "p99_ttft_ms=5"], "--slo"),
+        (base, ["--request-rate", "1", "--tokens-per-s", "5"], "--tokens-per-s"),
+        (base, [], "--request-rate"),
         (no_price, ok, "serving.gpu_cost_per_hour"),
         (tiny_kv, ok, "serving.memory.kv_cache_gb"),
         (fat_drafter, ok, "drafters[a].memory_gb"),
@@ -485,10 +522,10 @@ def test_routes_sized_together_match_brute_force():
     share = [0.75, 0.25]
     for load, target in [(1e3, 1e9), (4e4, 12.0), (2e5, 30.0)]:
         best = None
-        for b in BATCHES:
+        for b in range(1, BATCHES[-1] + 1):
             need, worst = 0.0, 0.0
             for w, (name, k) in enumerate([("b", 2), ("a", 4)]):
-                step = tables[name][b][k]
+                step = table_step(tables[name], b, k)
                 e = 1 + sum(accs[w] ** i for i in range(1, k + 1))
                 need += share[w] * load / (b * 1000 * e / step)
                 worst = max(worst, step / e)
@@ -504,7 +541,7 @@ def test_routes_sized_together_match_brute_force():
             assert got is None
             continue
         assert (got.replicas, got.batch) == (best[0], best[2])
-        assert got.itl_ms == pytest.approx(best[1])
+        assert got.tpot_ms == pytest.approx(best[1])
         assert [r["k"] for r in got.routes] == [2, 4]
 
 
@@ -543,8 +580,8 @@ def test_too_large_a_space_is_refused_before_any_work(monkeypatch):
     monkeypatch.setattr(cap, "MAX_CELLS", 3)
     with pytest.raises(InputError) as exc:
         size_fleet(build(data), 100.0)
-    # 1 subset x 2 k (search.k reaches 4, the table only k = 2) x 4 batch sizes = 8 pairs
-    assert exc.value.field == "search.m.max" and "8 (configuration" in exc.value.message
+    # 1 subset x 2 k (search.k reaches 4, the table only k = 2) x 64 batch sizes = 128 pairs
+    assert exc.value.field == "search.m.max" and "128 (configuration" in exc.value.message
 
 
 def test_sweep_plot_draws_both_sides(tmp_path):
@@ -554,7 +591,7 @@ def test_sweep_plot_draws_both_sides(tmp_path):
     a = np.array([10.0, 20.0, np.nan])
     b = np.array([10.0, 10.0, 20.0])
     got = plot_capacity_sweep(
-        x, a, b, tmp_path / "s.svg", crossings=crossings(x, a, b), itl_ms=30.0
+        x, a, b, tmp_path / "s.svg", crossings=crossings(x, a, b), tpot_ms=30.0
     )
     assert got["loads"].tolist() == x.tolist()
     np.testing.assert_array_equal(got["with_speculation"], a)
@@ -577,3 +614,115 @@ def test_plan_batch_bad_input(tmp_path, memory, args):
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --batch:"), r.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["p.yaml"]
+
+
+# ---------------------------------------------------------------- issue 20: no grid, notes
+def capacity_70b_data(batch_sizes):
+    from allocator import api
+
+    data = api.load_data("problems/capacity-70b.yaml")
+    data["serving"]["batch_sizes"] = batch_sizes
+    return data
+
+
+def test_the_answer_does_not_depend_on_the_batch_sizes_grid():
+    """capacity-70b.yaml with [1, 5, 10, 25, 50] and with [1..50] once gave 31 and 27
+    replicas (k 4 and 1): every integer batch size the step times reach is a candidate
+    now, whatever serving.batch_sizes says, so both give the same answer; a batch size
+    outside every measured range (500) refuses nothing."""
+    from allocator import api
+
+    docs = [
+        api.size_fleet(capacity_70b_data(g), 20000, 30).to_dict()
+        for g in ([1, 5, 10, 25, 50], list(range(1, 51)), [1, 500])
+    ]
+    assert docs[0] == docs[1] == docs[2]
+    assert docs[0]["batch"] not in (1, 5, 10, 25, 50)  # found between the measured sizes
+
+
+def test_notes_at_the_end_of_the_measured_range_and_at_the_memory_cap(tmp_path):
+    """Plain decoding's best batch here is 64, the last the tables reach: said so. With a
+    memory cap of 40 sequences the answer sits at the cap: said so too; the JSON carries
+    the notes."""
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    data["search"]["k"] = {"min": 2, "max": 2}
+    doc = size_fleet(build(data), 3e5).to_dict()
+    assert doc["batch"] == 64
+    assert any("last batch size the step times" in n for n in doc["notes"])
+    data["serving"]["memory"] = {"kv_cache_gb": 20.0, "kv_per_seq_gb": 0.5}
+    capped = size_fleet(build(data), 3e5).to_dict()
+    assert capped["batch"] == 40
+    assert any("memory cap" in n for n in capped["notes"])
+    r = runner.invoke(
+        app, ["capacity", write(tmp_path, data), "--tokens-per-s", "3e5", "--json", "-"]
+    )
+    from allocator import api
+
+    assert r.exit_code == 0
+    assert json.loads(r.stdout)["notes"] == api.size_fleet(data, 3e5).to_dict()["notes"]
+
+
+def test_gpus_are_replicas_times_gpus_per_replica():
+    data = problem_data(_flip_tables(), {"a": 0.8})
+    data["serving"]["gpus_per_replica"] = 4
+    doc = size_fleet(build(data), 1e5).to_dict()
+    assert doc["gpus"] == 4 * doc["replicas"]
+    assert doc["without_speculation"]["gpus"] == 4 * doc["without_speculation"]["replicas"]
+
+
+def test_a_drafter_without_step_times_is_left_out_with_a_note():
+    """A component model and two drafters, one without draft_ms (and no table): the file is
+    not refused; the drafter is left out, and a note says why."""
+    data = {
+        "name": "c",
+        "convention": "bonus",
+        "drafters": [
+            {"name": "a", "acceptance": 0.8, "unit_cost": 0.1, "draft_ms": {1: 1.0, 16: 1.5}},
+            {"name": "b", "acceptance": 0.9, "unit_cost": 0.1},
+        ],
+        "search": {"k": {"min": 1, "max": 3}, "m": {"max": 1}},
+        "serving": {
+            "batch_sizes": [1, 8, 100],
+            "gpu_cost_per_hour": 3.0,
+            "verify_ms": {
+                "batch": [1, 16],
+                "tokens": [1, 2, 4],
+                "ms": [[10, 11, 13], [14, 16, 20]],
+            },
+        },
+    }
+    r = size_fleet(build(data), 2000.0, 8.0)
+    assert r.best.drafters == ["a"]
+    assert any(n.startswith("left out: b") for n in r.notes)
+
+
+def test_only_what_the_engine_serves_unless_pooled(tmp_path):
+    """Two drafters whose pooled table is fastest: by default (vLLM) the answer runs one
+    drafter and says so; --pooled may pool them, labelled as the upper bound it is."""
+    from allocator import api
+    from allocator.engines import POOLED_BOUND
+
+    tables = random_tables(np.random.default_rng(1), ["a", "b"])
+    data = problem_data(tables, {"a": 0.7, "b": 0.7})
+    data["search"]["m"] = {"max": 2}
+    fast = {b: {k: 0.5 * v if k else v for k, v in row.items()} for b, row in tables["a"].items()}
+    data["serving"]["step_ms"].append({"drafters": ["a", "b"], "by_batch": fast})
+    one = api.size_fleet(data, 1e4, 10.0)
+    assert len(one.best.drafters) == 1 and any("one drafter per server" in n for n in one.notes)
+    pooled = api.size_fleet(data, 1e4, 10.0, pooled=True)
+    assert pooled.best.drafters == ["a", "b"] and POOLED_BOUND in pooled.notes
+
+
+def test_itl_ms_is_the_old_name_of_tpot_ms(tmp_path):
+    p = write(tmp_path, problem_data(_flip_tables(), {"a": 0.8}))
+    new = runner.invoke(
+        app, ["capacity", p, "--tokens-per-s", "1e4", "--tpot-ms", "20", "--json", "-"]
+    )
+    old = runner.invoke(
+        app, ["capacity", p, "--tokens-per-s", "1e4", "--itl-ms", "20", "--json", "-"]
+    )
+    assert new.exit_code == old.exit_code == 0
+    assert json.loads(new.stdout) == json.loads(old.stdout)
+    said = " ".join(old.stderr.split())
+    assert "old name of --tpot-ms" in said and "not vLLM's ITL" in said
+    assert "old name" not in new.stderr

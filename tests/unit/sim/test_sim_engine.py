@@ -383,3 +383,42 @@ def test_step_function_on_arrays_gives_the_same_run():
     for f in ("finish_s", "first_token_s", "itl_s", "itl_request", "chunks", "decode_steps"):
         assert np.array_equal(getattr(fast, f), getattr(slow, f)), f
     assert fast.time_in_system_s == pytest.approx(slow.time_in_system_s, rel=1e-12)
+
+
+def test_admission_waits_until_the_whole_prompt_fits():
+    """vLLM 0.33 admits a request only when the blocks of its whole prompt are free
+    (``scheduler_reserve_full_isl``, default True), not merely its first chunk's.
+
+    10 blocks of 4 tokens, budget 16. A (prompt 16, output 10) prefills in step 1 and from
+    step 2 holds 5 blocks, growing to 7. B's 24-token prompt needs 6 blocks: its first
+    chunk (15 tokens, 4 blocks) would fit beside A in step 2, its prompt never does while
+    A runs. So B is first scheduled when A has finished (step 11, t = 10), prefills in
+    steps 11-12 and finishes in step 13, never preempted. Admitting on the first chunk
+    alone (the rule before) scheduled B at t = 1 and preempted it 4 times."""
+    reqs = Requests(np.zeros(2), [16, 24], [10, 2])
+    r = simulate(reqs, SpecPolicy.off(), Recorder(), Scheduler(4, 16, 40, block_size=4))
+    assert ms(r.first_scheduled_s) == [0.0, 10.0]
+    assert ms(r.first_token_s) == [1.0, 12.0]
+    assert ms(r.finish_s) == [10.0, 13.0]
+    assert r.preemptions.tolist() == [0, 0]
+
+
+def test_a_step_function_on_arrays_stops_a_stretch_where_the_kv_cache_runs_out():
+    """A decode-only stretch cut where the KV cache would overflow must end there whichever
+    way its step times are asked for: with ``many`` (one call for the stretch) the cut was
+    lost, the stretch ran on past it, and the cache held more blocks than it has (peak
+    1.048 of the cache, 1 preemption instead of 73 here)."""
+    reqs = fixed_requests(600, 500, 200, 40.0, seed=3)
+    pmf = np.array([0.0, 0.5, 0.25, 0.25])
+    pol = SpecPolicy.fixed(2, pmf, 0)
+    sched = Scheduler(16, 2048, 2000)
+    both = TwoWayStep()
+    fast = simulate(reqs, pol, both, sched, seed=5)
+    slow = _Engine(reqs, pol, both.__call__, sched, 5, stretches=False)
+    slow.run()
+    ref = slow.result()
+    assert both.many_calls > 10
+    assert fast.kv_cache_peak_fraction <= 1.0
+    assert fast.preemptions.sum() == ref.preemptions.sum() > 0
+    for f in ("finish_s", "first_token_s", "itl_s", "chunks", "decode_steps", "preemptions"):
+        assert np.array_equal(getattr(fast, f), getattr(ref, f)), f

@@ -1,0 +1,216 @@
+"""``allocator bench``: a simulated ``vllm bench serve`` of one replica, its metrics under
+vLLM's names (:mod:`allocator.analysis.bench`)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from .. import api
+from ..io.staged import write_atomic
+from . import app
+from .common import (
+    MAX_SEED,
+    EngineOption,
+    JsonOption,
+    PooledOption,
+    ProblemArg,
+    emit_json,
+    handles_input_errors,
+    note,
+    out,
+    precheck_outputs,
+)
+
+
+def drafter_list(text: str | None) -> list[str] | None:
+    """``--drafters a,b`` as names (``None`` for none)."""
+    if text is None:
+        return None
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def _fmt(x, spec: str = ",.2f") -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    return format(x, spec)
+
+
+def bench_table(doc: dict) -> Table:
+    """The run as ``vllm bench serve`` prints it: one metric per row."""
+    t = Table(title=doc["label"], title_justify="left", show_header=False)
+    t.add_column("metric", justify="left")
+    t.add_column("value", justify="right")
+    rows = [
+        ("Successful requests", _fmt(doc["completed"], ",d")),
+        ("Benchmark duration (s)", _fmt(doc["duration"])),
+        ("Total input tokens", _fmt(doc["total_input_tokens"], ",d")),
+        ("Total generated tokens", _fmt(doc["total_output_tokens"], ",d")),
+        ("Request throughput (req/s)", _fmt(doc["request_throughput"])),
+        ("Output token throughput (tok/s)", _fmt(doc["output_throughput"])),
+        ("Total token throughput (tok/s)", _fmt(doc["total_token_throughput"])),
+        ("Max concurrent requests", _fmt(doc["max_concurrent_requests"], ",d")),
+    ]
+    for name, title in (
+        ("ttft", "Time to First Token"),
+        ("tpot", "Time per Output Token (excl. 1st token)"),
+        ("itl", "Inter-token Latency (gap between chunks)"),
+        ("e2el", "End-to-end Latency"),
+    ):
+        rows.append((f"— {title} —", ""))
+        for stat in ("mean", "median", "p99"):
+            label = "P99" if stat == "p99" else stat.capitalize()
+            rows.append((f"{label} {name.upper()} (ms)", _fmt(doc[f"{stat}_{name}_ms"])))
+    rows += [
+        ("— Simulated replica —", ""),
+        ("Acceptance length (tokens per step)", _fmt(doc["spec_decode_acceptance_length"], ".3f")),
+        ("Mean queue (ms)", _fmt(doc["mean_queue_ms"])),
+        ("Preemptions", _fmt(doc["preemptions"], ",d")),
+        ("Max running sequences", _fmt(doc["max_running_seqs"], ",d")),
+        ("Mean requests in the server", _fmt(doc["mean_concurrency"])),
+        ("KV cache peak (fraction)", _fmt(doc["kv_cache_peak_fraction"], ".3f")),
+    ]  # fmt: skip
+    for name, value in rows:
+        t.add_row(name, value)
+    return t
+
+
+@app.command("bench")
+@handles_input_errors
+def bench_command(
+    problem: Path = ProblemArg,
+    drafters: str = typer.Option(
+        None,
+        "--drafters",
+        "-d",
+        help="Drafter(s) to run, NAME[,NAME] (several only with --pooled). None: speculation off.",
+        metavar="NAME[,NAME]",
+    ),
+    k: int = typer.Option(
+        None, "--k", "-k", help="Draft length (0: speculation off).", metavar="K"
+    ),
+    schedule: bool = typer.Option(
+        False,
+        "--schedule",
+        help="k by decode batch size, from the problem's schedule (vLLM's "
+        "num_speculative_tokens_per_batch_size), instead of one --k.",
+    ),
+    request_rate: float = typer.Option(
+        None,
+        "--request-rate",
+        help="Requests per second (inf: all at once; the default, as vLLM's). With --trace: "
+        "the trace's times scaled to this rate (default: its own).",
+        metavar="R",
+    ),
+    burstiness: float = typer.Option(
+        1.0,
+        "--burstiness",
+        help="Shape of the gamma gaps between arrivals: 1 is Poisson, larger is steadier.",
+        metavar="B",
+    ),
+    max_concurrency: int = typer.Option(
+        None,
+        "--max-concurrency",
+        help="Requests the client keeps in flight at most (default: no limit).",
+        metavar="C",
+    ),
+    num_prompts: int = typer.Option(
+        None,
+        "--num-prompts",
+        help="Requests to send (default 1000, as vLLM's); with --trace its first rows.",
+        metavar="N",
+    ),
+    input_len: int = typer.Option(
+        None, "--input-len", help="Prompt tokens of every request.", metavar="I"
+    ),
+    output_len: int = typer.Option(
+        None, "--output-len", help="Output tokens of every request.", metavar="O"
+    ),
+    trace: str = typer.Option(
+        None,
+        "--trace",
+        help="Arrival times and lengths from a CSV in the Azure LLM inference trace format "
+        "(TIMESTAMP,ContextTokens,GeneratedTokens), read as is.",
+        metavar="PATH",
+    ),
+    trace_speedup: float = typer.Option(
+        None, "--trace-speedup", help="Run the trace F times faster.", metavar="F"
+    ),
+    max_num_seqs: int = typer.Option(
+        None,
+        "--max-num-seqs",
+        help="The server's max_num_seqs (default: serving.scheduler.max_num_seqs).",
+        metavar="S",
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed of every draw."),
+    engine: str = EngineOption,
+    pooled: bool = PooledOption,
+    json_path: str = JsonOption,
+    per_request: str = typer.Option(
+        None,
+        "--per-request",
+        help="Write one CSV row per request (times in s from the start, latencies in ms).",
+        metavar="PATH.csv",
+    ),
+    plot_path: str = typer.Option(
+        None,
+        "--plot",
+        help="Draw the TTFT, TPOT and ITL distributions to PATH (.png or .svg).",
+        metavar="PATH",
+    ),
+) -> None:
+    """Simulate `vllm bench serve` on one replica: requests arrive, are scheduled step by
+    step as vLLM's V1 scheduler does (continuous batching, chunked prefill, KV blocks,
+    preemption), each decoding sequence's tokens drawn from the configuration's acceptance;
+    the JSON has vLLM's --save-result keys, so a measurement can be diffed against it."""
+    precheck_outputs(json=json_path, per_request=per_request, plot=plot_path)
+    if plot_path:
+        from ..plots import check_plot_path
+
+        check_plot_path(plot_path, "--plot")
+    result = api.bench(
+        problem,
+        drafters=drafter_list(drafters),
+        k=k,
+        schedule=schedule,
+        request_rate=request_rate,
+        burstiness=burstiness,
+        max_concurrency=max_concurrency,
+        num_prompts=num_prompts,
+        input_len=input_len,
+        output_len=output_len,
+        trace=trace,
+        trace_speedup=trace_speedup,
+        seed=seed,
+        max_num_seqs=max_num_seqs,
+        engine=engine,
+        pooled=pooled,
+    )
+    doc = result.to_dict()
+    if per_request:
+        write_atomic(per_request, result.per_request_csv(), "--per-request")
+    if plot_path:
+        from ..plots import plot_bench
+
+        cols = result.result.columns()
+        plot_bench(
+            cols["ttft_ms"],
+            cols["tpot_ms"],
+            result.result.itl_s * 1000.0,
+            plot_path,
+            title=f"{result.problem}: {doc['label']}",
+            option="--plot",
+        )
+    if json_path == "-":
+        emit_json(doc, "-")
+        return
+    emit_json(doc, json_path)
+    for message in result.notes:
+        note(message)
+    out.print(bench_table(doc))
+
+
+__all__ = ["bench_command", "bench_table", "drafter_list"]
