@@ -117,6 +117,21 @@ class OneLineErrors(TyperGroup):
 
             fail("interrupted: aborted")
             sys.exit(1)
+        except BrokenPipeError:  # the reader of stdout went away (``| head``): quietly
+            if not standalone_mode:
+                raise
+            from ..io.staged import silence_stdout
+
+            silence_stdout()
+            sys.exit(1)
+        except OSError as exc:  # a write the commands' own checks did not see (stdout)
+            if not standalone_mode:
+                raise
+            from ..io.staged import silence_stdout
+            from .common import fail
+
+            silence_stdout()
+            sys.exit(fail(f"output: cannot write ({exc.strerror or exc})").exit_code)
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
