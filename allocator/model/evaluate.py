@@ -29,7 +29,13 @@ import numpy as np
 from ..core.errors import independent_fail_prob
 from ..core.result import METRICS
 from ..exceptions import NotModelledError
-from .acceptance import expected_accepted, extend_positions, mean_acceptance, survival
+from .acceptance import (
+    expected_accepted,
+    extend_positions,
+    first_positions,
+    mean_acceptance,
+    survival,
+)
 from .timing import draft_time, verify_time
 
 if TYPE_CHECKING:
@@ -81,7 +87,8 @@ def _pooled(problem: Problem, members, acceptance, errors, k_max) -> np.ndarray:
         if errors.name != "independent":
             raise no_chain_closed_form(errors.name)
         return chain_acceptance(members, acceptance, k_max)
-    a = 1.0 - errors.fail_prob(members, 1.0 - acceptance)
+    # positions past k_max are never drafted: pool only the first k_max
+    a = 1.0 - errors.fail_prob(members, 1.0 - first_positions(acceptance, k_max))
     for ens in problem.ensembles:
         rows = np.all(members == ens.members, axis=1)
         if rows.any():
