@@ -3,9 +3,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
 from rich.table import Table
 
 from ..core.result import SolveResult
+
+T = TypeVar("T")
+
+#: Most rows a table prints: the first and last half of them, with a line saying how many
+#: are left out (the JSON and the CSV keep every row). Drawing a 100,000-point front took
+#: over two minutes.
+MAX_TABLE_ROWS = 60
+
+
+def shown_rows(items: Sequence[T], limit: int = MAX_TABLE_ROWS) -> Iterator[tuple[int, T | None]]:
+    """``(number, item)`` for the rows a table prints, numbered from 1: every item up to
+    ``limit``, else the first and last ``limit // 2`` with one ``(left out, None)`` between."""
+    n = len(items)
+    if n <= limit:
+        yield from enumerate(items, 1)
+        return
+    head = limit // 2
+    yield from ((i + 1, items[i]) for i in range(head))
+    yield (n - 2 * head, None)
+    yield from ((i + 1, items[i]) for i in range(n - head, n))
+
+
+def add_gap(t: Table, left_out: int, what: str = "points") -> None:
+    """The row standing for ``left_out`` rows not printed, and the caption saying so."""
+    t.add_row(*["…"] * len(t.columns))
+    t.caption = f"{left_out:,} {what} not shown; --json or --csv lists every one"
+    t.caption_justify = "left"
 
 
 def front_table(result: SolveResult) -> Table:
@@ -28,7 +58,10 @@ def front_table(result: SolveResult) -> Table:
         ("round time", "right"),
     ):
         t.add_column(col, justify=just)  # type: ignore[arg-type]
-    for i, p in enumerate(result.points(), 1):
+    for i, p in shown_rows(result.points()):
+        if p is None:
+            add_gap(t, i)
+            continue
         t.add_row(
             str(i),
             ", ".join(p["drafters"]),
@@ -72,7 +105,10 @@ def uncertainty_table(doc: dict) -> Table:
         t.add_column(col, justify="left" if col == "drafters" else "right")
     if q is not None:
         t.add_column(f"q{q:g}", justify="right")
-    for i, p in enumerate(doc["points"], 1):
+    for i, p in shown_rows(doc["points"]):
+        if p is None:
+            add_gap(t, i)
+            continue
         row = [
             str(i),
             ", ".join(p["drafters"]),
@@ -93,7 +129,10 @@ def uncertainty_table(doc: dict) -> Table:
 
 
 __all__ = [
+    "MAX_TABLE_ROWS",
     "front_table",
+    "add_gap",
     "point_table",
+    "shown_rows",
     "uncertainty_table",
 ]

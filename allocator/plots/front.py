@@ -18,7 +18,7 @@ from .common import (
     palette,
     save,
 )
-from .labels import place_labels
+from .labels import MAX_LABELS, place_labels
 
 
 def point_label(drafters: list[str] | tuple[str, ...], k: int) -> str:
@@ -114,9 +114,10 @@ def plot_front(
     labels = [point_label(p["drafters"], p["k"]) for p in points]
     placed = place_labels(ax, cost, thr, labels)
     if len(placed) < n:
+        why = "the others would overlap" if n <= MAX_LABELS else "spread along the front"
         ax.set_title(
-            f"{ax.get_title(loc='left')}\nlabels on {len(placed)} of {n} points "
-            "(the others would overlap; the JSON or CSV lists every point)",
+            f"{ax.get_title(loc='left')}\nlabels on {len(placed)} of {n:,} points "
+            f"({why}; the JSON or CSV lists every point)",
             loc="left",
             fontsize=11,
         )

@@ -17,6 +17,9 @@ _DIRECTIONS = tuple(
 )
 #: Candidate distances from the point, typographic points.
 _RADII = (6, 12, 20, 30, 42, 56, 72, 90, 110, 135, 165, 200)
+#: Most points one picture tries to label: evenly spread along the points given (a
+#: 2,000-point front took 100 s to label, and more labels than this cannot be read).
+MAX_LABELS = 80
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,24 @@ def _polyline_boxes(pts: np.ndarray, half: float, step: float = 4.0) -> np.ndarr
     return np.column_stack([along - half, along + half])
 
 
+def label_candidates(n: int, most: int = MAX_LABELS) -> np.ndarray:
+    """Indices of the points to try labelling: all ``n``, or ``most`` spread evenly from
+    the first to the last."""
+    if n <= most:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, most)).astype(np.int64))
+
+
 def place_labels(
-    ax, x, y, texts, *, fontsize: float = 7.5, pad: float = 1.5, line: str | None = "steps"
+    ax,
+    x,
+    y,
+    texts,
+    *,
+    fontsize: float = 7.5,
+    pad: float = 1.5,
+    line: str | None = "steps",
+    most: int = MAX_LABELS,
 ) -> list[PlacedLabel]:
     """Label the points ``(x[i], y[i])`` (data coordinates) so that no two labels
     overlap, no label covers a point or the line through the points (``line``:
@@ -73,7 +92,8 @@ def place_labels(
     label already placed (boxes measured by the renderer, padded by ``pad`` pixels);
     labels set further out get a thin leader line. A label with no free spot is left
     out rather than drawn over another (the returned list names the points labelled).
-    The axes limits must be final before this is called.
+    Of more than ``most`` points only ``most``, spread evenly, are tried
+    (:func:`label_candidates`). The axes limits must be final before this is called.
     """
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
@@ -87,9 +107,13 @@ def place_labels(
         obstacles = np.concatenate([obstacles, _polyline_boxes(path, 1.0)])
     elif line == "straight":
         obstacles = np.concatenate([obstacles, _polyline_boxes(pts, 1.0)])
+    # boxes that land on the same pixels once (thousands of points drawn close together)
+    obstacles = np.unique(np.round(obstacles), axis=0)
     frame = ax.get_window_extent(renderer)
     placed: list[PlacedLabel] = []
-    for i, text in enumerate(texts):
+    texts = list(texts)
+    for i in label_candidates(len(texts), most):
+        i, text = int(i), texts[i]
         best = None  # (penalty, offset, ha, va, box, radius)
         probe = ax.text(0, 0, text, fontsize=fontsize)
         for r in _RADII:
@@ -146,7 +170,9 @@ def _offset(ax, off: tuple[float, float]):
 
 
 __all__ = [
+    "MAX_LABELS",
     "PlacedLabel",
     "boxes_overlap",
+    "label_candidates",
     "place_labels",
 ]

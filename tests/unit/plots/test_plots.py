@@ -404,3 +404,25 @@ def test_breakeven_plot_without_a_break_even_says_why(tmp_path, ensemble, baseli
     texts = "".join(ET.parse(svg).getroot().itertext())
     assert "break-even: latent" not in texts
     assert note in texts
+
+
+def test_a_long_front_labels_a_bounded_spread_of_points(tmp_path):
+    """Labelling tried every point of the front: 2,000 points took 100 s. At most
+    MAX_LABELS points are tried, spread from the first to the last, none overlapping."""
+    from allocator.plots.labels import MAX_LABELS, label_candidates
+
+    raw = {
+        "name": "long",
+        "drafters": [{"name": "a", "acceptance": 1.0, "unit_cost": 0.01}],
+        "search": {"k": {"max": 2000}},
+    }
+    res = solve(problem_from_spec(parse_problem(raw)))
+    assert len(res.front) == 2000
+    drawn = plot_front(res, tmp_path / "long.png")
+    assert 0 < len(drawn["labels"]) <= MAX_LABELS
+    assert set(drawn["labelled"]) <= set(label_candidates(2000))
+    boxes = drawn["label_boxes"]
+    for i in range(len(boxes)):
+        assert not boxes_overlap(boxes[i], np.delete(boxes, i, axis=0)).any()
+    assert label_candidates(2000)[[0, -1]].tolist() == [0, 1999]
+    assert label_candidates(5).tolist() == [0, 1, 2, 3, 4]
