@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from ..io.staged import front_csv, write_atomic
 from . import app
 from .common import (
     MAX_SEED,
+    BudgetOption,
     JsonOption,
     ProblemArg,
     emit_json,
@@ -25,6 +25,7 @@ from .common import (
     handles_input_errors,
     note,
     out,
+    parse_budget,
     precheck_outputs,
 )
 from .progress import check_search_options, search_progress
@@ -103,6 +104,7 @@ def solve(
         "time are left out).",
         metavar="B",
     ),
+    budget: list[str] = BudgetOption,
 ) -> None:
     """Search drafters, k and m; print the front of throughput against the cost metric.
 
@@ -118,7 +120,10 @@ def solve(
 
         check_plot_path(plot_path, "--plot")
     check_search_options(trials, timeout)
+    caps = parse_budget(budget)
     prob = api.load(problem)
+    if caps:
+        prob = prob.replace(budget={**prob.budget, **caps})
     if batch is not None:
         _check_batch_options(strategy, samples, robust, export, storage, study, trials, timeout)
         result = api.solve_at_batch(prob, batch)
@@ -176,8 +181,7 @@ def _print_export(exported: tuple[str, list[str]]) -> None:
     text, notes = exported
     for line in notes:
         note(line)
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    emit_text(text)
 
 
 def _write_outputs(

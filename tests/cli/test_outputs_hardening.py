@@ -49,8 +49,8 @@ OUTPUTS = [
     ("--json", ["evaluate", R2, "-d", "weak-a", "-k", "3"]),
     ("--json", ["paper"]),
     ("--json", ["breakeven", CORRELATED, "-e", "weak-a,weak-b", "--baseline", "weak-a"]),
-    ("--json", ["simulate", R2, "-d", "weak-a", "-k", "3", "-n", "100"]),
-    ("--plot", ["simulate", R2, "-d", "weak-a", "-k", "3", "-n", "100"]),
+    ("--json", ["simulate", R2, "-d", "weak-a", "-k", "3", "--rounds", "100"]),
+    ("--plot", ["simulate", R2, "-d", "weak-a", "-k", "3", "--rounds", "100"]),
 ]
 
 
@@ -212,7 +212,7 @@ def _ansi_problem(tmp_path: Path) -> Path:
         ["solve", "{p}"],
         ["solve", "{p}", "--batch", "4"],
         ["evaluate", "{p}", "-d", ESCAPES, "-k", "3"],
-        ["simulate", "{p}", "-d", ESCAPES, "-k", "3", "-n", "100"],
+        ["simulate", "{p}", "-d", ESCAPES, "-k", "3", "--rounds", "100"],
     ],
 )
 def test_control_characters_in_names_are_shown_escaped(tmp_path, args):

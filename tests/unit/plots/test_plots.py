@@ -263,7 +263,7 @@ def test_breakeven_plot_png_and_its_curve(tmp_path):
     png, js = tmp_path / "gain.png", tmp_path / "b.json"
     r = runner.invoke(
         app,
-        ["breakeven", str(R2_CORRELATED), "-e", "weak-a,weak-b", "-b", "weak-a"]
+        ["breakeven", str(R2_CORRELATED), "-e", "weak-a,weak-b", "--baseline", "weak-a"]
         + ["--plot", str(png), "--json", str(js)],
     )
     assert r.exit_code == 0, r.output
@@ -300,7 +300,7 @@ def test_breakeven_plot_svg_marks_the_break_even(tmp_path):
             str(R2_CORRELATED),
             "-e",
             "weak-a,weak-b",
-            "-b",
+            "--baseline",
             "weak-a",
             "--plot",
             str(svg),
@@ -315,7 +315,18 @@ def test_breakeven_plot_svg_marks_the_break_even(tmp_path):
 # ---------------------------------------------------------------- accepted units
 def test_simulate_plot_histogram_matches_the_run_and_the_model(tmp_path):
     png, js = tmp_path / "hist.png", tmp_path / "s.json"
-    args = ["simulate", str(R2), "-d", "weak-a,weak-b", "-k", "5", "-n", "20000", "--seed", "7"]
+    args = [
+        "simulate",
+        str(R2),
+        "-d",
+        "weak-a,weak-b",
+        "-k",
+        "5",
+        "--rounds",
+        "20000",
+        "--seed",
+        "7",
+    ]
     r = runner.invoke(app, [*args, "--plot", str(png), "--json", str(js)])
     assert r.exit_code == 0, r.output
     assert_valid_png(png)
@@ -354,7 +365,7 @@ def test_simulate_plot_of_a_workload_mixture(tmp_path):
     assert u @ model == pytest.approx(report.model_accepted, rel=1e-12)
     svg = tmp_path / "mix.svg"
     r = runner.invoke(
-        app, ["simulate", str(MIXED), "-d", name, "-k", "4", "-n", "4000", "--plot", str(svg)]
+        app, ["simulate", str(MIXED), "-d", name, "-k", "4", "--rounds", "4000", "--plot", str(svg)]
     )
     assert r.exit_code == 0, r.output
     assert ET.parse(svg).getroot().tag.endswith("svg")
@@ -363,8 +374,8 @@ def test_simulate_plot_of_a_workload_mixture(tmp_path):
 @pytest.mark.parametrize(
     "args",
     [
-        ["breakeven", str(R2_CORRELATED), "-e", "weak-a,weak-b", "-b", "weak-a"],
-        ["simulate", str(R2), "-d", "weak-a", "-k", "3", "-n", "100"],
+        ["breakeven", str(R2_CORRELATED), "-e", "weak-a,weak-b", "--baseline", "weak-a"],
+        ["simulate", str(R2), "-d", "weak-a", "-k", "3", "--rounds", "100"],
     ],
 )
 def test_breakeven_and_simulate_refuse_bad_plot_paths(tmp_path, args):
@@ -398,7 +409,7 @@ def test_breakeven_plot_without_a_break_even_says_why(tmp_path, ensemble, baseli
     )
     svg = tmp_path / "gain.svg"
     r = runner.invoke(
-        app, ["breakeven", str(problem), "-e", ensemble, "-b", baseline, "--plot", str(svg)]
+        app, ["breakeven", str(problem), "-e", ensemble, "--baseline", baseline, "--plot", str(svg)]
     )
     assert r.exit_code == 0, r.output
     texts = "".join(ET.parse(svg).getroot().itertext())
