@@ -100,7 +100,9 @@ JsonOption = typer.Option(
 #: Largest ``--seed`` (seeds are non-negative 63-bit integers).
 MAX_SEED = 2**63 - 1
 
-ProblemArg = typer.Argument(..., help="Problem file (YAML or JSON).", show_default=False)
+ProblemArg = typer.Argument(
+    ..., help="Problem file (YAML or JSON).", show_default=False, metavar="PROBLEM"
+)
 
 #: ``--budget METRIC=VALUE`` (repeatable), read by :func:`parse_budget`.
 BudgetOption = typer.Option(
