@@ -82,7 +82,10 @@ def solve_at_batch(problem: Problem, batch: int) -> SolveResult:
     """``solve --batch B``: the front of tokens/s against the cost metric at ``batch``
     concurrent sequences (:func:`allocator.analysis.schedule.serving_front`)."""
     from .analysis.schedule import serving_front
+    from .model.evaluate import DRAFT_COST_CAPS, require_unit_cost
 
+    if problem.cost_metric in DRAFT_COST_CAPS:  # the cost axis is in verifier-units
+        require_unit_cost(problem, needed_by=f"cost_metric {problem.cost_metric}")
     t0 = time.perf_counter()
     front, evaluated, _, notes = serving_front(problem, batch)
     return SolveResult(

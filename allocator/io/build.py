@@ -85,7 +85,8 @@ def problem_from_spec(
         name=spec.name,
         names=names,
         acceptance=acc,
-        unit_cost=np.array([d.unit_cost for d in spec.drafters]),
+        # NaN where a serving file leaves the cost out: answers in verifier-units refuse
+        unit_cost=np.array([np.nan if d.unit_cost is None else d.unit_cost for d in spec.drafters]),
         hosting_cost=np.array([d.hosting_cost for d in spec.drafters]),
         pass_cost=spec.verifier.pass_cost,
         token_cost=spec.verifier.token_cost,
@@ -347,7 +348,7 @@ def _check_scale(spec: ProblemSpec) -> None:
     if (MAX_K + 1) / cheapest > MAX_MAGNITUDE:
         raise InputError(field, f"{cheapest:g} is too small: throughput would overflow")
     n = len(spec.drafters)
-    per_unit = sum(d.unit_cost for d in spec.drafters) + ver.token_cost * n
+    per_unit = sum(d.unit_cost or 0.0 for d in spec.drafters) + ver.token_cost * n
     dearest = ver.pass_cost
     if curve is not None:  # the curve's largest value, or its extrapolation to n * MAX_K
         slope = (curve.cost[-1] - curve.cost[-2]) / (curve.tokens[-1] - curve.tokens[-2])

@@ -209,7 +209,8 @@ class Drafter(_Frozen):
     """One draft model.
 
     ``acceptance``: per-unit acceptance, a scalar or a list by position (last repeats).
-    ``unit_cost``: draft cost per unit, in units of the verifier's per-unit cost.
+    ``unit_cost``: draft cost per unit, in units of the verifier's per-unit cost (optional:
+    only the answers in verifier-units need it, and they refuse without it).
     ``hosting_cost``: what hosting it costs (memory, GPUs, $/h: any consistent unit).
     ``model``: the serving system's model name or path (for export).
     ``acceptance_interval``: a 95% interval for the acceptance (estimated statistics),
@@ -218,7 +219,7 @@ class Drafter(_Frozen):
 
     name: Annotated[str, Field(min_length=1)]
     acceptance: Acceptance
-    unit_cost: NonNegative
+    unit_cost: NonNegative | None = None
     hosting_cost: NonNegative = 0.0
     model: str | None = None
     acceptance_interval: (
@@ -620,10 +621,16 @@ class ServingSpec(_Frozen):
 
 
 class ProblemSpec(_Frozen):
-    """A whole problem file. Field names and defaults follow docs/design.md §5."""
+    """A whole problem file. Field names and defaults follow docs/design.md §5.
+
+    ``convention``: ``bonus`` (the verifier's own token counted, as vLLM and SGLang count
+    it) by default in a file with a ``serving`` section, ``paper`` otherwise."""
 
     name: Annotated[str, Field(min_length=1)]
-    convention: Literal["paper", "bonus"] = "paper"
+    convention: Annotated[
+        Literal["paper", "bonus"],
+        Field(description="Default: bonus with a serving section, else paper."),
+    ] = "paper"
     verifier: Verifier = Verifier()
     drafters: Annotated[list[Drafter], Field(min_length=1)]
     errors: ErrorsSpec = ErrorsSpec()
@@ -635,6 +642,15 @@ class ProblemSpec(_Frozen):
     budget: Budget = Budget()
     cost_metric: CostMetric = "draft_cost_per_round"
     serving: ServingSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_convention(cls, data: object) -> object:
+        """A file with a ``serving`` section that states no ``convention`` counts as the
+        engines do (``bonus``): its acceptance comes from them, and its answers are theirs."""
+        if isinstance(data, dict) and "convention" not in data and data.get("serving"):
+            return {**data, "convention": "bonus"}
+        return data
 
     @field_validator("drafters")
     @classmethod

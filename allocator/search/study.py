@@ -366,6 +366,7 @@ class OptunaStrategy(Strategy):
     def solve(self, problem: Problem) -> SolveResult:
         import optuna
 
+        self.check(problem)
         t0 = time.perf_counter()
         verbosity = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 from rich.console import Console
 
@@ -56,3 +57,49 @@ def test_the_json_and_csv_keep_every_point(tmp_path):
     assert len(json.loads((tmp_path / "f.json").read_text())["front"]) == 1000
     assert len((tmp_path / "f.csv").read_text().splitlines()) == 1001
     assert "940 points not shown" in r.stdout
+
+
+SERVING = Path(__file__).resolve().parents[2] / "problems" / "serving-eagle.yaml"
+
+
+def _header(text: str) -> str:
+    """The header cells of a rich table, joined over their lines."""
+    lines = [line for line in text.splitlines() if line.startswith("┃")]
+    cells = [[c.strip() for c in line.strip("┃").split("┃")] for line in lines]
+    return " | ".join(" ".join(filter(None, col)) for col in zip(*cells, strict=True))
+
+
+def test_a_front_under_load_shows_no_verifier_units_beside_tokens_per_s():
+    """``solve --batch`` printed tokens/s in the throughput column beside the model's
+    round time and draft cost in verifier-units, none of them labelled."""
+    r = run("solve", SERVING, "--batch", "4")
+    assert r.exit_code == 0, r.output
+    header = _header(r.stdout)
+    assert header == (
+        "# | drafters | m | k | tokens/s (whole batch) | tokens/s per sequence | ITL (ms) | "
+        "speedup (× k = 0) | $/Mtok | cost (vu) | tokens per step"
+    )
+    assert "vu: verifier-units of time (one verification pass = 1)" in r.stdout
+
+
+def test_a_front_in_verifier_units_labels_every_unit():
+    r = run("solve", Path(__file__).resolve().parents[2] / "problems" / "paper-r2.yaml")
+    assert _header(r.stdout) == (
+        "# | drafters | m | k | throughput (units / vu) | cost (vu) | E[accepted] (units) | "
+        "pooled α | round time (vu)"
+    )
+
+
+def test_a_point_under_load_puts_each_metric_beside_its_unit():
+    r = run("evaluate", SERVING, "-d", "eagle", "-k", "3", "--batch", "4")
+    assert r.exit_code == 0, r.output
+    rows = {
+        cells[0]: cells[1:]
+        for line in r.stdout.splitlines()
+        if line.startswith("│")
+        for cells in [[c.strip() for c in line.strip("│").split("│")]]
+    }
+    assert rows["tokens_per_s"][1] == "tokens/s, whole batch"
+    assert rows["throughput"][1] == "accepted units per verifier-unit of time"
+    assert rows["round_time"][1] == "verifier-units"
+    assert "the model, in verifier-units" in rows
