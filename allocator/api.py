@@ -116,7 +116,10 @@ def solve_at_batch(
     from .analysis.limits import position_notes
     from .analysis.schedule import serving_front
     from .engines import servable
+    from .model.evaluate import DRAFT_COST_CAPS, require_unit_cost
 
+    if problem.cost_metric in DRAFT_COST_CAPS:  # the cost axis is in verifier-units
+        require_unit_cost(problem, needed_by=f"cost_metric {problem.cost_metric}")
     t0 = time.perf_counter()
     problem, served = servable(problem, engine, pooled)
     front, evaluated, _, notes = serving_front(problem, batch, 0.0 if context is None else context)

@@ -160,7 +160,7 @@ def cli_reference() -> str:
     """Every command's usage, arguments and options as Markdown."""
     import typer
 
-    from allocator.cli import app
+    from allocator.cli import app, reflow
 
     group = typer.main.get_command(app)
     out = [
@@ -176,14 +176,17 @@ def cli_reference() -> str:
             for piece in cmd.collect_usage_pieces(ctx)
         ]
         usage = " ".join(["allocator", name, *pieces])
-        help_text = (cmd.help or "").strip().split("\n\n")[0].replace("\n", " ")
-        out += [f"#### `allocator {name}`", "", f"`{usage}`", "", _code(help_text), ""]
+        out += [f"#### `allocator {name}`", "", f"`{usage}`", ""]
+        # every paragraph of the command's help, each as one line (as --help wraps it)
+        for para in (reflow(cmd.help) or "").split("\n\n"):
+            out += [_code(line) for line in para.strip().splitlines()] + [""]
         rows = []
         for p in cmd.params:
             record = None if getattr(p, "hidden", False) else p.get_help_record(ctx)
             if record is None or p.name == "help":
                 continue
             flags, help_ = record
+            flags = flags.replace(" <bool>", "")  # a flag takes no value
             rows.append((f"`{_cell(flags)}`", " ".join(help_.split())))
         if rows:
             out += ["| argument or option | what it does |", "|---|---|"]

@@ -10,7 +10,9 @@ ensemble's first two drafters at position 1. ``never`` is true when even ``r = 1
 (identical errors) leaves the ensemble ahead.
 
 The problem's own error model and measured ``ensembles`` are set aside: the
-question is asked of the exchangeable model.
+question is asked of the exchangeable model. The problem's ``budget`` holds: each
+side's best ``k`` is the best within every cap (at the correlation asked about, since
+``draft_cost_per_token`` moves with it).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..exceptions import InputError, ParameterError
+from ..core.budget import feasible_mask, infeasible_error
+from ..exceptions import InfeasibleError, InputError, ParameterError
 from ..model.errors import ExchangeableErrors
 from ..model.errors.latent import error_correlation
 from ..model.evaluate import evaluate_subsets
@@ -58,12 +61,29 @@ def _check(problem: Problem, ensemble, baseline):
     return ens, base
 
 
+def best_within_budget(problem: Problem, members: np.ndarray) -> np.ndarray:
+    """Best throughput over the ``k`` within the problem's budget of each subset
+    ``members (B, N)``, under the problem's own errors: ``(B,)``. A subset with no ``k``
+    within the budget is an :class:`InfeasibleError` naming its drafters and the cap."""
+    met = evaluate_subsets(problem, members)
+    thr = np.asarray(met["throughput"], dtype=float)
+    if not problem.budget:
+        return thr.max(axis=1)
+    ok = feasible_mask(met, problem.budget)
+    for b in np.flatnonzero(~ok.any(axis=1)):
+        row = {n: np.asarray(met[n])[b] for n in problem.budget}
+        lowest = {n: float(np.min(np.broadcast_to(v, thr[b].shape))) for n, v in row.items()}
+        exc = infeasible_error(problem.budget, lowest)
+        names = "+".join(problem.names[i] for i in np.flatnonzero(members[b]))
+        raise InfeasibleError(exc.field, f"{names} at no k: {exc.message}")
+    return np.where(ok, thr, -np.inf).max(axis=1)
+
+
 def best_throughput(problem: Problem, members: np.ndarray, correlation: float) -> np.ndarray:
-    """Best throughput over ``k`` of each subset ``members (B, N)`` under exchangeable
-    errors with latent ``correlation``: ``(B,)``."""
+    """Best throughput over the ``k`` within the budget of each subset ``members (B, N)``
+    under exchangeable errors with latent ``correlation``: ``(B,)``."""
     exch = problem.with_errors(ExchangeableErrors(correlation=float(correlation)))
-    exch = exch.replace(ensembles=())
-    return evaluate_subsets(exch, members)["throughput"].max(axis=1)
+    return best_within_budget(exch.replace(ensembles=()), members)
 
 
 def gain_curve(
@@ -158,7 +178,7 @@ def file_gain(problem: Problem, ensemble: list[str], baseline: list[str]) -> flo
     """``S_ens / S_base - 1`` under the problem's own error model (and its measured
     ``ensembles``), each at its own best ``k`` in the search range: a fraction."""
     both = np.stack([problem.mask(ensemble, "ensemble"), problem.mask(baseline, "baseline")])
-    best = evaluate_subsets(problem, both)["throughput"].max(axis=1)
+    best = best_within_budget(problem, both)
     return float(best[0] / best[1] - 1.0)
 
 
@@ -214,6 +234,7 @@ __all__ = [
     "Breakeven",
     "BreakevenReport",
     "best_throughput",
+    "best_within_budget",
     "breakeven",
     "breakeven_report",
     "file_gain",

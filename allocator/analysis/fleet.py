@@ -366,7 +366,7 @@ def configurations(
         def evaluate(members: np.ndarray) -> dict[str, np.ndarray]:
             if not problem.budget:  # nothing to mask: the model need not run
                 return {"feasible": np.ones((members.shape[0], ks.size), bool)}
-            return evaluate_subsets(limited, members)
+            return evaluate_subsets(limited, members, verifier_units=False)
 
         evaluate_space(problem, kept, evaluate=evaluate, rows=1 << 16)
     row0 = np.zeros((1, problem.n), bool)

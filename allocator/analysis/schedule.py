@@ -213,7 +213,8 @@ def _serving_evaluation(problem: Problem, ks: np.ndarray) -> Evaluate:
     bonus = limited.replace(convention="bonus")
 
     def evaluate(members: np.ndarray) -> dict[str, np.ndarray]:
-        model = evaluate_subsets(limited, members)  # (B, K) over k_min..k_max == ks
+        # tokens/s from step times: a drafter may have no unit_cost (verifier-units)
+        model = evaluate_subsets(limited, members, verifier_units=False)  # (B, K), k in ks
         e, _ = curves(bonus, members, k_max)
         return {**model, "e_bonus": e[:, ks - 1]}
 

@@ -206,7 +206,12 @@ def rank_one_note(problem: Problem, index: int, p: np.ndarray) -> str | None:
 def drafter_round_time(problem: Problem, index: int, nodes, depth) -> np.ndarray:
     """Verifier-units of one step of drafter ``index``'s tree of ``nodes`` speculated nodes
     and ``depth`` levels (:func:`allocator.model.tree.round_time`); any shapes
-    broadcasting together."""
+    broadcasting together. Refused for a drafter without ``unit_cost``."""
+    from ..model.evaluate import require_unit_cost
+
+    member = np.zeros(problem.n, bool)
+    member[index] = True
+    require_unit_cost(problem, member, "a tree's round time")
     return round_time(
         nodes,
         depth,

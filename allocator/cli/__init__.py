@@ -5,12 +5,14 @@ the solvers."""
 from __future__ import annotations
 
 import importlib
+import inspect
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from .. import __version__
 
@@ -76,6 +78,55 @@ def usage_error_line(exc: Exception) -> str:
     return f"{field}: {message[:1].lower() + message[1:]} (see --help)"
 
 
+_LIST_ITEM = re.compile(r"^([-*•]|\d+[.)])\s")
+
+
+def reflow(text: str | None) -> str | None:
+    """A docstring as ``--help`` and the README show it: each paragraph one line (the
+    terminal wraps it; the docstring's own line breaks would break it mid-sentence),
+    list items (``- ...``, ``1. ...``) kept on lines of their own, paragraphs marked
+    ``\\b`` (click's "do not rewrap") as written."""
+    if not text:
+        return text
+    out = []
+    for para in inspect.cleandoc(text).split("\n\n"):
+        if para.startswith("\b"):
+            out.append(para)
+            continue
+        lines: list[str] = []
+        for line in para.splitlines():
+            line = line.strip()
+            if lines and not _LIST_ITEM.match(line):
+                lines[-1] += " " + line
+            else:
+                lines.append(line)
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def _no_flag_types(params: Sequence[Any]) -> None:
+    """An on/off flag takes no value: show no ``<bool>`` type beside it in ``--help``."""
+    for param in params:
+        if getattr(param, "is_flag", False) and getattr(param, "metavar", None) is None:
+            param.metavar = ""
+
+
+class Command(TyperCommand):
+    """Every ``allocator`` command: its help reflowed (:func:`reflow`) and no type shown
+    for flags (``--help``, ``--engine``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["help"] = reflow(kwargs.get("help"))
+        super().__init__(*args, **kwargs)
+        _no_flag_types(self.params)
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            _no_flag_types([option])
+        return option
+
+
 class OneLineErrors(TyperGroup):
     """The command group: usage errors (an unknown option, a value of the wrong type or
     out of range) end in one ``error: <option>: ...`` line and exit status 2, like bad
@@ -117,12 +168,45 @@ class OneLineErrors(TyperGroup):
 
             fail("interrupted: aborted")
             sys.exit(1)
+        except BrokenPipeError:  # the reader of stdout went away (``| head``): quietly
+            if not standalone_mode:
+                raise
+            from ..io.staged import silence_stdout
+
+            silence_stdout()
+            sys.exit(1)
+        except OSError as exc:  # a write the commands' own checks did not see (stdout)
+            if not standalone_mode:
+                raise
+            from ..io.staged import silence_stdout
+            from .common import fail
+
+            silence_stdout()
+            sys.exit(fail(f"output: cannot write ({exc.strerror or exc})").exit_code)
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["help"] = reflow(kwargs.get("help"))
+        super().__init__(*args, **kwargs)
+        _no_flag_types(self.params)
 
-app = typer.Typer(
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            _no_flag_types([option])
+        return option
+
+
+class _Typer(typer.Typer):
+    """``typer.Typer`` whose commands are :class:`Command` unless they say otherwise."""
+
+    def command(self, *args: Any, cls: type | None = None, **kwargs: Any) -> Callable:
+        return super().command(*args, cls=cls or Command, **kwargs)
+
+
+app = _Typer(
     cls=OneLineErrors,
     name="allocator",
     help="Plan draft-then-verify inference: the Pareto front of throughput against cost "
@@ -178,4 +262,4 @@ def main() -> None:
     app()
 
 
-__all__ = ["app", "main"]
+__all__ = ["Command", "app", "main", "reflow"]

@@ -8,7 +8,16 @@ import typer
 
 from .. import api
 from . import app
-from .common import JsonOption, ProblemArg, emit_json, handles_input_errors, out, precheck_outputs
+from .common import (
+    BudgetOption,
+    JsonOption,
+    ProblemArg,
+    emit_json,
+    handles_input_errors,
+    out,
+    parse_budget,
+    precheck_outputs,
+)
 from .evaluate import split_names
 
 
@@ -20,8 +29,9 @@ def breakeven_command(
         ..., "--ensemble", "-e", help="Comma-separated drafters pooled.", show_default=False
     ),
     baseline: str = typer.Option(
-        ..., "--baseline", "-b", help="Comma-separated drafters to beat.", show_default=False
+        ..., "--baseline", help="Comma-separated drafters to beat.", show_default=False
     ),
+    budget: list[str] = BudgetOption,
     json_path: str = JsonOption,
     plot_path: str = typer.Option(
         None,
@@ -33,16 +43,20 @@ def breakeven_command(
 ) -> None:
     """Find the correlation at which the ensemble's gain over the baseline vanishes.
 
-    The ensemble's and the baseline's best throughputs (each at its own best k) are
-    compared under exchangeable errors (latent Gaussian copula).
+    The ensemble's and the baseline's best throughputs (each at its own best k within
+    the budget) are compared under exchangeable errors (latent Gaussian copula).
     """
     precheck_outputs(json=json_path)
     if plot_path:
         from ..plots import check_plot_path
 
         check_plot_path(plot_path, "--plot")
+    caps = parse_budget(budget)
+    prob = api.load(problem)
+    if caps:
+        prob = prob.replace(budget={**prob.budget, **caps})
     report = api.breakeven(
-        problem,
+        prob,
         split_names(ensemble),
         split_names(baseline),
         curve_points=201 if plot_path else None,

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import io
 import re
 import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import IO, ParamSpec, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -17,15 +18,77 @@ from rich.text import Text
 
 from ..exceptions import InputError, ParameterError, SolverError
 from ..io.inputs import recording_inputs
-from ..io.staged import check_writable, stage_stdout, staged_outputs, to_json, write_atomic
+from ..io.staged import (
+    check_writable,
+    stage_stdout,
+    staged_outputs,
+    to_json,
+    write_atomic,
+    write_stdout,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
+#: Control characters shown escaped in tables and messages: C0 (but newline and tab),
+#: DEL and C1. An ESC in a drafter's name (``ESC [2J``) is text, never a terminal command.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def escape_controls(text: str) -> str:
+    r"""``text`` with every control character but newline and tab written as ``\xNN``."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+class SafeConsole(Console):
+    """A rich console that prints every string it is given (table cells, titles,
+    messages) with its control characters escaped (:func:`escape_controls`); its own
+    styling still reaches a terminal. Widths are measured on the escaped text, so
+    tables stay aligned."""
+
+    def render_str(self, text: str, **kwargs) -> Text:
+        return super().render_str(escape_controls(text), **kwargs)
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream is not None and stream.isatty())  # type: ignore[attr-defined]
+    except (OSError, ValueError):
+        return False
+
+
+class _Stdout(io.TextIOBase):
+    """What ``out`` writes to: the current ``sys.stdout`` (tests swap it), through
+    :func:`~allocator.io.staged.write_stdout` (a closed or full stdout is one error line),
+    and never touched by an empty write (rich writes ``""`` when a capture ends, and
+    ``/dev/full`` refuses even that)."""
+
+    def write(self, text: str) -> int:
+        if text:
+            write_stdout(text)
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+    def isatty(self) -> bool:
+        return _is_terminal(sys.stdout)
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(sys.stdout, "encoding", None) or "utf-8"
+
+
 #: Human output (tables) goes to stdout; messages and progress to stderr. Neither
-#: interprets rich markup: names and labels from a file (``[bold]``) print as written.
-out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True, highlight=False, markup=False)
+#: interprets rich markup: names and labels from a file (``[bold]``) print as written,
+#: and control characters in them are shown escaped (:class:`SafeConsole`).
+out = SafeConsole(
+    file=cast(IO[str], _Stdout()),
+    highlight=False,
+    markup=False,
+    width=None if _is_terminal(sys.stdout) else 120,
+)
+err = SafeConsole(stderr=True, highlight=False, markup=False)
 
 JsonOption = typer.Option(
     None,
@@ -37,7 +100,9 @@ JsonOption = typer.Option(
 #: Largest ``--seed`` (seeds are non-negative 63-bit integers).
 MAX_SEED = 2**63 - 1
 
-ProblemArg = typer.Argument(..., help="Problem file (YAML or JSON).", show_default=False)
+ProblemArg = typer.Argument(
+    ..., help="Problem file (YAML or JSON).", show_default=False, metavar="PROBLEM"
+)
 
 #: ``--budget METRIC=VALUE`` (repeatable), read by :func:`parse_budget`.
 BudgetOption = typer.Option(
@@ -114,6 +179,9 @@ def note(message: str) -> None:
         pending.append(message)
 
 
+#: Options that name an output file: an empty value names none and is refused.
+OUTPUT_FLAGS = frozenset({"--json", "--csv", "--plot", "--out", "--per-request"})
+
 #: Top-level fields of the problem file whose names are also parameter names
 #: (``--drafters``, ``--budget``, ``--errors``): an error naming one is the file's unless it
 #: is a :class:`~allocator.exceptions.ParameterError`.
@@ -165,16 +233,25 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """
 
     flags = option_flags(fn)
+    outputs = {name: flag for name, flag in flags.items() if flag in OUTPUT_FLAGS}
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         pending: list[str] = []
         token = _NOTES.set(pending)
         try:
-            # tables wait too: a command that fails after drawing one shows only its error
-            with recording_inputs(), out.capture() as shown:
-                with staged_outputs():
+            with recording_inputs(), staged_outputs():
+                for name, flag in outputs.items():
+                    value = kwargs.get(name)
+                    if isinstance(value, str) and not value.strip():
+                        raise InputError(flag, "is empty: give a file name")
+                # tables wait too: a command that fails after drawing one shows only its
+                # error; they reach stdout after every output file is in place
+                with out.capture() as shown:
                     result = fn(*args, **kwargs)
+                table = shown.get()
+                if table:
+                    stage_stdout(table)
         except InputError as exc:
             raise fail(f"{flag_field(exc, flags)}: {exc.message}") from None
         except SolverError as exc:
@@ -187,8 +264,6 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
             ) from None
         finally:
             _NOTES.reset(token)
-        out.file.write(shown.get())
-        out.file.flush()
         for message in pending:
             err.print(message, soft_wrap=True)
         return result
@@ -226,16 +301,23 @@ def emit_json(doc: object, path: str | None) -> None:
 
 __all__ = [
     "MAX_SEED",
+    "OUTPUT_FLAGS",
+    "BudgetOption",
+    "EngineOption",
     "JsonOption",
+    "PooledOption",
     "ProblemArg",
+    "SafeConsole",
     "emit_json",
     "emit_text",
     "err",
+    "escape_controls",
     "fail",
     "flag_field",
     "handles_input_errors",
     "note",
     "option_flags",
     "out",
+    "parse_budget",
     "precheck_outputs",
 ]

@@ -5,12 +5,14 @@ from __future__ import annotations
 from ..io.spec import problem_json_schema
 from ..io.staged import to_json
 from . import app
+from .common import emit_text, handles_input_errors
 
 
 @app.command()
+@handles_input_errors
 def schema() -> None:
     """Print the JSON Schema of the problem file (YAML or JSON)."""
-    print(to_json(problem_json_schema()), end="")
+    emit_text(to_json(problem_json_schema()))
 
 
 __all__ = [

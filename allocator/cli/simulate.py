@@ -40,7 +40,7 @@ def simulate_command(
     k: int = typer.Option(
         None, "--k", "-k", min=1, max=MAX_K, help="Draft length.", show_default=False
     ),
-    rounds: int = typer.Option(..., "--rounds", "-n", help="Rounds to play.", show_default=False),
+    rounds: int = typer.Option(..., "--rounds", help="Rounds to play.", show_default=False),
     seed: int = typer.Option(
         0, "--seed", min=0, max=MAX_SEED, help="Random seed (results are reproducible)."
     ),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from ..io.staged import front_csv, write_atomic
 from . import app
 from .common import (
     MAX_SEED,
+    BudgetOption,
     EngineOption,
     JsonOption,
     PooledOption,
@@ -27,6 +27,7 @@ from .common import (
     handles_input_errors,
     note,
     out,
+    parse_budget,
     precheck_outputs,
 )
 from .progress import check_search_options, search_progress
@@ -120,6 +121,7 @@ def solve(
     ),
     engine: str = EngineOption,
     pooled: bool = PooledOption,
+    budget: list[str] = BudgetOption,
 ) -> None:
     """Search drafters, k and m; print the front of throughput against the cost metric.
 
@@ -138,9 +140,12 @@ def solve(
 
         check_plot_path(plot_path, "--plot")
     check_search_options(trials, timeout)
+    caps = parse_budget(budget)
     prob = api.load(problem)
     if batch is None and context is not None:
         raise InputError("--context", "needs --batch (the step time under load)")
+    if caps:
+        prob = prob.replace(budget={**prob.budget, **caps})
     if batch is not None:
         _check_batch_options(strategy, samples, robust, storage, study, trials, timeout)
         result = api.solve_at_batch(
@@ -237,8 +242,7 @@ def _print_export(exported: tuple[str, list[str]]) -> None:
     text, notes = exported
     for line in notes:
         note(line)
-    sys.stdout.write(text)
-    sys.stdout.flush()
+    emit_text(text)
 
 
 def _write_outputs(

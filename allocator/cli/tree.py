@@ -209,7 +209,7 @@ def tree_command(
             [r["throughput"] for r in rows],
             plot_path,
             best=doc["best"]["nodes"],
-            title=f"{name}: optimal tree against size (depth <= {depth})",
+            title=f"{name}: optimal tree against size (depth ≤ {depth})",
         )
     if json_path == "-":
         emit_json(doc, "-")

@@ -113,9 +113,10 @@ def point(
         "drafters": names_of(names, members),
         "m": int(np.asarray(members, bool).sum()),
         "k": int(k),
-        "throughput": float(row["throughput"]),
-        "cost": float(row[cost_metric]),
-        **{f: float(row[f]) for f in MODEL_FIELDS},
+        # null where a metric in verifier-units has no drafter cost (unit_cost left out)
+        "throughput": number(row["throughput"]),
+        "cost": number(row[cost_metric]),
+        **{f: number(row[f]) for f in MODEL_FIELDS},
         **serving_fields(row),
     }
 

@@ -40,6 +40,7 @@ def problem_from_spec(
     (for evaluating one configuration, which ignores it).
     """
     _check_scale(spec)
+    _check_width(spec)
     if spec.pooling == "longest-chain":
         if spec.errors.model != "independent" and not simulation:
             raise no_chain_closed_form(spec.errors.model)
@@ -84,7 +85,8 @@ def problem_from_spec(
         name=spec.name,
         names=names,
         acceptance=acc,
-        unit_cost=np.array([d.unit_cost for d in spec.drafters]),
+        # NaN where a serving file leaves the cost out: answers in verifier-units refuse
+        unit_cost=np.array([np.nan if d.unit_cost is None else d.unit_cost for d in spec.drafters]),
         hosting_cost=np.array([d.hosting_cost for d in spec.drafters]),
         pass_cost=spec.verifier.pass_cost,
         token_cost=spec.verifier.token_cost,
@@ -333,6 +335,28 @@ def _check_search(
 
 #: Largest throughput or cost the model may produce (far from float overflow).
 MAX_MAGNITUDE = 1e300
+#: Most cells of the acceptance matrix (drafters x the longest acceptance list, every
+#: drafter padded to it): 2**24 float64 values, 128 MiB, per workload.
+MAX_ACCEPTANCE_CELLS = 1 << 24
+
+
+def _check_width(spec: ProblemSpec) -> None:
+    """Refuse an acceptance matrix (every drafter padded to the longest list) of more than
+    :data:`MAX_ACCEPTANCE_CELLS` values, naming the longest list."""
+    lists = [(f"drafters[{d.name}].acceptance", d.acceptance) for d in spec.drafters]
+    for w in spec.workloads:
+        lists += [(f"workloads[{w.name}].acceptance.{n}", a) for n, a in w.acceptance.items()]
+    field, longest = max(
+        ((f, len(a) if isinstance(a, list) else 1) for f, a in lists), key=lambda x: x[1]
+    )
+    cells = len(spec.drafters) * longest
+    if cells > MAX_ACCEPTANCE_CELLS:
+        raise InputError(
+            field,
+            f"{longest:,} positions for each of {len(spec.drafters):,} drafters make "
+            f"{cells:,} values, more than {MAX_ACCEPTANCE_CELLS:,}: shorten the list "
+            "(positions past search.k.max are never used)",
+        )
 
 
 def _check_scale(spec: ProblemSpec) -> None:
@@ -352,7 +376,7 @@ def _check_scale(spec: ProblemSpec) -> None:
     if (MAX_K + 1) / cheapest > MAX_MAGNITUDE:
         raise InputError(field, f"{cheapest:g} is too small: throughput would overflow")
     n = len(spec.drafters)
-    per_unit = sum(d.unit_cost for d in spec.drafters) + ver.token_cost * n
+    per_unit = sum(d.unit_cost or 0.0 for d in spec.drafters) + ver.token_cost * n
     dearest = ver.pass_cost
     if curve is not None:  # the curve's largest value, or its extrapolation to n * MAX_K
         slope = (curve.cost[-1] - curve.cost[-2]) / (curve.tokens[-1] - curve.tokens[-2])
@@ -434,6 +458,7 @@ def _ensembles(spec, acc) -> tuple[Ensemble, ...]:
 
 
 __all__ = [
+    "MAX_ACCEPTANCE_CELLS",
     "architecture",
     "drafters_from_spec",
     "memory_from_spec",

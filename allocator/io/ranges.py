@@ -12,7 +12,8 @@ import numpy as np
 
 from ..exceptions import ParameterError
 
-#: Most loads one ``--sweep-load`` prices (each load is one row of the sizing).
+#: Most steps of one range: loads ``--sweep-load`` prices (each one row of the sizing),
+#: hosting caps ``plan --sweep`` plans (each one MILP).
 MAX_SWEEP_STEPS = 10_000
 
 
@@ -42,7 +43,7 @@ def parse_range(
         raise ParameterError(field, f"expected {usage}, got {shown!r}") from None
     low_ok = lo > 0 if positive else lo >= 0
     if not (np.isfinite(lo) and np.isfinite(hi)) or not low_ok or hi < lo:
-        rule = "0 < LO <= HI" if positive else "0 <= lo <= hi"
+        rule = "0 < LO <= HI" if positive else "0 <= LO <= HI"
         raise ParameterError(field, f"the range {lo:g}:{hi:g} must satisfy {rule}")
     if max_steps is not None and not 1 <= steps <= max_steps:
         raise ParameterError(field, f"STEPS must be 1..{max_steps:,} (got {steps:,})")
@@ -59,8 +60,16 @@ def parse_load_range(text: str) -> np.ndarray:
 
 def parse_hosting_range(rng: str, given: str) -> np.ndarray:
     """``plan --sweep hosting_cost=LO:HI:STEPS`` (``rng`` the part after ``=``, ``given``
-    the whole argument): hosting caps, ``0 <= LO <= HI``, any number of steps."""
-    return parse_range(rng, "sweep", positive=False, usage="hosting_cost=LO:HI:STEPS", given=given)
+    the whole argument): hosting caps, ``0 <= LO <= HI``, at most :data:`MAX_SWEEP_STEPS`
+    steps (as ``capacity --sweep-load``)."""
+    return parse_range(
+        rng,
+        "sweep",
+        positive=False,
+        max_steps=MAX_SWEEP_STEPS,
+        usage="hosting_cost=LO:HI:STEPS",
+        given=given,
+    )
 
 
 __all__ = ["MAX_SWEEP_STEPS", "parse_hosting_range", "parse_load_range", "parse_range"]

@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
@@ -30,8 +32,37 @@ CostMetric = Literal[
     "draft_cost_per_round", "draft_cost_per_token", "hosting_cost", "drafters", "cost_per_mtok"
 ]
 
-Probability = Annotated[float, Field(gt=0.0, le=1.0)]
-Acceptance = Probability | Annotated[list[Probability], Field(min_length=1)]
+
+def _number_text(v: float) -> str:
+    """A number as a problem file would write it (``1.2``, ``-0.5``, ``1e-12``)."""
+    return repr(v) if v != v or abs(v) == float("inf") else f"{v:g}"
+
+
+def _in_open_closed_unit(v: float) -> float:
+    if not 0.0 < v <= 1.0:
+        raise ValueError(f"{_number_text(v)} is outside (0, 1]")
+    return v
+
+
+def _in_closed_unit(v: float) -> float:
+    if not 0.0 <= v <= 1.0:
+        raise ValueError(f"{_number_text(v)} is outside [0, 1]")
+    return v
+
+
+#: A probability in (0, 1]; out of range it is refused naming the interval (a list's
+#: element too: ``acceptance.1: 1.2 is outside (0, 1]``).
+Probability = Annotated[
+    float,
+    AfterValidator(_in_open_closed_unit),
+    WithJsonSchema({"type": "number", "exclusiveMinimum": 0.0, "maximum": 1.0}),
+]
+#: Most values in one acceptance list: ``k`` is at most ``MAX_K``, so a position past it
+#: is never used (and a longer list would only cost memory).
+MAX_POSITIONS = MAX_K
+Acceptance = (
+    Probability | Annotated[list[Probability], Field(min_length=1, max_length=MAX_POSITIONS)]
+)
 NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 BatchSize = Annotated[int, Field(ge=1)]
@@ -103,7 +134,7 @@ class _Frozen(BaseModel):
 class PassCostCurve(_Frozen):
     """Measured cost of one verification pass against the number of verified tokens."""
 
-    tokens: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=2)]
+    tokens: Annotated[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]], Field(min_length=2)]
     cost: Annotated[list[NonNegative], Field(min_length=2)]
 
     @model_validator(mode="after")
@@ -138,7 +169,14 @@ class Verifier(_Frozen):
 
 
 Interval = Annotated[
-    list[Annotated[float, Field(ge=0.0, le=1.0)]], Field(min_length=2, max_length=2)
+    list[
+        Annotated[
+            float,
+            AfterValidator(_in_closed_unit),
+            WithJsonSchema({"type": "number", "minimum": 0.0, "maximum": 1.0}),
+        ]
+    ],
+    Field(min_length=2, max_length=2),
 ]
 
 
@@ -180,7 +218,8 @@ class Drafter(_Frozen):
     """One draft model.
 
     ``acceptance``: per-unit acceptance, a scalar or a list by position (last repeats).
-    ``unit_cost``: draft cost per unit, in units of the verifier's per-unit cost.
+    ``unit_cost``: draft cost per unit, in units of the verifier's per-unit cost (optional:
+    only the answers in verifier-units need it, and they refuse without it).
     ``hosting_cost``: what hosting it costs (memory, GPUs, $/h: any consistent unit).
     ``model``: the serving system's model name or path (for export).
     ``acceptance_interval``: a 95% interval for the acceptance (estimated statistics),
@@ -189,10 +228,12 @@ class Drafter(_Frozen):
 
     name: Annotated[str, Field(min_length=1)]
     acceptance: Acceptance
-    unit_cost: NonNegative
+    unit_cost: NonNegative | None = None
     hosting_cost: NonNegative = 0.0
     model: str | None = None
-    acceptance_interval: Interval | list[Interval] | None = None
+    acceptance_interval: (
+        Interval | Annotated[list[Interval], Field(max_length=MAX_POSITIONS)] | None
+    ) = None
     # how the engines serve it, and that method's own settings
     method: Method | None = None
     prompt_lookup_min: Annotated[int, Field(ge=1)] | None = None
@@ -203,7 +244,7 @@ class Drafter(_Frozen):
     # 95% interval of each acceptance_by_rank value, the same shape with [lo, hi] leaves
     acceptance_by_rank_interval: list[Interval] | list[list[Interval]] | None = None
     # serving: wall time of one drafting step (one token per sequence), ms, by batch size
-    draft_ms: dict[BatchKey, Positive] | None = None
+    draft_ms: Annotated[dict[BatchKey, Positive], Field(min_length=1)] | None = None
     # serving: accelerator memory hosting it takes from one replica's KV cache, GB
     memory_gb: NonNegative | None = None
     # serving: the draft model's architecture, for the roofline's drafting cost
@@ -233,6 +274,15 @@ class Drafter(_Frozen):
                 "acceptance_by_rank_interval needs one [lo, hi] per acceptance_by_rank value, "
                 "in the same shape"
             )
+        pairs: list[list[list[float]]] = iv_rows  # type: ignore[assignment]
+        for d, row in enumerate(pairs):
+            for r, (lo, hi) in enumerate(row):
+                if hi <= lo:
+                    where = f"depth {d + 1}, rank {r + 1}" if nested else f"rank {r + 1}"
+                    raise _FieldError(
+                        f"drafters[{self.name}].acceptance_by_rank_interval",
+                        f"{where}: [{_number_text(lo)}, {_number_text(hi)}] needs lo < hi",
+                    )
         return self
 
 
@@ -597,10 +647,16 @@ class ServingSpec(_Frozen):
 
 
 class ProblemSpec(_Frozen):
-    """A whole problem file. Field names and defaults follow docs/design.md §5."""
+    """A whole problem file. Field names and defaults follow docs/design.md §5.
+
+    ``convention``: ``bonus`` (the verifier's own token counted, as vLLM and SGLang count
+    it) by default in a file with a ``serving`` section, ``paper`` otherwise."""
 
     name: Annotated[str, Field(min_length=1)]
-    convention: Literal["paper", "bonus"] = "paper"
+    convention: Annotated[
+        Literal["paper", "bonus"],
+        Field(description="Default: bonus with a serving section, else paper."),
+    ] = "paper"
     verifier: Verifier = Verifier()
     drafters: Annotated[list[Drafter], Field(min_length=1)]
     errors: ErrorsSpec = ErrorsSpec()
@@ -612,6 +668,15 @@ class ProblemSpec(_Frozen):
     budget: Budget = Budget()
     cost_metric: CostMetric = "draft_cost_per_round"
     serving: ServingSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_convention(cls, data: object) -> object:
+        """A file with a ``serving`` section that states no ``convention`` counts as the
+        engines do (``bonus``): its acceptance comes from them, and its answers are theirs."""
+        if isinstance(data, dict) and "convention" not in data and data.get("serving"):
+            return {**data, "convention": "bonus"}
+        return data
 
     @field_validator("drafters")
     @classmethod
@@ -707,8 +772,12 @@ def _check_interval(d: Drafter, field: str) -> None:
     rows: list[list[float]] = iv if nested else [iv]  # type: ignore[assignment, list-item]
     if len(rows) != n_acc:
         raise _FieldError(field, f"{len(rows)} intervals for {n_acc} acceptance position(s)")
-    if any(hi <= lo for lo, hi in rows):
-        raise _FieldError(field, "every interval needs lo < hi")
+    for j, (lo, hi) in enumerate(rows):
+        if hi <= lo:
+            where = f"position {j + 1}: " if nested else ""
+            raise _FieldError(
+                field, f"{where}[{_number_text(lo)}, {_number_text(hi)}] needs lo < hi"
+            )
 
 
 def _check_method(d: Drafter, where: str) -> None:
@@ -728,12 +797,20 @@ class _FieldError(ValueError):
         self.message = message
 
 
+#: Parts of a pydantic location that name a union branch or a validator, not a field.
+_BRANCH_PREFIXES = ("function-", "list[", "dict[", "constrained-", "json-or-python")
+_BRANCH_NAMES = frozenset({"float", "int", "str", "bool", "constrained-float", "none"})
+
+
+def _is_branch(part: object) -> bool:
+    return isinstance(part, str) and (part.startswith(_BRANCH_PREFIXES) or part in _BRANCH_NAMES)
+
+
 def _loc_to_field(loc: tuple, data: object = None) -> str:
     """A pydantic location as the dotted field path users see; a drafter or workload is
     named by its ``name`` when it has one (``drafters[weak-a].unit_cost``)."""
-    parts = [p for p in loc if not (isinstance(p, str) and p.startswith(("function-", "list[")))]
-    # pydantic puts the union branch name ("float", "list[...]") into loc; drop it
-    parts = [p for p in parts if p not in {"float", "int", "str", "constrained-float"}]
+    # pydantic puts union branch names ("float", "list[...]") into loc; drop them
+    parts = [p for p in loc if not _is_branch(p)]
     out: list[str] = []
     for i, p in enumerate(parts):
         named = _item_name(data, parts[:i], p) if i == 1 and isinstance(p, int) else None
@@ -762,12 +839,21 @@ def _shown(value: object) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
+    if isinstance(value, float):
+        return _number_text(value)
     text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _kind(value: object) -> str:
-    kinds = {bool: "a boolean", str: "text", list: "a list", dict: "a mapping"}
+    kinds = {
+        bool: "a boolean",
+        str: "text",
+        list: "a list",
+        dict: "a mapping",
+        int: "a number",
+        float: "a number",
+    }
     return kinds.get(type(value), type(value).__name__)
 
 
@@ -781,16 +867,111 @@ _TYPE_ERRORS = {
     "bool_type": "true or false",
 }
 
+#: Bound errors of pydantic, as a rule on the value.
+_BOUNDS = {
+    "greater_than": ("gt", "greater than"),
+    "greater_than_equal": ("ge", "greater than or equal to"),
+    "less_than": ("lt", "less than"),
+    "less_than_equal": ("le", "less than or equal to"),
+}
+
+
+def _branch_kind(loc: tuple) -> str | None:
+    """What a union branch in ``loc`` takes: ``"list"``, ``"dict"``, ``"scalar"`` or
+    ``None`` (no branch in ``loc``). A branch with a validator is named
+    ``function-after[<validator>, <type>]``: its type decides."""
+    for part in loc:
+        if _is_branch(part):
+            text = str(part)
+            if text.startswith("function-"):
+                text = text.rsplit(", ", 1)[-1]
+            if text.startswith("list["):
+                return "list"
+            return "dict" if text.startswith("dict[") else "scalar"
+    return None
+
+
+def _union_prefix(loc: tuple) -> tuple:
+    """``loc`` up to its first union branch (the field the union is for)."""
+    for i, part in enumerate(loc):
+        if _is_branch(part):
+            return tuple(loc[:i])
+    return tuple(loc)
+
+
+def _at(data: object, loc: tuple) -> object:
+    """The raw value at a (branch-free) location, or ``None``."""
+    for part in loc:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _pick(errors: list, data: object) -> dict:
+    """The error to report: a misspelt field first (the "field required" pydantic adds for
+    the intended spelling follows from it); else, when the first error is one branch of a
+    union (``acceptance``: a number or a list), the branch that takes what the user gave
+    (a list's element out of range, not "a list is not a number"), the deepest first."""
+    unknown = next((e for e in errors if e["type"] == "extra_forbidden"), None)
+    if unknown is not None:
+        return unknown
+    first = errors[0]
+    if _branch_kind(first["loc"]) is None:
+        return first
+    prefix = _union_prefix(first["loc"])
+    given = _at(data, tuple(p for p in prefix if not _is_branch(p)))
+    want = "list" if isinstance(given, list) else "dict" if isinstance(given, dict) else "scalar"
+    same = [e for e in errors if _union_prefix(e["loc"]) == prefix]
+    matching = [e for e in same if _branch_kind(e["loc"]) == want] or same
+    depth = _list_depth(given)
+    nested = [e for e in matching if _branch_depth(e["loc"]) == depth] or matching
+    return max(nested, key=lambda e: len(e["loc"]))
+
+
+def _list_depth(value: object) -> int:
+    """How deep lists nest in ``value``, by first elements (``[[0.1, 0.2]]``: 2)."""
+    depth = 0
+    while isinstance(value, list):
+        depth += 1
+        value = value[0] if value else None
+    return depth
+
+
+def _branch_depth(loc: tuple) -> int:
+    """How deep the lists of the union branch in ``loc`` nest (``list[list[float]]``: 2)."""
+    for part in loc:
+        if _is_branch(part):
+            return str(part).count("list[")
+    return 0
+
+
+def _element_note(loc: tuple, data: object) -> str:
+    """`` (value 2 of the list)`` when ``loc`` ends at an element of a list the user
+    wrote (not a mapping's key, not a drafter of ``drafters``), else ``""``."""
+    parts = [p for p in loc if not _is_branch(p)]
+    if len(parts) < 2 or not isinstance(parts[-1], int):
+        return ""
+    if len(parts) == 2 and parts[0] in ("drafters", "workloads"):
+        return ""
+    if not isinstance(_at(data, tuple(parts[:-1])), list):
+        return ""
+    return f" (value {parts[-1] + 1:,} of the list)"
+
 
 def validation_error_to_input_error(err: ValidationError, data: object = None) -> InputError:
     """One error of a pydantic ``ValidationError`` as one ``InputError``.
 
-    An unknown (misspelt) field is reported before anything else: the "field required"
-    pydantic adds for the intended spelling is a consequence of it. ``data``, the raw
-    mapping validated, lets drafters and workloads be named by their names.
+    An unknown (misspelt) field is reported before anything else; a value that one
+    branch of a union takes (``acceptance`` is a number or a list of numbers) is judged
+    by that branch, so a list's element out of range is named with its bound. ``data``,
+    the raw mapping validated, lets drafters and workloads be named by their names.
     """
     errors = err.errors(include_url=False)
-    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    first = _pick(errors, data)
     ctx = first.get("ctx") or {}
     inner = ctx.get("error")
     if isinstance(inner, _FieldError):
@@ -800,18 +981,42 @@ def validation_error_to_input_error(err: ValidationError, data: object = None) -
         msg = msg[len("Value error, ") :]
     field = _loc_to_field(first["loc"], data)
     got = first.get("input")
-    if first["type"] == "extra_forbidden":
+    kind = first["type"]
+    note = _element_note(first["loc"], data)
+    if "[key]" in first["loc"]:
+        field = field.removesuffix(".[key]")
+        want = _TYPE_ERRORS.get(kind.replace("_parsing", "_type"), "valid")
+        msg = f"the key {_shown(got)} is not {want}"
+    elif kind == "extra_forbidden":
         msg = "unknown field (check its spelling against `allocator schema`)"
     elif isinstance(got, float) and got != got:
         msg = "nan is not a number a problem file may hold"
-    elif first["type"].endswith("_type"):
-        want = _TYPE_ERRORS.get(first["type"], first["type"].removesuffix("_type"))
-        got = first.get("input")
+    elif kind == "finite_number":
+        msg = f"{_shown(got)} is not a finite number{note}"
+    elif kind in _BOUNDS:
+        key, rule = _BOUNDS[kind]
+        msg = f"{_shown(got)} must be {rule} {_shown(ctx.get(key))}{note}"
+    elif kind == "too_long" and isinstance(got, list | dict):
+        most = ctx.get("max_length")
+        msg = f"holds {len(got):,} values; at most {most:,}" if most else msg
+        if isinstance(got, list) and field.endswith(("acceptance", "acceptance_interval")):
+            msg += f" (k is at most {MAX_K:,}, so a later position is never used)"
+    elif kind == "too_short" and isinstance(got, list | dict):
+        least = ctx.get("min_length", 1)
+        n = len(got)
+        msg = "is empty" if not n else f"holds {n:,} value{'s' if n != 1 else ''}"
+        msg += f"; give at least {least:,}"
+    elif kind.endswith("_type"):
+        want = _TYPE_ERRORS.get(kind, kind.removesuffix("_type"))
+        if _branch_kind(first["loc"]) == "scalar" and isinstance(got, list | dict):
+            want += " or a list of numbers" if want == "a number" else ""
         msg = (
             f"has no value (null); give {want}"
             if got is None
-            else f"{_shown(got)} is {_kind(got)}, not {want}"
+            else f"{_shown(got)} is {_kind(got)}, not {want}{note}"
         )
+    elif kind == "value_error" and note:
+        msg += note
     return InputError(field, msg[0].lower() + msg[1:] if msg else "invalid")
 
 
@@ -863,6 +1068,7 @@ __all__ = [
     "HardwareSpec",
     "Interval",
     "KRange",
+    "MAX_POSITIONS",
     "MRange",
     "MemorySpec",
     "Method",

@@ -41,6 +41,13 @@ def extend_positions(a: np.ndarray, n: int) -> np.ndarray:
     return a[..., idx]
 
 
+def first_positions(a: np.ndarray, k_max: int) -> np.ndarray:
+    """Per-position values ``(..., J)`` cut to the first ``k_max`` positions when wider
+    (never extended): what a draft of at most ``k_max`` units can use. Pooling, error
+    models and sums then cost ``O(k_max)`` per subset however long the file's lists are."""
+    return a[..., :k_max] if a.shape[-1] > k_max else a
+
+
 def survival(a: np.ndarray, n: int) -> np.ndarray:
     """``P_i = prod_{j<=i} a(j)`` for ``i = 0..n`` (``P_0 = 1``): shape ``(..., n + 1)``."""
     a_full = extend_positions(np.asarray(a, dtype=float), n)
@@ -91,6 +98,7 @@ __all__ = [
     "CONVENTIONS",
     "expected_accepted",
     "extend_positions",
+    "first_positions",
     "mean_acceptance",
     "position_matrix",
     "survival",

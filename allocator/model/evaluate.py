@@ -28,12 +28,59 @@ import numpy as np
 
 from ..core.errors import independent_fail_prob
 from ..core.result import METRICS
-from ..exceptions import NotModelledError
-from .acceptance import expected_accepted, extend_positions, mean_acceptance, survival
+from ..exceptions import InputError, NotModelledError
+from .acceptance import (
+    expected_accepted,
+    extend_positions,
+    first_positions,
+    mean_acceptance,
+    survival,
+)
 from .timing import draft_time, verify_time
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
+
+
+#: Metrics in verifier-units of time, which need each member's ``unit_cost``.
+UNIT_COST_METRICS = ("throughput", "round_time", "draft_cost_per_round", "draft_cost_per_token")
+#: Budget caps on a draft cost: a mask on them needs every member's ``unit_cost``.
+DRAFT_COST_CAPS = ("draft_cost_per_round", "draft_cost_per_token")
+
+
+def missing_unit_cost(problem: Problem, members: np.ndarray | None = None) -> str | None:
+    """The name of the first drafter without a ``unit_cost`` (NaN in the problem: a
+    serving file may leave it out) among ``members`` (``(N,)`` or ``(B, N)`` bool, any
+    row), or among the drafters the search may use (not ``search.exclude``d) when
+    ``None``; ``None`` when every one has it."""
+    missing = ~np.isfinite(np.asarray(problem.unit_cost, dtype=float))
+    if not missing.any():
+        return None
+    used = ~problem.excluded if members is None else np.atleast_2d(members).any(axis=0)
+    hit = np.flatnonzero(missing & np.asarray(used, bool))
+    return problem.names[int(hit[0])] if hit.size else None
+
+
+def unit_cost_error(name: str, needed_by: str) -> InputError:
+    """The refusal of an answer in verifier-units for drafter ``name`` without a cost."""
+    return InputError(
+        f"drafters[{name}].unit_cost",
+        f"missing: {needed_by} needs each drafter's draft cost per unit (unit_cost, in "
+        "verifier-units: one verification pass costs 1)",
+    )
+
+
+def require_unit_cost(
+    problem: Problem,
+    members: np.ndarray | None = None,
+    needed_by: str = "an answer in verifier-units",
+) -> None:
+    """Refuse (:class:`~allocator.exceptions.InputError` naming
+    ``drafters[NAME].unit_cost``) when a drafter of ``members`` (default: every drafter
+    the search may use) has no ``unit_cost``; ``needed_by`` says what needs it."""
+    name = missing_unit_cost(problem, members)
+    if name is not None:
+        raise unit_cost_error(name, needed_by)
 
 
 def no_chain_closed_form(model: str) -> NotModelledError:
@@ -81,7 +128,8 @@ def _pooled(problem: Problem, members, acceptance, errors, k_max) -> np.ndarray:
         if errors.name != "independent":
             raise no_chain_closed_form(errors.name)
         return chain_acceptance(members, acceptance, k_max)
-    a = 1.0 - errors.fail_prob(members, 1.0 - acceptance)
+    # positions past k_max are never drafted: pool only the first k_max
+    a = 1.0 - errors.fail_prob(members, 1.0 - first_positions(acceptance, k_max))
     for ens in problem.ensembles:
         rows = np.all(members == ens.members, axis=1)
         if rows.any():
@@ -109,13 +157,44 @@ def curves(problem: Problem, members: np.ndarray, k_max: int) -> tuple[np.ndarra
     return np.asarray(1.0 / inv), np.asarray(weighted / inv)
 
 
+def _unit_costs(
+    problem: Problem, members: np.ndarray, verifier_units: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(sum rho, max rho)`` of each subset ``(B,)``: NaN for a subset with a drafter
+    that has no ``unit_cost`` when ``verifier_units`` is false (its metrics in
+    verifier-units are then NaN), a refusal naming that drafter when it is true or when
+    the budget caps a draft cost (the mask would be wrong)."""
+    rho = np.asarray(problem.unit_cost, dtype=float)
+    missing = ~np.isfinite(rho)
+    if not missing.any():
+        m = members.astype(float)
+        return m @ rho, np.max(np.where(members, rho, 0.0), axis=1)
+    involved = members[:, missing].any(axis=1)
+    if involved.any():
+        capped = [c for c in DRAFT_COST_CAPS if c in problem.budget]
+        if verifier_units or capped:
+            name = problem.names[int(np.flatnonzero(missing & members[involved].any(axis=0))[0])]
+            needed_by = f"budget.{capped[0]}" if capped else "an answer in verifier-units"
+            raise unit_cost_error(name, needed_by)
+    known = np.where(missing, 0.0, rho)
+    sum_rho = members.astype(float) @ known
+    max_rho = np.max(np.where(members, known, 0.0), axis=1)
+    sum_rho[involved] = np.nan
+    max_rho[involved] = np.nan
+    return sum_rho, max_rho
+
+
 def _metrics(
-    problem: Problem, members: np.ndarray, k: np.ndarray, pooled: np.ndarray, e: np.ndarray
+    problem: Problem,
+    members: np.ndarray,
+    k: np.ndarray,
+    pooled: np.ndarray,
+    e: np.ndarray,
+    verifier_units: bool = True,
 ) -> dict:
     """Assemble metrics; ``k`` is ``(K,)`` or ``(B, 1)``, ``e`` and ``pooled`` ``(B, K)``."""
     m = members.astype(float)
-    sum_rho = m @ problem.unit_cost
-    max_rho = np.max(np.where(members, problem.unit_cost, 0.0), axis=1)
+    sum_rho, max_rho = _unit_costs(problem, members, verifier_units)
     n_members = m.sum(axis=1)
     draft_cost = k * sum_rho[:, None]
     t = draft_time(k, sum_rho, max_rho, problem.drafting) + verify_time(
@@ -134,20 +213,31 @@ def _metrics(
     }
 
 
-def evaluate_subsets(problem: Problem, members: np.ndarray) -> dict[str, np.ndarray]:
+def evaluate_subsets(
+    problem: Problem, members: np.ndarray, *, verifier_units: bool = True
+) -> dict[str, np.ndarray]:
     """Metrics of each subset at every ``k`` in ``problem.k_values``.
 
     ``members``: bool ``(B, N)``. Returns arrays ``(B, K)`` with ``K = len(k_values)``
-    (some are read-only broadcast views).
+    (some are read-only broadcast views). A member without ``unit_cost`` is refused
+    (naming ``drafters[NAME].unit_cost``) unless ``verifier_units`` is false: a caller
+    that answers in tokens/s and reads only ``expected_accepted``, ``pooled_acceptance``,
+    ``hosting_cost`` and ``drafters`` gets NaN for :data:`UNIT_COST_METRICS` instead
+    (still refused when the budget caps a draft cost).
     """
     members = np.asarray(members, dtype=bool)
     ks = problem.k_values
     e, pooled = curves(problem, members, problem.k_max)
-    return _metrics(problem, members, ks.astype(float), pooled[:, ks - 1], e[:, ks - 1])
+    return _metrics(
+        problem, members, ks.astype(float), pooled[:, ks - 1], e[:, ks - 1], verifier_units
+    )
 
 
-def evaluate_configs(problem: Problem, members: np.ndarray, k: np.ndarray) -> dict[str, np.ndarray]:
-    """Metrics of configurations (``members[b]``, ``k[b]``): arrays ``(B,)``."""
+def evaluate_configs(
+    problem: Problem, members: np.ndarray, k: np.ndarray, *, verifier_units: bool = True
+) -> dict[str, np.ndarray]:
+    """Metrics of configurations (``members[b]``, ``k[b]``): arrays ``(B,)``; a member
+    without ``unit_cost`` as in :func:`evaluate_subsets`."""
     members = np.atleast_2d(np.asarray(members, dtype=bool))
     k = np.atleast_1d(np.asarray(k, dtype=np.int64))
     if k.shape[0] != members.shape[0]:
@@ -156,16 +246,21 @@ def evaluate_configs(problem: Problem, members: np.ndarray, k: np.ndarray) -> di
     idx = (k - 1)[:, None]
     e = np.take_along_axis(e, idx, axis=1)
     pooled = np.take_along_axis(pooled, idx, axis=1)
-    out = _metrics(problem, members, k[:, None].astype(float), pooled, e)
+    out = _metrics(problem, members, k[:, None].astype(float), pooled, e, verifier_units)
     return {name: np.array(v[:, 0]) for name, v in out.items()}
 
 
 __all__ = [
+    "DRAFT_COST_CAPS",
     "METRICS",
+    "UNIT_COST_METRICS",
     "chain_acceptance",
     "curves",
     "evaluate_configs",
     "evaluate_subsets",
+    "missing_unit_cost",
     "no_chain_closed_form",
     "pooled_acceptance",
+    "require_unit_cost",
+    "unit_cost_error",
 ]

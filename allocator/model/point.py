@@ -90,8 +90,8 @@ def evaluate_point(
     # the step time first: an unmeasured k fails here, before the model builds its
     # acceptance curves up to k (which for a huge k would take all memory)
     sm = serving_metrics(problem, row, ks, batch, ctx)
-    if k > 0:
-        metrics = evaluate_configs(problem, row, ks)
+    if k > 0:  # a drafter without unit_cost: the verifier-unit metrics are NaN (null)
+        metrics = evaluate_configs(problem, row, ks, verifier_units=False)
     metrics["tokens_per_step"] = sm.pop("expected_accepted")
     metrics.update(sm)
     metrics["batch"] = np.array([float(batch)])

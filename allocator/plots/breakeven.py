@@ -38,7 +38,8 @@ def plot_breakeven(
 
     Returns ``correlation``, ``gain_percent`` (read back from the line),
     ``breakeven``, ``file_point`` (``(r, gain %)`` as marked, ``(None, gain %)`` as a
-    level, or ``None``), ``xlabel``, ``ylabel``, ``format``.
+    level, or ``None``), ``legend_box`` (pixels) and ``breakeven_px`` (the break-even
+    line's x in pixels, or ``None``), ``xlabel``, ``ylabel``, ``format``.
     """
     fmt = check_plot_path(path, option)
     r = np.asarray(correlation, float)
@@ -90,7 +91,11 @@ def plot_breakeven(
     ax.set_ylabel("gain in throughput over the baseline (%), each at its own best k")
     ax.set_title(f"Which error correlation erases the gain of {ensemble}?", loc="left")
     ax.grid(True, lw=0.4, alpha=0.5)
-    ax.legend(loc="upper right", fontsize=8)
+    # below the zero line on the left: the curve falls from upper left to lower right
+    legend = ax.legend(loc="lower left", fontsize=8)
+    renderer = fig.canvas.get_renderer()
+    lb = legend.get_window_extent(renderer)
+    mark_px = None if breakeven is None else float(ax.transData.transform((breakeven, 0.0))[0])
     save(fig, path, fmt, option)
     xs, ys = line.get_data()
     return {
@@ -98,6 +103,8 @@ def plot_breakeven(
         "gain_percent": np.asarray(ys, float),
         "breakeven": breakeven,
         "file_point": file_point,
+        "legend_box": np.array([lb.x0, lb.y0, lb.x1, lb.y1]),
+        "breakeven_px": mark_px,
         "xlabel": ax.get_xlabel(),
         "ylabel": ax.get_ylabel(),
         "format": fmt,

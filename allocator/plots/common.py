@@ -71,17 +71,36 @@ def figure(width: float, height: float):
     return fig
 
 
+def _axis_texts(fig) -> set[int]:
+    """The ids of the texts matplotlib writes itself: tick labels and axis offsets."""
+    from matplotlib.axis import Axis
+
+    own: set[int] = set()
+    for axis in fig.findobj(Axis):
+        for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+            own.update((id(tick.label1), id(tick.label2)))
+        own.add(id(axis.offsetText))
+    return own
+
+
 def save(fig, path: str | Path, fmt: str, option: str) -> None:
-    """Write ``fig`` to ``path`` in ``fmt`` (from :func:`check_plot_path`), atomically."""
+    """Write ``fig`` to ``path`` in ``fmt`` (from :func:`check_plot_path`), atomically.
+
+    Every text of the figure is drawn as written (``$x^$`` in a name is not TeX), but
+    matplotlib's own tick labels and offsets keep their mathtext: a log axis writes
+    ``$\\mathdefault{2^{3}}$``, to be drawn as 2³ (turning mathtext off for every text
+    printed that markup raw)."""
     from matplotlib import rc_context
     from matplotlib.text import Text
 
+    own = _axis_texts(fig)
     for text in fig.findobj(Text):  # drawn as written, whoever made the figure
-        text.set_parse_math(False)
+        text.set_parse_math(id(text) in own)
     buf = io.BytesIO()
     meta = {"Software": None} if fmt == "png" else {"Date": None}
-    # SVG text stays text (searchable, selectable); hashsalt makes SVG ids reproducible
-    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "allocator"}):
+    # SVG text stays text (searchable, selectable); hashsalt makes SVG ids reproducible;
+    # ticks made while drawing are matplotlib's own: mathtext on for them
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "allocator", "text.parse_math": True}):
         fig.savefig(buf, format=fmt, dpi=100, metadata=meta)
     write_atomic(path, buf.getvalue(), option)
 
@@ -121,6 +140,19 @@ def palette(n: int):
     return [cmap(i % cmap.N) for i in range(n)]
 
 
+def line_colors(n: int):
+    """``n`` colours for lines beside black and grey ones (``k = 0``, a band): tab10 and
+    then tab20 without their greys, cycled."""
+    from matplotlib import colormaps
+
+    if n <= 9:
+        cmap = colormaps["tab10"]
+        return [cmap(i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)[:n]]
+    cmap = colormaps["tab20"]
+    keep = [i for i in range(20) if i not in (14, 15)]
+    return [cmap(keep[i % len(keep)]) for i in range(n)]
+
+
 __all__ = [
     "COST_LABELS",
     "FORMATS",
@@ -129,6 +161,7 @@ __all__ = [
     "draw_front",
     "figure",
     "frame_points",
+    "line_colors",
     "literal_text",
     "palette",
     "save",

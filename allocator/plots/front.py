@@ -18,7 +18,7 @@ from .common import (
     palette,
     save,
 )
-from .labels import place_labels
+from .labels import MAX_LABELS, place_labels
 
 
 def point_label(drafters: list[str] | tuple[str, ...], k: int) -> str:
@@ -54,7 +54,7 @@ def plot_front(
     their ``label_boxes`` ``(L, 4)`` and the ``axes_box`` ``(4,)`` in pixels,
     ``leaders`` (L bools), ``singles`` ``{name: (cost (Q,), throughput (Q,))}``,
     ``budget`` (the cap's x as drawn, or ``None`` when not drawn on the axis),
-    ``xlabel``, ``ylabel``, ``format``.
+    ``legend`` (its texts), ``xlabel``, ``ylabel``, ``format``.
     """
     fmt = check_plot_path(path, option)
     points = result.points()
@@ -65,8 +65,15 @@ def plot_front(
     singles = singles or {}
     many = len(singles) > 10  # one legend entry for all, in one colour
     cmap = ["0.55"] * len(singles) if many else palette(len(singles))
+    cost = np.array([p["cost"] for p in points], float)
+    thr = np.array([p["throughput"] for p in points], float)
     drawn_singles = {}
+    hidden = []
     for j, ((name, res), color) in enumerate(zip(singles.items(), cmap, strict=True)):
+        under = _under_the_front(np.asarray(res.front.cost), np.asarray(res.front.throughput),
+                                 cost, thr)  # fmt: skip
+        if under:
+            hidden.append(name)
         (line,) = ax.plot(
             res.front.cost,
             res.front.throughput,
@@ -76,14 +83,15 @@ def plot_front(
             lw=1.2,
             ms=3,
             drawstyle="steps-post",
+            # a line drawn wholly under the front has no legend entry of its own
             label=(f"each drafter alone ({len(singles)})" if j == 0 else None)
             if many
-            else f"{name} alone",
+            else (None if under else f"{name} alone"),
             zorder=1,
         )
         drawn_singles[name] = tuple(np.asarray(a, float) for a in line.get_data())
-    cost = np.array([p["cost"] for p in points], float)
-    thr = np.array([p["throughput"] for p in points], float)
+    if hidden and not many:
+        ax.plot([], [], " ", label=f"{', '.join(hidden)} alone: on the front itself")
     front_line = draw_front(ax, cost, thr, "front: best at each cost")
     metric = result.cost_metric
     ax.set_xlabel(COST_LABELS.get(metric, metric))
@@ -110,13 +118,15 @@ def plot_front(
             budget_x = float(cap_line.get_xdata()[0])
         else:  # far to the right: say it rather than squash the front
             ax.plot([], [], ls="--", color="C3", lw=1.2, label=text + " (off the axis)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     labels = [point_label(p["drafters"], p["k"]) for p in points]
-    placed = place_labels(ax, cost, thr, labels)
+    others = [(xs, ys, "steps") for xs, ys in drawn_singles.values()]
+    placed = place_labels(ax, cost, thr, labels, avoid=others)
     if len(placed) < n:
+        why = "the others would overlap" if n <= MAX_LABELS else "spread along the front"
         ax.set_title(
-            f"{ax.get_title(loc='left')}\nlabels on {len(placed)} of {n} points "
-            "(the others would overlap; the JSON or CSV lists every point)",
+            f"{ax.get_title(loc='left')}\nlabels on {len(placed)} of {n:,} points "
+            f"({why}; the JSON or CSV lists every point)",
             loc="left",
             fontsize=11,
         )
@@ -133,10 +143,27 @@ def plot_front(
         "leaders": [p.leader for p in placed],
         "singles": drawn_singles,
         "budget": budget_x,
+        "legend": [t.get_text() for t in legend.get_texts()],
         "xlabel": ax.get_xlabel(),
         "ylabel": ax.get_ylabel(),
         "format": fmt,
     }
+
+
+def _under_the_front(c: np.ndarray, t: np.ndarray, cost: np.ndarray, thr: np.ndarray) -> bool:
+    """Whether the staircase through ``(c, t)`` is drawn wholly under the front's
+    staircase through ``(cost, thr)``: its points are consecutive points of the front."""
+    if c.size == 0 or cost.size == 0:
+        return False
+    idx = []
+    for x, y in zip(c, t, strict=True):
+        hit = np.flatnonzero(
+            np.isclose(cost, x, rtol=1e-12, atol=0) & np.isclose(thr, y, rtol=1e-12)
+        )
+        if hit.size == 0:
+            return False
+        idx.append(int(hit[0]))
+    return all(b == a + 1 for a, b in zip(idx, idx[1:], strict=False))
 
 
 __all__ = [

@@ -17,6 +17,9 @@ _DIRECTIONS = tuple(
 )
 #: Candidate distances from the point, typographic points.
 _RADII = (6, 12, 20, 30, 42, 56, 72, 90, 110, 135, 165, 200)
+#: Most points one picture tries to label: evenly spread along the points given (a
+#: 2,000-point front took 100 s to label, and more labels than this cannot be read).
+MAX_LABELS = 80
 
 
 @dataclass(frozen=True)
@@ -60,8 +63,39 @@ def _polyline_boxes(pts: np.ndarray, half: float, step: float = 4.0) -> np.ndarr
     return np.column_stack([along - half, along + half])
 
 
+def label_candidates(n: int, most: int = MAX_LABELS) -> np.ndarray:
+    """Indices of the points to try labelling: all ``n``, or ``most`` spread evenly from
+    the first to the last."""
+    if n <= most:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, most)).astype(np.int64))
+
+
+def _line_obstacles(pts: np.ndarray, line: str | None, marker: float) -> np.ndarray:
+    """Boxes ``(B, 4)`` covering the markers at ``pts`` ``(P, 2)`` (pixels) and the line
+    through them (``"steps"``, ``"straight"`` or ``None``)."""
+    obstacles = np.column_stack([pts - marker, pts + marker]).reshape(-1, 4)
+    if line == "steps" and len(pts) > 1:
+        corners = np.column_stack([pts[1:, 0], pts[:-1, 1]])  # (x_{i+1}, y_i)
+        path = np.empty((2 * len(pts) - 1, 2))
+        path[0::2], path[1::2] = pts, corners
+        obstacles = np.concatenate([obstacles, _polyline_boxes(path, 1.0)])
+    elif line == "straight":
+        obstacles = np.concatenate([obstacles, _polyline_boxes(pts, 1.0)])
+    return obstacles
+
+
 def place_labels(
-    ax, x, y, texts, *, fontsize: float = 7.5, pad: float = 1.5, line: str | None = "steps"
+    ax,
+    x,
+    y,
+    texts,
+    *,
+    fontsize: float = 7.5,
+    pad: float = 1.5,
+    line: str | None = "steps",
+    most: int = MAX_LABELS,
+    avoid: list[tuple] | None = None,
 ) -> list[PlacedLabel]:
     """Label the points ``(x[i], y[i])`` (data coordinates) so that no two labels
     overlap, no label covers a point or the line through the points (``line``:
@@ -73,23 +107,28 @@ def place_labels(
     label already placed (boxes measured by the renderer, padded by ``pad`` pixels);
     labels set further out get a thin leader line. A label with no free spot is left
     out rather than drawn over another (the returned list names the points labelled).
+    Of more than ``most`` points only ``most``, spread evenly, are tried
+    (:func:`label_candidates`). ``avoid``: other lines drawn on the axes, each
+    ``(x, y, line)`` in data coordinates (``line`` as above), whose points and segments
+    no label may cover either (a label touching another line reads as that line's).
     The axes limits must be final before this is called.
     """
     fig = ax.figure
     renderer = fig.canvas.get_renderer()
     pts = ax.transData.transform(np.column_stack([np.asarray(x, float), np.asarray(y, float)]))
     marker = 3.5 * fig.dpi / 72.0
-    obstacles = np.column_stack([pts - marker, pts + marker])
-    if line == "steps" and len(pts) > 1:
-        corners = np.column_stack([pts[1:, 0], pts[:-1, 1]])  # (x_{i+1}, y_i)
-        path = np.empty((2 * len(pts) - 1, 2))
-        path[0::2], path[1::2] = pts, corners
-        obstacles = np.concatenate([obstacles, _polyline_boxes(path, 1.0)])
-    elif line == "straight":
-        obstacles = np.concatenate([obstacles, _polyline_boxes(pts, 1.0)])
+    obstacles = _line_obstacles(pts, line, marker)
+    for ox, oy, oline in avoid or []:
+        other = np.column_stack([np.asarray(ox, float), np.asarray(oy, float)])
+        other = ax.transData.transform(other[np.all(np.isfinite(other), axis=1)])
+        obstacles = np.concatenate([obstacles, _line_obstacles(other, oline, marker)])
+    # boxes that land on the same pixels once (thousands of points drawn close together)
+    obstacles = np.unique(np.round(obstacles), axis=0)
     frame = ax.get_window_extent(renderer)
     placed: list[PlacedLabel] = []
-    for i, text in enumerate(texts):
+    texts = list(texts)
+    for i in label_candidates(len(texts), most):
+        i, text = int(i), texts[i]
         best = None  # (penalty, offset, ha, va, box, radius)
         probe = ax.text(0, 0, text, fontsize=fontsize)
         for r in _RADII:
@@ -117,7 +156,7 @@ def place_labels(
         penalty, off, ha, va, box, r = best  # type: ignore[misc]
         if penalty > 0.0:
             continue
-        leader = r > _RADII[2]
+        leader = r > _RADII[1]  # further than beside the point: a thin line to it
         ax.annotate(
             text,
             (x[i], y[i]),
@@ -127,7 +166,7 @@ def place_labels(
             ha=ha,
             va=va,
             arrowprops=(
-                {"arrowstyle": "-", "lw": 0.5, "color": "0.5", "shrinkA": 1, "shrinkB": 3}
+                {"arrowstyle": "-", "lw": 0.7, "color": "0.35", "shrinkA": 1, "shrinkB": 3}
                 if leader
                 else None
             ),
@@ -146,7 +185,9 @@ def _offset(ax, off: tuple[float, float]):
 
 
 __all__ = [
+    "MAX_LABELS",
     "PlacedLabel",
     "boxes_overlap",
+    "label_candidates",
     "place_labels",
 ]

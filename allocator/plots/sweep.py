@@ -136,7 +136,8 @@ def plot_capacity_sweep(
     target = f"TPOT ≤ {tpot_ms:g} ms" if np.isfinite(tpot_ms) else "no TPOT target"
     ax.set_title(f"Fleet cost against load ({target})", loc="left")
     ax.grid(True, lw=0.4, alpha=0.5)
-    ax.legend(loc="upper left", fontsize=8)
+    # cost rises with load: the lower right is empty (the crossings are marked up top)
+    ax.legend(loc="lower right", fontsize=8)
     save(fig, path, fmt, option)
     return {
         "loads": np.asarray(la.get_xdata(), float),

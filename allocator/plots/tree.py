@@ -22,10 +22,11 @@ def plot_tree_front(
 ) -> dict:
     """Draw ``E`` (left axis) and throughput (right axis) of the optimal tree against its
     size. ``nodes``, ``expected``, ``throughput``: ``(n,)``; ``best``: the size to mark.
-    Returns the drawn ``expected`` and ``throughput`` read back, and the axis labels."""
+    Returns the drawn ``expected`` and ``throughput`` read back, the ``legend`` texts,
+    the ``title`` and the axis labels."""
     fmt = check_plot_path(path, option)
     fig = figure(8.5, 5.2)
-    fig.subplots_adjust(left=0.1, right=0.88, bottom=0.12, top=0.9)
+    fig.subplots_adjust(left=0.1, right=0.88, bottom=0.2, top=0.9)
     ax = fig.add_subplot()
     (le,) = ax.plot(nodes, expected, "-", color="C0", label="E (tokens per step)")
     ax.set_xlabel("speculated nodes in the tree, n (tokens)")
@@ -33,13 +34,26 @@ def plot_tree_front(
     ax2 = ax.twinx()
     (lt,) = ax2.plot(nodes, throughput, "-", color="C3", label="throughput")
     ax2.set_ylabel("throughput (tokens per verifier-unit of time)")
+    handles = [le, lt]
     if best is not None:
-        ax2.axvline(best, color="C3", ls=":", lw=1)
+        handles.append(
+            ax2.axvline(best, color="C3", ls=":", lw=1, label=f"best throughput: {best} nodes")
+        )
     ax.set_title(title or "Optimal tree: E and throughput against size", loc="left")
     ax.grid(True, lw=0.4, alpha=0.5)
-    ax.legend(handles=[le, lt], loc="lower right", fontsize=8)
+    # below the axes: inside, it would cover the curves or the best size's line
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.12),
+        ncol=len(handles),
+        fontsize=8,
+        frameon=False,
+    )
     save(fig, path, fmt, option)
     return {
+        "legend": [t.get_text() for t in ax.get_legend().get_texts()],
+        "title": ax.get_title(loc="left"),
         "expected": np.asarray(le.get_ydata(), float),
         "throughput": np.asarray(lt.get_ydata(), float),
         "xlabel": ax.get_xlabel(),

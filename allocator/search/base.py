@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING, ClassVar
 
 from ..core.result import SolveResult
+from ..model.evaluate import require_unit_cost
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -25,7 +26,15 @@ class Strategy(abc.ABC):
 
     @abc.abstractmethod
     def solve(self, problem: Problem) -> SolveResult:
-        """Return the front of ``problem`` (throughput up, cost down) within its budget."""
+        """Return the front of ``problem`` (throughput up, cost down) within its budget.
+
+        Every strategy starts with :meth:`check`."""
+
+    @staticmethod
+    def check(problem: Problem) -> None:
+        """What every search needs before it starts: a ``unit_cost`` for each drafter it
+        may pool (the front's throughput is in verifier-units of time)."""
+        require_unit_cost(problem, needed_by="the front of throughput per verifier-unit of time")
 
     def result(
         self,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.space import count_subsets, iter_subset_chunks, subset_sizes
-from ..model.acceptance import expected_accepted
+from ..model.acceptance import expected_accepted, first_positions
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -184,7 +184,7 @@ def masks_to_members(masks: np.ndarray, n: int) -> np.ndarray:
 def _bitmask_chunks(problem: Problem, rows: int) -> Iterator[SubsetTable]:
     """The whole space from one table over all bitmasks (error model's ``fail_prob_all``)."""
     n = problem.n
-    q = 1.0 - problem.acceptance
+    q = 1.0 - first_positions(problem.acceptance, problem.k_max)
     fail = problem.errors.fail_prob_all(q)
     masks = np.arange(1 << n, dtype=np.int64)
     bits = 1 << np.arange(n, dtype=np.int64)
@@ -214,7 +214,7 @@ def _bitmask_chunks(problem: Problem, rows: int) -> Iterator[SubsetTable]:
 
 def _member_chunks(problem: Problem, rows: int) -> Iterator[SubsetTable]:
     """The space chunk by chunk (error model's ``fail_prob`` on membership matrices)."""
-    q = 1.0 - problem.acceptance
+    q = 1.0 - first_positions(problem.acceptance, problem.k_max)
     cols = group_columns(problem)
     for members, idx in iter_subset_chunks(problem, rows):
         acc = 1.0 - problem.errors.fail_prob(members, q)
@@ -225,7 +225,7 @@ def _member_chunks(problem: Problem, rows: int) -> Iterator[SubsetTable]:
 def use_bitmask_table(problem: Problem) -> bool:
     """Whether one table over all ``2**N`` bitmasks fits and is cheaper than the space."""
     n = problem.n
-    cells = (1 << n) * max(problem.acceptance.shape[1], 1)
+    cells = (1 << n) * max(min(problem.acceptance.shape[1], problem.k_max), 1)
     return n <= 26 and cells <= MAX_TABLE_CELLS and count_subsets(problem) * 4 >= (1 << n)
 
 
@@ -239,7 +239,7 @@ def screen(
     """
     total = count_subsets(problem)
     bitmask = use_bitmask_table(problem)
-    if problem.acceptance.shape[1] > 1:
+    if problem.acceptance.shape[1] > 1:  # (rows, k_max) cells per chunk
         rows = max(1, min(rows, (1 << 22) // problem.k_max))
     chunks = _bitmask_chunks(problem, rows) if bitmask else _member_chunks(problem, rows)
     union, done = None, 0

@@ -51,6 +51,7 @@ class ExactStrategy(Strategy):
         self.progress = progress
 
     def solve(self, problem: Problem) -> SolveResult:
+        self.check(problem)
         t0 = time.perf_counter()
         rows = max(1, self.max_cells // len(problem.k_values))
         total = count_subsets(problem)

@@ -132,6 +132,7 @@ class KnapsackStrategy(Strategy):
         self.progress = progress
 
     def solve(self, problem: Problem) -> SolveResult:
+        self.check(problem)
         t0 = time.perf_counter()
         blocked = knapsack_blocker(problem)
         if blocked is not None:

@@ -100,7 +100,7 @@ def mask_url(url: str | None) -> str:
         head, sep, rest = url.partition("://")
         userinfo, at, hostpart = (rest if sep else head).rpartition("@")
         if not at:
-            return mask_text(url, url)
+            return url  # no user-info part: nothing in it is a password
         return f"{head}{sep}{HIDDEN}@{hostpart}" if sep else f"{HIDDEN}@{hostpart}"
     tail, host = _hidden_host(parsed)
     changes: dict[str, Any] = {}
@@ -122,10 +122,15 @@ def mask_url(url: str | None) -> str:
 
 
 def mask_text(text: str, url: str | None) -> str:
-    """``text`` with ``url`` and every secret in it (wherever it appears) replaced."""
+    """``text`` with ``url`` and every secret in it (wherever it appears) replaced.
+
+    Never calls itself (through :func:`mask_url`): an unparseable URL without ``@``
+    (``--storage foo``) holds no secret and is shown as written."""
     if not url:
         return text
-    text = text.replace(url, mask_url(url))
+    shown = mask_url(url)
+    if shown != url:
+        text = text.replace(url, shown)
     for secret in url_secrets(url):
         text = text.replace(secret, HIDDEN)
     return text
@@ -193,8 +198,12 @@ def open_storage(url: str | None) -> RDBStorage | None:
     Workers write only finished trials (see :class:`allocator.search.study.StudyMirror`),
     so a killed worker leaves nothing half-written.
     """
-    if url is None or url in ("", "memory", "in-memory"):
+    if url is None or url in ("memory", "in-memory"):
         return None
+    if not url.strip():
+        raise ParameterError(
+            "storage", "is empty: give a URL, or leave --storage out for an in-memory study"
+        )
     if "://" not in url:
         raise ParameterError(
             "storage", f"{mask_url(url)!r} is not a URL (sqlite:///file.db, postgresql://...)"

@@ -59,6 +59,31 @@ SEED_ATTR = "seed"
 WORKER_ATTR = "worker"
 #: Study user attribute written once every seed point is stored.
 SEEDED_ATTR = "seeded"
+#: User attribute of the trial a worker takes from storage only for its number
+#: (:meth:`OptunaStrategy.worker_number`); told pruned, it is never a finished trial.
+TICKET_ATTR = "worker_ticket"
+#: Optuna's samplers seed numpy's legacy ``RandomState``, which takes ``0 .. 2**32 - 1``.
+SAMPLER_SEEDS = 2**32
+
+
+def sampler_seed(seed: int | None, worker: int | None = None) -> int | None:
+    """The seed of Optuna's sampler from ``--seed`` (``0 .. 2**63 - 1``) and a worker number.
+
+    Optuna's samplers take ``0 .. 2**32 - 1`` (numpy's legacy ``RandomState``). A seed in
+    that range with no worker (an in-memory study) or worker 0 (the first of a stored
+    study) is used as it is; any other pair is folded to 32 bits by SHA-256 of
+    ``"<seed>:<worker>"``, so the same ``--seed`` and worker always give the same sampler,
+    and two workers of one study sample apart. ``None`` stays ``None`` (Optuna's own
+    random seed).
+    """
+    if seed is None:
+        return None
+    if not 0 <= seed < 2**63:
+        raise ParameterError("seed", f"must be in 0..2**63 - 1, got {seed}")
+    if seed < SAMPLER_SEEDS and not worker:
+        return int(seed)
+    digest = hashlib.sha256(f"{int(seed)}:{int(worker or 0)}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
 
 
 class DeadlinePassed(Exception):
@@ -178,7 +203,8 @@ class OptunaStrategy(Strategy):
     timeout : float or None
         Stop asking for new batches after this many seconds.
     seed : int or None
-        Sampler seed; with in-memory storage and ``trials`` (no timeout) the result
+        ``0 .. 2**63 - 1``; the sampler's seed is :func:`sampler_seed` of it and the
+        worker's number. With in-memory storage and ``trials`` (no timeout) the result
         is reproducible.
     storage : str or None
         Storage URL (see :mod:`allocator.search.storage`); ``None`` is in-memory.
@@ -228,16 +254,31 @@ class OptunaStrategy(Strategy):
             return None
         name = self.study or f"allocator-{problem.name}"
         try:
+            # the stored study never samples (the in-memory one does): the cheapest sampler
             study = optuna.create_study(
                 storage=storage,
                 study_name=name,
                 directions=DIRECTIONS,
                 load_if_exists=True,
+                sampler=optuna.samplers.RandomSampler(seed=0),
             )
         except ValueError as exc:
             raise ParameterError("study", f"{name!r} in {mask_url(self.storage)}: {exc}") from None
         self.check_fingerprint(problem, study)
         return study
+
+    @staticmethod
+    def worker_number(study: Study) -> int:
+        """A number no other worker of the stored ``study`` holds: the number of a trial
+        created in storage for it (the database makes trial numbers unique, however many
+        workers start at once), told pruned at once so that it never counts as finished
+        and no sampler learns from it."""
+        from optuna.trial import TrialState
+
+        ticket = study.ask()
+        ticket.set_user_attr(TICKET_ATTR, True)
+        study.tell(ticket, state=TrialState.PRUNED)
+        return int(ticket.number)
 
     def check_fingerprint(self, problem: Problem, study: Study) -> None:
         from .storage import mask_url
@@ -325,6 +366,7 @@ class OptunaStrategy(Strategy):
     def solve(self, problem: Problem) -> SolveResult:
         import optuna
 
+        self.check(problem)
         t0 = time.perf_counter()
         verbosity = optuna.logging.get_verbosity()
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -355,7 +397,11 @@ class OptunaStrategy(Strategy):
         deadline = None if self.timeout is None else t0 + self.timeout
         space = SearchSpace(problem)
         shared = self.open_study(problem)
-        sampler = optuna.samplers.NSGAIISampler(population_size=self.population, seed=self.seed)
+        # workers of one stored study get different samplers, each from --seed and its number
+        worker = None if shared is None else self.worker_number(shared)
+        sampler = optuna.samplers.NSGAIISampler(
+            population_size=self.population, seed=sampler_seed(self.seed, worker)
+        )
         local = optuna.create_study(
             sampler=sampler,
             directions=DIRECTIONS,
@@ -575,10 +621,12 @@ def study_front(problem: Problem, study: Study, space: SearchSpace) -> tuple[Fro
 
 __all__ = [
     "DIRECTIONS",
+    "SAMPLER_SEEDS",
     "SEEDED_ATTR",
     "SEED_ATTR",
     "SEED_MAX_SUBSETS",
     "SEED_MAX_TRIALS",
+    "TICKET_ATTR",
     "WORKER_ATTR",
     "BatchRunner",
     "DeadlinePassed",
@@ -588,6 +636,7 @@ __all__ = [
     "constraint_values",
     "evaluate_batch",
     "problem_fingerprint",
+    "sampler_seed",
     "stored_candidates",
     "study_front",
 ]

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
         ("docs/tree.yaml", ["tree", "{p}", "-d", "eagle", "--json", "{link}"]),
         (
             "docs/tree.yaml",
-            ["simulate", "{p}", "-d", "eagle", "--nodes", "4", "-n", "50", "--json", "{p}"],
+            ["simulate", "{p}", "-d", "eagle", "--nodes", "4", "--rounds", "50", "--json", "{p}"],
         ),
         (
             "problems/capacity-70b.yaml",

@@ -220,7 +220,18 @@ def test_gaussian_three_drafter_orthants_within_the_stated_accuracy():
 def test_breakeven_reports_and_marks_the_files_own_correlation(tmp_path):
     png, js = tmp_path / "gain.png", tmp_path / "b.json"
     path = ROOT / "problems" / "paper-r2-correlated.yaml"
-    r = run("breakeven", path, "-e", "weak-a,weak-b", "-b", "weak-a", "--json", js, "--plot", png)
+    r = run(
+        "breakeven",
+        path,
+        "-e",
+        "weak-a,weak-b",
+        "--baseline",
+        "weak-a",
+        "--json",
+        js,
+        "--plot",
+        png,
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(js.read_text())
     # error correlation 0.2 between two drafters at a = 0.5: φ = (2/π) asin(r)
@@ -251,7 +262,16 @@ def test_breakeven_reports_and_marks_the_files_own_correlation(tmp_path):
 def test_breakeven_under_factor_loadings_uses_their_product(tmp_path):
     raw = yaml.safe_load((ROOT / "problems" / "paper-r2.yaml").read_text())
     raw["errors"] = {"model": "factor", "loadings": {"weak-a": 0.6, "weak-b": 0.5}}
-    r = run("breakeven", write(tmp_path, raw), "-e", "weak-a,weak-b", "-b", "weak-a", "--json", "-")
+    r = run(
+        "breakeven",
+        write(tmp_path, raw),
+        "-e",
+        "weak-a,weak-b",
+        "--baseline",
+        "weak-a",
+        "--json",
+        "-",
+    )
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["file_latent_correlation"] == pytest.approx(0.3)

@@ -11,7 +11,21 @@ from .exchangeable import ExchangeableErrors
 from .factor import FactorErrors
 from .gaussian import GaussianErrors, check_correlation_matrix
 
+#: Every error model by its ``name`` (the problem file's ``errors.model``): one module per
+#: model; the contract suite (tests/contract/test_error_models_contract.py) runs on each.
+ERROR_MODELS: dict[str, type[ErrorModel]] = {
+    cls.name: cls
+    for cls in (
+        IndependentErrors,
+        ExchangeableErrors,
+        FactorErrors,
+        GaussianErrors,
+        EmpiricalErrors,
+    )
+}
+
 __all__ = [
+    "ERROR_MODELS",
     "EmpiricalErrors",
     "ErrorModel",
     "ExchangeableErrors",
@@ -35,6 +49,8 @@ def build_error_model(spec, names, acceptance, empirical=None) -> ErrorModel:
     :class:`~allocator.exceptions.InputError` naming the field.
     """
     n = len(names)
+    if spec.model not in ERROR_MODELS:
+        raise InputError("errors.model", f"unknown error model {spec.model!r}")
     if spec.model == "independent":
         return IndependentErrors()
     if spec.model == "exchangeable":

@@ -159,10 +159,11 @@ def integration_estimate(problem: Problem) -> tuple[int, float]:
     gaussian matrix: subsets of 3 or more drafters in the space x distinct acceptance
     columns, and the mean time of a seeded sample of :data:`PILOT` of them."""
     from ...core.space import subset_sizes
+    from ..acceptance import first_positions
 
     errors = problem.errors
     assert isinstance(errors, GaussianErrors)
-    q = 1.0 - problem.acceptance
+    q = 1.0 - first_positions(problem.acceptance, problem.k_max)  # the columns a search pools
     qs, _ = dedupe_columns(q)
     n_req = int(problem.required.sum())
     free = np.flatnonzero(~problem.required & ~problem.excluded)

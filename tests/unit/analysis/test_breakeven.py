@@ -141,5 +141,7 @@ def test_cli_breakeven_json(tmp_path, problems_dir):
             }
         )
     )
-    bad = runner.invoke(app, ["breakeven", str(path), "-e", "weak-a,weak-b", "-b", "weak-a"])
+    bad = runner.invoke(
+        app, ["breakeven", str(path), "-e", "weak-a,weak-b", "--baseline", "weak-a"]
+    )
     assert bad.exit_code == 2 and bad.stderr.startswith("error: pooling:")

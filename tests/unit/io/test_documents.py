@@ -89,14 +89,16 @@ def test_one_range_parser_two_sets_of_rules():
     with pytest.raises(ParameterError, match=r"must satisfy 0 < LO <= HI") as exc:
         parse_load_range("0:300:3")
     assert exc.value.field == "sweep_load"
-    # STEPS: bounded for loads, not for caps
+    # STEPS: bounded for loads and for caps alike
     with pytest.raises(ParameterError, match=r"STEPS must be 1\.\.10,000 \(got 20,000\)"):
         parse_load_range("1:2:20000")
-    assert len(parse_hosting_range("0:2:20000", "hosting_cost=0:2:20000")) == 20000
-    with pytest.raises(ParameterError, match=r"STEPS must be at least 1 \(got 0\)") as exc:
+    with pytest.raises(ParameterError, match=r"STEPS must be 1\.\.10,000 \(got 20,000\)"):
+        parse_hosting_range("0:2:20000", "hosting_cost=0:2:20000")
+    assert len(parse_hosting_range("0:2:10000", "hosting_cost=0:2:10000")) == 10000
+    with pytest.raises(ParameterError, match=r"STEPS must be 1\.\.10,000 \(got 0\)") as exc:
         parse_hosting_range("0:2:0", "hosting_cost=0:2:0")
     assert exc.value.field == "sweep"
-    with pytest.raises(ParameterError, match=r"the range -1:2 must satisfy 0 <= lo <= hi"):
+    with pytest.raises(ParameterError, match=r"the range -1:2 must satisfy 0 <= LO <= HI"):
         parse_hosting_range("-1:2:3", "hosting_cost=-1:2:3")
     # a malformed range quotes the argument as given, in the command's own form
     with pytest.raises(ParameterError, match=r"expected LO:HI:STEPS, got '1:2'"):
@@ -111,7 +113,7 @@ def test_one_range_parser_two_sets_of_rules():
     ("args", "line"),
     [
         (["plan", MIXED, "--sweep", "hosting_cost=1:2"], "error: --sweep: expected hosting_cost="),
-        (["plan", MIXED, "--sweep", "hosting_cost=0:2:0"], "error: --sweep: STEPS must be at"),
+        (["plan", MIXED, "--sweep", "hosting_cost=0:2:0"], "error: --sweep: STEPS must be 1.."),
         (
             ["capacity", ROOT / "problems" / "capacity-70b.yaml", "--tokens-per-s", 1000,
              "--sweep-load", "0:10:2"],

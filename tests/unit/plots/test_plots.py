@@ -263,7 +263,7 @@ def test_breakeven_plot_png_and_its_curve(tmp_path):
     png, js = tmp_path / "gain.png", tmp_path / "b.json"
     r = runner.invoke(
         app,
-        ["breakeven", str(R2_CORRELATED), "-e", "weak-a,weak-b", "-b", "weak-a"]
+        ["breakeven", str(R2_CORRELATED), "-e", "weak-a,weak-b", "--baseline", "weak-a"]
         + ["--plot", str(png), "--json", str(js)],
     )
     assert r.exit_code == 0, r.output
@@ -300,7 +300,7 @@ def test_breakeven_plot_svg_marks_the_break_even(tmp_path):
             str(R2_CORRELATED),
             "-e",
             "weak-a,weak-b",
-            "-b",
+            "--baseline",
             "weak-a",
             "--plot",
             str(svg),
@@ -315,7 +315,18 @@ def test_breakeven_plot_svg_marks_the_break_even(tmp_path):
 # ---------------------------------------------------------------- accepted units
 def test_simulate_plot_histogram_matches_the_run_and_the_model(tmp_path):
     png, js = tmp_path / "hist.png", tmp_path / "s.json"
-    args = ["simulate", str(R2), "-d", "weak-a,weak-b", "-k", "5", "-n", "20000", "--seed", "7"]
+    args = [
+        "simulate",
+        str(R2),
+        "-d",
+        "weak-a,weak-b",
+        "-k",
+        "5",
+        "--rounds",
+        "20000",
+        "--seed",
+        "7",
+    ]
     r = runner.invoke(app, [*args, "--plot", str(png), "--json", str(js)])
     assert r.exit_code == 0, r.output
     assert_valid_png(png)
@@ -326,14 +337,15 @@ def test_simulate_plot_histogram_matches_the_run_and_the_model(tmp_path):
     data = plot_accepted(
         np.array(doc["accepted_shares"]), model, tmp_path / "again.png", rounds=20000
     )
-    np.testing.assert_array_equal(data["units"], np.arange(1, 7))
+    # u = 6 cannot happen in the paper convention at k = 5: no empty bar is drawn for it
+    np.testing.assert_array_equal(data["units"], np.arange(1, 6))
     # the bars are the very rounds simulate reported on
     assert data["units"] @ data["simulated"] == pytest.approx(doc["mean_accepted"], rel=1e-12)
     assert data["simulated"].sum() == pytest.approx(1.0)
     # the markers are the paper convention's distribution at pooled acceptance 0.75:
     # P(u) = a^(u-1) (1 - a) for u < k, P(k) = a^(k-1), nothing beyond k
     a = 0.75
-    expected = [a ** (u - 1) * (1 - a) for u in range(1, 5)] + [a**4, 0.0]
+    expected = [a ** (u - 1) * (1 - a) for u in range(1, 5)] + [a**4]
     np.testing.assert_allclose(data["model"], expected, rtol=1e-12)
     # and the simulation agrees with it: every share within 5 standard errors
     se = np.sqrt(np.maximum(data["model"] * (1 - data["model"]), 1e-12) / 20000)
@@ -354,7 +366,7 @@ def test_simulate_plot_of_a_workload_mixture(tmp_path):
     assert u @ model == pytest.approx(report.model_accepted, rel=1e-12)
     svg = tmp_path / "mix.svg"
     r = runner.invoke(
-        app, ["simulate", str(MIXED), "-d", name, "-k", "4", "-n", "4000", "--plot", str(svg)]
+        app, ["simulate", str(MIXED), "-d", name, "-k", "4", "--rounds", "4000", "--plot", str(svg)]
     )
     assert r.exit_code == 0, r.output
     assert ET.parse(svg).getroot().tag.endswith("svg")
@@ -363,8 +375,8 @@ def test_simulate_plot_of_a_workload_mixture(tmp_path):
 @pytest.mark.parametrize(
     "args",
     [
-        ["breakeven", str(R2_CORRELATED), "-e", "weak-a,weak-b", "-b", "weak-a"],
-        ["simulate", str(R2), "-d", "weak-a", "-k", "3", "-n", "100"],
+        ["breakeven", str(R2_CORRELATED), "-e", "weak-a,weak-b", "--baseline", "weak-a"],
+        ["simulate", str(R2), "-d", "weak-a", "-k", "3", "--rounds", "100"],
     ],
 )
 def test_breakeven_and_simulate_refuse_bad_plot_paths(tmp_path, args):
@@ -398,9 +410,31 @@ def test_breakeven_plot_without_a_break_even_says_why(tmp_path, ensemble, baseli
     )
     svg = tmp_path / "gain.svg"
     r = runner.invoke(
-        app, ["breakeven", str(problem), "-e", ensemble, "-b", baseline, "--plot", str(svg)]
+        app, ["breakeven", str(problem), "-e", ensemble, "--baseline", baseline, "--plot", str(svg)]
     )
     assert r.exit_code == 0, r.output
     texts = "".join(ET.parse(svg).getroot().itertext())
     assert "break-even: latent" not in texts
     assert note in texts
+
+
+def test_a_long_front_labels_a_bounded_spread_of_points(tmp_path):
+    """Labelling tried every point of the front: 2,000 points took 100 s. At most
+    MAX_LABELS points are tried, spread from the first to the last, none overlapping."""
+    from allocator.plots.labels import MAX_LABELS, label_candidates
+
+    raw = {
+        "name": "long",
+        "drafters": [{"name": "a", "acceptance": 1.0, "unit_cost": 0.01}],
+        "search": {"k": {"max": 2000}},
+    }
+    res = solve(problem_from_spec(parse_problem(raw)))
+    assert len(res.front) == 2000
+    drawn = plot_front(res, tmp_path / "long.png")
+    assert 0 < len(drawn["labels"]) <= MAX_LABELS
+    assert set(drawn["labelled"]) <= set(label_candidates(2000))
+    boxes = drawn["label_boxes"]
+    for i in range(len(boxes)):
+        assert not boxes_overlap(boxes[i], np.delete(boxes, i, axis=0)).any()
+    assert label_candidates(2000)[[0, -1]].tolist() == [0, 1999]
+    assert label_candidates(5).tolist() == [0, 1, 2, 3, 4]

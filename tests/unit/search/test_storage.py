@@ -45,10 +45,13 @@ def solve_cmd(problem, storage, study, trials, out=None):
 
 
 def trials_by_state(storage, study):
+    """Trials by state name; each worker's ticket (the pruned trial it took from storage
+    only for its number) under ``TICKET``."""
     s = optuna.load_study(study_name=study, storage=with_driver(storage))
     out = {}
     for t in s.get_trials(deepcopy=False):
-        out.setdefault(t.state.name, []).append(t)
+        state = "TICKET" if t.user_attrs.get("worker_ticket") else t.state.name
+        out.setdefault(state, []).append(t)
     return out
 
 
@@ -108,7 +111,8 @@ def test_sqlite_study_resumes(problem_file, tmp_path):
         assert r.returncode == 0, r.stderr
         docs.append(json.loads(out.read_text()))
     states = trials_by_state(url, "resume")
-    assert len(searched(states["COMPLETE"])) == 60 and set(states) == {"COMPLETE"}
+    assert len(searched(states["COMPLETE"])) == 60 and set(states) == {"COMPLETE", "TICKET"}
+    assert len(states["TICKET"]) == 2  # each run's worker number
     seeds = len(states["COMPLETE"]) - 60
     assert seeds > 0  # the seed points are stored once, by the first run
     assert docs[0]["evaluated"] == seeds + 30 and docs[1]["evaluated"] == seeds + 60
@@ -153,8 +157,9 @@ def kill_and_resume(problem_file, url, tmp_path):
     assert all(after[n] == v for n, v in before.items())
     assert len(after) == len(before) + 40
     assert json.loads(out.read_text())["evaluated"] == len(after)
-    # workers store only finished trials: nothing is left running or failed
-    assert set(states) == {"COMPLETE"}
+    # workers store only finished trials (and each its ticket): nothing running or failed
+    assert set(states) == {"COMPLETE", "TICKET"}
+    assert all(t.state.name == "PRUNED" for t in states["TICKET"])
 
 
 def test_sqlite_killed_worker_loses_no_finished_trial(problem_file, tmp_path):
@@ -181,13 +186,14 @@ def test_postgres_two_workers_share_one_study(problem_file, tmp_path, postgres_u
         assert password not in err
         assert "password" not in err.lower() or "***" in err
     states = trials_by_state(postgres_url, study)
-    numbers = sorted(t.number for t in states["COMPLETE"])
-    assert set(states) == {"COMPLETE"}  # none lost half-way, none failed
+    numbers = sorted(t.number for t in states["COMPLETE"] + states["TICKET"])
+    assert set(states) == {"COMPLETE", "TICKET"}  # none lost half-way, none failed
+    assert len(states["TICKET"]) == 2  # one number per worker
     assert numbers == list(range(len(numbers)))  # every trial once: no duplicate, no gap
     assert len(searched(states["COMPLETE"])) == 160
     docs = [json.loads(o.read_text()) for o in outs]
     assert all("80 trials run now" in d["notes"][0] for d in docs)
-    assert max(d["evaluated"] for d in docs) == len(numbers)
+    assert max(d["evaluated"] for d in docs) == len(states["COMPLETE"])
     for o in outs:
         assert password not in o.read_text()
 
