@@ -732,6 +732,14 @@ def breakeven(
     return breakeven_report(_problem(problem), list(ensemble), list(baseline), curve_points)
 
 
+def schema() -> dict:
+    """``allocator schema``: the JSON Schema of the problem file, as a dict
+    (:func:`allocator.io.spec.problem_json_schema`)."""
+    from .io.spec import problem_json_schema
+
+    return problem_json_schema()
+
+
 def paper() -> PaperReport:
     """``allocator paper``: every number of the paper's §4–§5 recomputed beside its printed
     value (:func:`allocator.analysis.paper.reproduce`)."""
@@ -889,6 +897,7 @@ __all__ = [
     "profile_plan",
     "sample_uncertainty",
     "schedule",
+    "schema",
     "simulate",
     "size_fleet",
     "size_fleet_for_rate",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..io.spec import problem_json_schema
+from .. import api
 from ..io.staged import to_json
 from . import app
 from .common import emit_text, handles_input_errors
@@ -12,7 +12,7 @@ from .common import emit_text, handles_input_errors
 @handles_input_errors
 def schema() -> None:
     """Print the JSON Schema of the problem file (YAML or JSON)."""
-    emit_text(to_json(problem_json_schema()))
+    emit_text(to_json(api.schema()))
 
 
 __all__ = [

@@ -140,8 +140,6 @@ STEP_RANGE = (1e-6, 1e9)
 MAX_SEED = 2**63 - 1
 #: The leave-one-group-out schemes of ``--holdout``.
 GROUPS = ("by-k", "by-batch")
-#: Terminal table rows shown at most (every row is in ``--json``).
-TABLE_ROWS = 50
 
 
 @dataclass(frozen=True)

@@ -373,3 +373,27 @@ def test_design_example_file_builds():
     (block,) = re.findall(r"```yaml\n(.*?)```", section_of_design("5"), re.S)
     problem = problem_from_spec(parse_problem(yaml.safe_load(block)))
     assert problem.names == ("small-a", "small-b")
+
+
+def test_readme_python_api_names_each_commands_functions():
+    """Every command has a row in the README's table of API functions, and the row names
+    each ``api`` function the command's module calls (read from its source), each a public
+    name of ``allocator.api``: a command that grows a new API call, or a renamed function,
+    fails here until the README says so."""
+    from allocator import api
+    from allocator.cli import COMMANDS
+
+    rows = {}
+    for line in section("Python API").splitlines():
+        cells = line.split("|")
+        if len(cells) > 3 and cells[1].strip().startswith("`"):
+            rows[cells[1].strip().strip("`")] = cells[2]
+    for module in COMMANDS:
+        name = module.replace("_", "-")
+        assert name in rows, name
+        source = (ROOT / "allocator" / "cli" / f"{module}.py").read_text()
+        called = set(re.findall(r"\bapi\.(\w+)\(", source)) - {"load"}
+        assert called, module
+        for function in called:
+            assert f"`api.{function}`" in rows[name], (name, function)
+            assert function in api.__all__, function
