@@ -8,7 +8,7 @@ parameter name of :mod:`allocator.api`) as the command-line flag that sets it.
 - :class:`InputError`: a bad problem file or input file (``field`` is its dotted path:
   ``drafters.1.acceptance``, ``serving.memory.kv_cache_gb``, ``errors.outcomes``).
 - :class:`ParameterError`: a bad argument to a library function (``field`` is the
-  parameter's name: ``k``, ``itl_ms``, ``pick``).
+  parameter's name: ``k``, ``tpot_ms``, ``pick``).
 - :class:`InfeasibleError`: a well-formed question with no answer: a budget, latency or
   service-level target that no configuration meets.
 - :class:`NotModelledError`: a question outside what the model evaluates: no step time
@@ -36,7 +36,7 @@ class InputError(ValueError):
 
 class ParameterError(InputError):
     """A bad argument to a library function: ``field`` names the parameter (``k``,
-    ``itl_ms``); the command line names the flag that sets it (``--k``, ``--itl-ms``)."""
+    ``tpot_ms``); the command line names the flag that sets it (``--k``, ``--tpot-ms``)."""
 
 
 class InfeasibleError(InputError):

@@ -155,7 +155,7 @@ class Schedule:
                     "k": int(self.k[i]),
                     "tokens_per_s": float(self.metrics["tokens_per_s"][i]),
                     "tokens_per_s_per_seq": float(self.metrics["tokens_per_s_per_seq"][i]),
-                    "itl_ms": float(self.metrics["itl_ms"][i]),
+                    "tpot_ms": float(self.metrics["tpot_ms"][i]),
                     "speedup": float(self.metrics["speedup"][i]),
                     "cost_per_mtok": None if np.isnan(cost) else cost,
                 }

@@ -190,7 +190,7 @@ _HEAD = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def option_flags(fn: Callable) -> dict[str, str]:
-    """The command's options by parameter name: ``{"itl_ms": "--itl-ms", "json_path":
+    """The command's options by parameter name: ``{"tpot_ms": "--tpot-ms", "json_path":
     "--json", ...}``, read from the typer options of ``fn``'s signature; each long flag is
     also listed under its own name in snake case (``--tokens-per-s`` as ``tokens_per_s``),
     the name the library gives the same parameter."""
@@ -208,7 +208,7 @@ def option_flags(fn: Callable) -> dict[str, str]:
 
 
 def flag_field(exc: InputError, flags: dict[str, str]) -> str:
-    """``exc.field`` as the user gave it: a library parameter name (``itl_ms``, ``costs:
+    """``exc.field`` as the user gave it: a library parameter name (``tpot_ms``, ``costs:
     unit_cost``) becomes the command's flag (``--itl-ms``, ``--costs: unit_cost``); a
     problem-file field (``drafters.1.acceptance``) stays as it is. The one place where
     parameter names are mapped to flags."""

@@ -74,7 +74,7 @@ def front_table(result: SolveResult) -> Table:
             ("k", "right"),
             ("tokens/s\n(whole batch)", "right"),
             ("tokens/s\nper sequence", "right"),
-            ("ITL\n(ms)", "right"),
+            ("TPOT\n(ms)", "right"),
             ("speedup\n(× k = 0)", "right"),
             ("$/Mtok", "right"),
             (cost, "right"),
@@ -107,7 +107,7 @@ def front_table(result: SolveResult) -> Table:
                 *head,
                 f"{p['tokens_per_s']:,.6g}",
                 f"{p['tokens_per_s_per_seq']:,.6g}",
-                f"{p['itl_ms']:.4g}",
+                f"{p['tpot_ms']:.4g}",
                 f"{p['speedup']:.4f}",
                 "-" if price is None else f"{price:.4g}",
                 _num(p["cost"]),
@@ -145,14 +145,14 @@ POINT_UNITS = {
     "tokens_per_step": "tokens per sequence per step",
     "tokens_per_s": "tokens/s, whole batch",
     "tokens_per_s_per_seq": "tokens/s per sequence",
-    "itl_ms": "ms per token of one sequence",
+    "tpot_ms": "ms per output token of one sequence (TPOT: step_ms / E)",
     "speedup": "× speculation off (k = 0)",
     "cost_per_mtok": "$ per million tokens",
 }
 
 #: A point's fields measured under load, shown apart from the model's verifier-units.
 _SERVING_FIELDS = ("batch", "step_ms", "tokens_per_step", "tokens_per_s",
-                   "tokens_per_s_per_seq", "itl_ms", "speedup", "cost_per_mtok")  # fmt: skip
+                   "tokens_per_s_per_seq", "tpot_ms", "speedup", "cost_per_mtok")  # fmt: skip
 
 
 def point_table(point: dict) -> Table:

@@ -122,7 +122,7 @@ def schedule_table(name: str, doc: dict, extrapolated: bool = False) -> Table:
         "k",
         "tokens/s",
         "tokens/s/seq",
-        "ITL ms",
+        "TPOT ms",
         "speedup",
         "$/Mtok",
     ):
@@ -135,7 +135,7 @@ def schedule_table(name: str, doc: dict, extrapolated: bool = False) -> Table:
             str(r["k"]),
             f"{r['tokens_per_s']:.6g}",
             f"{r['tokens_per_s_per_seq']:.6g}",
-            f"{r['itl_ms']:.4g}",
+            f"{r['tpot_ms']:.4g}",
             f"{r['speedup']:.4f}",
             "-" if cost is None else f"{cost:.4g}",
         )

@@ -56,7 +56,7 @@ SERVING_FIELDS: tuple[str, ...] = (
     "tokens_per_step",
     "tokens_per_s",
     "tokens_per_s_per_seq",
-    "itl_ms",
+    "tpot_ms",
     "speedup",
     "cost_per_mtok",
 )

@@ -32,9 +32,11 @@ kept, is a serving step drafting ``k``); the code evaluates the bonus sum direct
 :mod:`allocator.model.evaluate`.
 
 Metrics at batch ``b`` (each ``(B,)``): ``tokens_per_s_per_seq = 1000·E / step_ms``,
-``tokens_per_s = b · tokens_per_s_per_seq``, ``itl_ms = step_ms / E``, ``speedup`` =
-per-sequence tokens/s over the same configuration's ``k = 0`` step at ``b``
-(``E · step_ms(b, 0) / step_ms(b, k)``), ``cost_per_mtok = gpu_cost_per_hour /
+``tokens_per_s = b · tokens_per_s_per_seq``, ``tpot_ms = step_ms / E`` (the mean time per
+output token of one sequence, vLLM's TPOT; a streaming client gets a step's tokens as one
+chunk, so the gap it measures between chunks, vLLM's ITL, is the whole step), ``speedup``
+= per-sequence tokens/s over the same configuration's ``k = 0`` step at ``b`` (``E ·
+step_ms(b, 0) / step_ms(b, k)``), ``cost_per_mtok = gpu_cost_per_hour /
 (3600 · tokens_per_s) · 10⁶`` ($ per million generated tokens; NaN without a price).
 """
 
@@ -66,7 +68,7 @@ SERVING_METRICS: tuple[str, ...] = (
     "expected_accepted",
     "tokens_per_s",
     "tokens_per_s_per_seq",
-    "itl_ms",
+    "tpot_ms",
     "speedup",
     "cost_per_mtok",
 )
@@ -258,7 +260,7 @@ def metrics_from(
         "expected_accepted": e,
         "tokens_per_s": tps,
         "tokens_per_s_per_seq": per_seq,
-        "itl_ms": step / e,
+        "tpot_ms": step / e,
         "speedup": e * base / step,
         "cost_per_mtok": cost_per_mtok(price, tps),
     }
@@ -272,7 +274,7 @@ def serving_metrics(
 
     Keys :data:`SERVING_METRICS`, each ``(B,)``: ``step_ms`` (ms), ``expected_accepted``
     (``E``, tokens per step, bonus convention), ``tokens_per_s`` (whole batch),
-    ``tokens_per_s_per_seq``, ``itl_ms`` (ms per token of one sequence), ``speedup``
+    ``tokens_per_s_per_seq``, ``tpot_ms`` (ms per token of one sequence), ``speedup``
     (over the same configuration's ``k = 0`` step), ``cost_per_mtok`` ($ per 10⁶
     tokens, NaN without ``gpu_cost_per_hour``). Raises like :func:`step_ms`.
     """

@@ -291,7 +291,7 @@ def test_json_without_contexts_keeps_its_rows(tmp_path):
         "k",
         "tokens_per_s",
         "tokens_per_s_per_seq",
-        "itl_ms",
+        "tpot_ms",
         "speedup",
         "cost_per_mtok",
     }

@@ -76,7 +76,7 @@ def test_a_front_under_load_shows_no_verifier_units_beside_tokens_per_s():
     assert r.exit_code == 0, r.output
     header = _header(r.stdout)
     assert header == (
-        "# | drafters | m | k | tokens/s (whole batch) | tokens/s per sequence | ITL (ms) | "
+        "# | drafters | m | k | tokens/s (whole batch) | tokens/s per sequence | TPOT (ms) | "
         "speedup (× k = 0) | $/Mtok | cost (vu) | tokens per step"
     )
     assert "vu: verifier-units of time (one verification pass = 1)" in r.stdout

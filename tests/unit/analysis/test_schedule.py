@@ -417,7 +417,7 @@ def test_schedule_json_has_exactly_the_issue_fields(problems_dir, tmp_path):
         "k",
         "tokens_per_s",
         "tokens_per_s_per_seq",
-        "itl_ms",
+        "tpot_ms",
         "speedup",
         "cost_per_mtok",
     }

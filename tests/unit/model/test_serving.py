@@ -116,7 +116,7 @@ def test_metrics_hand_computed_from_the_measured_table():
     assert met["step_ms"][0] == pytest.approx(9.41)
     assert met["tokens_per_s_per_seq"][0] == pytest.approx(1000 * 2.952 / 9.41)
     assert met["tokens_per_s"][0] == pytest.approx(1000 * e / 9.41)
-    assert met["itl_ms"][0] == pytest.approx(9.41 / 2.952)
+    assert met["tpot_ms"][0] == pytest.approx(9.41 / 2.952)
     assert met["speedup"][0] == pytest.approx((2.952 / 9.41) / (1 / 6.87))
     assert met["cost_per_mtok"][0] == pytest.approx(4.0 / (3600 * 313.708820403826) * 1e6)
 
@@ -137,7 +137,7 @@ def test_k0_is_plain_decoding():
     assert met["expected_accepted"][0] == 1.0
     assert met["speedup"][0] == 1.0
     assert met["tokens_per_s"][0] == pytest.approx(64 * 1000 / 8.53)
-    assert met["itl_ms"][0] == pytest.approx(8.53)
+    assert met["tpot_ms"][0] == pytest.approx(8.53)
     off = serving_metrics(p, np.zeros((1, 1), bool), np.array([0]), 64)
     assert off["tokens_per_s"][0] == pytest.approx(64 * 1000 / 8.53)
 
@@ -249,7 +249,7 @@ def test_evaluate_batch_json(tmp_path):
     for key in (
         "tokens_per_s",
         "tokens_per_s_per_seq",
-        "itl_ms",
+        "tpot_ms",
         "speedup",
         "cost_per_mtok",
         "step_ms",
@@ -506,7 +506,7 @@ def test_solve_batch_csv_plot_and_refusals(tmp_path):
     )
     assert r.exit_code == 0, r.output
     header = csv_path.read_text().splitlines()[0].split(",")
-    assert {"batch", "tokens_per_s", "itl_ms", "speedup", "cost_per_mtok"} <= set(header)
+    assert {"batch", "tokens_per_s", "tpot_ms", "speedup", "cost_per_mtok"} <= set(header)
     assert png.stat().st_size > 0
     for extra in (["--strategy", "knapsack"], ["--samples", "10"], ["--export", "vllm"]):
         out = tmp_path / "x.json"
