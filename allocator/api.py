@@ -4,7 +4,7 @@ prints (a dataclass whose ``to_dict()`` is the command's ``--json`` document).""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -381,16 +381,18 @@ def profile_plan(
     engine: str = "vllm",
     contexts: Sequence[float] | str | None = None,
     model: str | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> ProfilePlan:
     """``allocator profile-plan``: the fewest benchmark runs (concurrency x k x context,
     and speculation off) that determine every roofline parameter of ``problem`` (it needs
     ``serving.hardware`` and ``serving.model``), as ``engine``'s commands with the
     acceptance fixed (:func:`allocator.analysis.profile_plan.profile_plan`). ``contexts``:
-    tokens per sequence to plan at; ``model``: the verifier's name in the commands."""
+    tokens per sequence to plan at; ``model``: the verifier's name in the commands;
+    ``progress(done)``: called with the candidate run sets weighed so far."""
     from .analysis.profile_plan import profile_plan as plan_runs
 
     buckets = None if contexts is None else parse_contexts(contexts)
-    return plan_runs(_problem(problem), engine, buckets, model=model)
+    return plan_runs(_problem(problem), engine, buckets, model=model, progress=progress)
 
 
 #: Most context buckets ``schedule --contexts`` takes.
@@ -599,6 +601,7 @@ def size_fleet_for_rate(
     engine: str = "vllm",
     pooled: bool = False,
     budget: Mapping[str, float] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> RateCapacityResult:
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
@@ -610,7 +613,8 @@ def size_fleet_for_rate(
     also prices rates (``"LO:HI:STEPS"`` or numbers); ``max_num_seqs`` the values tried
     (default: a ladder); the simulations run on ``workers`` local processes (default: the
     CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
-    ``pooled``; ``budget`` replaces caps of the problem's."""
+    ``pooled``; ``budget`` replaces caps of the problem's. ``progress(done)`` is called
+    with the number of candidate searches done so far, as each ends."""
     from .analysis.slo import MAX_SWEEP_RATES, default_num_prompts, parse_slos, size_for_rate
     from .analysis.workers import Workers
     from .io.ranges import parse_range
@@ -628,7 +632,7 @@ def size_fleet_for_rate(
         rates = np.asarray(sweep_rate, dtype=float)
     prob = _with_budget(_problem(problem), budget)
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
-    with Workers(workers, ray) as pool:
+    with Workers(workers, ray, progress=progress) as pool:
         return size_for_rate(
             prob,
             rate,

@@ -533,6 +533,13 @@ def check_step_range(
 def _range_error(config: Configuration, k: int, reach: int, size: int, field_name: str):
     what = "speculation off" if k == 0 and not config.speculative else f"{config.label()}"
     where = f"at k={k}" if config.is_schedule else ""
+    if reach == 0 and k > 0 and not config.is_schedule:
+        # not a batch-size problem: this k has no step time at any batch size
+        return NotModelledError(
+            "k",
+            f"{what} has no step time at decode batch size 1 or any other (step times are "
+            "never extrapolated): choose a k the serving section measures or models",
+        )
     if reach == 0:
         message = (
             f"{size}: {what} has no step time {where} at decode batch size 1 "
@@ -541,8 +548,8 @@ def _range_error(config: Configuration, k: int, reach: int, size: int, field_nam
     else:
         message = (
             f"{size} is past the step times' measured range: {what} {where} has step times "
-            f"up to decode batch size {reach} (never extrapolated); run at most {reach} "
-            "sequences (max_num_seqs)"
+            f"up to decode batch size {reach} (never extrapolated); give a max_num_seqs of "
+            f"at most {reach}"
         )
     cls = ParameterError if field_name == "max_num_seqs" else NotModelledError
     return cls(field_name, " ".join(message.split()))
@@ -877,6 +884,34 @@ def plain_metrics(metrics: dict) -> dict:
     return out
 
 
+#: A queue is taken to grow through a run when the requests sent in its last quarter wait
+#: longer than this (s) and more than :data:`GROWTH` times those of its first quarter.
+QUEUE_GROWN_S = 1.0
+GROWTH = 4.0
+
+
+def overload_note(result: SimResult, request_rate: float) -> str | None:
+    """A note when the queue grew through a run at a finite rate (``None`` otherwise): the
+    requests sent in the last quarter waited (send to first scheduled) more than
+    :data:`QUEUE_GROWN_S` and :data:`GROWTH` times the first quarter's mean. The replica then
+    ran above what it sustains, and TTFT and E2EL grow with the number of requests sent."""
+    if not math.isfinite(request_rate) or len(result.sent_s) < 8:
+        return None
+    order = np.argsort(result.sent_s, kind="stable")
+    wait = (result.first_scheduled_s - result.sent_s)[order]
+    q = len(wait) // 4
+    first, last = float(wait[:q].mean()), float(wait[-q:].mean())
+    if last <= QUEUE_GROWN_S or last <= GROWTH * first:
+        return None
+    return (
+        f"the queue grew through the run: requests sent in its last quarter waited {last:,.3g} s "
+        f"on average before they were scheduled, those of the first quarter {first:,.3g} s; "
+        f"{request_rate:g} requests/s is more than this replica sustains, so TTFT and E2EL "
+        "grow with the number of requests sent (capacity --request-rate finds the rate it "
+        "sustains)"
+    )
+
+
 def bench(
     problem: Problem,
     source: RequestSource,
@@ -900,6 +935,9 @@ def bench(
 
         if POOLED_BOUND not in all_notes:
             all_notes.append(POOLED_BOUND)
+    overloaded = overload_note(result, request_rate)
+    if overloaded:
+        all_notes.append(overloaded)
     if config.speculative:
         all_notes.append(
             f"KV slots reserved past the verified tokens for the drafter: "
@@ -931,6 +969,8 @@ __all__ = [
     "ProblemStepTime",
     "Replica",
     "RequestSource",
+    "GROWTH",
+    "QUEUE_GROWN_S",
     "bench",
     "check_prefill",
     "check_step_range",

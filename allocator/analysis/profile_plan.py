@@ -58,6 +58,7 @@ concurrency, so that the loop is full for most of the run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -275,11 +276,13 @@ def profile_plan(
     *,
     model: str | None = None,
     output_len: int = OUTPUT_LEN,
+    progress: Callable[[int], None] | None = None,
 ) -> ProfilePlan:
     """The runs of the module docstring for ``problem`` (it needs ``serving.hardware`` and
     ``serving.model``) on ``engine`` (``vllm`` or ``sglang``), at ``contexts`` (tokens per
     sequence; default :data:`DEFAULT_CONTEXTS`); ``model``: the verifier's name for the
-    commands (default: its architecture's, else ``MODEL``)."""
+    commands (default: its architecture's, else ``MODEL``). ``progress(done)`` is called
+    with the number of candidate run sets weighed so far."""
     from ..core.methods import resolve_method
     from ..engines import ENGINES
     from ..model.memory import spec_max_batch
@@ -354,6 +357,7 @@ def profile_plan(
     pick: list[int] = []
     why: dict[str, str] = {n: "no run" for n in free}
     err = np.inf
+    weighed = 0
 
     def good(w: dict[str, str], e: float) -> bool:
         return not w and e <= PRECISION
@@ -364,6 +368,9 @@ def profile_plan(
             if j in pick:
                 continue
             got, e = _flat(roof, _rows(problem, cands, [*pick, j]), free)
+            weighed += 1
+            if progress is not None:
+                progress(weighed)
             score = (len(got), e)
             if best is None or score < best[0]:
                 best = (score, j, got, e)

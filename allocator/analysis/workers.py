@@ -45,7 +45,12 @@ class Workers:
     """Run jobs here, on local processes or on Ray (module docstring). Use as a context
     manager; :meth:`map` may be called many times on one pool."""
 
-    def __init__(self, workers: int | None = None, ray: str | None = None) -> None:
+    def __init__(
+        self,
+        workers: int | None = None,
+        ray: str | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
         if workers is not None and (
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
         ):
@@ -56,6 +61,9 @@ class Workers:
             raise ParameterError("workers", "give local workers or a Ray cluster (ray), not both")
         self.ray_address = ray
         self.workers = default_workers() if workers is None else workers
+        #: called with the number of jobs done so far, after each job (a progress bar)
+        self.progress = progress
+        self.done = 0
         self._pool: Any = None
         self._ray: Any = None
         self._remote: dict[Callable, Any] = {}
@@ -90,11 +98,23 @@ class Workers:
         if not jobs:
             return []
         if self.ray_address is not None:
-            return self._map_ray(fn, jobs)
+            results = self._map_ray(fn, jobs)
+            self._tick(len(results))
+            return results
         if self.workers == 1 or len(jobs) == 1:
-            return [fn(job) for job in jobs]
-        pool = self._local_pool()
-        return list(pool.map(fn, jobs))
+            it = (fn(job) for job in jobs)
+        else:
+            it = self._local_pool().map(fn, jobs)
+        results = []
+        for r in it:  # in the order given, each reported as it is collected
+            results.append(r)
+            self._tick(1)
+        return results
+
+    def _tick(self, n: int) -> None:
+        self.done += n
+        if self.progress is not None:
+            self.progress(self.done)
 
     def _local_pool(self):
         if self._pool is None:

@@ -43,6 +43,7 @@ from .common import (
     parse_budget,
     precheck_outputs,
 )
+from .progress import count_progress
 
 #: ``--slo KEY=MS`` (repeatable).
 SloOption = typer.Option(
@@ -418,25 +419,28 @@ def _rate_mode(
         check_plot_path(plot_path, "--plot")
     if not slo:
         raise InputError("--slo", "missing: at least one SLO, KEY=MS (e.g. p99_ttft_ms=500)")
-    result = api.size_fleet_for_rate(
-        problem,
-        request_rate,
-        slo,
-        burstiness=burstiness,
-        input_len=input_len,
-        output_len=output_len,
-        trace=trace,
-        trace_speedup=trace_speedup,
-        num_prompts=num_prompts,
-        seed=seed,
-        sweep_rate=sweep_rate,
-        max_num_seqs=sizes,
-        workers=workers,
-        ray=ray,
-        engine=engine,
-        pooled=pooled,
-        budget=caps,
-    )
+    label = f"sizing for {request_rate:g} requests/s" if request_rate else "sizing for the trace"
+    with count_progress(label, "candidate searches done", enabled=json_path != "-") as progress:
+        result = api.size_fleet_for_rate(
+            problem,
+            request_rate,
+            slo,
+            burstiness=burstiness,
+            input_len=input_len,
+            output_len=output_len,
+            trace=trace,
+            trace_speedup=trace_speedup,
+            num_prompts=num_prompts,
+            seed=seed,
+            sweep_rate=sweep_rate,
+            max_num_seqs=sizes,
+            workers=workers,
+            ray=ray,
+            engine=engine,
+            pooled=pooled,
+            budget=caps,
+            progress=progress,
+        )
     doc = result.to_dict()
     slos = ", ".join(s.text() + " ms" for s in result.slos)
     if result.sweep is not None and plot_path:

@@ -19,6 +19,7 @@ from .common import (
     note,
     precheck_outputs,
 )
+from .progress import count_progress
 
 
 @app.command("profile-plan")
@@ -49,7 +50,10 @@ def profile_plan(
     """
     precheck_outputs(json=json_path)
     buckets = None if contexts is None else api.parse_contexts(contexts)
-    plan = api.profile_plan(problem, engine=engine, contexts=buckets, model=model)
+    with count_progress("planning runs", "run sets weighed", enabled=json_path != "-") as progress:
+        plan = api.profile_plan(
+            problem, engine=engine, contexts=buckets, model=model, progress=progress
+        )
     doc = plan.to_dict()
     if json_path == "-":
         emit_json(doc, "-")

@@ -1,10 +1,18 @@
-"""A progress bar on stderr for long searches: work done and the current front size."""
+"""Progress on stderr for long work: a bar of work done and the current front size, or a
+spinner counting work of unknown total."""
 
 from __future__ import annotations
 
 import contextlib
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from ..exceptions import InputError
 from .common import err
@@ -43,7 +51,31 @@ def search_progress(label: str, enabled: bool = True):
         yield update
 
 
+@contextlib.contextmanager
+def count_progress(label: str, unit: str, enabled: bool = True):
+    """Yield a callback ``(done)`` driving a spinner that counts ``done`` ``unit`` and the
+    time elapsed (or ``None``), for work whose total is not known in advance. Drawn only on
+    a terminal; it disappears when the work ends."""
+    if not enabled or not err.is_terminal:
+        yield None
+        return
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}", markup=False),
+        TextColumn("{task.completed:,.0f} " + unit, markup=False),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int) -> None:
+            bar.update(task, completed=done)
+
+        yield update
+
+
 __all__ = [
     "check_search_options",
+    "count_progress",
     "search_progress",
 ]

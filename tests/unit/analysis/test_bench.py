@@ -450,3 +450,34 @@ def test_per_request_rows():
     text = r.per_request_csv()
     assert text.splitlines()[0].startswith("request,arrival_s,")
     assert len(text.splitlines()) == 21
+
+
+def test_a_k_no_step_time_reaches_names_k_not_max_num_seqs():
+    """The tables measure k = 0..4: k = 5 has no step time at any batch size, so the
+    refusal names the draft length, not the batch the server may run."""
+    from allocator.exceptions import NotModelledError
+
+    with pytest.raises(NotModelledError) as exc:
+        api.bench(rp.problem(), drafters=["eagle"], k=5, input_len=10, output_len=10,
+                  num_prompts=2)  # fmt: skip
+    assert exc.value.field == "k"
+
+
+def test_a_queue_that_grows_through_the_run_is_said():
+    """One sequence at a time, speculation off: each request is served in ``D = prefill(200) +
+    3 · step(1, 0)`` ≈ 39 ms by hand, so a replica sustains about 25 requests/s. At 100
+    requests/s the queue grows with every request (the last quarter waits seconds, the
+    first far less) and a note says the rate is more than the replica sustains; at
+    ``ρ = 0.2`` the queue stays short and no such note appears."""
+    prob = rp.problem(
+        scheduler={"max_num_seqs": 1, "max_num_batched_tokens": 2048, "kv_cache_tokens": 10**6}
+    )
+    d = (rp.prefill_ms(200) + 3 * rp.step_ms(None, 1, 0)) / 1000
+    over = api.bench(prob, input_len=200, output_len=4, request_rate=4 / d, num_prompts=2000)
+    said = [n for n in over.notes if n.startswith("the queue grew")]
+    assert len(said) == 1 and "more than this replica sustains" in said[0]
+    light = api.bench(prob, input_len=200, output_len=4, request_rate=0.2 / d, num_prompts=2000)
+    assert not any(n.startswith("the queue grew") for n in light.notes)
+    # all at once is a saturation run by design: no note
+    burst = api.bench(prob, input_len=200, output_len=4, num_prompts=200)
+    assert not any(n.startswith("the queue grew") for n in burst.notes)
