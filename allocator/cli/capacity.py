@@ -44,6 +44,7 @@ from .common import (
     precheck_outputs,
 )
 from .progress import count_progress
+from .render import narrow_table
 
 #: ``--slo KEY=MS`` (repeatable).
 SloOption = typer.Option(
@@ -93,20 +94,9 @@ def capacity_table(result: CapacityResult, doc: dict) -> Table:
         + (f", tpot_ms <= {target:g}" if math.isfinite(target) else ", no TPOT target")
         + (f"; speculation saves {saving:.2%} of $/h" if saving is not None else "")
     )
-    t = Table(title=title, title_justify="left")
-    for col in (
-        "fleet",
-        "replicas",
-        "GPUs",
-        "batch",
-        "drafters",
-        "k",
-        "TPOT ms",
-        "tokens/s per replica",
-        "$/h",
-        "$/Mtok",
-    ):
-        t.add_column(col, justify="left" if col in ("fleet", "drafters") else "right")
+    cols = ("fleet", "replicas", "GPUs", "batch", "drafters", "k", "TPOT ms",
+            "tokens/s per replica", "$/h", "$/Mtok")  # fmt: skip
+    t = narrow_table(title, cols, left=("fleet", "drafters"))
     _row(t, "cheapest", doc)
     _row(t, "without speculation", doc["without_speculation"])
     return t
@@ -138,11 +128,9 @@ def rate_table(doc: dict, request_rate: float, slos: str) -> Table:
     title = f"{request_rate:,.6g} requests/s under {slos}" + (
         f"; speculation saves {saving:.2%} of $/h" if saving is not None else ""
     )
-    t = Table(title=title, title_justify="left")
     cols = ("fleet", "replicas", "GPUs", "drafters", "k", "max_num_seqs", "req/s per replica",
             "max req/s per replica", "$/h", "$/Mtok")  # fmt: skip
-    for col in cols:
-        t.add_column(col, justify="left" if col in ("fleet", "drafters", "k") else "right")
+    t = narrow_table(title, cols, left=("fleet", "drafters", "k"))
     for label, f in (("cheapest", doc), ("without speculation", doc["baseline"])):
         if f is None:
             t.add_row(label, *["—"] * (len(cols) - 1))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TypeVar
 
+from rich import box
 from rich.table import Table
 
 from ..core.result import SolveResult
@@ -49,6 +50,31 @@ COST_UNITS = {
 }
 #: What ``vu`` in a header stands for.
 VU = "vu: verifier-units of time (one verification pass = 1)"
+
+
+#: Narrowest the first column (the rows' labels) of :func:`narrow_table` gets before it
+#: folds a word.
+NAME_WIDTH = 11
+
+
+def narrow_table(title: str, columns: Sequence[str], left: Sequence[str] = ()) -> Table:
+    """A table that fits an 80-column terminal: no vertical rules, one space between
+    columns, headers broken at spaces onto lines of their own, numbers on one line, and
+    names that wrap and fold rather than end in an ellipsis (an answer's names are never
+    cut). ``columns``: header texts; those in ``left`` are left-aligned (and may wrap), the
+    rest right-aligned."""
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=0)
+    for i, col in enumerate(columns):
+        words = col.split()
+        t.add_column(
+            "\n".join(words),
+            justify="left" if col in left else "right",
+            overflow="fold",
+            # numbers keep their line; names wrap at spaces, then fold
+            no_wrap=col not in left,
+            min_width=max([len(w) for w in words] + [NAME_WIDTH if i == 0 else 0]),
+        )
+    return t
 
 
 def front_table(result: SolveResult) -> Table:
@@ -220,6 +246,8 @@ def uncertainty_table(doc: dict) -> Table:
 
 
 __all__ = [
+    "NAME_WIDTH",
+    "narrow_table",
     "COST_UNITS",
     "MAX_TABLE_ROWS",
     "POINT_UNITS",
