@@ -42,6 +42,7 @@ def schedule(
         "--export",
         help="Print the k table as the serving engine takes it: vllm "
         "(--speculative-config with num_speculative_tokens_per_batch_size).",
+        metavar="vllm",
     ),
     contexts: str = typer.Option(
         None,
