@@ -55,7 +55,7 @@ from ..exceptions import InputError
 if TYPE_CHECKING:
     from .hardware import Hardware
 
-__all__ = ["DTYPE_BYTES", "ModelSpec", "compute_dtype", "dtype_bytes", "max_batch"]
+__all__ = ["DTYPE_BYTES", "UTILISATION", "ModelSpec", "compute_dtype", "dtype_bytes", "max_batch"]
 
 #: Bytes per value of each dtype name accepted (config.json spellings included).
 DTYPE_BYTES: Mapping[str, float] = {
@@ -430,12 +430,17 @@ class ModelSpec:
         return compute_dtype(self.dtype, f"{self.field}.dtype")
 
 
+#: vLLM's default share of GPU memory the engine takes (``gpu_memory_utilization``;
+#: vLLM 0.33.0, vllm/config/cache.py: ``Field(default=0.92, gt=0, le=1)``).
+UTILISATION = 0.92
+
+
 def max_batch(
     hardware: Hardware,
     model: ModelSpec,
     context: float,
     *,
-    utilisation: float = 0.9,
+    utilisation: float = UTILISATION,
     drafters: Sequence[ModelSpec] = (),
 ) -> int:
     """Most sequences of ``context`` cached tokens one replica holds (module docstring).
@@ -448,7 +453,7 @@ def max_batch(
     if not 0 < utilisation <= 1:
         raise InputError("serving.memory.utilisation", f"{utilisation} is not in (0, 1]")
     if not math.isfinite(context) or context <= 0:
-        raise InputError("--context", f"{context} tokens: must be > 0")
+        raise InputError("context", f"{context} tokens: must be > 0")
     room = hardware.memory_bytes * utilisation - model.weight_bytes
     room -= sum(d.weight_bytes for d in drafters)
     per_token = model.kv_bytes_per_token + sum(d.kv_bytes_per_token for d in drafters)

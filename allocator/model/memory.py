@@ -30,15 +30,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.memory import FIT_SLACK, UNCAPPED, MemoryModel
+from ..core.model_spec import UTILISATION
 from ..exceptions import InputError
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
     from ..core.serving import Serving
-
-#: vLLM's default share of GPU memory the engine takes (``gpu_memory_utilization``;
-#: vLLM 0.33.0, vllm/config/cache.py: ``Field(default=0.92, gt=0, le=1)``).
-UTILISATION = 0.92
 
 
 def memory_model(problem: Problem) -> MemoryModel | None:

@@ -217,14 +217,17 @@ def test_memory_cap_against_hand_computed_kv_bytes():
     at 8,192 tokens of 131,072 B: 55,939,477,504 / 1,073,741,824 = 52.1 → 52 sequences;
     at 32,768 tokens: / 4,294,967,296 = 13.02 → 13.
     Llama-3.3-70B on 2 x H200 (282 GB): room = 253.8e9 − 141,107,412,992 = 112,692,587,008;
-    at 8,192 tokens of 327,680 B (2,684,354,560 B/seq): 41.98 → 41."""
+    at 8,192 tokens of 327,680 B (2,684,354,560 B/seq): 41.98 → 41.
+    At vLLM 0.33.0's default utilisation 0.92 the 8B's room is 73.6e9 − 16,060,522,496 =
+    57,539,477,504 bytes: 53.59 → 53 sequences at 8,192 tokens."""
     l8 = ModelSpec.from_hf_config(LLAMA_31_8B)
     h100 = Hardware.from_fields("h100-sxm")
-    assert max_batch(h100, l8, 8192) == 52
-    assert max_batch(h100, l8, 32768) == 13
+    assert max_batch(h100, l8, 8192, utilisation=0.9) == 52
+    assert max_batch(h100, l8, 32768, utilisation=0.9) == 13
+    assert max_batch(h100, l8, 8192) == 53  # the default is vLLM's 0.92
     l70 = ModelSpec.from_hf_config(LLAMA_33_70B)
-    assert max_batch(Hardware.from_fields("h200", 2), l70, 8192) == 41
-    assert max_batch(h100, l70, 1024) == 0  # 141 GB of weights do not fit in 72 GB
+    assert max_batch(Hardware.from_fields("h200", 2), l70, 8192, utilisation=0.9) == 41
+    assert max_batch(h100, l70, 1024, utilisation=0.9) == 0  # 141 GB do not fit in 72 GB
 
 
 def test_memory_cap_falls_with_context_and_with_a_hosted_drafter():
