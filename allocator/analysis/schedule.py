@@ -393,7 +393,9 @@ def schedule(problem: Problem, context: float = 0.0, *, with_context: bool = Fal
         context=float(context),
         with_context=with_context,
         left_out=left_out,
-        extrapolated=bool(extrapolation),
+        # the title's caveat is for a calibrated file's measured domain (§8.5), not for the
+        # uncalibrated roofline's or the measured tables' own notes
+        extrapolated=any("extrapolat" in n or "calibrated_from" in n for n in extrapolation),
     )
 
 
@@ -415,7 +417,8 @@ def schedule_by_context(problem: Problem, contexts: list[float]) -> ContextSched
     for s in scheds:
         for n in s.notes:
             shared = all(n in other.notes for other in scheds)
-            text = n if shared else f"context {s.context:g}: {n}"
+            own = n.startswith(f"context {s.context:g}")  # already says its context
+            text = n if shared or own else f"context {s.context:g}: {n}"
             if text not in notes:
                 notes.append(text)
     if len({tuple(map(int, s.k)) + tuple(map(int, s.batch)) for s in scheds}) > 1:

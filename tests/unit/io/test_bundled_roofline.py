@@ -130,3 +130,15 @@ def test_plain_step_matches_the_closed_form(problem):
     assert expected == pytest.approx(4.520656, abs=5e-7)  # the file header's figure
     got = api.evaluate(problem, [], 0, batch=b, context=context).to_dict()["step_ms"]
     assert got == pytest.approx(expected, rel=1e-6)
+
+
+def test_an_uncalibrated_roofline_is_noted_not_called_an_extrapolation():
+    """No calibrated_from, so no measured domain to leave: the schedule notes the file's
+    factors but does not flag its answer as extrapolated (that caveat is for a calibrated
+    file's measured domain, docs/design.md §8.5); contexts never repeat their own prefix."""
+    from allocator import api
+
+    sched = api.schedule(str(PATH), contexts=[1024, 8192])
+    assert not sched.extrapolated
+    assert any("not calibrated to measurements" in n for n in sched.notes)
+    assert not any(n.startswith("context 1024: context 1024") for n in sched.notes)
