@@ -179,6 +179,11 @@ class ServingPredictor(StepTimePredictor):
             spec = rest & x.speculative
             if spec.any():
                 out[spec] = ComponentPredictor(s).step_ms(*_rows(x, spec))
+            # plain decoding past verify_ms's batch sizes: the baseline's last resort, the
+            # roofline's pass over one token per sequence (as baseline_ms and grid have it)
+            left = rest & ~x.speculative & np.isnan(out)
+            if left.any() and self.roofline is not None:
+                out[left] = self._roofline_step(StepInputs(*_rows(x, left)))
         elif self.roofline is not None:
             out[rest] = self._roofline_step(StepInputs(*_rows(x, rest)))
         return out

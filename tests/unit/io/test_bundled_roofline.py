@@ -142,3 +142,38 @@ def test_an_uncalibrated_roofline_is_noted_not_called_an_extrapolation():
     assert not sched.extrapolated
     assert any("not calibrated to measurements" in n for n in sched.notes)
     assert not any(n.startswith("context 1024: context 1024") for n in sched.notes)
+
+
+def test_plain_decoding_past_verify_ms_falls_back_to_the_roofline():
+    """A file with both a measured verify_ms (batch 1 and 16) and the specs: plain decoding
+    at batch 64, past verify_ms's batch sizes, is the roofline's pass over one token per
+    sequence (the baseline's last resort), the same number by every path that asks for it
+    (evaluate's step, the baseline, the search grid), not a missing step time."""
+    import copy
+
+    import numpy as np
+    import yaml
+
+    from allocator import api
+    from allocator.model.serving import predictor
+
+    raw = yaml.safe_load(PATH.read_text())
+    both = copy.deepcopy(raw)
+    both["serving"]["verify_ms"] = {
+        "batch": [1, 16],
+        "tokens": [1, 2, 4, 8],
+        "ms": [[6.0, 6.1, 6.2, 6.5], [6.5, 6.9, 7.5, 8.8]],
+    }
+    for d in both["drafters"]:
+        d["draft_ms"] = {1: 0.5, 16: 0.6}
+    prob = api.load(both, base_dir=PATH.parent)
+    roof = api.load(raw, base_dir=PATH.parent)
+    step = api.evaluate(prob, [], 0, batch=64)["step_ms"]
+    alone = api.evaluate(roof, [], 0, batch=64)["step_ms"]
+    assert np.isfinite(step) and step == pytest.approx(alone, rel=1e-12)
+    pred = predictor(prob)
+    assert pred.baseline_ms(64.0) == pytest.approx(step, rel=1e-12)
+    grid = pred.grid(np.zeros((1, prob.n), bool), np.array([0]), 64.0)
+    assert grid[0, 0] == pytest.approx(step, rel=1e-12)
+    # inside verify_ms's batch sizes the measured table answers, not the roofline
+    assert api.evaluate(prob, [], 0, batch=1)["step_ms"] == pytest.approx(6.0)
