@@ -248,13 +248,15 @@ def bad_cases(tmp_path: Path):
         (c + slo + ["--slo", "p99_ttft_ms=5", "--sweep-rate", "0:5:3"], "--sweep-rate"),
         (c + slo + ["--slo", "p99_ttft_ms=5", "--plot", tmp_path / "x.png"], "--plot"),
         (c + slo + ["--slo", "p99_ttft_ms=5", "--tpot-ms", "5"], "--tpot-ms"),
+        (b + ["--slo", "p99_foo_ms=5", "--plot", tmp_path / "x.png", *FIXED], "--slo"),
+        (b + ["--slo", "p99_ttft_ms=soon", *FIXED], "--slo"),
     ]
 
 
-@pytest.mark.parametrize("index", range(34))
+@pytest.mark.parametrize("index", range(36))
 def test_bad_input_is_one_line_and_leaves_no_file(tmp_path, index):
     cases = bad_cases(tmp_path)
-    assert len(cases) == 34
+    assert len(cases) == 36
     args, field = cases[index]
     before = sorted(x.name for x in tmp_path.iterdir())
     r = run(*args, "--json", tmp_path / "o.json")
@@ -384,3 +386,24 @@ def test_log_axes_are_plain_numbers_whose_labels_do_not_overlap(tmp_path, monkey
             )[0], (name, [t.get_text() for t in shown])
     text = svg_text(svg)
     assert "mathdefault" not in text and "×" not in text
+
+
+def test_bench_slo_notes_say_met_or_missed_and_the_run_is_unchanged(tmp_path):
+    p = problem_file(tmp_path)
+    args = ["bench", p, "-d", "eagle", "-k", "2", "--request-rate", "10", *FIXED]
+    out, png = tmp_path / "b.json", tmp_path / "b.png"
+    slos = ["--slo", "p99_ttft_ms=100000", "--slo", "p99.9_itl_ms=0.001"]
+    r = run(*args, *slos, "--plot", png, "--json", out)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    plain = run(*args, "--json", "-")
+    assert plain.exit_code == 0, plain.output
+    again = json.loads(plain.stdout)
+    doc.pop("date")
+    again.pop("date")
+    assert doc == again  # --slo is drawn and checked only
+    lines = [line for line in r.stderr.splitlines() if line.startswith("SLO ")]
+    want_ttft = f"p99_ttft_ms = {doc['p99_ttft_ms']:,.6g} ms"
+    assert lines[0] == f"SLO p99_ttft_ms <= 100000 ms: met, {want_ttft}"
+    assert lines[1].startswith("SLO p99.9_itl_ms <= 0.001 ms: missed, p99.9_itl_ms = ")
+    assert len(lines) == 2 and png.stat().st_size > 0
