@@ -4,7 +4,9 @@ vLLM's names (:mod:`allocator.analysis.bench`)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -23,6 +25,20 @@ from .common import (
     note,
     out,
     precheck_outputs,
+)
+
+if TYPE_CHECKING:
+    from ..analysis.bench import BenchResult
+    from ..analysis.slo import SLO
+
+#: ``--slo KEY=MS`` (repeatable): drawn and checked, never a change to the run.
+SloOption = typer.Option(
+    None,
+    "--slo",
+    help="KEY=MS: a latency ceiling as capacity takes it, mean|median|pN of "
+    "ttft|tpot|itl|e2el, e.g. p99_ttft_ms=500: drawn on --plot and noted as met or missed; "
+    "the run is the same without it (repeatable).",
+    metavar="KEY=MS",
 )
 
 
@@ -76,6 +92,19 @@ def bench_table(doc: dict) -> Table:
     for name, value in rows:
         t.add_row(name, value)
     return t
+
+
+def slo_notes(result: BenchResult, slos: Sequence[SLO]) -> list[str]:
+    """One line per SLO: met or missed by the run, and the run's value (ms), computed as
+    capacity computes it."""
+    from ..sim import metric
+
+    lines = []
+    for s in slos:
+        value = metric(result.result, s.key)
+        verdict = "met" if s.met(value) else "missed"
+        lines.append(f"SLO {s.text()} ms: {verdict}, {s.key} = {value:,.6g} ms")
+    return lines
 
 
 @app.command("bench")
@@ -161,6 +190,7 @@ def bench_command(
         help="Draw the TTFT, TPOT and ITL distributions to PATH (.png or .svg).",
         metavar="PATH",
     ),
+    slo: list[str] = SloOption,
 ) -> None:
     """Simulate `vllm bench serve` on one replica: requests arrive, are scheduled step by
     step as vLLM's V1 scheduler does (continuous batching, chunked prefill, KV blocks,
@@ -171,6 +201,11 @@ def bench_command(
         from ..plots import check_plot_path
 
         check_plot_path(plot_path, "--plot")
+    slos: tuple[SLO, ...] = ()
+    if slo:
+        from ..analysis.slo import parse_slos
+
+        slos = parse_slos(slo)
     result = api.bench(
         problem,
         drafters=drafter_list(drafters),
@@ -201,6 +236,7 @@ def bench_command(
             cols["tpot_ms"],
             result.result.itl_s * 1000.0,
             plot_path,
+            slos=slos,
             title=f"{result.problem}: {doc['label']}",
             option="--plot",
         )
@@ -210,7 +246,9 @@ def bench_command(
     emit_json(doc, json_path)
     for message in result.notes:
         note(message)
+    for message in slo_notes(result, slos):
+        note(message)
     out.print(bench_table(doc))
 
 
-__all__ = ["bench_command", "bench_table", "drafter_list"]
+__all__ = ["SloOption", "bench_command", "bench_table", "drafter_list", "slo_notes"]

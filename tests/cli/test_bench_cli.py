@@ -1,17 +1,28 @@
 """``allocator bench`` and ``allocator capacity --request-rate`` on the command line: the
 JSON is the API's document, the per-request table and the plot are written, and every bad
-input of issue 17's list is one ``error: <field>: ...`` line, exit 2, no output file."""
+input of issue 17's list is one ``error: <field>: ...`` line, exit 2, no output file.
+
+The bench plot itself: its marks are the percentiles of the values, an SLO is a line at its
+ceiling, and its log axes are written in plain numbers whose labels do not overlap (they
+read ``3×10¹4×10¹6×10¹`` where matplotlib labelled the minor ticks of a short axis)."""
 
 from __future__ import annotations
 
 import csv
+import itertools
 import json
+import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from allocator import api
+from allocator.analysis.slo import parse_slos
+from allocator.plots import bench as bench_plot
+from allocator.plots import plot_bench
+from allocator.plots.labels import boxes_overlap
 from tests.support.cli_runner import run
 from tests.unit.analysis import requests_problem as rp
 
@@ -237,13 +248,15 @@ def bad_cases(tmp_path: Path):
         (c + slo + ["--slo", "p99_ttft_ms=5", "--sweep-rate", "0:5:3"], "--sweep-rate"),
         (c + slo + ["--slo", "p99_ttft_ms=5", "--plot", tmp_path / "x.png"], "--plot"),
         (c + slo + ["--slo", "p99_ttft_ms=5", "--tpot-ms", "5"], "--tpot-ms"),
+        (b + ["--slo", "p99_foo_ms=5", "--plot", tmp_path / "x.png", *FIXED], "--slo"),
+        (b + ["--slo", "p99_ttft_ms=soon", *FIXED], "--slo"),
     ]
 
 
-@pytest.mark.parametrize("index", range(34))
+@pytest.mark.parametrize("index", range(36))
 def test_bad_input_is_one_line_and_leaves_no_file(tmp_path, index):
     cases = bad_cases(tmp_path)
-    assert len(cases) == 34
+    assert len(cases) == 36
     args, field = cases[index]
     before = sorted(x.name for x in tmp_path.iterdir())
     r = run(*args, "--json", tmp_path / "o.json")
@@ -252,3 +265,145 @@ def test_bad_input_is_one_line_and_leaves_no_file(tmp_path, index):
     assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.stderr
     assert "Traceback" not in r.output and r.stdout == ""
     assert sorted(x.name for x in tmp_path.iterdir()) == before
+
+
+# ---------------------------------------------------------------- the bench plot
+def latencies(seed: int = 0, n: int = 400):
+    """TTFT, TPOT (one-token requests NaN) and ITL samples, ms, of a made-up run."""
+    rng = np.random.default_rng(seed)
+    ttft = rng.lognormal(np.log(150.0), 0.9, n)
+    tpot = rng.lognormal(np.log(12.0), 0.25, n)
+    tpot[::17] = np.nan
+    itl = np.concatenate([rng.lognormal(np.log(30.0), 0.2, 20 * n), rng.uniform(100, 400, n)])
+    return ttft, tpot, itl
+
+
+def drawn_figure(monkeypatch):
+    """Keep the figure ``plot_bench`` draws, to read its axes after it returns."""
+    kept = []
+    real = bench_plot.figure
+
+    def keep(*args, **kwargs):
+        fig = real(*args, **kwargs)
+        kept.append(fig)
+        return fig
+
+    monkeypatch.setattr(bench_plot, "figure", keep)
+    return kept
+
+
+def test_bench_plot_marks_the_percentiles_and_draws_each_slo_at_its_ceiling(tmp_path):
+    ttft, tpot, itl = latencies()
+    slos = parse_slos(
+        ["p99_ttft_ms=600", "p95_tpot_ms=14", "mean_itl_ms=40", "median_e2el_ms=9000"]
+    )
+    drawn = plot_bench(ttft, tpot, itl, tmp_path / "b.png", slos=slos)
+    assert (tmp_path / "b.png").stat().st_size > 0
+    finite = {"ttft": ttft, "tpot": tpot[np.isfinite(tpot)], "itl": itl}
+    asked = {"ttft": [], "tpot": [95.0], "itl": []}  # an SLO's percentile is marked too
+    for name, values in finite.items():
+        panel = drawn[name]
+        np.testing.assert_array_equal(panel["x"], np.sort(values))
+        np.testing.assert_allclose(panel["share"], np.arange(1, values.size + 1) / values.size)
+        want = {f"p{p:g}": np.percentile(values, p) for p in [50.0, 90.0, 99.0, *asked[name]]}
+        assert sorted(panel["marks"]) == sorted(want)
+        for mark, value in want.items():
+            assert panel["marks"][mark] == pytest.approx(value, rel=1e-12)
+            # labelled with its value beside the dot, or named in the legend
+            text = f"{mark} {bench_plot.ms_text(value)} ms"
+            assert text in panel["labels"] + panel["legend"]
+        assert panel["xscale"] == "log"
+    # each SLO on its own panel, at its ceiling; the e2el one has no panel
+    assert drawn["ttft"]["slos"] == {"p99_ttft_ms": 600.0}
+    assert drawn["tpot"]["slos"] == {"p95_tpot_ms": 14.0}
+    assert drawn["itl"]["slos"] == {"mean_itl_ms": 40.0}
+    shown = drawn["ttft"]["labels"] + drawn["ttft"]["legend"]
+    assert "SLO p99_ttft_ms ≤ 600 ms" in shown
+    assert not any("e2el" in t for name in finite for t in drawn[name]["labels"])
+
+
+def test_bench_plot_without_slos_keeps_its_contract(tmp_path):
+    ttft, tpot, itl = latencies(1)
+    drawn = plot_bench(ttft, tpot, itl, tmp_path / "b.svg", title="cost in $/h: $x^$")
+    assert drawn["format"] == "svg" and drawn["ylabel"].startswith("share of values")
+    assert [drawn[k]["slos"] for k in ("ttft", "tpot", "itl")] == [{}, {}, {}]
+    assert all(sorted(drawn[k]["marks"]) == ["p50", "p90", "p99"] for k in ("ttft", "tpot"))
+    text = svg_text(tmp_path / "b.svg")
+    assert "cost in $/h: $x^$" in text  # a name is drawn as written, never as TeX
+    empty = plot_bench([], [np.nan], [5.0], tmp_path / "e.png")
+    assert empty["ttft"]["marks"] == {} and empty["ttft"]["x"].size == 0
+
+
+def test_an_slo_far_off_the_values_is_named_not_drawn(tmp_path):
+    ttft, tpot, itl = latencies(2)
+    slos = parse_slos(["p99_ttft_ms=1e9", "p99_tpot_ms=10"])
+    drawn = plot_bench(ttft, tpot, itl, tmp_path / "b.png", slos=slos)
+    assert drawn["ttft"]["slos"] == {"p99_ttft_ms": None}
+    assert drawn["ttft"]["legend"] == ["SLO p99_ttft_ms ≤ 1,000,000,000 ms (off the axis)"]
+    # one within the values' span of them widens the axis to reach it
+    assert drawn["tpot"]["slos"] == {"p99_tpot_ms": 10.0}
+
+
+def svg_text(path: Path) -> str:
+    """The SVG without its comments (matplotlib keeps each text's source there)."""
+    return re.sub(r"<!--.*?-->", "", path.read_text(), flags=re.S)
+
+
+@pytest.mark.parametrize(
+    "lo, hi",
+    [(1.2, 1.9), (5.8, 28.0), (21.0, 460.0), (30.0, 2200.0), (35.0, 15000.0), (1e-3, 5e4)],
+)
+def test_log_axes_are_plain_numbers_whose_labels_do_not_overlap(tmp_path, monkeypatch, lo, hi):
+    """Before, a log axis spanning less than a decade or two labelled its minor ticks in
+    mathtext (``3×10¹``), side by side and overlapping; now major ticks are plain numbers
+    and minor ticks carry no label."""
+    from matplotlib.ticker import NullFormatter
+
+    kept = drawn_figure(monkeypatch)
+    values = np.geomspace(lo, hi, 300)
+    svg = tmp_path / "b.svg"
+    drawn = plot_bench(values, values, values, svg, slos=parse_slos(["p99_itl_ms=" + str(hi)]))
+    (fig,) = kept
+    renderer = fig.canvas.get_renderer()
+    for ax, name in zip(fig.axes, ("ttft", "tpot", "itl"), strict=True):
+        assert ax.get_xscale() == "log" == drawn[name]["xscale"]
+        assert isinstance(ax.xaxis.get_minor_formatter(), NullFormatter)
+        assert all(not t.get_text() for t in ax.get_xminorticklabels())
+        shown = [t for t in ax.get_xticklabels() if t.get_text() and t.get_visible()]
+        left, right = ax.get_xlim()
+        shown = [t for t in shown if left <= t.get_position()[0] <= right]
+        assert len(shown) >= 2, [t.get_text() for t in shown]
+        assert [t.get_text() for t in shown] == drawn[name]["xticks"]
+        for t in shown:
+            value = float(t.get_text().replace(",", ""))
+            assert value == pytest.approx(t.get_position()[0], rel=1e-6)  # plain number
+        for t in [*ax.get_xticklabels(), *ax.get_yticklabels(), *ax.get_xminorticklabels()]:
+            assert "mathdefault" not in t.get_text() and "$" not in t.get_text()
+        boxes = [t.get_window_extent(renderer) for t in shown]
+        for a, b in itertools.combinations(boxes, 2):
+            assert not boxes_overlap(
+                np.array([a.x0, a.y0, a.x1, a.y1]), np.array([[b.x0, b.y0, b.x1, b.y1]])
+            )[0], (name, [t.get_text() for t in shown])
+    text = svg_text(svg)
+    assert "mathdefault" not in text and "×" not in text
+
+
+def test_bench_slo_notes_say_met_or_missed_and_the_run_is_unchanged(tmp_path):
+    p = problem_file(tmp_path)
+    args = ["bench", p, "-d", "eagle", "-k", "2", "--request-rate", "10", *FIXED]
+    out, png = tmp_path / "b.json", tmp_path / "b.png"
+    slos = ["--slo", "p99_ttft_ms=100000", "--slo", "p99.9_itl_ms=0.001"]
+    r = run(*args, *slos, "--plot", png, "--json", out)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    plain = run(*args, "--json", "-")
+    assert plain.exit_code == 0, plain.output
+    again = json.loads(plain.stdout)
+    doc.pop("date")
+    again.pop("date")
+    assert doc == again  # --slo is drawn and checked only
+    lines = [line for line in r.stderr.splitlines() if line.startswith("SLO ")]
+    want_ttft = f"p99_ttft_ms = {doc['p99_ttft_ms']:,.6g} ms"
+    assert lines[0] == f"SLO p99_ttft_ms <= 100000 ms: met, {want_ttft}"
+    assert lines[1].startswith("SLO p99.9_itl_ms <= 0.001 ms: missed, p99.9_itl_ms = ")
+    assert len(lines) == 2 and png.stat().st_size > 0
