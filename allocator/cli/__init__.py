@@ -1,243 +1,21 @@
 """The ``allocator`` command line (typer). One module per command; tables, output files
 and the ``--plot`` pictures (drawn by :mod:`allocator.plots`) are made here, never in
-the solvers."""
+the solvers.
+
+Start-up: a command imports only its own module (and what it needs); ``app``, read as an
+attribute of this package, is the group with every command registered (the tests and
+``--help`` use it)."""
 
 from __future__ import annotations
 
 import importlib
-import inspect
-import re
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
-import typer
-from typer.core import TyperCommand, TyperGroup
+from .group import ClickException, Command, OneLineErrors, UsageError, reflow, usage_error_line
+from .group import app as _app
 
-from .. import __version__
-
-
-def _click_class(name: str) -> type[Exception]:
-    """One of click's documented exception bases of the public ``typer.BadParameter``.
-
-    typer raises click's exceptions: click's own up to typer 0.25 (which depends on click),
-    a copy inside typer from 0.26 on (typer no longer depends on click, and the copy is a
-    private module). ``typer.BadParameter`` is public in both, and click documents it as a
-    ``UsageError``, itself a ``ClickException``: the classes are found there, so the same
-    code catches what either typer raises.
-    """
-    for cls in typer.BadParameter.__mro__:
-        if cls.__name__ == name and issubclass(cls, Exception):
-            return cls
-    raise ImportError(f"typer.BadParameter is no longer a click {name}")  # pragma: no cover
-
-
-#: click's base of every error it shows the user (``exit_code``, ``format_message()``, ``show()``)
-ClickException = _click_class("ClickException")
-#: click's command-line usage errors (exit status 2)
-UsageError = _click_class("UsageError")
-
-
-def _is_help_request(exc: Exception) -> bool:
-    """click's ``NoArgsIsHelpError`` (click >= 8.2: a group run without arguments shows
-    its help). It has no public name in typer and no attribute of its own, so it is told
-    by its class name; older click shows the help and exits without an error."""
-    return any(cls.__name__ == "NoArgsIsHelpError" for cls in type(exc).__mro__)
-
-
-def usage_error_line(exc: Exception) -> str:
-    """A command-line usage error (one of click's, :data:`ClickException`) as
-    ``<option>: <what is wrong>`` (one line).
-
-    The kind is told by click's documented attributes: ``NoSuchOption`` carries
-    ``option_name`` and ``possibilities``, ``BadOptionUsage`` ``option_name``,
-    ``BadParameter`` (public as ``typer.BadParameter``) ``param``, and its subclass
-    ``MissingParameter`` ``param_type``.
-    """
-    field = "usage"
-    message = getattr(exc, "format_message", lambda: str(exc))()
-    option_name = getattr(exc, "option_name", None)
-    if isinstance(exc, typer.BadParameter):
-        param = exc.param
-        if param is not None:
-            opts = [o for o in getattr(param, "opts", []) if o.startswith("--")]
-            name = getattr(param, "human_readable_name", None) or getattr(param, "name", None)
-            field = opts[0] if opts else (name or "usage")
-        if hasattr(exc, "param_type"):  # MissingParameter
-            message = "missing (required)"
-        else:
-            message = exc.message
-    elif isinstance(option_name, str) and hasattr(exc, "possibilities"):  # NoSuchOption
-        possibilities = getattr(exc, "possibilities", None)
-        field, message = option_name, "no such option"
-        if possibilities:
-            message += f" (did you mean {', '.join(sorted(possibilities))}?)"
-    elif isinstance(option_name, str):  # BadOptionUsage
-        field, message = option_name, getattr(exc, "message", message)
-    message = " ".join(str(message).split()).rstrip(".")
-    return f"{field}: {message[:1].lower() + message[1:]} (see --help)"
-
-
-_LIST_ITEM = re.compile(r"^([-*•]|\d+[.)])\s")
-
-
-def reflow(text: str | None) -> str | None:
-    """A docstring as ``--help`` and the README show it: each paragraph one line (the
-    terminal wraps it; the docstring's own line breaks would break it mid-sentence),
-    list items (``- ...``, ``1. ...``) kept on lines of their own, paragraphs marked
-    ``\\b`` (click's "do not rewrap") as written."""
-    if not text:
-        return text
-    out = []
-    for para in inspect.cleandoc(text).split("\n\n"):
-        if para.startswith("\b"):
-            out.append(para)
-            continue
-        lines: list[str] = []
-        for line in para.splitlines():
-            line = line.strip()
-            if lines and not _LIST_ITEM.match(line):
-                lines[-1] += " " + line
-            else:
-                lines.append(line)
-        out.append("\n".join(lines))
-    return "\n\n".join(out)
-
-
-def _no_flag_types(params: Sequence[Any]) -> None:
-    """An on/off flag takes no value: show no ``<bool>`` type beside it in ``--help``."""
-    for param in params:
-        if getattr(param, "is_flag", False) and getattr(param, "metavar", None) is None:
-            param.metavar = ""
-
-
-class Command(TyperCommand):
-    """Every ``allocator`` command: its help reflowed (:func:`reflow`) and no type shown
-    for flags (``--help``, ``--engine``)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["help"] = reflow(kwargs.get("help"))
-        super().__init__(*args, **kwargs)
-        _no_flag_types(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            _no_flag_types([option])
-        return option
-
-
-class OneLineErrors(TyperGroup):
-    """The command group: usage errors (an unknown option, a value of the wrong type or
-    out of range) end in one ``error: <option>: ...`` line and exit status 2, like bad
-    input, instead of a box."""
-
-    def main(
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        windows_expand_args: bool = True,
-        **extra: Any,
-    ) -> Any:
-        try:
-            rv = super().main(
-                args=args,
-                prog_name=prog_name,
-                complete_var=complete_var,
-                standalone_mode=False,
-                windows_expand_args=windows_expand_args,
-                **extra,
-            )
-        except ClickException as exc:
-            if not standalone_mode:
-                raise
-            exit_code = int(getattr(exc, "exit_code", 1))
-            if _is_help_request(exc):
-                getattr(exc, "show")()  # noqa: B009  (click's interface, not typed here)
-                sys.exit(exit_code)
-            from .common import fail
-
-            code = fail(usage_error_line(exc)).exit_code
-            sys.exit(code if isinstance(exc, UsageError) else exit_code)
-        except typer.Abort:
-            if not standalone_mode:
-                raise
-            from .common import fail
-
-            fail("interrupted: aborted")
-            sys.exit(1)
-        except BrokenPipeError:  # the reader of stdout went away (``| head``): quietly
-            if not standalone_mode:
-                raise
-            from ..io.staged import silence_stdout
-
-            silence_stdout()
-            sys.exit(1)
-        except OSError as exc:  # a write the commands' own checks did not see (stdout)
-            if not standalone_mode:
-                raise
-            from ..io.staged import silence_stdout
-            from .common import fail
-
-            silence_stdout()
-            sys.exit(fail(f"output: cannot write ({exc.strerror or exc})").exit_code)
-        if not standalone_mode:
-            return rv
-        sys.exit(rv if isinstance(rv, int) else 0)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["help"] = reflow(kwargs.get("help"))
-        super().__init__(*args, **kwargs)
-        _no_flag_types(self.params)
-
-    def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            _no_flag_types([option])
-        return option
-
-
-class _Typer(typer.Typer):
-    """``typer.Typer`` whose commands are :class:`Command` unless they say otherwise."""
-
-    def command(self, *args: Any, cls: type | None = None, **kwargs: Any) -> Callable:
-        return super().command(*args, cls=cls or Command, **kwargs)
-
-
-app = _Typer(
-    cls=OneLineErrors,
-    name="allocator",
-    help="Plan draft-then-verify inference: the Pareto front of throughput against cost "
-    "over draft length k, drafter count m and which drafters to pool.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        typer.echo(f"allocator {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _global_options(
-    version: bool = typer.Option(
-        False,
-        "--version",
-        callback=_print_version,
-        is_eager=True,
-        help="Print the version and exit.",
-    ),
-) -> None:
-    pass
-
-
-# Each command module registers itself on import; this order is the order of --help.
+#: The command modules, in the order of ``--help``; each registers itself on import.
 COMMANDS = (
     "solve",
     "evaluate",
@@ -254,12 +32,109 @@ COMMANDS = (
     "paper",
     "schema",
 )
-for _command in COMMANDS:
-    importlib.import_module(f"{__name__}.{_command}")
+
+
+#: Each command's first help paragraph, for the group's --help without importing every
+#: command (tests/cli/test_help.py holds them equal to the commands' own).
+SUMMARIES = {
+    "solve": ("Search drafters, k and m; print the front of throughput against the cost metric."),
+    "evaluate": (
+        "Evaluate one configuration (drafters and k), ignoring the search space and budget."
+    ),
+    "schedule": (
+        "For each of serving.batch_sizes, the configuration (drafters, k) of highest tokens/s"
+        " within the budget that the engine serves, k = 0 (no speculation) always a "
+        "candidate."
+    ),
+    "plan": (
+        "Choose the drafters to host and each workload's route, a drafter and k (exact, by "
+        "MILP), among what --engine serves (one drafter per server; --pooled: also pooled "
+        "subsets, the upper bound no engine serves)."
+    ),
+    "capacity": (
+        "Size a fleet: the cheapest replicas and configuration for a load, beside the "
+        "cheapest without speculation."
+    ),
+    "bench": (
+        "Simulate `vllm bench serve` on one replica: requests arrive, are scheduled step by "
+        "step as vLLM's V1 scheduler does (continuous batching, chunked prefill, KV blocks, "
+        "preemption), each decoding sequence's tokens drawn from the configuration's "
+        "acceptance; the JSON has vLLM's --save-result keys, so a measurement can be diffed "
+        "against it."
+    ),
+    "estimate": ("Estimate drafter acceptance (with 95% intervals) and write a problem file."),
+    "calibrate": ("Fit the step times to measured tokens/s and write the problem with `serving`."),
+    "profile_plan": (
+        "The fewest benchmark runs that determine every roofline parameter, as commands."
+    ),
+    "simulate": ("Play ROUNDS rounds with outcomes drawn from the problem's error model itself."),
+    "tree": (
+        "The tree of at most NODES nodes and depth <= DEPTH with the most expected tokens per"
+        " step (Sequoia's dynamic programme, exact), from the drafter's acceptance_by_rank."
+    ),
+    "breakeven": ("Find the correlation at which the ensemble's gain over the baseline vanishes."),
+    "paper": (
+        "Recompute every number of the ensemble-drafting paper's §4–§5 beside its printed value."
+    ),
+    "schema": ("Print the JSON Schema of the problem file (YAML or JSON)."),
+}
+
+
+def load_commands(modules: Iterable[str] = COMMANDS) -> None:
+    """Import the command ``modules`` (registering them on the app), in the order given."""
+    for module in modules:
+        importlib.import_module(f"{__name__}.{module}")
+
+
+def requested_module(args: Sequence[str]) -> str | None:
+    """The command module the arguments run (``profile-plan`` is ``profile_plan``), or
+    ``None``: no command (the group's help or version), or one not known (the group then
+    says so, with its suggestions)."""
+    for arg in args:
+        if arg.startswith("-"):
+            continue
+        module = arg.replace("-", "_")
+        return module if module in COMMANDS else None
+    return None
+
+
+def __getattr__(name: str):
+    if name == "app":
+        load_commands()
+        return _app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _summaries_only() -> None:
+    """Register each command as its summary alone (no options, never run): what the
+    group's ``--help`` lists, without importing the commands behind it."""
+    for module in COMMANDS:
+        _app.command(module.replace("_", "-"), help=SUMMARIES[module])(lambda: None)
 
 
 def main() -> None:
-    app()
+    args = sys.argv[1:]
+    module = requested_module(args)
+    if module is not None:
+        load_commands([module])
+    elif any(not a.startswith("-") for a in args):
+        load_commands()  # an unknown command: the group names the known ones
+    else:
+        _summaries_only()  # the group's --help (or --version)
+    _app()
 
 
-__all__ = ["Command", "app", "main", "reflow"]
+__all__ = [
+    "COMMANDS",
+    "SUMMARIES",
+    "ClickException",
+    "Command",
+    "OneLineErrors",
+    "UsageError",
+    "app",
+    "load_commands",
+    "main",
+    "reflow",
+    "requested_module",
+    "usage_error_line",
+]

@@ -13,7 +13,6 @@ from rich.table import Table
 
 from .. import api
 from ..io.staged import write_atomic
-from . import app
 from .common import (
     MAX_SEED,
     EngineOption,
@@ -26,6 +25,7 @@ from .common import (
     out,
     precheck_outputs,
 )
+from .group import app
 
 if TYPE_CHECKING:
     from ..analysis.bench import BenchResult

@@ -7,7 +7,6 @@ from pathlib import Path
 import typer
 
 from .. import api
-from . import app
 from .common import (
     BudgetOption,
     JsonOption,
@@ -19,6 +18,7 @@ from .common import (
     precheck_outputs,
 )
 from .evaluate import split_names
+from .group import app
 
 
 @app.command("breakeven")

@@ -9,8 +9,8 @@ from rich.table import Table
 
 from .. import api
 from ..io.staged import write_atomic
-from . import app
 from .common import JsonOption, emit_json, handles_input_errors, out, precheck_outputs
+from .group import app
 
 MeasuredArg = typer.Argument(
     ...,

@@ -28,7 +28,6 @@ from .. import api
 from ..analysis.fleet import CapacityResult, LoadSweep
 from ..exceptions import InputError
 from ..io.ranges import parse_load_range
-from . import app
 from .common import (
     MAX_SEED,
     BudgetOption,
@@ -43,6 +42,7 @@ from .common import (
     parse_budget,
     precheck_outputs,
 )
+from .group import app
 from .progress import count_progress
 from .render import narrow_table
 

@@ -11,8 +11,8 @@ from .. import api
 from ..estimate import FORMATS, MIN_TRIALS, check_options
 from ..exceptions import InputError
 from ..io.staged import write_atomic
-from . import app
 from .common import JsonOption, emit_json, handles_input_errors, note, out, precheck_outputs
+from .group import app
 
 InputArg = typer.Argument(..., metavar="INPUT", help="Log or metrics file.", show_default=False)
 UnitCostOption = typer.Option(

@@ -8,7 +8,6 @@ import typer
 
 from .. import api
 from ..core.problem import MAX_K
-from . import app
 from .common import (
     JsonOption,
     ProblemArg,
@@ -18,6 +17,7 @@ from .common import (
     out,
     precheck_outputs,
 )
+from .group import app
 from .render import point_table
 
 

@@ -6,8 +6,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import api
-from . import app
 from .common import JsonOption, emit_json, handles_input_errors, out, precheck_outputs
+from .group import app
 
 
 @app.command()

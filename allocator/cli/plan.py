@@ -10,10 +10,8 @@ from rich.table import Table
 
 from .. import api
 from ..analysis.plan import MAX_CANDIDATES, Plan, PlanSweep
-from ..engines import TARGETS
 from ..exceptions import InputError
 from ..io.ranges import parse_hosting_range
-from . import app
 from .common import (
     BudgetOption,
     EngineOption,
@@ -27,6 +25,7 @@ from .common import (
     parse_budget,
     precheck_outputs,
 )
+from .group import app
 
 # ----------------------------------------------------------------- option parsing
 
@@ -155,6 +154,8 @@ def plan(
 
     Beside each workload: its throughput under the best single configuration for all traffic.
     """
+    from ..engines import TARGETS  # the engines import the tree and serving models: lazily
+
     if engine not in TARGETS:
         raise InputError("--engine", f"{engine!r} is not one of {', '.join(TARGETS)}")
     if export is not None:

@@ -8,7 +8,6 @@ from pathlib import Path
 import typer
 
 from .. import api
-from . import app
 from .common import (
     EngineOption,
     JsonOption,
@@ -19,6 +18,7 @@ from .common import (
     note,
     precheck_outputs,
 )
+from .group import app
 from .progress import count_progress
 
 

@@ -11,7 +11,6 @@ from rich.table import Table
 from .. import api
 from ..exceptions import InputError
 from ..io.staged import write_atomic
-from . import app
 from .common import (
     EngineOption,
     JsonOption,
@@ -23,6 +22,7 @@ from .common import (
     out,
     precheck_outputs,
 )
+from .group import app
 
 
 @app.command()

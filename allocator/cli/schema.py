@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .. import api
 from ..io.staged import to_json
-from . import app
 from .common import emit_text, handles_input_errors
+from .group import app
 
 
 @app.command()

@@ -14,7 +14,6 @@ from ..analysis.trees import DEFAULT_DEPTH, SimulatedTree, check_tree_options
 from ..core.problem import MAX_K
 from ..exceptions import InputError
 from ..io.build import problem_from_file
-from . import app
 from .common import (
     MAX_SEED,
     JsonOption,
@@ -25,6 +24,7 @@ from .common import (
     precheck_outputs,
 )
 from .evaluate import split_names
+from .group import app
 
 #: Deepest depth of the tree ``--nodes`` plays when ``--depth`` is not given.
 TREE_DEPTH = DEFAULT_DEPTH

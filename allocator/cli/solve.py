@@ -11,10 +11,8 @@ from .. import api
 from ..api import DEFAULT_SAMPLES, MAX_SAMPLES
 from ..core.problem import Problem
 from ..core.result import SolveResult
-from ..engines import TARGETS
 from ..exceptions import InputError
 from ..io.staged import front_csv, write_atomic
-from . import app
 from .common import (
     MAX_SEED,
     BudgetOption,
@@ -30,6 +28,7 @@ from .common import (
     parse_budget,
     precheck_outputs,
 )
+from .group import app
 from .progress import check_search_options, search_progress
 from .render import front_table, uncertainty_table
 
@@ -197,6 +196,8 @@ def solve(
 
 def _check_options(samples, robust, export, pick, json_path) -> None:
     """Refuse option combinations that make no sense, before any work."""
+    from ..engines import TARGETS  # the engines import the tree and serving models: lazily
+
     if samples is not None and not 1 <= samples <= MAX_SAMPLES:
         raise InputError("--samples", f"must be in 1..{MAX_SAMPLES:,}")
     if robust is not None and not 0.0 < robust < 1.0:
@@ -216,6 +217,8 @@ def _serving_engine(
     ``--engine``'s when given (``None``: plain ``solve``, the model's question, keeps
     pooled configurations). Refuses an unknown engine, an ``--engine`` that is not
     ``--export``'s, and ``--pooled`` with ``--export`` (an export serves one drafter)."""
+    from ..engines import TARGETS
+
     given = ctx.get_parameter_source("engine")
     engine_given = given is not None and given.name != "DEFAULT"
     if engine not in TARGETS:

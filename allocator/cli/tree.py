@@ -24,7 +24,6 @@ from ..analysis.trees import (
 from ..engines import ENGINES, TARGETS, export_tree
 from ..exceptions import InputError
 from ..model.tree import Tree
-from . import app
 from .common import (
     MAX_SEED,
     JsonOption,
@@ -36,6 +35,7 @@ from .common import (
     precheck_outputs,
 )
 from .evaluate import split_names
+from .group import app
 
 #: The engines ``--export`` prints a tree's settings for.
 TREE_TARGETS = tuple(sorted(name for name, e in ENGINES.items() if e.has_trees))

@@ -53,8 +53,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.serving import Serving
 from ..exceptions import InputError, ParameterError
-from .serving import Serving
 
 if TYPE_CHECKING:
     from ..core.problem import Problem

@@ -85,3 +85,45 @@ def test_generated_reference_has_no_bool_and_whole_paragraphs():
         "Reports the mean accepted units per round with a 99% interval beside the closed form "
         "(model_accepted), and the throughputs they imply."
     ) in text.splitlines()
+
+
+def test_group_help_lists_each_commands_own_summary():
+    """``allocator --help`` lists the commands from SUMMARIES without importing them: each
+    summary is its command's own first help paragraph, and the listing is the one the
+    group prints with every command loaded."""
+    from allocator.cli import SUMMARIES
+
+    group = typer.main.get_command(app)
+    for module in COMMANDS:
+        real = group.commands[module.replace("_", "-")].help or ""
+        assert SUMMARIES[module] == real.split("\n\n")[0], module
+    env = {**os.environ, "COLUMNS": "100", "TERM": "dumb"}
+    quick = subprocess.run(
+        [sys.executable, "-m", "allocator", "--help"], capture_output=True, text=True, env=env
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", "from allocator.cli import app; app(['--help'])"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert quick.returncode == 0 and loaded.returncode == 0
+
+    def lines(text: str) -> list[str]:
+        return [line.rstrip() for line in text.replace("python -m allocator", "-c").splitlines()]
+
+    assert lines(quick.stdout) == lines(loaded.stdout)
+
+
+def test_a_command_run_imports_only_its_own_module():
+    """``allocator schema`` imports the schema command alone, not the others (start-up)."""
+    code = (
+        "import sys; sys.argv = ['allocator', 'schema']\n"
+        "from allocator.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print([m for m in sys.modules if m.startswith('allocator.cli.') and m not in "
+        "('allocator.cli.schema', 'allocator.cli.group', 'allocator.cli.common')], "
+        "file=sys.stderr)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.stderr.strip().splitlines()[-1] == "[]", r.stderr[-500:]

@@ -32,6 +32,7 @@ _GL_X, _GL_W = np.polynomial.legendre.leggauss(96)
 def thresholds(q: np.ndarray) -> np.ndarray:
     """Latent failure thresholds ``Φ⁻¹(q)``; ``q = 0`` gives ``-inf``."""
     from scipy.special import ndtri  # slow to import: on first use
+
     return ndtri(np.asarray(q, dtype=float))
 
 
@@ -43,6 +44,7 @@ def bvn_cdf(h: np.ndarray, k: np.ndarray, r: np.ndarray) -> np.ndarray:
     the comonotone (``Φ(min(h, k))``) or countermonotone limit.
     """
     from scipy.special import ndtr  # slow to import: on first use
+
     h, k, r = np.broadcast_arrays(
         np.asarray(h, dtype=float), np.asarray(k, dtype=float), np.asarray(r, dtype=float)
     )
@@ -118,6 +120,7 @@ def conditional_log_fail(t: np.ndarray, beta: np.ndarray, z: np.ndarray) -> np.n
     ``t`` and ``beta`` are ``(N, J)``; ``-inf`` thresholds give :data:`LOG_ZERO`.
     """
     from scipy.special import log_ndtr  # slow to import: on first use
+
     sigma = np.sqrt(1.0 - beta * beta)
     arg = (t[..., None] - beta[..., None] * z) / sigma[..., None]
     return np.maximum(log_ndtr(arg), LOG_ZERO)
