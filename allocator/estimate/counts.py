@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy import special
 
 from ..exceptions import InputError
 from ..io.inputs import MAX_LOG_BYTES, read_input_text
@@ -45,6 +44,8 @@ def jeffreys_interval(
 
     Returns ``(lo, hi)`` in [0, 1].
     """
+    from scipy import special  # slow to import: on first use
+
     s = np.asarray(successes, dtype=float)
     n = np.asarray(trials, dtype=float)
     tail = (1.0 - level) / 2.0
@@ -60,6 +61,8 @@ def point_estimate(successes: np.ndarray, trials: np.ndarray) -> np.ndarray:
     est = s / n
     zero = s == 0
     if zero.any():
+        from scipy import special
+
         est = np.where(zero, special.betaincinv(s + PRIOR, n - s + PRIOR, 0.5), est)
     return est
 
