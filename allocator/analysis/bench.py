@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.methods import resolve_method
+from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError, NotModelledError, ParameterError
 from ..sim import (
     PERCENTILES,
@@ -81,15 +82,16 @@ from ..sim import (
     simulate,
     summary,
 )
+from ..sim.requests import MAX_SPAN_S, MAX_TOKENS
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
 
 #: vLLM's default ``--num-prompts``.
 DEFAULT_NUM_PROMPTS = 1000
-#: Most requests one run simulates (memory: about 20 bytes per output token, plus the
-#: per-request arrays).
-MAX_PROMPTS = 2_000_000
+#: Most requests one run simulates: 200,000 conversation requests take about a minute on
+#: one core (memory: about 20 bytes per output token, plus the per-request arrays).
+MAX_PROMPTS = 200_000
 #: Largest draft length accepted.
 MAX_BENCH_K = 64
 #: Methods whose drafter keeps no KV of its own: vLLM reserves no lookahead slots for them
@@ -591,6 +593,8 @@ def replica_scheduler(
     size = limits.max_num_seqs if max_num_seqs is None else max_num_seqs
     if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
         raise ParameterError("max_num_seqs", f"must be an integer >= 1, got {size!r}")
+    if size > MAX_NUM_SEQS:
+        raise ParameterError("max_num_seqs", f"at most {MAX_NUM_SEQS:,} sequences, got {size:,}")
     tokens = kv_cache_tokens(problem, config)
     if tokens < limits.block_size:
         raise InputError(
@@ -730,6 +734,12 @@ class RequestSource:
                     "trace", "every row has the same timestamp: the trace has no rate to scale"
                 )
             times = self.trace_s * (native / r)
+            if times.size and times[-1] > MAX_SPAN_S:
+                raise ParameterError(
+                    "request_rate",
+                    f"the trace at {r:g} requests/s spans {times[-1]:.3g} s, more than "
+                    f"{MAX_SPAN_S:g} s: give a higher rate",
+                )
         return Requests(times, self.prompt_tokens, self.output_tokens)
 
     @property
@@ -777,6 +787,8 @@ def request_source(
     for name, value in (("input_len", input_len), ("output_len", output_len)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
             raise ParameterError(name, f"must be an integer >= 1 tokens, got {value!r}")
+        if value > MAX_TOKENS:
+            raise ParameterError(name, f"at most {MAX_TOKENS:,} tokens per request, got {value:,}")
     n = DEFAULT_NUM_PROMPTS if num_prompts is None else int(num_prompts)
     return RequestSource(
         np.full(n, int(input_len), dtype=np.int64),

@@ -831,7 +831,7 @@ def _size(
     best, sim_b, runs_b = _search(workers, jobs_for, spec, floor, keys, base, outcomes)
     runs = runs_a + runs_b
     if best is None:
-        raise _unreachable(cands, bnd, outcomes, slos)
+        raise _unreachable(cands, bnd, outcomes, slos, r)
     if best[0] > MAX_FLEET:  # pragma: no cover - capped in the search
         raise InputError("request_rate", f"needs more than {MAX_FLEET:,} replicas")
     # each side's highest sustained rate per replica, by bisection
@@ -919,9 +919,12 @@ def _unreachable(
     bnd: list[Bounds],
     outcomes: dict[int, Outcome],
     slos: tuple[SLO, ...],
+    rate: float,
 ) -> InfeasibleError:
-    """No candidate meets every SLO at any rate: name an SLO none meets, and the lowest
-    value reached (at a very low rate; a latency floor where nothing was simulated)."""
+    """No candidate serves the rate: name an SLO none meets, and the lowest value reached
+    (at a very low rate; a latency floor where nothing was simulated); or, when every SLO
+    is met at low rates, the rate, which no fleet of at most :data:`MAX_FLEET` replicas
+    serves."""
     best: dict[str, tuple[float, str]] = {}
     for i, c in enumerate(cands):
         out = outcomes.get(i)
@@ -930,10 +933,24 @@ def _unreachable(
         else:
             values = bnd[i].floors
         for s in slos:
-            v = values[s.key]
+            v = values.get(s.key)
+            if v is None:
+                continue
             if s.key not in best or v < best[s.key][0]:
                 best[s.key] = (v, c.label())
-    missed = [s for s in slos if not s.met(best[s.key][0])] or list(slos)
+    if not best:  # nothing could be run or bounded: every candidate was refused
+        return InfeasibleError(
+            "max_num_seqs",
+            "no configuration can run at the max_num_seqs tried: their step times do not "
+            "reach that many sequences (never extrapolated); try smaller values",
+        )
+    missed = [s for s in slos if s.key in best and not s.met(best[s.key][0])]
+    if not missed:
+        return InfeasibleError(
+            "request_rate",
+            f"no configuration serves {rate:g} requests/s within {MAX_FLEET:,} replicas, "
+            "though the SLOs are met at low rates: the rate is past what this tool sizes",
+        )
     s = missed[0]
     v, where = best[s.key]
     return InfeasibleError(

@@ -26,6 +26,7 @@ from rich.table import Table
 
 from .. import api
 from ..analysis.fleet import CapacityResult, LoadSweep
+from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError
 from ..io.ranges import parse_load_range
 from .common import (
@@ -188,8 +189,10 @@ def _sizes(text: str | None) -> list[int] | None:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise InputError("--max-num-seqs", f"expected integers S[,S...], got {text!r}") from None
-    if not values or min(values) < 1:
-        raise InputError("--max-num-seqs", f"expected integers >= 1, got {text!r}")
+    if not values or min(values) < 1 or max(values) > MAX_NUM_SEQS:
+        raise InputError(
+            "--max-num-seqs", f"expected integers in 1..{MAX_NUM_SEQS:,}, got {text!r}"
+        )
     return values
 
 

@@ -278,7 +278,10 @@ class ModelSpec:
         else:
             cfg = dict(config)
         outer = {k: v for k, v in cfg.items() if k != "text_config"}
-        cfg = {**outer, **(cfg.get("text_config") or {})}
+        inner = cfg.get("text_config") or {}
+        if not isinstance(inner, dict):
+            raise InputError(f"{field}.text_config", "must be a JSON object")
+        cfg = {**outer, **inner}
         if "kv_lora_rank" in cfg or str(cfg.get("model_type", "")).startswith("deepseek"):
             raise InputError(
                 f"{field}.kv_lora_rank",
@@ -293,6 +296,16 @@ class ModelSpec:
             names = " or ".join((key, *alts))
             raise InputError(f"{field}.{key}", f"config.json has no {names}")
 
+        def whole(key: str, value: Any, least: int = 1) -> int:
+            """A count of config.json: a whole number >= ``least`` (not text, not 32.5)."""
+            ok = isinstance(value, int) and not isinstance(value, bool)
+            ok = ok or (isinstance(value, float) and value.is_integer())
+            if not ok or int(value) < least or int(value) > 10**12:
+                raise InputError(
+                    f"{field}.{key}", f"{value!r} is not a whole number in {least}..10**12"
+                )
+            return int(value)
+
         model_type = str(need("model_type"))
         if model_type not in _DENSE_TYPES + _MOE_TYPES:
             raise InputError(
@@ -300,12 +313,13 @@ class ModelSpec:
                 f"cannot derive the parameter count of model_type {model_type!r} (known: "
                 f"{', '.join(_DENSE_TYPES + _MOE_TYPES)}); give serving.model fields instead",
             )
-        h = int(need("hidden_size"))
-        layers = int(need("num_hidden_layers"))
-        heads = int(need("num_attention_heads"))
-        kv_heads = int(cfg.get("num_key_value_heads") or heads)
-        d = int(cfg.get("head_dim") or 0) or (h // heads)
-        vocab = int(need("vocab_size"))
+        h = whole("hidden_size", need("hidden_size"))
+        layers = whole("num_hidden_layers", need("num_hidden_layers"))
+        heads = whole("num_attention_heads", need("num_attention_heads"))
+        given_kv = cfg.get("num_key_value_heads")
+        kv_heads = heads if given_kv is None else whole("num_key_value_heads", given_kv)
+        d = whole("head_dim", cfg["head_dim"]) if cfg.get("head_dim") else h // heads
+        vocab = whole("vocab_size", need("vocab_size"))
         tied = bool(cfg.get("tie_word_embeddings", False))
         torch_dtype = dtype or cfg.get("torch_dtype") or cfg.get("dtype")
         if torch_dtype is None:

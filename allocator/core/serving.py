@@ -33,6 +33,12 @@ class StepTableArrays:
 
 #: The largest ``k`` a roofline step time is given for (it has no measured range).
 ROOFLINE_K_LIMIT = 64
+#: Most sequences one replica may run at once (serving.scheduler.max_num_seqs; engines
+#: default to 256-1024), most tokens one step may schedule (max_num_batched_tokens: the
+#: simulator keeps a prefill time per token up to it), most tokens a KV cache may hold.
+MAX_NUM_SEQS = 65_536
+MAX_BATCHED_TOKENS = 1_048_576
+MAX_KV_TOKENS = 10**10
 
 
 @dataclass(frozen=True)
@@ -115,4 +121,12 @@ class Serving:
         return max(ks, default=0)
 
 
-__all__ = ["ROOFLINE_K_LIMIT", "SchedulerLimits", "Serving", "StepTableArrays"]
+__all__ = [
+    "MAX_BATCHED_TOKENS",
+    "MAX_KV_TOKENS",
+    "MAX_NUM_SEQS",
+    "ROOFLINE_K_LIMIT",
+    "SchedulerLimits",
+    "Serving",
+    "StepTableArrays",
+]

@@ -25,6 +25,7 @@ from pydantic import (
 from ..core.memory import check_memory
 from ..core.methods import METHOD_FIELDS, method_problem
 from ..core.problem import MAX_K, SERVING_COST_METRICS
+from ..core.serving import MAX_BATCHED_TOKENS, MAX_KV_TOKENS, MAX_NUM_SEQS
 from ..exceptions import InputError
 from .inputs import parse_document, read_input_text
 
@@ -451,10 +452,10 @@ class SchedulerSpec(_Frozen):
     block (vLLM's default 16).
     """
 
-    max_num_seqs: Annotated[int, Field(ge=1)]
-    max_num_batched_tokens: Annotated[int, Field(ge=1)]
-    kv_cache_tokens: Annotated[int, Field(ge=1)] | None = None
-    block_size: Annotated[int, Field(ge=1)] = 16
+    max_num_seqs: Annotated[int, Field(ge=1, le=MAX_NUM_SEQS)]
+    max_num_batched_tokens: Annotated[int, Field(ge=1, le=MAX_BATCHED_TOKENS)]
+    kv_cache_tokens: Annotated[int, Field(ge=1, le=MAX_KV_TOKENS)] | None = None
+    block_size: Annotated[int, Field(ge=1, le=4096)] = 16
 
 
 class PrefillTable(_Frozen):

@@ -43,6 +43,12 @@ from ..io.inputs import MAX_LOG_BYTES, check_regular_file
 
 #: Column names of the Azure LLM inference trace 2023.
 TRACE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+#: Most prompt or output tokens one request may have (the longest contexts served are a few
+#: million tokens; past this the KV-block counts of a run would overflow).
+MAX_TOKENS = 10_000_000
+#: Longest a run's arrivals may span, s (about three years: past it a run's per-second
+#: counts and times lose their meaning).
+MAX_SPAN_S = 1e8
 #: Rows parsed at a time when reading a trace (memory stays bounded by this and the output).
 TRACE_CHUNK_ROWS = 65_536
 
@@ -134,6 +140,12 @@ def arrival_times(
     else:
         rng = np.random.default_rng(seed)
         gaps = rng.gamma(shape=shape, scale=1.0 / (rate * shape), size=n)
+    if n / rate > MAX_SPAN_S:
+        raise ParameterError(
+            "request_rate",
+            f"{request_rate:g} requests/s spreads {n:,} requests over {n / rate:.3g} s, more "
+            f"than {MAX_SPAN_S:g} s: give a higher rate",
+        )
     times = np.cumsum(gaps)
     if times[-1] > 0:
         times *= (n / rate) / times[-1]
@@ -153,6 +165,8 @@ def fixed_requests(
     for field, value in (("input_len", input_len), ("output_len", output_len)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
             raise ParameterError(field, f"must be an integer >= 1, got {value!r}")
+        if value > MAX_TOKENS:
+            raise ParameterError(field, f"at most {MAX_TOKENS:,} tokens per request, got {value:,}")
     times = arrival_times(num_prompts, request_rate, burstiness, seed)
     n = times.size
     return Requests(
@@ -278,17 +292,17 @@ def _parse_chunk(
             arr = np.array([int(x) for x in raw], dtype=np.int64)
         except (ValueError, OverflowError):
             arr = None
-        if arr is None or arr.min() < 1:
+        if arr is None or arr.min() < 1 or arr.max() > MAX_TOKENS:
             for i, s in enumerate(raw):
                 try:
-                    ok = int(s) >= 1
+                    ok = 1 <= int(s) <= MAX_TOKENS
                 except ValueError:
                     ok = False
                 if not ok:
                     raise ParameterError(
                         "trace",
-                        f"{path}: row {offset + i + 1}: {name} must be a positive integer, "
-                        f"got {s!r}",
+                        f"{path}: row {offset + i + 1}: {name} must be a positive integer of "
+                        f"at most {MAX_TOKENS:,} tokens, got {s!r}",
                     )
         assert arr is not None
         counts.append(arr)
@@ -296,6 +310,8 @@ def _parse_chunk(
 
 
 __all__ = [
+    "MAX_SPAN_S",
+    "MAX_TOKENS",
     "TRACE_CHUNK_ROWS",
     "TRACE_COLUMNS",
     "Requests",

@@ -180,13 +180,19 @@ def max_concurrent_requests(result: SimResult) -> int:
     start = result.sent_s
     end = result.finish_s
     t0 = float(start.min())
-    buckets = int(math.ceil(float(end.max()) - t0)) + 1
     first = (start - t0).astype(np.int64)
     last = (end - t0).astype(np.int64)
-    counts = np.bincount(first, minlength=buckets + 1) - np.bincount(
-        last + 1, minlength=buckets + 1
-    )
-    return int(np.cumsum(counts)[:buckets].max())
+    # request i is in buckets first_i..last_i: a sweep over the bucket indices where a
+    # count changes (memory by requests, not by seconds of the run)
+    edges = np.concatenate([first, last + 1])
+    steps = np.concatenate([np.ones(first.size, np.int64), -np.ones(last.size, np.int64)])
+    order = np.argsort(edges, kind="stable")
+    edges, steps = edges[order], steps[order]
+    # the count in a bucket is the sum of every change at or before it: take it after the
+    # last change at each index
+    running = np.cumsum(steps)
+    at_end = np.r_[edges[1:] != edges[:-1], True]
+    return int(running[at_end].max())
 
 
 def acceptance_length(result: SimResult) -> float:

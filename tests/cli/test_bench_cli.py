@@ -207,6 +207,23 @@ def bad_cases(tmp_path: Path):
     garbled.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,10,5\n")
     negative = tmp_path / "negative.csv"
     negative.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,-3,5\n")
+    huge = tmp_path / "huge.csv"
+    huge.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.68,99999999999999999999999,4\n"
+    )
+    batched = tmp_path / "batched.yaml"
+    batched.write_text(
+        yaml.safe_dump(
+            rp.data(
+                scheduler={
+                    "max_num_seqs": 16,
+                    "max_num_batched_tokens": 9223372036854775807,
+                    "kv_cache_tokens": 10**6,
+                }
+            )
+        )
+    )
     slo = ["--request-rate", "5", "--workers", "1", *FIXED]
     b = ["bench", good]
     c = ["capacity", good]
@@ -250,13 +267,22 @@ def bad_cases(tmp_path: Path):
         (c + slo + ["--slo", "p99_ttft_ms=5", "--tpot-ms", "5"], "--tpot-ms"),
         (b + ["--slo", "p99_foo_ms=5", "--plot", tmp_path / "x.png", *FIXED], "--slo"),
         (b + ["--slo", "p99_ttft_ms=soon", *FIXED], "--slo"),
+        # extreme values: refused before they hang, overflow or take all memory
+        (b + ["--input-len", "9223372036854775807", "--output-len", "1"], "--input-len"),
+        (b + ["--input-len", "10", "--output-len", "99999999999999999999"], "--output-len"),
+        (b + ["--trace", huge], "--trace"),
+        (b + ["--request-rate", "1e-100", *FIXED], "--request-rate"),
+        (b + ["--trace", TRACE, "--trace-speedup", "1e-300"], "--request-rate"),
+        (b + ["--max-num-seqs", "100000000000", *FIXED], "--max-num-seqs"),
+        (c + slo + ["--slo", "p99_ttft_ms=2000", "--max-num-seqs", "51"], "--max-num-seqs"),
+        (["bench", batched, *FIXED], "serving.scheduler.max_num_batched_tokens"),
     ]
 
 
-@pytest.mark.parametrize("index", range(36))
+@pytest.mark.parametrize("index", range(44))
 def test_bad_input_is_one_line_and_leaves_no_file(tmp_path, index):
     cases = bad_cases(tmp_path)
-    assert len(cases) == 36
+    assert len(cases) == 44
     args, field = cases[index]
     before = sorted(x.name for x in tmp_path.iterdir())
     r = run(*args, "--json", tmp_path / "o.json")
