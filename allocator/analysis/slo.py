@@ -177,9 +177,11 @@ def parse_slos(items: Sequence[str] | Mapping[str, float]) -> tuple[SLO, ...]:
     if not pairs:
         raise ParameterError("slo", "give at least one SLO, KEY=MS (e.g. p99_ttft_ms=500)")
     out: list[SLO] = []
-    seen: set[str] = set()
+    seen: dict[tuple, str] = {}
     for key, value in pairs:
         latency, stat, pct = parse_slo_key(key)
+        # one statistic once, however it is written (p99 and p99.0; median and p50)
+        what = (latency, "mean") if pct is None else (latency, pct)
         try:
             ms = float(value)
         except (TypeError, ValueError):
@@ -188,9 +190,10 @@ def parse_slos(items: Sequence[str] | Mapping[str, float]) -> tuple[SLO, ...]:
             raise ParameterError(
                 "slo", f"{key}: the ceiling must be a positive number of ms, got {value}"
             )
-        if key in seen:
-            raise ParameterError("slo", f"{key} is given twice")
-        seen.add(key)
+        if what in seen:
+            same = "" if seen[what] == key else f" (as {seen[what]})"
+            raise ParameterError("slo", f"{key} is given twice{same}")
+        seen[what] = key
         out.append(SLO(key, ms, latency, stat, pct))
     return tuple(out)
 

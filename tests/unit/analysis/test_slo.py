@@ -47,6 +47,8 @@ def test_slo_keys():
         (["p99_ttft_ms=inf"], "positive"),
         (["p99_ttft_ms"], "KEY=MS"),
         (["p99_ttft_ms=1", "p99_ttft_ms=2"], "twice"),
+        (["p99_ttft_ms=1", "p99.0_ttft_ms=2"], "twice (as p99_ttft_ms)"),
+        (["median_tpot_ms=1", "p50_tpot_ms=2"], "twice (as median_tpot_ms)"),
         ([], "at least one"),
     ],
 )
