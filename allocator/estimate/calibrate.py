@@ -1604,17 +1604,24 @@ class CalibrationReport:
                     for d in r.drafters
                 },
             }
+        # a parameter the rows leave undetermined is reported with no value (null), as the
+        # roofline form has it: the fit's number for it is one point of a flat direction
+        undetermined = {p["name"] for p in cal.parameters if p["value"] is None}
+
+        def value(name: str, v: float) -> float | None:
+            return None if name in undetermined else float(v)
+
         return {
             **MODEL_FORM,
-            "verify_fixed_ms": m.verify_fixed,
-            "verify_per_seq_ms": m.verify_per_seq,
-            "compute_ms_per_token": m.compute_per_token,
-            "overhead_ms": m.overhead,
+            "verify_fixed_ms": value("verify_fixed_ms", m.verify_fixed),
+            "verify_per_seq_ms": value("verify_per_seq_ms", m.verify_per_seq),
+            "compute_ms_per_token": value("compute_ms_per_token", m.compute_per_token),
+            "overhead_ms": value("overhead_ms", m.overhead),
             "drafting": m.drafting,
             "drafters": {
                 names[i]: {
-                    "fixed_ms": float(m.draft_fixed[i]),
-                    "per_seq_ms": float(m.draft_per_seq[i]),
+                    "fixed_ms": value(f"drafters.{names[i]}.fixed_ms", m.draft_fixed[i]),
+                    "per_seq_ms": value(f"drafters.{names[i]}.per_seq_ms", m.draft_per_seq[i]),
                 }
                 for i in range(len(names))
                 if m.fitted[i]

@@ -374,3 +374,27 @@ def test_rows_without_a_baseline_say_the_baseline_is_not_measured(problem_file, 
     assert any("no plain-decoding row (k = 0) at batch 8" in n for n in notes), notes
     csv.write_text(GOOD_ROWS)
     assert not any("plain-decoding" in n for n in calibrate(prob, read_measured(csv, prob)).notes)
+
+
+def test_undetermined_parameters_have_no_value_in_the_model_block(tmp_path):
+    """SpecForge 339 measures one drafter at one k: its draft cost and the step's overhead
+    cannot be told apart. The JSON's ``model`` block carries no number for them (null),
+    the same parameters ``parameters`` lists as undetermined; the determined ones keep
+    their fitted values."""
+    from allocator import api
+
+    root = Path(__file__).resolve().parents[3] / "problems" / "measured"
+    doc = api.calibrate(
+        root / "sglang-specforge339-2xh100.csv",
+        root / "qwen3-30b-a3b-eagle3.yaml",
+        tmp_path / "q.yaml",
+    ).to_dict()
+    undetermined = {p["name"] for p in doc["parameters"] if p["value"] is None}
+    assert {"overhead_ms", "drafters.eagle3.fixed_ms", "drafters.eagle3.per_seq_ms"} <= undetermined
+    m = doc["model"]
+    flat = {k: v for k, v in m.items() if k.endswith("_ms") or k == "compute_ms_per_token"}
+    for name, d in m["drafters"].items():
+        flat.update({f"drafters.{name}.{key}": v for key, v in d.items()})
+    assert {k for k, v in flat.items() if v is None} == undetermined
+    fitted = {p["name"]: p["value"] for p in doc["parameters"] if p["value"] is not None}
+    assert all(flat[k] == pytest.approx(v) for k, v in fitted.items() if k in flat)
