@@ -15,10 +15,14 @@ from .. import api
 from ..io.staged import write_atomic
 from .common import (
     MAX_SEED,
+    BurstinessOption,
     EngineOption,
+    InputLenOption,
     JsonOption,
+    OutputLenOption,
     PooledOption,
     ProblemArg,
+    TraceOption,
     emit_json,
     handles_input_errors,
     note,
@@ -134,12 +138,7 @@ def bench_command(
         "the trace's times scaled to this rate (default: its own).",
         metavar="R",
     ),
-    burstiness: float = typer.Option(
-        1.0,
-        "--burstiness",
-        help="Shape of the gamma gaps between arrivals: 1 is Poisson, larger is steadier.",
-        metavar="B",
-    ),
+    burstiness: float = BurstinessOption,
     max_concurrency: int = typer.Option(
         None,
         "--max-concurrency",
@@ -152,19 +151,9 @@ def bench_command(
         help="Requests to send (default 1000, as vLLM's); with --trace its first rows.",
         metavar="N",
     ),
-    input_len: int = typer.Option(
-        None, "--input-len", help="Prompt tokens of every request.", metavar="I"
-    ),
-    output_len: int = typer.Option(
-        None, "--output-len", help="Output tokens of every request.", metavar="O"
-    ),
-    trace: str = typer.Option(
-        None,
-        "--trace",
-        help="Arrival times and lengths from a CSV in the Azure LLM inference trace format "
-        "(TIMESTAMP,ContextTokens,GeneratedTokens), read as is.",
-        metavar="PATH",
-    ),
+    input_len: int = InputLenOption,
+    output_len: int = OutputLenOption,
+    trace: str = TraceOption,
     trace_speedup: float = typer.Option(
         None, "--trace-speedup", help="Run the trace F times faster.", metavar="F"
     ),

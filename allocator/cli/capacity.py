@@ -32,10 +32,14 @@ from ..io.ranges import parse_load_range
 from .common import (
     MAX_SEED,
     BudgetOption,
+    BurstinessOption,
     EngineOption,
+    InputLenOption,
     JsonOption,
+    OutputLenOption,
     PooledOption,
     ProblemArg,
+    TraceOption,
     emit_json,
     handles_input_errors,
     note,
@@ -207,21 +211,10 @@ def capacity_command(
         metavar="R",
     ),
     slo: list[str] = SloOption,
-    burstiness: float = typer.Option(
-        1.0, "--burstiness", help="Gamma shape of the arrival gaps (1: Poisson).", metavar="B"
-    ),
-    input_len: int = typer.Option(
-        None, "--input-len", help="Prompt tokens of every request.", metavar="I"
-    ),
-    output_len: int = typer.Option(
-        None, "--output-len", help="Output tokens of every request.", metavar="O"
-    ),
-    trace: str = typer.Option(
-        None,
-        "--trace",
-        help="Requests (arrival pattern and lengths) from an Azure LLM inference trace CSV.",
-        metavar="PATH",
-    ),
+    burstiness: float = BurstinessOption,
+    input_len: int = InputLenOption,
+    output_len: int = OutputLenOption,
+    trace: str = TraceOption,
     trace_speedup: float = typer.Option(
         None,
         "--trace-speedup",

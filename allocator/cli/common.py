@@ -125,6 +125,27 @@ PooledOption = typer.Option(
     help="Also pool several drafters (any-correct): an upper bound no engine serves, labelled so.",
 )
 
+# The requests of `bench` and `capacity --request-rate`, named as vLLM's benchmark names them.
+BurstinessOption = typer.Option(
+    1.0,
+    "--burstiness",
+    help="Shape of the gamma gaps between arrivals: 1 is Poisson, larger is steadier.",
+    metavar="B",
+)
+InputLenOption = typer.Option(
+    None, "--input-len", help="Prompt tokens of every request.", metavar="I"
+)
+OutputLenOption = typer.Option(
+    None, "--output-len", help="Output tokens of every request.", metavar="O"
+)
+TraceOption = typer.Option(
+    None,
+    "--trace",
+    help="Arrival times and lengths from a CSV in the Azure LLM inference trace format "
+    "(TIMESTAMP,ContextTokens,GeneratedTokens), read as is.",
+    metavar="PATH",
+)
+
 
 def parse_budget(items: list[str] | None) -> dict[str, float]:
     """``--budget METRIC=VALUE`` items as caps by metric (one of the model's cost metrics;
@@ -300,6 +321,10 @@ def emit_json(doc: object, path: str | None) -> None:
 
 
 __all__ = [
+    "BurstinessOption",
+    "InputLenOption",
+    "OutputLenOption",
+    "TraceOption",
     "MAX_SEED",
     "OUTPUT_FLAGS",
     "BudgetOption",
