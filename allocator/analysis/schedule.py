@@ -58,6 +58,7 @@ from ..model.serving import (
     need_serving,
     speculative_ks,
     step_grid,
+    step_time_caveats,
     step_time_notes,
     tokens_per_s,
 )
@@ -374,8 +375,8 @@ def schedule(problem: Problem, context: float = 0.0, *, with_context: bool = Fal
         )
     notes += baseline_disagreements(problem, batches, off, context)
     best = keeper.best
-    extrapolation = step_time_notes(problem, batches, best.k, [context], batches)
-    notes += extrapolation
+    basis, extrapolation = step_time_caveats(problem, batches, best.k, [context], batches)
+    notes += basis + extrapolation
     by_k = np.column_stack([off_tps, keeper.by_k.values])
     return Schedule(
         problem=problem.name,
@@ -393,9 +394,7 @@ def schedule(problem: Problem, context: float = 0.0, *, with_context: bool = Fal
         context=float(context),
         with_context=with_context,
         left_out=left_out,
-        # the title's caveat is for a calibrated file's measured domain (§8.5), not for the
-        # uncalibrated roofline's or the measured tables' own notes
-        extrapolated=any("extrapolat" in n or "calibrated_from" in n for n in extrapolation),
+        extrapolated=bool(extrapolation),
     )
 
 

@@ -306,9 +306,27 @@ def step_time_notes(
     speculative_batch: np.ndarray | list[float] | None = None,
     verified_tokens: bool = False,
 ) -> list[str]:
-    """Notes on what the step times of an answer rest on. The answer used step times at
-    the batch sizes ``batch``, at the draft lengths ``k`` (``None``: not checked), with
-    speculative steps at the batch sizes ``speculative_batch`` (default: ``batch`` where
+    """Every note of :func:`step_time_caveats`: what the step times rest on, then where
+    they extrapolate."""
+    basis, extrapolations = step_time_caveats(
+        problem, batch, k, context, speculative_batch, verified_tokens
+    )
+    return basis + extrapolations
+
+
+def step_time_caveats(
+    problem: Problem,
+    batch: np.ndarray | list[float],
+    k: np.ndarray | list[int] | None = None,
+    context: np.ndarray | list[float] | None = None,
+    speculative_batch: np.ndarray | list[float] | None = None,
+    verified_tokens: bool = False,
+) -> tuple[list[str], list[str]]:
+    """Notes on what the step times of an answer rest on, as ``(basis, extrapolations)``:
+    the first item below is ``extrapolations`` (an answer outside a calibrated file's
+    measured domain), the other two ``basis``. The answer used step times at the batch
+    sizes ``batch``, at the draft lengths ``k`` (``None``: not checked), with speculative
+    steps at the batch sizes ``speculative_batch`` (default: ``batch`` where
     ``k > 0``, or every batch size when ``k`` is ``None``: a schedule compares
     speculation at each), at the contexts ``context`` (tokens per sequence; ``None`` or
     0: none given). ``verified_tokens``: ``k`` counts the draft tokens a step verifies (a
@@ -352,7 +370,8 @@ def step_time_notes(
                 "step times from the roofline at the factors of serving.roofline, not "
                 "calibrated to measurements (allocator calibrate fits them)"
             )
-        return notes
+        return notes, []
+    basis, notes = notes, []
     lo, hi = cal["batch"]
     out = b[(b < lo) | (b > hi)]
     if out.size:
@@ -400,12 +419,13 @@ def step_time_notes(
                 f"{clo:g}..{chi:g} (serving.calibrated_from): the roofline extrapolates "
                 "there" + (" (pass --context)" if np.any(out == 0) else "")
             )
-    return notes
+    return basis, notes
 
 
 __all__ = [
     "SERVING_METRICS",
     "roofline_answers",
+    "step_time_caveats",
     "step_time_notes",
     "baseline_ms",
     "bonus_expected",
