@@ -14,6 +14,7 @@ import numpy as np
 
 from .common import check_plot_path, figure, literal_text, save
 from .labels import place_labels
+from .sweep import fleet_cost_steps
 
 if TYPE_CHECKING:
     from ..analysis.slo import SLO
@@ -290,50 +291,20 @@ def plot_rate_sweep(
     Returns ``rates``, ``with_speculation``, ``without_speculation`` read back from the
     lines, ``crossings`` (the rates marked), ``xlabel``, ``ylabel``, ``format``.
     """
-    fmt = check_plot_path(path, option)
-    x = np.asarray(rates, float)
-    a = np.asarray(with_speculation, float)
-    b = np.asarray(without_speculation, float)
-    fig = figure(10.0, 5.4)
-    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.12, top=0.88)
-    ax = fig.add_subplot()
-    (la,) = ax.plot(x, a, "o-", drawstyle="steps-post", color="C0", lw=1.6, ms=4,
-                    label="with speculation")  # fmt: skip
-    (lb,) = ax.plot(x, b, "s--", drawstyle="steps-post", color="C3", lw=1.4, ms=4,
-                    label="without speculation")  # fmt: skip
-    marked = []
-    for c in crossings or []:
-        at = float(c["to_request_rate"])
-        marked.append(at)
-        ax.axvline(at, color="grey", ls=":", lw=1)
-        ax.annotate(
-            f"from {at:g} req/s: {c['cheaper']}",
-            (at, 1.0),
-            xycoords=("data", "axes fraction"),
-            rotation=90,
-            va="top",
-            ha="right",
-            fontsize=8,
-            color="grey",
+    marks = [
+        (
+            float(c["to_request_rate"]),
+            f"{c['cheaper']} cheaper\nfrom {c['to_request_rate']:g} req/s",
         )
-    ax.set_xlabel("request rate of the whole fleet (requests/s)")
-    ax.set_ylabel("fleet cost ($/h)")
-    ax.set_title(
-        title or ("Cheapest fleet under " + (slos or "the SLOs") + ", by request rate"),
-        loc="left",
-    )
-    ax.grid(True, lw=0.4, alpha=0.5)
-    ax.legend(loc="upper left", fontsize=9, frameon=False)
-    save(fig, path, fmt, option)
-    return {
-        "rates": np.asarray(la.get_xdata(), float),
-        "with_speculation": np.asarray(la.get_ydata(), float),
-        "without_speculation": np.asarray(lb.get_ydata(), float),
-        "crossings": marked,
-        "xlabel": ax.get_xlabel(),
-        "ylabel": ax.get_ylabel(),
-        "format": fmt,
-    }
+        for c in crossings or []
+    ]
+    got = fleet_cost_steps(
+        rates, with_speculation, without_speculation, path, marks=marks,
+        xlabel="request rate of the whole fleet (requests/s)",
+        title=title or ("Cheapest fleet under " + (slos or "the SLOs") + ", by request rate"),
+        option=option,
+    )  # fmt: skip
+    return {"rates": got.pop("x"), **got}
 
 
 __all__ = [

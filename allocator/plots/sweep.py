@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +87,64 @@ def plot_sweep(
 
 
 @literal_text
+def fleet_cost_steps(
+    x,
+    with_speculation,
+    without_speculation,
+    path: str | Path,
+    *,
+    marks: Sequence[tuple[float, str]] = (),
+    xlabel: str,
+    title: str,
+    option: str = "plot",
+) -> dict:
+    """Draw the cheapest fleet's $/h with and without speculation against ``x`` (``(L,)``
+    ascending: a load or a request rate; the two ``(L,)``, NaN where no fleet meets the
+    target: a gap), as steps (a fleet is a whole number of replicas), with a dotted line
+    and its text at each ``(x, text)`` of ``marks`` (where the cheaper side changes).
+
+    Returns ``x``, ``with_speculation``, ``without_speculation`` read back from the lines,
+    ``crossings`` (the ``x`` marked), ``xlabel``, ``ylabel``, ``format``."""
+    fmt = check_plot_path(path, option)
+    fig = figure(8.5, 5.2)
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.9)
+    ax = fig.add_subplot()
+    xs = np.asarray(x, float)
+    (la,) = ax.step(xs, np.asarray(with_speculation, float), where="post", color="C0", lw=2,
+                    label="with speculation")  # fmt: skip
+    (lb,) = ax.step(xs, np.asarray(without_speculation, float), where="post", color="C1", lw=2,
+                    ls="--", label="without speculation")  # fmt: skip
+    marked = []
+    for at, text in marks:
+        marked.append(float(at))
+        ax.axvline(at, color="C3", ls=":", lw=1)
+        ax.annotate(
+            text,
+            (at, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(4, -28),
+            textcoords="offset points",
+            fontsize=8,
+            color="C3",
+        )
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("cost of the cheapest fleet, $/h")
+    ax.set_title(title, loc="left")
+    ax.grid(True, lw=0.4, alpha=0.5)
+    # cost rises with load: the lower right is empty (the crossings are marked up top)
+    ax.legend(loc="lower right", fontsize=8)
+    save(fig, path, fmt, option)
+    return {
+        "x": np.asarray(la.get_xdata(), float),
+        "with_speculation": np.asarray(la.get_ydata(), float),
+        "without_speculation": np.asarray(lb.get_ydata(), float),
+        "crossings": marked,
+        "xlabel": ax.get_xlabel(),
+        "ylabel": ax.get_ylabel(),
+        "format": fmt,
+    }
+
+
 def plot_capacity_sweep(
     loads,
     with_speculation,
@@ -97,60 +156,34 @@ def plot_capacity_sweep(
     option: str = "plot",
 ) -> dict:
     """Draw the fleet's $/h against the load, with and without speculation, under a mean
-    time per output token (TPOT) target of ``tpot_ms``.
+    time per output token (TPOT) target of ``tpot_ms`` (:func:`fleet_cost_steps`).
 
     ``loads`` ``(L,)`` tokens/s ascending; ``with_speculation``, ``without_speculation``
     ``(L,)`` $/h of the cheapest fleet of each side (NaN where none meets the latency
-    target: a gap in that line). Both are step functions of the load (whole replicas),
-    drawn as steps. ``crossings`` (from :func:`allocator.analysis.fleet.crossings`)
-    are marked where the cheaper side changes.
+    target). ``crossings`` (from :func:`allocator.analysis.fleet.crossings`) are marked
+    where the cheaper side changes.
 
     Returns ``loads``, ``with_speculation``, ``without_speculation`` (read back from the
     lines), ``crossings`` (the marked loads), ``xlabel``, ``ylabel``, ``format``.
     """
-    fmt = check_plot_path(path, option)
-    x = np.asarray(loads, float)
-    a = np.asarray(with_speculation, float)
-    b = np.asarray(without_speculation, float)
-    fig = figure(8.5, 5.2)
-    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.12, top=0.9)
-    ax = fig.add_subplot()
-    (la,) = ax.step(x, a, where="post", color="C0", lw=2, label="with speculation")
-    (lb,) = ax.step(x, b, where="post", color="C1", lw=2, ls="--", label="without speculation")
-    marked = []
-    for c in crossings or []:
-        at = float(c["to_tokens_per_s"])
-        marked.append(at)
-        ax.axvline(at, color="C3", ls=":", lw=1)
-        ax.annotate(
-            f"{c['cheaper']} cheaper\nfrom {at:,.6g} tokens/s",
-            (at, 1.0),
-            xycoords=("data", "axes fraction"),
-            xytext=(4, -28),
-            textcoords="offset points",
-            fontsize=8,
-            color="C3",
-        )
-    ax.set_xlabel("load, generated tokens/s over the fleet")
-    ax.set_ylabel("cost of the cheapest fleet, $/h")
     target = f"TPOT ≤ {tpot_ms:g} ms" if np.isfinite(tpot_ms) else "no TPOT target"
-    ax.set_title(f"Fleet cost against load ({target})", loc="left")
-    ax.grid(True, lw=0.4, alpha=0.5)
-    # cost rises with load: the lower right is empty (the crossings are marked up top)
-    ax.legend(loc="lower right", fontsize=8)
-    save(fig, path, fmt, option)
-    return {
-        "loads": np.asarray(la.get_xdata(), float),
-        "with_speculation": np.asarray(la.get_ydata(), float),
-        "without_speculation": np.asarray(lb.get_ydata(), float),
-        "crossings": marked,
-        "xlabel": ax.get_xlabel(),
-        "ylabel": ax.get_ylabel(),
-        "format": fmt,
-    }
+    marks = [
+        (
+            float(c["to_tokens_per_s"]),
+            f"{c['cheaper']} cheaper\nfrom {c['to_tokens_per_s']:,.6g} tokens/s",
+        )
+        for c in crossings or []
+    ]
+    got = fleet_cost_steps(
+        loads, with_speculation, without_speculation, path, marks=marks,
+        xlabel="load, generated tokens/s over the fleet",
+        title=f"Fleet cost against load ({target})", option=option,
+    )  # fmt: skip
+    return {"loads": got.pop("x"), **got}
 
 
 __all__ = [
+    "fleet_cost_steps",
     "plot_capacity_sweep",
     "plot_sweep",
 ]
