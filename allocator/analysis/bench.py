@@ -82,7 +82,7 @@ from ..sim import (
     simulate,
     summary,
 )
-from ..sim.requests import MAX_SPAN_S, MAX_TOKENS
+from ..sim.requests import MAX_SPAN_S, check_tokens
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -784,11 +784,8 @@ def request_source(
         )
     if input_len is None or output_len is None:
         raise ParameterError("input_len", "give the requests: input and output lengths, or a trace")
-    for name, value in (("input_len", input_len), ("output_len", output_len)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ParameterError(name, f"must be an integer >= 1 tokens, got {value!r}")
-        if value > MAX_TOKENS:
-            raise ParameterError(name, f"at most {MAX_TOKENS:,} tokens per request, got {value:,}")
+    check_tokens("input_len", input_len)
+    check_tokens("output_len", output_len)
     n = DEFAULT_NUM_PROMPTS if num_prompts is None else int(num_prompts)
     return RequestSource(
         np.full(n, int(input_len), dtype=np.int64),

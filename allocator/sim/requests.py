@@ -152,6 +152,16 @@ def arrival_times(
     return times
 
 
+def check_tokens(field: str, value: object) -> int:
+    """One request's prompt or output length: an integer in ``1..MAX_TOKENS``;
+    :class:`ParameterError` on ``field`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+        raise ParameterError(field, f"must be an integer >= 1 tokens, got {value!r}")
+    if value > MAX_TOKENS:
+        raise ParameterError(field, f"at most {MAX_TOKENS:,} tokens per request, got {value:,}")
+    return int(value)
+
+
 def fixed_requests(
     num_prompts: int,
     input_len: int,
@@ -162,11 +172,8 @@ def fixed_requests(
 ) -> Requests:
     """``num_prompts`` requests of ``input_len`` prompt and ``output_len`` output tokens,
     arriving as :func:`arrival_times` draws them."""
-    for field, value in (("input_len", input_len), ("output_len", output_len)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise ParameterError(field, f"must be an integer >= 1, got {value!r}")
-        if value > MAX_TOKENS:
-            raise ParameterError(field, f"at most {MAX_TOKENS:,} tokens per request, got {value:,}")
+    check_tokens("input_len", input_len)
+    check_tokens("output_len", output_len)
     times = arrival_times(num_prompts, request_rate, burstiness, seed)
     n = times.size
     return Requests(
@@ -314,6 +321,7 @@ __all__ = [
     "MAX_TOKENS",
     "TRACE_CHUNK_ROWS",
     "TRACE_COLUMNS",
+    "check_tokens",
     "Requests",
     "arrival_times",
     "fixed_requests",
