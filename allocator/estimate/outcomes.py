@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import InputError, ParameterError
+from .base import Reader, ReadOptions
 from .correlation import fit_loadings, latent_correlations, phi_correlations
 from .counts import (
     MIN_TRIALS,
@@ -443,7 +444,22 @@ def _matrix(m: np.ndarray) -> list[list[float | None]]:
     return [[None if not np.isfinite(v) else round(float(v), 6) for v in row] for row in m]
 
 
+class OutcomesReader(Reader):
+    """``--format outcomes``: joint outcome logs (module docstring)."""
+
+    name = "outcomes"
+    reads = "joint outcome logs (CSV or JSONL), one 0/1 column per drafter"
+    options = ("errors", "convention")
+    names_drafters = True
+
+    def read(self, path: Path, options: ReadOptions) -> Estimate:
+        return estimate_outcomes(
+            path, options.out, options.errors, options.min_trials, options.convention
+        )
+
+
 __all__ = [
+    "OutcomesReader",
     "ERROR_MODELS",
     "RANK_COLUMN",
     "RESERVED",

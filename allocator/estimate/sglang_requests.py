@@ -77,6 +77,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError, ParameterError
+from .base import Reader, ReadOptions
 from .counts import MIN_TRIALS, DrafterCounts, Estimate, WorkloadCounts
 from .jsonl import MAX_COUNT, json_lines, whole_count
 from .vllm_metrics import cumulative_to_counts
@@ -90,6 +91,7 @@ PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts")
 DEFAULT_ADAPTIVE_STEPS = (0, 1, 3, 5, 7)
 __all__ = [
     "DEFAULT_ADAPTIVE_STEPS",
+    "SGLangRequestsReader",
     "MAX_COUNT",
     "adaptive_counts",
     "estimate_sglang_requests",
@@ -472,3 +474,24 @@ def estimate_sglang_requests(
         notes=notes,
         report=report,
     )
+
+
+class SGLangRequestsReader(Reader):
+    """``--format sglang-requests``: SGLang's responses (module docstring)."""
+
+    name = "sglang-requests"
+    reads = "SGLang responses (JSONL) with per-request acceptance histograms"
+    options = ("k", "topk", "adaptive", "adaptive_steps")
+
+    def read(self, path: Path, options: ReadOptions) -> Estimate:
+        if options.k is not None and options.k < 1:
+            raise ParameterError("k", "must be at least 1")
+        return estimate_sglang_requests(
+            path,
+            options.drafter,
+            options.min_trials,
+            options.k,
+            topk=options.topk,
+            adaptive=options.adaptive,
+            adaptive_steps=options.adaptive_steps,
+        )

@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
+from .base import VLLM_EXACT, Reader, ReadOptions
 from .counts import (
     MIN_TRIALS,
     DrafterCounts,
@@ -338,7 +339,20 @@ def short_drafts_note(name: str, draft_tokens: float, drafts: float, k: int) -> 
     )
 
 
+class VLLMMetricsReader(Reader):
+    """``--format vllm-metrics``: vLLM's Prometheus counters (module docstring)."""
+
+    name = "vllm-metrics"
+    reads = "vLLM's Prometheus metrics (/metrics text or OpenMetrics)"
+    names_drafters = True
+    counts_exactly = VLLM_EXACT
+
+    def read(self, path: Path, options: ReadOptions) -> Estimate:
+        return estimate_vllm_metrics(path, options.min_trials)
+
+
 __all__ = [
+    "VLLMMetricsReader",
     "FAMILIES",
     "MAX_COUNT",
     "PREFIX",

@@ -67,6 +67,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
+from .base import VLLM_EXACT, Reader, ReadOptions
 from .counts import MIN_TRIALS, DrafterCounts, Estimate, WorkloadCounts
 from .jsonl import json_lines, whole_count
 
@@ -396,7 +397,19 @@ def estimate_vllm_requests(
     )
 
 
+class VLLMRequestsReader(Reader):
+    """``--format vllm-requests``: vLLM's per-request metrics (module docstring)."""
+
+    name = "vllm-requests"
+    reads = "vLLM's per-request speculative metrics (JSONL of responses)"
+    counts_exactly = VLLM_EXACT
+
+    def read(self, path: Path, options: ReadOptions) -> Estimate:
+        return estimate_vllm_requests(path, options.drafter, options.min_trials)
+
+
 __all__ = [
+    "VLLMRequestsReader",
     "ACCEPTED",
     "DRAFTED",
     "FLOAT_TOLERANCE",
