@@ -12,7 +12,8 @@ What every reader keeps:
 - a file it cannot read (empty, another format, garbage) is an
   :class:`~allocator.exceptions.InputError` whose ``field`` names the file (``INPUT``,
   the file's name, ``NAME line N``, or a field of it), never a crash;
-- a message quotes at most a short prefix of what the file holds (:func:`excerpt`);
+- a message quotes at most a short prefix of what the file holds (:func:`excerpt`,
+  :func:`quote`);
 - counts are whole and non-negative, ``successes <= trials_low <= trials`` at every
   position (``trials_low``: the rounds known to reach it), the same on every read;
 - nothing is printed: what a user should know goes into :attr:`Estimate.notes`.
@@ -46,6 +47,15 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     """``text`` as a message may quote it: its first ``limit`` characters, with how many
     there were when it is longer (an input's content is not repeated back whole)."""
     text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
+
+
+def quote(value: object, limit: int = EXCERPT_CHARS) -> str:
+    """``repr(value)`` for a message, cut to its first ``limit`` characters (with how many
+    there were) when longer: a name or value read from an input."""
+    text = repr(value)
     if len(text) <= limit:
         return text
     return f"{text[:limit]}... ({len(text):,} characters)"
@@ -114,4 +124,5 @@ __all__ = [
     "ReadOptions",
     "Reader",
     "excerpt",
+    "quote",
 ]
