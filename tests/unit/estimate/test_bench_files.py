@@ -302,8 +302,8 @@ BAD_FILES = [
     (vllm_by_hand(max_concurrency=2.5), "max_concurrency: 2.5 is not a whole number"),
     (vllm_by_hand(duration=0), "duration: 0.0 must be positive"),
     (vllm_by_hand(completed=0), "completed: 0: no request completed"),
-    (vllm_by_hand(output_throughput=400.0), "output_throughput: 400, but total_output/dur"),
-    (vllm_by_hand(request_throughput=3.0), "request_throughput: 3, but completed/duration"),
+    (vllm_by_hand(output_throughput=400.0), "output_throughput: 400 given, but total_output/dur"),
+    (vllm_by_hand(request_throughput=3.0), "request_throughput: 3 given, but completed/duration"),
     (vllm_by_hand(mean_ttft_ms=-1.0), "mean_ttft_ms: -1.0 is negative"),
     (vllm_by_hand(p99_itl_ms="slow"), "p99_itl_ms: 'slow' is not a finite number"),
     (
@@ -419,3 +419,32 @@ def test_steady_state_recovers_the_simulated_step(tmp_path, fmt):
             assert s.verified_tokens == k + 1
             expected = truth(s.batch, k + 1, s.context, s.prefill_tokens)
             assert s.step_ms == pytest.approx(expected, rel=0.01), (k, c)
+
+
+# ------------------------------------------------------------ derived fields' tolerance
+
+
+def test_acceptance_length_to_more_digits_than_the_counts_give(tmp_path):
+    # 4161 accepted over 2000 drafts: 1 + 4161/2000 = 3.0805; the file says 3.08047104
+    obj = vllm_by_hand(
+        spec_decode_acceptance_length=3.08047104,
+        spec_decode_num_drafts=2000,
+        spec_decode_draft_tokens=6000,
+        spec_decode_accepted_tokens=4161,
+        spec_decode_acceptance_rate=100 * 4161 / 6000,
+        spec_decode_per_position_acceptance_rates=[0.8, 0.7, 0.5805],
+    )
+    (run,) = read_bench_files([dump(tmp_path / "v.json", obj)])
+    assert run.mean_accepted == 3.08047104 and run.verified_tokens == 4.0
+
+
+@pytest.mark.parametrize("make", [vllm_by_hand, sglang_by_hand])
+def test_duration_rounded_to_four_decimals(tmp_path, make):
+    # the throughputs over the run's 7.65432109 s; the file keeps 7.6543
+    obj = make(
+        duration=7.6543,
+        output_throughput=11616 / 7.65432109,
+        request_throughput=96 / 7.65432109,
+    )
+    (run,) = read_bench_files([dump(tmp_path / "v.json", obj)])
+    assert run.duration_s == 7.6543
