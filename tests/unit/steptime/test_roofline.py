@@ -19,6 +19,7 @@ from types import MappingProxyType
 import numpy as np
 import pytest
 
+from allocator.calibration import fit_roofline, undetermined
 from allocator.core.hardware import GPU, Hardware
 from allocator.core.model_spec import ModelSpec
 from allocator.exceptions import InputError
@@ -28,8 +29,6 @@ from allocator.model.steptime.roofline import (
     RooflinePredictor,
     combine,
     expected_experts,
-    fit_roofline,
-    undetermined,
 )
 
 TOY_GPU = GPU(
