@@ -110,8 +110,9 @@ def calibrate(
     holdout: float | str | None = None,
     seed: int = 0,
 ) -> Calibration:
-    """Convert rows to step times, fit the step-time predictor, predict every row
-    (the package docstring: the forms, the refusals, the holdouts)."""
+    """Convert rows to step times (:func:`~.rows.step_times`), fit the step-time predictor
+    (:mod:`.fit`: the forms), predict every row (:mod:`.holdout`: the holdouts); the
+    refusals are this module's docstring's."""
     holdout = parse_holdout(holdout)
     check_seed(seed)
     form = form_of(problem)
