@@ -11,7 +11,7 @@ in :data:`READERS` under its ``--format`` name; :func:`estimate` looks the forma
 - :mod:`.sglang_requests`: SGLang responses (JSONL) with per-request acceptance histograms.
 - :mod:`.sglang_log`: SGLang's ``accept len`` decode log lines (one scalar acceptance).
 - :mod:`.bench_files`: the engines' own benchmark result files (``vllm bench serve
-  --save-result``, SGLang's ``bench_serving``), for calibration (:mod:`.calibrate`).
+  --save-result``, SGLang's ``bench_serving``), for calibration (:mod:`allocator.calibration`).
 
 Each yields an :class:`~.counts.Estimate` (per-drafter per-position counts with
 95% intervals); :mod:`.problem_file` writes it as a problem file.
