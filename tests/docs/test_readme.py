@@ -64,6 +64,7 @@ def test_first_setup_command_runs_against_the_installed_package():
     assert "paper-r2" in r.stdout and "1.525391" in r.stdout  # the pair at k* = 5
 
 
+@pytest.mark.slow  # collects the whole suite: about 30 s
 def test_second_setup_command_collects_tests_and_notebooks():
     """``pytest`` from the repository root (running the suite inside itself would
     recurse): it must collect the tests and every notebook, with no collection error."""
