@@ -248,6 +248,14 @@ def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001
     return expand(markdown)
 
 
+_ROLE = re.compile(r":(?:func|meth|class|mod|attr|data|exc|obj):(?=<code>)")
+
+
+def on_page_content(html: str, page, config, files) -> str:  # noqa: ARG001 (mkdocs hook)
+    """Docstrings name code with Sphinx roles (:func:`x`); the API page shows just `x`."""
+    return _ROLE.sub("", html)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in GENERATORS:
         print(f"usage: python docs/build.py {{{'|'.join(GENERATORS)}}}", file=sys.stderr)

@@ -175,6 +175,10 @@ def test_generated_reference_pages_hold_their_markers_and_the_hook_fills_them():
         assert f"<!-- {name} -->" in body
         assert f"<!-- {name} -->" not in build.expand(body)
     assert build.expand("<!-- problem-reference -->") == build.problem_reference()
+    # docstrings' Sphinx roles are dropped from the rendered API page, the code kept
+    assert build.on_page_content("see :func:<code>api.solve</code>", None, None, None) == (
+        "see <code>api.solve</code>"
+    )
 
 
 def test_problem_reference_names_every_schema_field():
