@@ -234,3 +234,34 @@ def test_notebooks_are_stored_without_outputs_and_listed():
         assert all(not c.outputs and c.execution_count is None for c in code), path.name
         assert f"(notebooks/{path.name})" in listing, path.name
         assert f"notebooks/{path.name}" in nav, path.name
+
+
+def named_code() -> tuple[set[str], set[str]]:
+    """The files (``allocator/…``) and dotted names (``allocator.x.y``) the pages name."""
+    body = "\n".join(text(p) for p in [ROOT / "README.md", *SITE_PAGES])
+    paths = set(re.findall(r"\ballocator/[\w/]*\w(?:\.py)?", body))
+    dotted = set(re.findall(r"\ballocator(?:\.[A-Za-z_]\w*)+", body))
+    return paths, dotted
+
+
+def test_the_code_the_pages_name_exists():
+    """A module moved or a function renamed fails here until the pages follow it."""
+    import importlib
+
+    paths, dotted = named_code()
+    assert len(paths) >= 20 and len(dotted) >= 5
+    for path in paths:
+        assert (ROOT / path).exists(), path
+    for name in sorted(dotted):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for attr in parts[i:]:
+                obj = getattr(obj, attr, None)
+                assert obj is not None, name
+            break
+        else:
+            raise AssertionError(name)
