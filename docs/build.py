@@ -251,8 +251,13 @@ def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001
 _ROLE = re.compile(r":(?:func|meth|class|mod|attr|data|exc|obj):(?=<code>)")
 
 
+_CELL = re.compile(r"<td>.*?</td>", re.S)
+
+
 def on_page_content(html: str, page, config, files) -> str:  # noqa: ARG001 (mkdocs hook)
-    """Docstrings name code with Sphinx roles (:func:`x`); the API page shows just `x`."""
+    """Docstrings name code with Sphinx roles (:func:`x`): the page shows just `x`. A table
+    cell escapes its pipes (`a\\|b`), which code in a cell would otherwise print as is."""
+    html = _CELL.sub(lambda m: m.group(0).replace("\\|", "|"), html)
     return _ROLE.sub("", html)
 
 

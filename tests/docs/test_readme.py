@@ -179,6 +179,8 @@ def test_generated_reference_pages_hold_their_markers_and_the_hook_fills_them():
     assert build.on_page_content("see :func:<code>api.solve</code>", None, None, None) == (
         "see <code>api.solve</code>"
     )
+    cell = "<td><code>--json PATH\\|-</code></td>"
+    assert build.on_page_content(cell, None, None, None) == "<td><code>--json PATH|-</code></td>"
 
 
 def test_problem_reference_names_every_schema_field():

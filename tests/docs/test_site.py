@@ -63,6 +63,8 @@ def test_generated_pages_hold_the_commands_the_api_and_the_notebooks(site):
     cli = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
     for module in COMMANDS:
         assert f"Usage: allocator {module.replace('_', '-')} [OPTIONS]" in cli, module
+    for page in ("reference/cli", "concepts"):  # a table cell's escaped pipe, shown as |
+        assert "\\|" not in (site / page / "index.html").read_text(encoding="utf-8"), page
     ref = (site / "reference" / "api" / "index.html").read_text(encoding="utf-8")
     for name in api.__all__:
         if callable(getattr(api, name)):
