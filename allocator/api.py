@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from .analysis.slo import RateCapacityResult
     from .analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
     from .analysis.uncertainty import Progress
+    from .calibration import CalibrationReport
     from .estimate import EstimateReport
-    from .estimate.calibrate import CalibrationReport
 
 
 def load(
@@ -665,8 +665,8 @@ def calibrate(
     rows (chosen by ``seed``) held out, or ``"by-k"``/``"by-batch"`` (each group predicted
     by the fit of the others); ``drafters``: the drafter of the speculative benchmark runs
     (default the problem's only one)
-    (:func:`allocator.estimate.calibrate.calibration_report`)."""
-    from .estimate.calibrate import calibration_report
+    (:func:`allocator.calibration.calibration_report`)."""
+    from .calibration import calibration_report
 
     return calibration_report(measured, problem, out, holdout=holdout, seed=seed, drafters=drafters)
 

@@ -67,7 +67,7 @@ def calibrate_command(
     largest absolute error (on the held-out rows only under --holdout), and every
     parameter with its 95% interval. Comments of PROBLEM are not kept.
     """
-    from ..estimate.calibrate import check_paths
+    from ..calibration import check_paths
 
     check_paths(measured, problem, out_path, json_path)
     precheck_outputs(out=out_path, json=json_path)

@@ -1,4 +1,7 @@
-"""From measurements to problem files: one module per input format.
+"""From measurements to problem files: one module per input format, one reader each.
+
+Every input format is a :class:`~.base.Reader` (the contract: :mod:`.base`) registered
+in :data:`READERS` under its ``--format`` name; :func:`estimate` looks the format up there.
 
 - :mod:`.outcomes`: joint outcome logs (CSV or JSONL), one 0/1 column per drafter.
 - :mod:`.vllm_metrics`: vLLM's Prometheus metrics (``/metrics`` text).
@@ -8,7 +11,7 @@
 - :mod:`.sglang_requests`: SGLang responses (JSONL) with per-request acceptance histograms.
 - :mod:`.sglang_log`: SGLang's ``accept len`` decode log lines (one scalar acceptance).
 - :mod:`.bench_files`: the engines' own benchmark result files (``vllm bench serve
-  --save-result``, SGLang's ``bench_serving``), for calibration (:mod:`.calibrate`).
+  --save-result``, SGLang's ``bench_serving``), for calibration (:mod:`allocator.calibration`).
 
 Each yields an :class:`~.counts.Estimate` (per-drafter per-position counts with
 95% intervals); :mod:`.problem_file` writes it as a problem file.
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exceptions import ParameterError
+from .base import FORMAT_SPECIFIC, Reader, ReadOptions
 from .counts import (
     LEVEL,
     MIN_TRIALS,
@@ -31,25 +35,61 @@ from .counts import (
     jeffreys_interval,
     position_ranges,
 )
-from .outcomes import estimate_outcomes
+from .outcomes import OutcomesReader
 from .problem_file import build_problem, check_problem, read_costs, render
-from .sglang_log import estimate_sglang_log
-from .sglang_requests import estimate_sglang_requests
-from .vllm_log import estimate_vllm_log
-from .vllm_metrics import estimate_vllm_metrics
-from .vllm_requests import estimate_vllm_requests
+from .sglang_log import SGLangLogReader
+from .sglang_requests import SGLangRequestsReader
+from .vllm_log import VLLMLogReader
+from .vllm_metrics import VLLMMetricsReader
+from .vllm_requests import VLLMRequestsReader
 
-FORMATS = (
-    "outcomes",
-    "vllm-metrics",
-    "vllm-log",
-    "vllm-requests",
-    "sglang-requests",
-    "sglang-log",
-)
+#: Every reader by its ``--format`` name, in the order help and messages list them.
+READERS: dict[str, Reader] = {}
+
+
+def register(reader: Reader) -> Reader:
+    """Add ``reader`` to :data:`READERS` under its ``name``; refuses (``ValueError``) a
+    name another reader holds and options outside :data:`~.base.FORMAT_SPECIFIC`."""
+    name = reader.name
+    if name in READERS and READERS[name] is not reader:
+        raise ValueError(f"a reader named {name!r} is already registered")
+    unknown = [o for o in reader.options if o not in FORMAT_SPECIFIC]
+    if unknown:
+        raise ValueError(f"reader {name!r}: unknown option(s) {', '.join(unknown)}")
+    READERS[name] = reader
+    return reader
+
+
+for _reader in (
+    OutcomesReader(),
+    VLLMMetricsReader(),
+    VLLMLogReader(),
+    VLLMRequestsReader(),
+    SGLangRequestsReader(),
+    SGLangLogReader(),
+):
+    register(_reader)
+del _reader
+
+
+def get_reader(fmt: str) -> Reader:
+    """The reader of format ``fmt``; a :class:`ParameterError` naming ``format`` otherwise."""
+    if fmt not in READERS:
+        raise ParameterError("format", f"{fmt!r} is not one of {', '.join(READERS)}")
+    return READERS[fmt]
+
+
+def format_options() -> dict[str, tuple[str, ...]]:
+    """Option name -> the formats it applies to, for the options that only some formats
+    take (:data:`~.base.FORMAT_SPECIFIC`), from the readers registered."""
+    return {o: tuple(n for n, r in READERS.items() if o in r.options) for o in FORMAT_SPECIFIC}
+
+
+#: The ``--format`` names of the readers registered with the package.
+FORMATS = tuple(READERS)
 #: Formats whose input names its drafters (outcome columns, vLLM's ``model_name``); the
 #: others read one drafter, named ``draft`` unless ``drafter`` says otherwise.
-NAMED_FORMATS = ("outcomes", "vllm-metrics")
+NAMED_FORMATS = tuple(n for n, r in READERS.items() if r.names_drafters)
 #: The formats of vLLM's aggregate counters, whose short drafts only bound positions.
 VLLM_COUNTER_FORMATS = ("vllm-metrics", "vllm-log")
 #: Most positions an estimate keeps: past them the last kept value repeats (an input
@@ -73,7 +113,7 @@ def estimate(
     adaptive_steps: Sequence[int] | None = None,
     rename: Mapping[str, str] | None = None,
 ) -> Estimate:
-    """Read ``path`` in format ``fmt`` (one of :data:`FORMATS`) into an :class:`Estimate`.
+    """Read ``path`` in format ``fmt`` (a reader of :data:`READERS`) into an :class:`Estimate`.
 
     ``k``: the draft length, for the SGLang formats (their inputs may not say it); for an
     SGLang tree, its depth. ``topk``, ``adaptive``, ``adaptive_steps``: ``sglang-requests``
@@ -88,10 +128,21 @@ def estimate(
         raise ParameterError("min_count", "must be at least 1")
     if drafter_name is not None and rename:
         raise ParameterError("drafter", "names the one drafter; give --drafter or --rename")
-    name = "draft" if drafter_name is None or fmt in NAMED_FORMATS else drafter_name
-    est = _read(path, fmt, out_path, errors, min_trials, name, convention, k, topk, adaptive,
-                adaptive_steps)  # fmt: skip
-    if fmt in NAMED_FORMATS and drafter_name is not None:
+    reader = get_reader(fmt)
+    name = "draft" if drafter_name is None or reader.names_drafters else drafter_name
+    options = ReadOptions(
+        out=out_path,
+        drafter=name,
+        min_trials=min_trials,
+        errors=errors,
+        convention=convention,
+        k=k,
+        topk=topk,
+        adaptive=adaptive,
+        adaptive_steps=adaptive_steps,
+    )
+    est = reader.read(Path(path), options)
+    if reader.names_drafters and drafter_name is not None:
         if len(est.drafters) != 1:
             raise ParameterError(
                 "drafter",
@@ -105,33 +156,6 @@ def estimate(
     cap_positions(est)
     est.notes.extend(bounded_notes(est, fmt))
     return est
-
-
-def _read(path, fmt, out_path, errors, min_trials, name, convention, k, topk, adaptive,
-          adaptive_steps) -> Estimate:  # fmt: skip
-    if fmt == "outcomes":
-        return estimate_outcomes(path, out_path, errors, min_trials, convention)
-    if fmt == "vllm-metrics":
-        return estimate_vllm_metrics(path, min_trials)
-    if fmt == "vllm-log":
-        return estimate_vllm_log(path, name, min_trials)
-    if fmt == "vllm-requests":
-        return estimate_vllm_requests(path, name, min_trials)
-    if fmt == "sglang-requests":
-        if k is not None and k < 1:
-            raise ParameterError("k", "must be at least 1")
-        return estimate_sglang_requests(
-            path,
-            name,
-            min_trials,
-            k,
-            topk=topk,
-            adaptive=adaptive,
-            adaptive_steps=adaptive_steps,
-        )
-    if fmt == "sglang-log":
-        return estimate_sglang_log(path, k, name)
-    raise ParameterError("format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
 
 
 def rename_drafters(est: Estimate, rename: Mapping[str, str]) -> None:
@@ -211,12 +235,7 @@ def bounded_notes(est: Estimate, fmt: str) -> list[str]:
         positions = bounded_positions(d)
         if not positions:
             continue
-        exact = (
-            "; vLLM's per-request metrics (--per-request-spec-decode-metrics detailed, "
-            "--format vllm-requests) count them exactly"
-            if fmt in VLLM_COUNTER_FORMATS or fmt == "vllm-requests"
-            else ""
-        )
+        exact = READERS[fmt].counts_exactly if fmt in READERS else ""
         notes.append(
             f"positions {position_ranges(positions)} of {d.name} are only bounded (the "
             "rounds reaching them are known to a range): the value written is the middle of "
@@ -239,15 +258,9 @@ def problem_text(
 
 
 #: Options that apply to some formats only: option name -> the formats it applies to
-#: (``drafter`` and ``rename`` apply to every format).
-FORMAT_OPTIONS = {
-    "errors": ("outcomes",),
-    "convention": ("outcomes",),
-    "k": ("sglang-requests", "sglang-log"),
-    "topk": ("sglang-requests",),
-    "adaptive": ("sglang-requests",),
-    "adaptive_steps": ("sglang-requests",),
-}
+#: (``drafter`` and ``rename`` apply to every format), as registered with the package
+#: (:func:`format_options` reads the registry as it is).
+FORMAT_OPTIONS = format_options()
 
 
 @dataclass(frozen=True)
@@ -273,14 +286,14 @@ def check_options(
     adaptive: bool | None = None,
     adaptive_steps: Sequence[int] | None = None,
 ) -> EstimateOptions:
-    """Refuse a format not in :data:`FORMATS`, an option given for a format it does not
-    apply to (:data:`FORMAT_OPTIONS`), an unknown convention, an empty drafter name and an
-    output that is not ``.yaml``/``.yml``; fill in the defaults (``empirical``,
-    ``bonus``). Raises :class:`~allocator.exceptions.ParameterError` naming the parameter."""
+    """Refuse a format no reader reads (:data:`READERS`), an option given for a format
+    whose reader does not take it (:func:`format_options`), an unknown convention, an
+    empty drafter name and an output that is not ``.yaml``/``.yml``; fill in the defaults
+    (``empirical``, ``bonus``). Raises :class:`~allocator.exceptions.ParameterError`
+    naming the parameter."""
     from ..model.acceptance import CONVENTIONS
 
-    if fmt not in FORMATS:
-        raise ParameterError("format", f"{fmt!r} is not one of {', '.join(FORMATS)}")
+    get_reader(fmt)
     given = {
         "errors": errors,
         "convention": convention,
@@ -289,7 +302,7 @@ def check_options(
         "adaptive": adaptive,
         "adaptive_steps": adaptive_steps,
     }
-    for option, applies in FORMAT_OPTIONS.items():
+    for option, applies in format_options().items():
         if given[option] is not None and fmt not in applies:
             raise ParameterError(option, f"applies to --format {' or '.join(applies)} only")
     convention = convention or "bonus"
@@ -450,18 +463,24 @@ __all__ = [
     "MAX_POSITIONS",
     "MIN_TRIALS",
     "NAMED_FORMATS",
+    "READERS",
     "VLLM_COUNTER_FORMATS",
     "DrafterCounts",
     "Estimate",
     "EstimateOptions",
     "EstimateReport",
+    "ReadOptions",
+    "Reader",
     "bounded_notes",
     "cap_positions",
     "check_options",
     "estimate",
     "estimate_problem",
+    "format_options",
+    "get_reader",
     "jeffreys_interval",
     "problem_text",
     "read_costs",
+    "register",
     "rename_drafters",
 ]

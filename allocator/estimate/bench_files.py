@@ -56,6 +56,12 @@ not recorded: vLLM's summary file does not say); every other run is **rate** and
 the serving simulator. :func:`steady_state` turns a steady-state run into one measured
 step (batch, step time, tokens per step). :func:`read_bench_files` refuses files of
 different engines, models, hardware or tensor-parallel sizes in one read, naming both.
+
+The fields derived from the counts — both formats' ``output_throughput`` and
+``request_throughput`` (over ``duration``), vLLM's ``spec_decode_acceptance_length``,
+``spec_decode_acceptance_rate`` and the sum of the per-position rates — must agree with
+them to a relative :data:`TOLERANCE` of 1e-3 (:data:`TOLERANCE_FLOOR` absolute near 0);
+past it the run is refused in one line naming the field, its value and the derived one.
 """
 
 from __future__ import annotations
@@ -75,8 +81,18 @@ FIXED, VARIED, UNKNOWN = "fixed", "varied", "unknown"
 #: The latency metrics read, by the name used here (SGLang's ``e2e_latency`` is ``e2el``).
 METRICS = ("ttft", "tpot", "itl", "e2el")
 _STAT = re.compile(r"^(mean|median|std|max|p\d+(?:\.\d+)?)_(ttft|tpot|itl|e2el|e2e_latency)_ms$")
-#: Relative tolerance of a derived field's agreement with the counts it is derived from.
-TOLERANCE = 1e-6
+#: Relative tolerance of a derived field's agreement with the counts it is derived from
+#: (:func:`_agree`): the engines compute these fields from the counts in the same file,
+#: but a file may carry them rounded (a ``duration`` to 4 decimals, an acceptance length
+#: to 4 digits), so only a disagreement past 0.1% means the counts are not the run's.
+TOLERANCE = 1e-3
+#: Absolute floor of that tolerance, in the field's own unit, for a derived value at or
+#: near 0 (no token accepted: an acceptance rate of 0), where a relative bound is none.
+#: Far below any value a rounded field can take, so it only absorbs float noise.
+TOLERANCE_FLOOR = 1e-9
+#: Float slack of the one-sided bounds (a rate that may not rise, an acceptance length
+#: at most ``k + 1``, a batch at most the concurrency): not an agreement of two values.
+BOUND_SLACK = 1e-6
 #: Relative disagreement past which the two step times of a run get a note.
 NOTE_SPREAD = 0.02
 #: Relative disagreement past which the two batch sizes of a run get a note.
@@ -256,9 +272,16 @@ def _statistics(obj: Mapping, where: str) -> dict[str, dict[str, float]]:
     return out
 
 
-def _agree(value: float, expected: float, where: str, what: str) -> None:
-    if abs(value - expected) > TOLERANCE * max(abs(expected), 1e-12):
-        raise InputError(where, f"{value:.9g}, but {what} gives {expected:.9g}")
+def _agree(given: float, derived: float, where: str, how: str, *, of: str = "") -> None:
+    """Refuse a derived field ``given`` that is not ``derived`` (``how`` says from what)
+    to :data:`TOLERANCE` relative, :data:`TOLERANCE_FLOOR` absolute near 0; the one
+    line names the field and both values (``of``: what of the field ``given`` is)."""
+    if abs(given - derived) > max(TOLERANCE * abs(derived), TOLERANCE_FLOOR):
+        raise InputError(
+            where,
+            f"{of}{given:.9g} given, but {how} gives {derived:.9g} "
+            f"(more than {TOLERANCE:.1%} apart)",
+        )
 
 
 def _lengths(obj: Mapping, where: str) -> str | None:
@@ -323,7 +346,7 @@ def _vllm_run(obj: Mapping, where: str) -> BenchRun:
         for i, r in enumerate(per_position):
             if not 0.0 <= r <= 1.0:
                 raise InputError(f"{key_rates}[{i}]", f"{r!r} is not a rate in [0, 1]")
-            if i and r > per_position[i - 1] + TOLERANCE:
+            if i and r > per_position[i - 1] + BOUND_SLACK:
                 raise InputError(
                     f"{key_rates}[{i}]",
                     f"{r!r} exceeds position {i - 1}'s {per_position[i - 1]!r} (the rates are "
@@ -349,10 +372,11 @@ def _vllm_run(obj: Mapping, where: str) -> BenchRun:
             "1 + accepted/num_drafts",
         )
         _agree(
-            sum(per_position) * drafts,
-            float(accepted),
+            sum(per_position),
+            accepted / drafts,
             f"{where}: spec_decode_per_position_acceptance_rates",
-            "spec_decode_accepted_tokens (their sum x num_drafts)",
+            "accepted/num_drafts",
+            of="sum ",
         )
         if "spec_decode_acceptance_rate" in obj:
             _agree(
@@ -492,7 +516,7 @@ def _sglang_run(obj: Mapping, where: str) -> BenchRun:
         else:
             mean_accepted = finite_number(acc, f"{where}: accept_length")
             top = math.inf if adaptive else k + 1.0  # a tree's accepted path: depth + bonus
-            if not 1.0 <= mean_accepted <= top + TOLERANCE:
+            if not 1.0 <= mean_accepted <= top + BOUND_SLACK:
                 raise InputError(
                     f"{where}: accept_length",
                     f"{mean_accepted!r} is outside [1, {top:g}] tokens per round",
@@ -703,7 +727,7 @@ def steady_state(run: BenchRun) -> SteadyState:
     if run.max_concurrency is not None and decode_ms + ttft > 0:
         c = min(run.max_concurrency, run.num_prompts or run.max_concurrency)
         full = c * decode_ms / (decode_ms + ttft)
-        if batch > c * (1 + TOLERANCE):
+        if batch > c * (1 + BOUND_SLACK):
             raise InputError(
                 run.source,
                 f"{batch:.4g} sequences decoding on average, more than the concurrency {c}: "
@@ -770,10 +794,12 @@ def calibration_rows(runs: Sequence[BenchRun]) -> list[dict]:
 
 __all__ = [
     "BATCH_SPREAD",
+    "BOUND_SLACK",
     "ENGINES",
     "METRICS",
     "NOTE_SPREAD",
     "TOLERANCE",
+    "TOLERANCE_FLOOR",
     "BenchRun",
     "SteadyState",
     "calibration_rows",

@@ -131,8 +131,10 @@ class DrafterCounts:
     def trimmed(self, min_trials: int) -> DrafterCounts:
         if self.summary is not None:
             return self
+        from .base import quote  # base reads MIN_TRIALS from here
+
         sure = self.trials if self.trials_low is None else self.trials_low
-        j = kept_positions(sure, min_trials, f"drafter {self.name!r}")
+        j = kept_positions(sure, min_trials, f"drafter {quote(self.name)}")
         low = None if self.trials_low is None else self.trials_low[:j]
         return DrafterCounts(
             self.name, self.successes[:j], self.trials[:j], self.model, low, ranks=self.ranks

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..exceptions import InputError
 from ..io.inputs import INT_LIMIT, MAX_DEPTH, MAX_LOG_BYTES, MAX_NUMBER_CHARS, read_input_text
+from .base import quote
 
 
 class _Bad(Exception):
@@ -43,7 +44,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict:
     out: dict = {}
     for key, value in pairs:
         if key in out:
-            raise _Bad(f"duplicate key {key!r}")
+            raise _Bad(f"duplicate key {quote(key)}")
         out[key] = value
     return out
 
@@ -119,20 +120,20 @@ def whole_count(value: object, where: str) -> int:
         or not math.isfinite(value)
         or value != int(value)
     ):
-        raise InputError(where, f"{value!r} is not a whole number")
+        raise InputError(where, f"{quote(value)} is not a whole number")
     if value < 0:
-        raise InputError(where, f"{value!r} is negative; counts cannot be")
+        raise InputError(where, f"{quote(value)} is negative; counts cannot be")
     if value > MAX_COUNT:
         # past 2**53 a JSON number is no longer an exact count, and sums of such
         # counts overflow the int64 totals
-        raise InputError(where, f"{value!r} is too large to be a count (more than 2**53)")
+        raise InputError(where, f"{quote(value)} is too large to be a count (more than 2**53)")
     return int(value)
 
 
 def finite_number(value: object, where: str) -> float:
     """``value`` as a finite float (a JSON number; not a bool, NaN or infinity)."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(where, f"{value!r} is not a finite number")
+        raise InputError(where, f"{quote(value)} is not a finite number")
     return float(value)
 
 

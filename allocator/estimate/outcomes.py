@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import InputError, ParameterError
+from .base import Reader, ReadOptions, excerpt, quote
 from .correlation import fit_loadings, latent_correlations, phi_correlations
 from .counts import (
     MIN_TRIALS,
@@ -144,7 +145,8 @@ def _int_column(values: np.ndarray, name: str, path: Path, first_line: int) -> n
     if bad is not None:
         raise InputError(
             f"{path.name} line {first_line + bad}",
-            f"column {name!r}: {str(values[bad])[:40]!r} is not an integer of at most 18 digits",
+            f"column {quote(name)}: {str(values[bad])[:40]!r} is not an integer of at most "
+            "18 digits",
         )
     return np.array([int(v) for v in values], dtype=np.int64)
 
@@ -155,7 +157,9 @@ def read_outcomes(path: str | Path) -> dict:
     path = Path(path)
     header, rows, first = read_table(path)
     if "position" not in header:
-        raise InputError(path.name, f"missing column(s) position (columns: {', '.join(header)})")
+        raise InputError(
+            path.name, f"missing column(s) position (columns: {excerpt(', '.join(header))})"
+        )
     if len(set(header)) != len(header):
         raise InputError(path.name, "a column name appears twice")
     names = [h for h in header if h not in RESERVED]
@@ -174,7 +178,7 @@ def read_outcomes(path: str | Path) -> dict:
         if bad.size:
             raise InputError(
                 f"{path.name} line {first + bad[0]}",
-                f"column {name!r}: {str(v[bad[0]])!r} is not 0 or 1",
+                f"column {quote(name)}: {quote(str(v[bad[0]]))} is not 0 or 1",
             )
         outcomes[:, i] = one
     if "round" not in header:
@@ -188,16 +192,16 @@ def read_outcomes(path: str | Path) -> dict:
         r = bad[0]
         raise InputError(
             f"{path.name} line {first + r}",
-            f"round {str(rounds[r])!r}: position {positions[r]} where {expected[r]} was expected "
-            "(positions count 1, 2, 3, ... in order within each round)",
+            f"round {quote(str(rounds[r]))}: position {positions[r]} where {expected[r]} was "
+            "expected (positions count 1, 2, 3, ... in order within each round)",
         )
     starts = rounds[new_round]
     if np.unique(starts).size != starts.size:
         vals, counts = np.unique(starts, return_counts=True)
         raise InputError(
             path.name,
-            f"round {str(vals[counts > 1][0])!r} appears in two places (a round's rows must be "
-            "contiguous)",
+            f"round {quote(str(vals[counts > 1][0]))} appears in two places (a round's rows "
+            "must be contiguous)",
         )
     workloads = None
     if "workload" in header:
@@ -206,7 +210,7 @@ def read_outcomes(path: str | Path) -> dict:
             r = np.flatnonzero((workloads != np.roll(workloads, 1)) & ~new_round)[0]
             raise InputError(
                 f"{path.name} line {first + r}",
-                f"round {str(rounds[r])!r} changes workload within the round",
+                f"round {quote(str(rounds[r]))} changes workload within the round",
             )
     return {
         "rounds": rounds,
@@ -261,20 +265,22 @@ def split_rank_columns(
     for base, by_rank in ranked.items():
         if base in out_names:
             raise InputError(
-                path.name, f"columns {base!r} and {base}@r: give rank columns or one column"
+                path.name,
+                f"columns {quote(base)} and {excerpt(base)}@r: give rank columns or one column",
             )
         want = list(range(1, len(by_rank) + 1))
         if sorted(by_rank) != want:
             raise InputError(
                 path.name,
-                f"rank columns of {base!r} are {sorted(by_rank)}; they must be 1..R without gaps",
+                f"rank columns of {quote(base)} are {sorted(by_rank)}; they must be 1..R "
+                "without gaps",
             )
         mat = outcomes[:, [by_rank[r] for r in want]]
         many = np.flatnonzero(mat.sum(axis=1) > 1)
         if many.size:
             raise InputError(
                 path.name,
-                f"data row {many[0] + 1}: {base!r} has several ranks correct; at most one "
+                f"data row {many[0] + 1}: {quote(base)} has several ranks correct; at most one "
                 "candidate can be the verifier's token",
             )
         matrices[base] = mat
@@ -302,7 +308,7 @@ def rank_counts(
     keep = int(short[0]) if short.size else width
     if keep == 0:
         raise InputError(
-            f"drafter {name!r}",
+            f"drafter {quote(name)}",
             f"only {int(pooled[0])} row(s) for rank 1; at least {min_trials} are needed",
         )
     trials, succ = trials[:, :keep], succ[:, :keep]
@@ -415,7 +421,7 @@ def estimate_outcomes(
             try:
                 counts = _counts(names, outcomes[rows], positions[rows], min_trials)
             except InputError as exc:
-                raise InputError(f"workload {str(label)!r}", exc.message) from None
+                raise InputError(f"workload {quote(str(label))}", exc.message) from None
             workloads.append(WorkloadCounts(str(label), float(rows.mean()), counts))
         notes.append("workload weights: each workload's share of the log's rows")
     return Estimate(
@@ -443,7 +449,22 @@ def _matrix(m: np.ndarray) -> list[list[float | None]]:
     return [[None if not np.isfinite(v) else round(float(v), 6) for v in row] for row in m]
 
 
+class OutcomesReader(Reader):
+    """``--format outcomes``: joint outcome logs (module docstring)."""
+
+    name = "outcomes"
+    reads = "joint outcome logs (CSV or JSONL), one 0/1 column per drafter"
+    options = ("errors", "convention")
+    names_drafters = True
+
+    def read(self, path: Path, options: ReadOptions) -> Estimate:
+        return estimate_outcomes(
+            path, options.out, options.errors, options.min_trials, options.convention
+        )
+
+
 __all__ = [
+    "OutcomesReader",
     "ERROR_MODELS",
     "RANK_COLUMN",
     "RESERVED",

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..exceptions import InputError, ParameterError
 from ..model.acceptance import expected_accepted
+from .base import Reader, ReadOptions
 from .counts import LEVEL, DrafterCounts, Estimate, read_text
 
 _ACCEPT_LEN = re.compile(r"accept len:\s*(\d+(?:\.\d*)?)")
@@ -123,7 +124,19 @@ def estimate_sglang_log(path: str | Path, k: int | None, name: str = "draft") ->
     )
 
 
+class SGLangLogReader(Reader):
+    """``--format sglang-log``: SGLang's ``accept len`` decode lines (module docstring)."""
+
+    name = "sglang-log"
+    reads = "SGLang's 'accept len' decode log lines (one scalar acceptance)"
+    options = ("k",)
+
+    def read(self, path: Path, options: ReadOptions) -> Estimate:
+        return estimate_sglang_log(path, options.k, options.drafter)
+
+
 __all__ = [
+    "SGLangLogReader",
     "DECIMALS",
     "MARK",
     "estimate_sglang_log",

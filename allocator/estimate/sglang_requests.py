@@ -77,6 +77,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError, ParameterError
+from .base import Reader, ReadOptions, quote
 from .counts import MIN_TRIALS, DrafterCounts, Estimate, WorkloadCounts
 from .jsonl import MAX_COUNT, json_lines, whole_count
 from .vllm_metrics import cumulative_to_counts
@@ -90,6 +91,7 @@ PROPOSED = ("spec_num_proposed_drafts", "spec_proposed_drafts")
 DEFAULT_ADAPTIVE_STEPS = (0, 1, 3, 5, 7)
 __all__ = [
     "DEFAULT_ADAPTIVE_STEPS",
+    "SGLangRequestsReader",
     "MAX_COUNT",
     "adaptive_counts",
     "estimate_sglang_requests",
@@ -174,7 +176,7 @@ def read_requests(path: Path) -> tuple[list[tuple[str | None, np.ndarray]], set[
             assert isinstance(item, dict)
             workload = item.get("workload")
             if workload is not None and not isinstance(workload, str):
-                raise InputError(f"{where}: workload", f"{workload!r} is not a string")
+                raise InputError(f"{where}: workload", f"{quote(workload)} is not a string")
             for meta, prefix in found:
                 hist = _histogram(meta, where, prefix)
                 verify = meta.get("spec_verify_ct")
@@ -254,7 +256,7 @@ def adaptive_counts(
     candidate = np.isin(np.arange(k), np.asarray(list(steps), np.int64))  # j - 1 a step
     low = np.where(candidate, successes, trials)
     if trials[0] <= 0:
-        raise InputError(source, f"model {name!r}: no drafts recorded (num_drafts is 0)")
+        raise InputError(source, f"model {quote(name)}: no drafts recorded (num_drafts is 0)")
     return DrafterCounts(name, successes, trials, trials_low=low)
 
 
@@ -446,7 +448,7 @@ def estimate_sglang_requests(
             try:
                 c = counts_of(hists[label]).trimmed(min_trials)
             except InputError as exc:
-                raise InputError(f"workload {label!r}", exc.message) from None
+                raise InputError(f"workload {quote(label)}", exc.message) from None
             workloads.append(WorkloadCounts(label, tokens[label] / sum(tokens.values()), [c]))
         notes.append("workload weights: each workload's share of tokens from speculative rounds")
     notes.append("acceptance at position j: rounds accepting >= j drafts / rounds accepting >= j-1")
@@ -472,3 +474,24 @@ def estimate_sglang_requests(
         notes=notes,
         report=report,
     )
+
+
+class SGLangRequestsReader(Reader):
+    """``--format sglang-requests``: SGLang's responses (module docstring)."""
+
+    name = "sglang-requests"
+    reads = "SGLang responses (JSONL) with per-request acceptance histograms"
+    options = ("k", "topk", "adaptive", "adaptive_steps")
+
+    def read(self, path: Path, options: ReadOptions) -> Estimate:
+        if options.k is not None and options.k < 1:
+            raise ParameterError("k", "must be at least 1")
+        return estimate_sglang_requests(
+            path,
+            options.drafter,
+            options.min_trials,
+            options.k,
+            topk=options.topk,
+            adaptive=options.adaptive,
+            adaptive_steps=options.adaptive_steps,
+        )

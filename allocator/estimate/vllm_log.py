@@ -38,6 +38,7 @@ import numpy as np
 
 from ..exceptions import InputError
 from ..io.inputs import MAX_NUMBER_CHARS
+from .base import VLLM_EXACT, Reader, ReadOptions
 from .counts import MIN_TRIALS, DrafterCounts, Estimate, bounded_trials, read_text
 from .vllm_metrics import SHORT_DRAFT_CAUSES, cumulative_to_counts
 
@@ -233,7 +234,19 @@ def estimate_vllm_log(
     )
 
 
+class VLLMLogReader(Reader):
+    """``--format vllm-log``: vLLM's ``SpecDecoding metrics:`` lines (module docstring)."""
+
+    name = "vllm-log"
+    reads = "vLLM's 'SpecDecoding metrics:' log lines"
+    counts_exactly = VLLM_EXACT
+
+    def read(self, path: Path, options: ReadOptions) -> Estimate:
+        return estimate_vllm_log(path, options.drafter, options.min_trials)
+
+
 __all__ = [
+    "VLLMLogReader",
     "LENGTH_DECIMALS",
     "MARK",
     "MAX_TOKENS",

@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
+from .base import VLLM_EXACT, Reader, ReadOptions, excerpt, quote
 from .counts import (
     MIN_TRIALS,
     DrafterCounts,
@@ -122,7 +123,7 @@ def _samples(text: str, source: str):
             if isinstance(exc, InputError):
                 raise
             kind = "OpenMetrics" if om else "Prometheus text exposition"
-            raise InputError(source, f"not {kind}: {exc}") from None
+            raise InputError(source, f"not {kind}: {excerpt(str(exc))}") from None
 
 
 def parse_counters(text: str, source: str, notes: list[str] | None = None) -> dict[str, dict]:
@@ -213,7 +214,7 @@ def parse_counters(text: str, source: str, notes: list[str] | None = None) -> di
     for model, have in seen.items():
         missing = [FAMILIES[k] + "_total" for k in FAMILIES if k not in have]
         if missing:
-            raise InputError(source, f"model {model!r}: missing {', '.join(missing)}")
+            raise InputError(source, f"model {quote(model)}: missing {', '.join(missing)}")
     return dict(models)
 
 
@@ -226,7 +227,7 @@ def cumulative_to_counts(
 ) -> DrafterCounts:
     """Conditional counts from cumulative per-position counts ``(k,)`` (position 1 first)."""
     if drafts <= 0:
-        raise InputError(source, f"model {name!r}: no drafts recorded (num_drafts is 0)")
+        raise InputError(source, f"model {quote(name)}: no drafts recorded (num_drafts is 0)")
     reached = np.concatenate(([drafts], per_pos[:-1]))
     up = np.flatnonzero(per_pos > reached)
     if up.size:
@@ -234,12 +235,13 @@ def cumulative_to_counts(
         prev = "num_drafts" if i == 0 else f"position {i - 1}"
         raise InputError(
             source,
-            f"model {name!r}: accepted at position {i} ({per_pos[i]:g}) exceeds {prev} "
+            f"model {quote(name)}: accepted at position {i} ({per_pos[i]:g}) exceeds {prev} "
             f"({reached[i]:g}); the per-position counts are cumulative and cannot increase",
         )
     if drafts >= 2**53 or not np.isfinite(drafts):  # counts stay exact integers in a float
         raise InputError(
-            source, f"model {name!r}: num_drafts {drafts:g} is beyond the counts this reads (2**53)"
+            source,
+            f"model {quote(name)}: num_drafts {drafts:g} is beyond the counts this reads (2**53)",
         )
     return DrafterCounts(name, per_pos.astype(np.int64), reached.astype(np.int64))
 
@@ -262,7 +264,7 @@ def estimate_vllm_metrics(path: str | Path, min_trials: int = MIN_TRIALS) -> Est
         positions = sorted(m["per_pos"])
         if positions != list(range(len(positions))):
             raise InputError(
-                source, f"model {name!r}: positions {positions} are not 0, 1, 2, ... in full"
+                source, f"model {quote(name)}: positions {positions} are not 0, 1, 2, ... in full"
             )
         per_pos = np.array([m["per_pos"][p] for p in positions])
         counts = cumulative_to_counts(name, m["drafts"], per_pos, source)
@@ -272,8 +274,9 @@ def estimate_vllm_metrics(path: str | Path, min_trials: int = MIN_TRIALS) -> Est
         if m["draft_tokens"] > full + 0.5:
             raise InputError(
                 source,
-                f"model {name!r}: num_draft_tokens ({m['draft_tokens']:g}) exceeds num_drafts x "
-                f"{k} positions ({full:g}); drafts cannot be longer than the positions counted",
+                f"model {quote(name)}: num_draft_tokens ({m['draft_tokens']:g}) exceeds "
+                f"num_drafts x {k} positions ({full:g}); drafts cannot be longer than the "
+                "positions counted",
             )
         entry: dict = {
             "num_drafts": m["drafts"],
@@ -287,7 +290,7 @@ def estimate_vllm_metrics(path: str | Path, min_trials: int = MIN_TRIALS) -> Est
         if m["draft_tokens"] < least - 0.5:
             raise InputError(
                 source,
-                f"model {name!r}: num_draft_tokens ({m['draft_tokens']:g}) is fewer than the "
+                f"model {quote(name)}: num_draft_tokens ({m['draft_tokens']:g}) is fewer than the "
                 f"{least:g} tokens its drafts accepted",
             )
         if m["draft_tokens"] < full - 0.5:
@@ -338,7 +341,20 @@ def short_drafts_note(name: str, draft_tokens: float, drafts: float, k: int) -> 
     )
 
 
+class VLLMMetricsReader(Reader):
+    """``--format vllm-metrics``: vLLM's Prometheus counters (module docstring)."""
+
+    name = "vllm-metrics"
+    reads = "vLLM's Prometheus metrics (/metrics text or OpenMetrics)"
+    names_drafters = True
+    counts_exactly = VLLM_EXACT
+
+    def read(self, path: Path, options: ReadOptions) -> Estimate:
+        return estimate_vllm_metrics(path, options.min_trials)
+
+
 __all__ = [
+    "VLLMMetricsReader",
     "FAMILIES",
     "MAX_COUNT",
     "PREFIX",

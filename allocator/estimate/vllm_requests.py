@@ -67,6 +67,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError
+from .base import VLLM_EXACT, Reader, ReadOptions, quote
 from .counts import MIN_TRIALS, DrafterCounts, Estimate, WorkloadCounts
 from .jsonl import json_lines, whole_count
 
@@ -159,9 +160,9 @@ def _close(value: object, expected: float, where: str) -> None:
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(where, f"{value!r} is not a finite number")
+        raise InputError(where, f"{quote(value)} is not a finite number")
     if abs(value - expected) > FLOAT_TOLERANCE * max(1.0, abs(expected)):
-        raise InputError(where, f"{value!r}, but the counts give {expected:.6g}")
+        raise InputError(where, f"{quote(value)}, but the counts give {expected:.6g}")
 
 
 def parse_metrics(m: dict, where: str, workload: str | None) -> tuple[int, _Record | None]:
@@ -253,7 +254,7 @@ def read_requests(path: Path) -> tuple[int, list[_Record], int, str | None]:
                 raise InputError(where, "expected a vLLM response object (or a list of them)")
             workload = item.get("workload")
             if workload is not None and not isinstance(workload, str):
-                raise InputError(f"{where}: workload", f"{workload!r} is not a string")
+                raise InputError(f"{where}: workload", f"{quote(workload)} is not a string")
             model = item.get("model")
             if isinstance(model, str):
                 models.setdefault(model, where)
@@ -261,7 +262,8 @@ def read_requests(path: Path) -> tuple[int, list[_Record], int, str | None]:
                     (m1, w1), (m2, w2) = list(models.items())[:2]
                     raise InputError(
                         f"{w2}: model",
-                        f"{m2!r} where {w1} has {m1!r}: keep one server's responses per file",
+                        f"{quote(m2)} where {w1} has {quote(m1)}: keep one server's responses "
+                        "per file",
                     )
             if HISTOGRAM in item:
                 metrics: object = item
@@ -362,7 +364,7 @@ def estimate_vllm_requests(
             try:
                 c = c.trimmed(min_trials)
             except InputError as exc:
-                raise InputError(f"workload {label!r}", exc.message) from None
+                raise InputError(f"workload {quote(label)}", exc.message) from None
             workloads.append(WorkloadCounts(label, t.tokens / tokens, [c]))
         notes.append("workload weights: each workload's share of tokens from speculative steps")
     notes.append(
@@ -396,7 +398,19 @@ def estimate_vllm_requests(
     )
 
 
+class VLLMRequestsReader(Reader):
+    """``--format vllm-requests``: vLLM's per-request metrics (module docstring)."""
+
+    name = "vllm-requests"
+    reads = "vLLM's per-request speculative metrics (JSONL of responses)"
+    counts_exactly = VLLM_EXACT
+
+    def read(self, path: Path, options: ReadOptions) -> Estimate:
+        return estimate_vllm_requests(path, options.drafter, options.min_trials)
+
+
 __all__ = [
+    "VLLMRequestsReader",
     "ACCEPTED",
     "DRAFTED",
     "FLOAT_TOLERANCE",

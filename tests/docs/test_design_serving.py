@@ -10,10 +10,10 @@ import pytest
 import yaml
 
 from allocator.analysis.schedule import schedule
+from allocator.calibration import calibrate, calibrated_problem_data, read_measured
 from allocator.core.problem import Problem
 from allocator.engines.vllm import schedule_config
 from allocator.engines.vllm import speculative_config as point_config
-from allocator.estimate.calibrate import calibrate, calibrated_problem_data, read_measured
 from allocator.io.build import problem_from_file
 from allocator.io.spec import Drafter
 from allocator.model.serving import serving_metrics

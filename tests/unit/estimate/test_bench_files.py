@@ -5,6 +5,7 @@ mixed deployments refused, and bad files refused in one line."""
 
 import json
 import math
+import re
 
 import pytest
 
@@ -302,8 +303,8 @@ BAD_FILES = [
     (vllm_by_hand(max_concurrency=2.5), "max_concurrency: 2.5 is not a whole number"),
     (vllm_by_hand(duration=0), "duration: 0.0 must be positive"),
     (vllm_by_hand(completed=0), "completed: 0: no request completed"),
-    (vllm_by_hand(output_throughput=400.0), "output_throughput: 400, but total_output/dur"),
-    (vllm_by_hand(request_throughput=3.0), "request_throughput: 3, but completed/duration"),
+    (vllm_by_hand(output_throughput=400.0), "output_throughput: 400 given, but total_output/dur"),
+    (vllm_by_hand(request_throughput=3.0), "request_throughput: 3 given, but completed/duration"),
     (vllm_by_hand(mean_ttft_ms=-1.0), "mean_ttft_ms: -1.0 is negative"),
     (vllm_by_hand(p99_itl_ms="slow"), "p99_itl_ms: 'slow' is not a finite number"),
     (
@@ -419,3 +420,104 @@ def test_steady_state_recovers_the_simulated_step(tmp_path, fmt):
             assert s.verified_tokens == k + 1
             expected = truth(s.batch, k + 1, s.context, s.prefill_tokens)
             assert s.step_ms == pytest.approx(expected, rel=0.01), (k, c)
+
+
+# ------------------------------------------------------------ derived fields' tolerance
+
+# Each field the readers check against the counts it derives from, with its value from
+# the hand-worked counts above: 11616 output tokens and 96 requests in 30 s, 6912 of
+# 13824 drafted tokens accepted over 4608 drafts, per-position rates 0.7 + 0.5 + 0.3.
+DERIVED = [
+    (vllm_by_hand, "output_throughput", 11616 / 30),
+    (vllm_by_hand, "request_throughput", 96 / 30),
+    (vllm_by_hand, "spec_decode_acceptance_length", 2.5),
+    (vllm_by_hand, "spec_decode_acceptance_rate", 50.0),
+    (vllm_by_hand, "spec_decode_per_position_acceptance_rates", 1.5),
+    (sglang_by_hand, "output_throughput", 11616 / 30),
+    (sglang_by_hand, "request_throughput", 96 / 30),
+]
+
+
+def _with(make, key, factor):
+    """The hand-worked file with ``key`` scaled by ``factor`` (each rate, for the
+    per-position rates: their sum scales alike)."""
+    value = make()[key]
+    if isinstance(value, list):
+        return make(**{key: [r * factor for r in value]})
+    return make(**{key: value * factor})
+
+
+def _numbers(text):
+    return [float(x) for x in re.findall(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?", text)]
+
+
+@pytest.mark.parametrize("make,key,derived", DERIVED, ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize("factor", [1 - 0.99e-3, 1 + 0.99e-3])
+def test_derived_field_just_inside_the_tolerance(tmp_path, make, key, derived, factor):
+    (run,) = read_bench_files([dump(tmp_path / "v.json", _with(make, key, factor))])
+    assert run.completed == 96
+
+
+@pytest.mark.parametrize("make,key,derived", DERIVED, ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize("factor", [1 - 1.01e-3, 1 + 1.01e-3, 1 + 2e-3])
+def test_derived_field_past_the_tolerance_names_both_values(tmp_path, make, key, derived, factor):
+    with pytest.raises(InputError) as info:
+        read_bench_files([dump(tmp_path / "v.json", _with(make, key, factor))])
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"v.json: {key}: "), message
+    numbers = _numbers(message[len(f"v.json: {key}: ") :])
+    given = derived * factor
+    assert any(n == pytest.approx(given, rel=1e-8) for n in numbers), message
+    assert any(n == pytest.approx(derived, rel=1e-8) for n in numbers), message
+
+
+def test_acceptance_length_to_more_digits_than_the_counts_give(tmp_path):
+    # 4161 accepted over 2000 drafts: 1 + 4161/2000 = 3.0805; the file says 3.08047104
+    obj = vllm_by_hand(
+        spec_decode_acceptance_length=3.08047104,
+        spec_decode_num_drafts=2000,
+        spec_decode_draft_tokens=6000,
+        spec_decode_accepted_tokens=4161,
+        spec_decode_acceptance_rate=100 * 4161 / 6000,
+        spec_decode_per_position_acceptance_rates=[0.8, 0.7, 0.5805],
+    )
+    (run,) = read_bench_files([dump(tmp_path / "v.json", obj)])
+    assert run.mean_accepted == 3.08047104 and run.verified_tokens == 4.0
+
+
+@pytest.mark.parametrize("make", [vllm_by_hand, sglang_by_hand])
+def test_duration_rounded_to_four_decimals(tmp_path, make):
+    # the throughputs over the run's 7.65432109 s; the file keeps 7.6543
+    obj = make(
+        duration=7.6543,
+        output_throughput=11616 / 7.65432109,
+        request_throughput=96 / 7.65432109,
+    )
+    (run,) = read_bench_files([dump(tmp_path / "v.json", obj)])
+    assert run.duration_s == 7.6543
+
+
+def test_nothing_accepted_near_zero(tmp_path):
+    """With no draft token accepted the derived rate and rate sum are 0, where only the
+    absolute floor (far below any rounding) allows a difference."""
+
+    def none_accepted(**override):
+        r = vllm_by_hand(
+            spec_decode_acceptance_length=1.0,
+            spec_decode_accepted_tokens=0,
+            spec_decode_acceptance_rate=0.0,
+            spec_decode_per_position_acceptance_rates=[0.0, 0.0, 0.0],
+        )
+        r.update(override)
+        return r
+
+    (run,) = read_bench_files([dump(tmp_path / "z.json", none_accepted())])
+    assert run.mean_accepted == 1.0
+    noise = none_accepted(spec_decode_acceptance_rate=1e-12)
+    assert read_bench_files([dump(tmp_path / "n.json", noise)])[0].mean_accepted == 1.0
+    off = none_accepted(spec_decode_acceptance_rate=1e-6)
+    with pytest.raises(InputError, match=r"n.json: spec_decode_acceptance_rate: 1e-06 given"):
+        read_bench_files([dump(tmp_path / "n.json", off)])
+    off = none_accepted(spec_decode_per_position_acceptance_rates=[1e-6, 0.0, 0.0])
+    with pytest.raises(InputError, match=r"n.json: spec_decode_per_position_acceptance_rates"):
+        read_bench_files([dump(tmp_path / "n.json", off)])

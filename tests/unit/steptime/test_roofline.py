@@ -1,5 +1,5 @@
 """The roofline predictor: hand-computed values, today's form, expert coverage, the context
-trend, identifiability and parameter recovery.
+trend and the parameter view (its fit: tests/unit/calibration/test_roofline_fit.py).
 
 The toy replica used throughout has round figures so the values can be worked by hand:
 1 TB/s of bandwidth and 100 TFLOP/s of bf16; the toy dense verifier has 10⁹ parameters
@@ -12,7 +12,6 @@ in bf16 (no embedding table: every weight is read), 16 layers, 16 heads, 4 KV he
     attn_ms    = 10³ · (4·16·16·128 = 131,072) / 10¹⁴   = 1.31072e-6 ms per (token × context)
 """
 
-import importlib
 import math
 from types import MappingProxyType
 
@@ -28,8 +27,6 @@ from allocator.model.steptime.roofline import (
     RooflinePredictor,
     combine,
     expected_experts,
-    fit_roofline,
-    undetermined,
 )
 
 TOY_GPU = GPU(
@@ -164,7 +161,7 @@ def test_reduces_to_todays_form_at_context_zero():
     assert regimes == {True, False}  # both sides of the kink are checked
 
 
-def test_from_linear_is_todays_model_and_matches_calibrates_step_model():
+def test_from_linear_is_todays_model():
     r = RooflinePredictor.from_linear(6.0, 0.05, 0.03, 0.4, [("a", 0.3, 0.01), ("b", 0.5, 0.0)])
     members = np.array([[True, False], [False, True], [True, True], [False, False]])
     k = np.array([3, 5, 2, 0])
@@ -174,16 +171,6 @@ def test_from_linear_is_todays_model_and_matches_calibrates_step_model():
     d = np.array([0.3 + 0.01 * b[0], 0.5, (0.3 + 0.01 * b[2]) + 0.5, 0.0])
     want = np.maximum(6.0 + 0.05 * b, 0.03 * b * t) + k * d + 0.4 * (k > 0)
     np.testing.assert_allclose(got, want, rtol=1e-12)
-    for path in ("allocator.analysis.calibrate", "allocator.estimate.calibrate"):
-        try:
-            step_model = importlib.import_module(path).StepModel
-        except (ImportError, AttributeError):
-            continue
-        today = step_model(
-            6.0, 0.05, 0.03, 0.4, np.array([0.3, 0.5]), np.array([0.01, 0.0]), np.ones(2, bool)
-        )
-        np.testing.assert_allclose(got, today.step_ms(members, k, b), rtol=1e-12)
-        break
 
 
 def test_linear_form_at_a_context_is_the_step_there():
@@ -294,83 +281,6 @@ def test_parameter_vector_view():
     free = RooflinePredictor.from_linear(5, 0.1, 0.02).parameters()
     fitted = dict(zip(free.names, free.fitted, strict=True))
     assert fitted["weights_ms"] and fitted["token_ms"] and not fitted["mem_eff"]
-
-
-def _grid(batches, ks, contexts):
-    b, k, c = (a.ravel() for a in np.meshgrid(batches, ks, contexts, indexing="ij"))
-    members = (k > 0)[:, None]
-    return step_inputs(members, k, k + 1, b.astype(float), c.astype(float), 0.0)
-
-
-def test_undetermined_by_axes():
-    r = toy()
-    names = set(undetermined(r, _grid([1, 8, 64], [2, 4], [0, 4096])))
-    assert "overhead_ms" in names  # no k = 0 row: base pass and overhead not separable
-    one_batch = undetermined(r, _grid([16], [0, 2, 4], [0, 4096]))
-    assert {"seq_ms", "draft.d.seq_ms"} <= set(one_batch)
-    assert "one batch size" in one_batch["seq_ms"]
-    plain = undetermined(r, _grid([1, 8], [0], [0, 4096]))
-    assert {"overhead_ms", "draft.d.fixed_ms", "draft.d.seq_ms"} <= set(plain)
-    assert "fixed_ms" in undetermined(r, _grid([1, 8], [0, 2, 3], [512]))
-    assert "fixed_ms" not in undetermined(r, _grid([1, 8], [0, 2, 3], [512, 8192]))
-    bare = undetermined(
-        RooflinePredictor.from_linear(5, 0.1, 0.02, 0.1, [("d", 0.1, 0)]),
-        _grid([1, 8], [0, 2, 3], [0]),
-    )
-    assert {"mem_eff", "compute_eff"}.isdisjoint(bare)  # not fitted by default there
-    assert "kv_ms" not in bare and "attn_ms" not in bare  # zero, so not fitted either
-
-
-def test_parameter_recovery_from_noisy_synthetic_steps():
-    """Step times from a known roofline, times 1 + 0.01·N(0, 1) (seeded), over batch ×
-    k × context; the fit through the parameter view must recover every parameter within
-    4 standard errors, the standard errors coming from the fit's Jacobian and residual
-    variance (about the 1% noise). Each standard error must also be small enough for
-    the check to mean something (under 15% of the true value)."""
-    truth = toy(
-        mem_eff=0.7, compute_eff=0.5, fixed_ms=1.5, seq_ms=0.02, overhead_ms=0.4
-    ).with_parameters({"draft.d.fixed_ms": 0.3, "draft.d.seq_ms": 0.004})
-    rows = _grid([1, 4, 16, 64, 128], [0, 1, 3, 5], [0, 512, 4096])
-    rng = np.random.default_rng(2024)
-    exact = truth.step_ms_of(rows)
-    noisy = exact * (1 + 0.01 * rng.standard_normal(exact.size))
-    start = toy()  # efficiencies 1, every additive term 0
-    fit = fit_roofline(start, rows, noisy)
-    assert fit.undetermined == {}
-    want = truth.parameters().as_dict()
-    for name in (
-        "mem_eff",
-        "compute_eff",
-        "fixed_ms",
-        "seq_ms",
-        "overhead_ms",
-        "draft.d.fixed_ms",
-        "draft.d.seq_ms",
-    ):
-        se = fit.stderr[name]
-        assert se < 0.15 * want[name], (name, se)
-        assert abs(fit.values[name] - want[name]) <= 4 * se, (name, fit.values[name], se)
-    assert np.std(fit.residuals) == pytest.approx(0.01, rel=0.3)
-
-
-def test_fit_reports_what_the_rows_cannot_determine():
-    truth = toy(mem_eff=0.7, fixed_ms=1.0, overhead_ms=0.4).with_parameters(
-        {"draft.d.fixed_ms": 0.3}
-    )
-    rows = _grid([1], [0, 2, 4], [1024])  # one batch, one context, memory bound
-    fit = fit_roofline(toy(), rows, truth.step_ms_of(rows))
-    assert {"seq_ms", "draft.d.seq_ms", "fixed_ms"} <= set(fit.undetermined)
-    assert "compute_eff" in fit.undetermined  # no row near compute bound
-    assert set(fit.determined()) == {"mem_eff", "overhead_ms", "draft.d.fixed_ms"}
-    np.testing.assert_allclose(fit.model.step_ms_of(rows), truth.step_ms_of(rows), rtol=1e-6)
-
-
-def test_fit_refuses_bad_measurements():
-    rows = _grid([1, 8], [0], [0])
-    with pytest.raises(ValueError):
-        fit_roofline(toy(), rows, np.array([1.0]))
-    with pytest.raises(ValueError):
-        fit_roofline(toy(), rows, np.array([1.0, -1.0]))
 
 
 def test_bad_factors_are_refused():

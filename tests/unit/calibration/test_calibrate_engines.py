@@ -388,7 +388,7 @@ def test_a_fifo_or_a_device_is_not_a_file_not_found(synth, tmp_path):
 
 
 def test_too_many_rows_is_a_stated_limit(synth, tmp_path):
-    from allocator.estimate.calibrate import MAX_ROWS
+    from allocator.calibration import MAX_ROWS
 
     csv = tmp_path / "m.csv"
     csv.write_text("drafters,k,batch,tokens_per_s\n" + ",0,1,100\n" * (MAX_ROWS + 1))

@@ -12,17 +12,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from allocator.calibration import calibrate, holdout_mask, read_measured, serving_section
 from allocator.cli import app
 from allocator.core.problem import Problem
-from allocator.estimate.calibrate import (
-    bonus_expected,
-    calibrate,
-    holdout_mask,
-    read_measured,
-    serving_section,
-)
 from allocator.io.build import problem_from_file
 from allocator.io.spec import load_problem
+from allocator.model.serving import bonus_expected
 from tests.support.synthetic_serving import DRAFT, OVH, PROBLEM, V0, V1, C, true_expected, true_step
 
 runner = CliRunner()

@@ -1,0 +1,230 @@
+"""``allocator calibrate``'s report: the fit (:class:`~.calibration.Calibration`) and the
+calibrated problem as one result, its ``--json`` document (:meth:`CalibrationReport.to_dict`)
+and the file's text (:meth:`CalibrationReport.text`), and :func:`calibration_report`, the
+command's whole run: read, fit, build the file (docs/design.md §8.7).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .calibration import Calibration, calibrate, check_seed
+from .holdout import parse_holdout
+from .rows import read_inputs
+from .write import calibrated_problem_data, check_paths
+
+__all__ = [
+    "MODEL_FORM",
+    "ROOFLINE_FORM",
+    "CalibrationReport",
+    "calibration_report",
+]
+
+
+#: The step-time model's form, as ``calibrate --json`` states it (today's form).
+MODEL_FORM = {
+    "verify": "max(verify_fixed_ms + verify_per_seq_ms * batch, "
+    "compute_ms_per_token * batch * tokens)",
+    "step": "verify(batch, m*k + 1) + k * draft(batch) + overhead_ms (k > 0)",
+}
+#: The roofline's form, as ``calibrate --json`` states it (docs/design.md §8.12).
+ROOFLINE_FORM = {
+    "pass": "max([W + X*cov(n) + kv*(b*C + n)] / mem_eff + fixed_ms + seq_ms*b, "
+    "[flop*n + attn*(b*t*C + P(P+1)/2)] / compute_eff), n = b*t + P",
+    "step": "pass + k * draft pass + overhead_ms (speculative)",
+}
+
+
+@dataclass
+class CalibrationReport:
+    """``allocator calibrate``: the fit (:class:`Calibration`) and the calibrated problem.
+
+    problem, measured, out : the paths as given (``measured``: one path, or a list when
+    several files were read; ``out``: ``None`` when no file is to be written); holdout,
+    seed : as asked; data : the calibrated problem file ``P2`` as plain data
+    (:func:`calibrated_problem_data`); notes : the inputs', the fit's, then the file's.
+    """
+
+    calibration: Calibration
+    names: tuple[str, ...]
+    problem: str
+    measured: str | list[str]
+    out: str | None
+    holdout: float | str | None
+    seed: int
+    data: dict
+    notes: list[str]
+
+    def text(self) -> str:
+        """The calibrated problem file to write: a two-line comment, then YAML."""
+        import yaml
+
+        src = Path(self.problem).name
+        files = [self.measured] if isinstance(self.measured, str) else self.measured
+        shown = ", ".join(Path(f).name for f in files[:3]) + (", ..." if len(files) > 3 else "")
+        header = (
+            f"# {self.data['name']}: calibrated by `allocator calibrate` from {shown}\n"
+            f"# and {src}; the comments of {src} are not kept.\n"
+        )
+        return header + yaml.safe_dump(self.data, sort_keys=False, allow_unicode=True)
+
+    def to_dict(self) -> dict:
+        """The ``calibrate --json`` document."""
+        cal, names = self.calibration, self.names
+        bench = any(not s.split(" line ")[0].lower().endswith(".csv") for s in cal.data.sources)
+        rows = []
+        for r in range(len(cal.data)):
+            row = {
+                "drafters": [n for n, on in zip(names, cal.data.members[r], strict=True) if on],
+                "k": int(cal.data.k[r]),
+                "batch": _json_batch(cal.data.batch[r]),
+            }
+            if cal.data.has_context:
+                row["context"] = float(cal.data.ctx[r])
+            ok = cal.predictable is None or bool(cal.predictable[r])
+            row.update(
+                {
+                    "expected_accepted": float(cal.expected[r]),
+                    "measured_tokens_per_s": float(cal.data.tokens_per_s[r]),
+                    "predicted_tokens_per_s": float(cal.predicted_tps[r]) if ok else None,
+                    "error_pct": float(cal.error_pct[r]) if ok else None,
+                    "measured_step_ms": float(cal.measured_step[r]),
+                    "predicted_step_ms": float(cal.predicted_step[r]) if ok else None,
+                    "held_out": bool(cal.held_out[r]),
+                }
+            )
+            if cal.holdout_by is not None:
+                row["predictable"] = ok
+            if bench:
+                row["source"] = cal.data.sources[r]
+            rows.append(row)
+        held = bool(cal.held_out.any())
+        if cal.holdout_by is not None:
+            holdout = {
+                "by": cal.holdout_by,
+                "groups": cal.groups,
+                "rows": int(cal.reported.sum()),
+                "not_predictable": int((~cal.predictable).sum())
+                if cal.predictable is not None
+                else 0,
+            }
+        elif held:
+            holdout = {"fraction": self.holdout, "seed": self.seed, "rows": int(cal.held_out.sum())}
+        else:
+            holdout = None
+        doc = {
+            "problem": self.problem,
+            "measured": self.measured,
+            "out": self.out,
+            "model": self._model(),
+            "rows_fitted": len(cal.data) if cal.holdout_by else int((~cal.held_out).sum()),
+            "holdout": holdout,
+            "evaluated_on": "held-out rows" if held else "fitted rows (in-sample)",
+            "median_abs_error_pct": _finite(cal.median_abs_error_pct),
+            "max_abs_error_pct": _finite(cal.max_abs_error_pct),
+            "rows": rows,
+            "parameters": cal.parameters,
+            "calibrated_from": self.data.get("serving", {}).get("calibrated_from"),
+            "notes": self.notes,
+        }
+        return doc
+
+    def _model(self) -> dict:
+        cal, names = self.calibration, self.names
+        m = cal.model
+        if m is None:
+            assert cal.predictor is not None
+            r = cal.predictor
+            return {
+                "form": "roofline",
+                **ROOFLINE_FORM,
+                **{
+                    p["name"]: p["value"]
+                    for p in cal.parameters
+                    if not p["name"].startswith("draft.")
+                },
+                "drafting": r.drafting,
+                "drafters": {
+                    d.name: {
+                        key: next(
+                            (
+                                p["value"]
+                                for p in cal.parameters
+                                if p["name"] == f"draft.{d.name}.{key}"
+                            ),
+                            None,
+                        )
+                        for key in ("fixed_ms", "seq_ms")
+                    }
+                    for d in r.drafters
+                },
+            }
+        # a parameter the rows leave undetermined is reported with no value (null), as the
+        # roofline form has it: the fit's number for it is one point of a flat direction
+        undetermined = {p["name"] for p in cal.parameters if p["value"] is None}
+
+        def value(name: str, v: float) -> float | None:
+            return None if name in undetermined else float(v)
+
+        return {
+            **MODEL_FORM,
+            "verify_fixed_ms": value("verify_fixed_ms", m.verify_fixed),
+            "verify_per_seq_ms": value("verify_per_seq_ms", m.verify_per_seq),
+            "compute_ms_per_token": value("compute_ms_per_token", m.compute_per_token),
+            "overhead_ms": value("overhead_ms", m.overhead),
+            "drafting": m.drafting,
+            "drafters": {
+                names[i]: {
+                    "fixed_ms": value(f"drafters.{names[i]}.fixed_ms", m.draft_fixed[i]),
+                    "per_seq_ms": value(f"drafters.{names[i]}.per_seq_ms", m.draft_per_seq[i]),
+                }
+                for i in range(len(names))
+                if m.fitted[i]
+            },
+        }
+
+
+def _finite(v: float) -> float | None:
+    return float(v) if math.isfinite(v) else None
+
+
+def _json_batch(b: float) -> int | float:
+    return int(b) if float(b).is_integer() else float(b)
+
+
+def calibration_report(
+    measured: str | Path | Sequence[str | Path],
+    problem: str | Path,
+    out: str | Path | None = None,
+    holdout: float | str | None = None,
+    seed: int = 0,
+    drafters: str | None = None,
+) -> CalibrationReport:
+    """Read the problem file ``problem`` and the rows of ``measured`` (CSV and benchmark
+    files, :func:`read_inputs`), fit, and build the calibrated problem for the file
+    ``out`` (:func:`check_paths` first; ``out=None``: for no file, paths kept relative to
+    ``problem``'s folder). ``drafters``: the drafter of the speculative benchmark runs."""
+    from ..io.build import problem_from_file
+
+    files = [measured] if isinstance(measured, str | Path) else list(measured)
+    check_paths(files, problem, out)
+    holdout = parse_holdout(holdout)
+    check_seed(seed)
+    prob = problem_from_file(problem)
+    data, input_notes = read_inputs(files, prob, drafters)
+    cal = calibrate(prob, data, holdout=holdout, seed=seed)
+    p2, file_notes = calibrated_problem_data(prob, cal, out, problem)
+    return CalibrationReport(
+        cal,
+        prob.names,
+        str(problem),
+        str(files[0]) if len(files) == 1 else [str(f) for f in files],
+        None if out is None else str(out),
+        holdout,
+        seed,
+        p2,
+        input_notes + cal.notes + file_notes,
+    )
