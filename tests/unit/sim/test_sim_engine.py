@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from allocator.exceptions import InputError
+from allocator.io.trace import read_trace
 from allocator.sim import (
     Requests,
     Scheduler,
     SpecPolicy,
     fixed_requests,
-    read_trace,
     simulate,
     summary,
 )
