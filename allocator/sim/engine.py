@@ -169,6 +169,8 @@ class _Engine:
         self.step_ms = step_ms
         self.many = getattr(step_ms, "many", None) if stretches else None
         self.stretches = stretches
+        #: when a list, every step played appends its scheduled tokens (for tests)
+        self.step_tokens: list[int] | None = None
         n_req = len(requests)
         self.N = n_req
         self.P = requests.prompt_tokens
@@ -447,6 +449,8 @@ class _Engine:
         M = m + len(admitted)
         if M == 0:  # nothing scheduled (the only running request preempted itself)
             return
+        if self.step_tokens is not None:
+            self.step_tokens.append(scheduled + sum(a[2] for a in admitted))
         # scheduled: running rows [0, m), decoding (di) or continuing a prefill (pi), and
         # the rows admitted now, [m, M)
         di: slice | np.ndarray
@@ -678,6 +682,8 @@ class _Engine:
                 ends.append(start)
             hc = len(dts)
         last = hc - 1
+        if self.step_tokens is not None:
+            self.step_tokens.extend(size * (1 + k) for size in sizes[:hc])
         ends_arr = np.array(ends)
         left = rem - prev[:hc]  # tokens still to emit before each step
         code = np.minimum(J[:hc], left)  # tokens emitted, plus H where nothing could be cut
