@@ -56,7 +56,9 @@ class LinearStep:
 
     def __call__(self, b: int, k: int, ctx: float, prefill: int) -> float:
         c = self.c
-        return float(c[0] + c[1] * b + 0.1 * c[2] * k + 1e-3 * c[3] * b * ctx + 0.01 * c[4] * prefill)
+        return float(
+            c[0] + c[1] * b + 0.1 * c[2] * k + 1e-3 * c[3] * b * ctx + 0.01 * c[4] * prefill
+        )
 
     def many(self, b, k, ctx, prefill):
         c = self.c
@@ -78,7 +80,7 @@ def _workload(seed: int):
     # the cache one request needs alone at worst (largest k), plus the null block, plus a
     # little: a few requests at once overflow it
     worst = int(np.max(-(-(prompt + output - 1 + policy.max_k + lookahead) // block_size)))
-    num_blocks = worst + 1 + int(rng.integers(0, 2 * worst + 2))
+    num_blocks = worst + 1 + int(rng.integers(0, worst + 1))
     max_num_seqs = int(rng.integers(1, 9))
     budget = int(rng.choice([rng.integers(1, max_num_seqs + 1), rng.integers(1, 200)]))
     concurrency = None if rng.random() < 0.6 else int(rng.integers(1, 6))
@@ -133,7 +135,7 @@ def _compare(seed: int) -> dict[str, int]:
         assert np.array_equal(got.output_tokens, reqs.output_tokens), where
     return {
         "preemptions": int(expected["num_preemptions"].sum()),
-        "padded": int(any(p == 1 for p in reqs.prompt_tokens)),
+        "padded": int(ref.num_padded > 0),
         "cut": int(sched.max_num_batched_tokens < sched.max_num_seqs),
         "steps": len(ref.step_tokens),
     }
@@ -149,5 +151,5 @@ def test_engine_matches_the_reference_scheduler():
         totals["preempting"] += seen["preemptions"] > 0
     # the workloads reached the corners they are drawn for
     assert totals["preempting"] > WORKLOADS // 5, totals
-    assert totals["padded"] > WORKLOADS // 5 and totals["cut"] > WORKLOADS // 10, totals
+    assert totals["padded"] > WORKLOADS // 10 and totals["cut"] > WORKLOADS // 10, totals
     assert math.isfinite(totals["steps"]) and totals["steps"] > 20 * WORKLOADS, totals

@@ -114,7 +114,8 @@ class Scheduled:
 
 
 class Replica:
-    """The reference replica. ``step_tokens`` collects each step's scheduled tokens."""
+    """The reference replica. ``step_tokens`` collects each step's scheduled tokens;
+    ``num_padded`` counts the 1-token prompts admitted padded."""
 
     def __init__(
         self,
@@ -160,6 +161,7 @@ class Replica:
         self.running: list[Request] = []
         self.t = 0.0
         self.step_tokens: list[int] = []
+        self.num_padded = 0  # new requests padded to 1 + num_speculative_tokens
         # the client: requests not yet sent, and the times its slots free up
         self.unsent: deque[Request] = deque(self.requests)
         free_slots = len(self.requests) if max_concurrency is None else max_concurrency
@@ -229,6 +231,7 @@ class Replica:
             prefill_scheduled |= request.is_prefill_chunk
             token_budget -= num_new
             index += 1
+        scheduled_running_reqs = list(out.tokens)
         if not preempted:
             while token_budget > 0 and self.waiting and len(self.running) < self.max_num_seqs:
                 request = self.waiting[0]
@@ -238,7 +241,7 @@ class Replica:
                     and not self.dynamic
                     and num_new == 1
                     and not prefill_scheduled
-                    and bool(out.tokens)
+                    and bool(scheduled_running_reqs)
                 )
                 if pad:
                     num_new = 1 + self.num_spec_tokens
@@ -254,6 +257,7 @@ class Replica:
                 out.tokens[request.request_id] = num_new
                 if pad:
                     out.padded.add(request.request_id)
+                    self.num_padded += 1
                 token_budget -= num_new
         used = self.pool.usable - self.pool.free
         self.pool.peak_used = max(self.pool.peak_used, used)
