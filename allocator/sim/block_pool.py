@@ -34,7 +34,7 @@ class BlockPool:
     @property
     def usable(self) -> int:
         """Blocks a request can be given: all but the null block."""
-        return self.num_gpu_blocks
+        return self.num_gpu_blocks - 1
 
     @property
     def free(self) -> int:

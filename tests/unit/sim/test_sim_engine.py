@@ -49,7 +49,8 @@ def ms(x):
 
 
 def test_preemption_recompute_by_hand():
-    """Two requests of prompt 8, output 12, speculation off, 8 blocks of 4 tokens.
+    """Two requests of prompt 8, output 12, speculation off, 8 usable blocks of 4 tokens
+    (a cache of 36 tokens: 9 blocks, one of them vLLM's null block).
 
     Both prefill in step 1 (2 blocks each) and decode together; their 17th token needs a
     fifth block each in step 10 with none free: the newest (B) is preempted, its 4 blocks
@@ -58,7 +59,7 @@ def test_preemption_recompute_by_hand():
     9 output tokens in step 13, which streams its 10th token, and finishes in step 15."""
     rec = Recorder()
     reqs = Requests(np.zeros(2), [8, 8], [12, 12])
-    r = simulate(reqs, SpecPolicy.off(), rec, Scheduler(4, 100, 32, block_size=4))
+    r = simulate(reqs, SpecPolicy.off(), rec, Scheduler(4, 100, 36, block_size=4))
     assert ms(r.first_token_s) == [1.0, 1.0]
     assert ms(r.finish_s) == [12.0, 15.0]
     assert r.preemptions.tolist() == [0, 1]
@@ -96,12 +97,12 @@ def test_preemption_recompute_by_hand():
 )
 def test_lookahead_slots_by_hand(lookahead, finish, calls, peak):
     """k = 1 with a pmf that always accepts (2 tokens per step); prompts of 8, outputs of
-    6, 7 blocks of 4 tokens. A decode step needs blocks for computed + 1 + k + lookahead
-    tokens."""
+    6, 7 usable blocks of 4 tokens (8 in the pool, one the null block). A decode step needs
+    blocks for computed + 1 + k + lookahead tokens."""
     rec = Recorder()
     reqs = Requests(np.zeros(2), [8, 8], [6, 6])
     pol = SpecPolicy.fixed(1, [0.0, 0.0, 1.0], lookahead_tokens=lookahead)
-    r = simulate(reqs, pol, rec, Scheduler(4, 100, 28, block_size=4))
+    r = simulate(reqs, pol, rec, Scheduler(4, 100, 32, block_size=4))
     assert ms(r.finish_s) == finish
     assert r.preemptions.tolist() == [0, 1]
     assert rec.calls == calls
@@ -171,12 +172,13 @@ def test_kv_never_exceeds_capacity_and_no_request_is_lost():
 
 
 def test_request_that_cannot_fit_is_refused():
-    # alone, a request needs prompt + output - 1 + k + lookahead slots at worst
+    # alone, a request needs prompt + output - 1 + k + lookahead slots at worst, in the
+    # cache's blocks but one (vLLM's null block)
     pol = SpecPolicy.fixed(1, [0.0, 0.5, 0.5])
     ok = Requests(np.zeros(1), [6], [7])  # 6 + 6 + 1 + 1 = 14 slots: 4 blocks of 4
-    simulate(ok, pol, Recorder(), Scheduler(4, 100, 16, block_size=4))
+    simulate(ok, pol, Recorder(), Scheduler(4, 100, 20, block_size=4))
     with pytest.raises(InputError) as err:
-        simulate(ok, pol, Recorder(), Scheduler(4, 100, 12, block_size=4))
+        simulate(ok, pol, Recorder(), Scheduler(4, 100, 16, block_size=4))
     assert err.value.field == "kv_cache_tokens" and "request 0" in err.value.message
     with pytest.raises(InputError) as err:
         simulate(Requests(np.zeros(1), [40], [2]), pol, Recorder(), Scheduler(4, 100, 16, 4))
@@ -389,14 +391,15 @@ def test_admission_waits_until_the_whole_prompt_fits():
     """vLLM 0.33 admits a request only when the blocks of its whole prompt are free
     (``scheduler_reserve_full_isl``, default True), not merely its first chunk's.
 
-    10 blocks of 4 tokens, budget 16. A (prompt 16, output 10) prefills in step 1 and from
-    step 2 holds 5 blocks, growing to 7. B's 24-token prompt needs 6 blocks: its first
-    chunk (15 tokens, 4 blocks) would fit beside A in step 2, its prompt never does while
-    A runs. So B is first scheduled when A has finished (step 11, t = 10), prefills in
-    steps 11-12 and finishes in step 13, never preempted. Admitting on the first chunk
-    alone (the rule before) scheduled B at t = 1 and preempted it 4 times."""
+    10 usable blocks of 4 tokens (11 in the pool, one the null block), budget 16. A
+    (prompt 16, output 10) prefills in step 1 and from step 2 holds 5 blocks, growing to 7.
+    B's 24-token prompt needs 6 blocks: its first chunk (15 tokens, 4 blocks) would fit
+    beside A in step 2, its prompt never does while A runs. So B is first scheduled when A
+    has finished (step 11, t = 10), prefills in steps 11-12 and finishes in step 13, never
+    preempted. Admitting on the first chunk alone (the rule before) scheduled B at t = 1
+    and preempted it 4 times."""
     reqs = Requests(np.zeros(2), [16, 24], [10, 2])
-    r = simulate(reqs, SpecPolicy.off(), Recorder(), Scheduler(4, 16, 40, block_size=4))
+    r = simulate(reqs, SpecPolicy.off(), Recorder(), Scheduler(4, 16, 44, block_size=4))
     assert ms(r.first_scheduled_s) == [0.0, 10.0]
     assert ms(r.first_token_s) == [1.0, 12.0]
     assert ms(r.finish_s) == [10.0, 13.0]
@@ -422,3 +425,4 @@ def test_a_step_function_on_arrays_stops_a_stretch_where_the_kv_cache_runs_out()
     assert fast.preemptions.sum() == ref.preemptions.sum() > 0
     for f in ("finish_s", "first_token_s", "itl_s", "chunks", "decode_steps", "preemptions"):
         assert np.array_equal(getattr(fast, f), getattr(ref, f)), f
+
