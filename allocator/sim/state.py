@@ -106,7 +106,7 @@ class State:
         self.k_of = np.asarray(policy.ks)[self.entry_arr].tolist()
         self.one_entry = len(policy.ks) == 1
         # a static k (one range: no dynamic schedule) pads a new 1-token prompt (scheduler)
-        self.pad_to = 0
+        self.pad_to = 1 + self.kmax if self.one_entry and self.kmax > 0 else 0
         self.cdfs = []
         for p in policy.pmfs:
             cdf = np.cumsum(p)

@@ -426,3 +426,39 @@ def test_a_step_function_on_arrays_stops_a_stretch_where_the_kv_cache_runs_out()
     for f in ("finish_s", "first_token_s", "itl_s", "chunks", "decode_steps", "preemptions"):
         assert np.array_equal(getattr(fast, f), getattr(ref, f)), f
 
+
+@pytest.mark.parametrize(
+    "budget, dynamic, first_scheduled, first_token, finish",
+    [
+        # padded to 1 + k = 3 tokens beside A's 3: the budget of 5 leaves 2, so B waits
+        # until A has finished (end of step 5) and is admitted alone, unpadded, in step 6
+        (5, False, 5.0, 6.0, 7.0),
+        # a budget of 6 holds both: B is admitted padded in step 2
+        (6, False, 1.0, 2.0, 3.0),
+        # k by batch size (a dynamic schedule): never padded, B is admitted in step 2
+        (5, True, 1.0, 2.0, 3.0),
+    ],
+)
+def test_one_token_prompt_is_padded_to_a_decode(
+    budget, dynamic, first_scheduled, first_token, finish
+):
+    """vLLM 0.33 pads a new request with one token to compute to ``1 + k`` tokens when
+    ``k`` is static and the step's running requests all decode (scheduler.py lines
+    1309-1330), and does not admit it in that step when the budget left is smaller.
+
+    A (prompt 4, output 5) prefills in step 1 and decodes one token a step (k = 2, the
+    pmf puts everything on 1 token) until step 5; B (prompt 1, output 2) is sent at 0.5 ms
+    and seen in step 2, where A asks for 3 tokens."""
+    pmf = [0.0, 1.0, 0.0, 0.0]
+    if dynamic:
+        pol = SpecPolicy.by_batch_size([(1, 1, 2, pmf), (2, 2, 2, pmf)])
+    else:
+        pol = SpecPolicy.fixed(2, pmf)
+    reqs = Requests(np.array([0.0, 0.0005]), [4, 1], [5, 2])
+    rec = Recorder()
+    r = simulate(reqs, pol, rec, Scheduler(4, budget, 10**4))
+    assert ms(r.first_scheduled_s) == [0.0, first_scheduled]
+    assert ms(r.first_token_s) == [1.0, first_token]
+    assert ms(r.finish_s) == [5.0, finish]
+    if first_scheduled == 1.0:
+        assert rec.calls[1] == (1, 2, 4.0, 1)  # A decodes, B's prompt token (padded or not)
