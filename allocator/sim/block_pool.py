@@ -6,8 +6,10 @@ the *null block* (a placeholder, block id 0) and is never handed to a request, s
 ``num_gpu_blocks - 1`` blocks are ever allocated; ``get_usage`` (lines 921-931) divides the
 blocks in use by ``num_gpu_blocks - 1``. Here ``num_gpu_blocks`` is
 :attr:`~allocator.sim.config.Scheduler.num_blocks` (``kv_cache_tokens // block_size``) and
-:attr:`BlockPool.usable` is one less. (Before the null block was counted, runs had one
-block more to allocate: a run whose cache was tight could preempt one step later.)
+:attr:`BlockPool.usable` is one less. Counting the null block changed the simulator's
+outputs where the cache binds: one block fewer than before to admit and grow requests
+(admission and preemption can come a step sooner), and ``kv_cache_peak_fraction`` over
+``num_blocks - 1``.
 
 Blocks are counted, not identified: no prefix caching, so a block is either free or held
 by one running request (vLLM's ``get_new_blocks`` and ``free_blocks``, lines 706 and 816).

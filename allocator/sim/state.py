@@ -79,6 +79,15 @@ class State:
     front first). Per request ``(N,)``: ``first_sched``, ``first_token``, ``finish`` (s,
     NaN until then), ``preemptions``; ``saved`` holds a request's column while it does not
     run, ``saved_last`` its last chunk's time.
+
+    The policy by decode batch size ``b = 0..max_num_seqs``: ``entry_of[b]`` (its range),
+    ``k_of[b]``; per range ``cdfs[r]`` ``(k + 2,)`` (the pmf's running sum, last entry 1)
+    and ``mean_tokens[r]``; ``L``: lookahead slots; ``pad_to``: ``1 + k`` under a static
+    ``k > 0``, else 0. Draws: ``U`` ``(sum(output - 1) + STRETCH_STEPS + 1,)`` uniforms,
+    request ``i``'s from ``u_start[i]``. Recorded: ``itl`` and ``itl_req`` ``(G,)`` (gaps,
+    s, and their requests, ``pos`` of them filled), ``hist`` ``(2 · (K + 1) · (K + 2),)``
+    decode steps by [uncut, drafts verified, tokens emitted]; ``t`` the clock, s; ``area``
+    the time in system, request-seconds; ``steps``; ``max_running``.
     """
 
     def __init__(self, requests: Requests, policy: SpecPolicy, sched: Scheduler, seed: int) -> None:
