@@ -71,6 +71,7 @@ import numpy as np
 from ..core.methods import resolve_method
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError, NotModelledError, ParameterError
+from ..io.trace import read_trace
 from ..sim import (
     PERCENTILES,
     Requests,
@@ -78,7 +79,6 @@ from ..sim import (
     SimResult,
     SpecPolicy,
     arrival_times,
-    read_trace,
     simulate,
     summary,
 )

@@ -307,10 +307,11 @@ def test_a_roofline_problem_is_asked_at_every_step():
 def test_kv_lookahead_slots_by_method():
     """vLLM 0.33 reserves ``num_speculative_tokens`` KV slots past the verified tokens for
     EAGLE-3 and none for n-gram. A request of prompt 100 and output 25 at k = 4 needs
-    124 + 4 = 128 tokens (8 blocks of 16) for n-gram and 132 (9 blocks) for EAGLE-3: with an
-    8-block cache n-gram runs and EAGLE-3 is refused, naming the KV cache."""
+    124 + 4 = 128 tokens (8 blocks of 16) for n-gram and 132 (9 blocks) for EAGLE-3: with a
+    9-block cache (8 usable beside vLLM's null block) n-gram runs and EAGLE-3 is refused,
+    naming the KV cache."""
     prob = rp.problem(
-        scheduler={"max_num_seqs": 4, "max_num_batched_tokens": 2048, "kv_cache_tokens": 128}
+        scheduler={"max_num_seqs": 4, "max_num_batched_tokens": 2048, "kv_cache_tokens": 144}
     )
     eagle, _ = B.configuration(prob, ["eagle"], 4)
     ngram, _ = B.configuration(prob, ["ngram"], 4)
