@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from .analysis.paper import PaperReport
     from .analysis.plan import Plan, PlanSweep
     from .analysis.profile_plan import ProfilePlan
+    from .analysis.rounds import Simulation
     from .analysis.schedule import ContextSchedules, Schedule
-    from .analysis.simulate import Simulation
     from .analysis.slo import RateCapacityResult
     from .analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
     from .analysis.uncertainty import Progress
@@ -829,11 +829,12 @@ def simulate(
     nodes: int | None = None,
     depth: int | None = None,
 ) -> Simulation | SimulatedTree:
-    """``simulate``: play ``rounds`` rounds (2..5e7, seeded by ``seed``) beside the closed
-    form: of the chain (``drafters``, ``k``), outcomes drawn from the problem's error
-    model (:class:`~allocator.analysis.simulate.Simulation`), or with ``nodes`` instead of
-    ``k`` of the optimal token tree of at most ``nodes`` nodes and depth at most ``depth``
-    (default 16) of the one drafter named
+    """``simulate``: the rounds Monte Carlo (:mod:`allocator.analysis.rounds`), not a
+    replay of requests (that is :func:`bench`). Play ``rounds`` rounds (2..5e7, seeded by
+    ``seed``) beside the closed form: of the chain (``drafters``, ``k``), outcomes drawn
+    from the problem's error model (:class:`~allocator.analysis.rounds.Simulation`), or
+    with ``nodes`` instead of ``k`` of the optimal token tree of at most ``nodes`` nodes and
+    depth at most ``depth`` (default 16) of the one drafter named
     (:class:`~allocator.analysis.trees.SimulatedTree`)."""
     if nodes is not None:
         from .analysis.trees import DEFAULT_DEPTH, simulate_best_tree
@@ -842,7 +843,7 @@ def simulate(
             raise ParameterError("k", "give k for a chain or nodes for a tree, not both")
         depth = DEFAULT_DEPTH if depth is None else depth
         return simulate_best_tree(_problem(problem), drafters, nodes, rounds, depth, seed)
-    from .analysis.simulate import simulate as play
+    from .analysis.rounds import simulate as play
 
     if k is None:
         raise ParameterError("k", "give the draft length (or nodes to play a token tree)")

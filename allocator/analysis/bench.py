@@ -11,7 +11,7 @@ one:
   ``pooled`` (:func:`allocator.engines.servable`); a pooled configuration is an upper bound
   no engine serves, labelled so (:data:`allocator.engines.POOLED_BOUND`).
 * **Tokens per step**: each decoding sequence's emitted tokens in a step are drawn from the
-  configuration's own pmf, :func:`allocator.analysis.simulate.accepted_distribution` in
+  configuration's own pmf, :func:`allocator.model.accepted.accepted_distribution` in
   the bonus convention (``k`` drafts plus the verifier's token; for a ``paper`` problem the
   round of ``k + 1`` units, docs/design.md §8.3): per-position acceptance, the error model,
   pooling and workload mixture as the model has them (a mixture's steps are drawn from its
@@ -71,6 +71,7 @@ import numpy as np
 from ..core.methods import resolve_method
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError, NotModelledError, ParameterError
+from ..model.accepted import emitted_pmf
 from ..sim import (
     PERCENTILES,
     Requests,
@@ -377,26 +378,6 @@ def _spans(values: np.ndarray) -> str:
         if x is not None:
             start = prev = x
     return ", ".join(out)
-
-
-# ---------------------------------------------------------------- tokens per step
-def emitted_pmf(problem: Problem, members: np.ndarray, k: int) -> np.ndarray:
-    """Tokens one sequence emits in a decode step at draft length ``k``: ``(k + 2,)``,
-    entry ``j`` is ``P(j tokens)`` (entry 0 is 0), bonus convention; ``[0, 1]`` at
-    ``k = 0`` (:func:`~allocator.analysis.simulate.accepted_distribution`, at ``k + 1``
-    for a ``paper`` problem, docs/design.md §8.3)."""
-    if k == 0:
-        return np.array([0.0, 1.0])
-    from .simulate import accepted_distribution
-
-    members = np.asarray(members, dtype=bool)
-    if problem.convention == "paper":
-        p = accepted_distribution(problem, members, k + 1)[: k + 2]
-    else:
-        p = accepted_distribution(problem, members, k)
-    p = np.clip(np.asarray(p, dtype=float), 0.0, None)
-    p[0] = 0.0
-    return p / p.sum()
 
 
 def lookahead_tokens(problem: Problem, config: Configuration) -> int:
@@ -985,7 +966,6 @@ __all__ = [
     "check_step_range",
     "configuration",
     "derived_seeds",
-    "emitted_pmf",
     "kv_cache_tokens",
     "lookahead_tokens",
     "plain_metrics",

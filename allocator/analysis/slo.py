@@ -81,12 +81,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..exceptions import InfeasibleError, InputError, ParameterError
+from ..model.accepted import emitted_pmf
 from .bench import (
     Configuration,
     ProblemStepTime,
     RequestSource,
     configuration,
-    emitted_pmf,
     replica,
     run,
     scheduler_limits,

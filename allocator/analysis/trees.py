@@ -5,7 +5,7 @@ optimal tree simulated.
 Each question returns a dataclass whose ``to_dict()`` is the ``tree --json`` (or
 ``simulate --nodes --json``) document. The maths (``E`` of a tree, Sequoia's programme,
 the step time) is :mod:`allocator.model.tree`; SGLang's tree construction is
-:mod:`allocator.engines.sglang`; the Monte Carlo is :mod:`allocator.analysis.simulate`.
+:mod:`allocator.engines.sglang`; the Monte Carlo is :mod:`allocator.analysis.rounds`.
 
 Units: ``expected_accepted`` in tokens per step (bonus convention: the verifier's own
 token counted); ``round_time`` in verifier-units of time; ``throughput`` in tokens per
@@ -36,7 +36,7 @@ from ..model.tree import (
     tree_serving,
     tree_step_ms,
 )
-from .simulate import TreeSimulation, simulate_tree
+from .rounds import TreeSimulation, simulate_tree
 
 #: Tree sizes of the front (and the node budget of the engine search) when ``nodes`` is
 #: not given.
@@ -641,7 +641,7 @@ def simulate_best_tree(
     seed: int = 0,
 ) -> SimulatedTree:
     """Play the optimal tree of at most ``nodes`` nodes and depth at most ``depth`` for
-    ``rounds`` steps (:func:`allocator.analysis.simulate.simulate_tree`)."""
+    ``rounds`` steps (:func:`allocator.analysis.rounds.simulate_tree`)."""
     check_tree_options(nodes=nodes, depth=depth)
     check_seed(seed)
     index, p = tree_drafter(problem, drafters)

@@ -16,6 +16,7 @@ from scipy import stats
 from allocator import api
 from allocator.analysis import bench as B
 from allocator.exceptions import InputError, ParameterError
+from allocator.model.accepted import emitted_pmf
 from allocator.model.serving import predictor, serving_metrics
 
 from . import requests_problem as rp
@@ -202,7 +203,7 @@ def test_emitted_tokens_per_step_follow_the_closed_form(drafters, k, pooled, con
     total = observed.sum()
     assert total > 20_000
     assert stats.chisquare(observed[1:], total * pmf[1:]).pvalue > 1e-4
-    np.testing.assert_allclose(B.emitted_pmf(prob, prob.mask(drafters), k), pmf, rtol=1e-12)
+    np.testing.assert_allclose(emitted_pmf(prob, prob.mask(drafters), k), pmf, rtol=1e-12)
     dec = r.result.decode_steps
     emitted = (dec * np.arange(dec.shape[1])).sum()
     assert r.metrics["spec_decode_acceptance_length"] == pytest.approx(emitted / dec.sum())

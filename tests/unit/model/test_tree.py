@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from allocator.analysis.simulate import simulate_tree_rounds
+from allocator.analysis.rounds import simulate_tree_rounds
 from allocator.model.acceptance import expected_accepted
 from allocator.model.tree import (
     TreeProgramme,
