@@ -482,7 +482,7 @@ def _requests(
     burstiness: float,
     seed: int,
 ):
-    from .analysis.bench import request_source
+    from .analysis.request_source import request_source
 
     return request_source(
         num_prompts,
@@ -553,8 +553,9 @@ def bench(
     ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
     ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Seeded by
     ``seed``: the same seed gives the same document but for ``date``."""
-    from .analysis.bench import DEFAULT_NUM_PROMPTS, configuration
     from .analysis.bench import bench as run_bench
+    from .analysis.replica import configuration
+    from .analysis.request_source import DEFAULT_NUM_PROMPTS
 
     prob = _problem(problem)
     source = _requests(

@@ -9,7 +9,7 @@ configuration serve ``R`` requests/s with every latency target met, at the lowes
 drafter, unless ``pooled``; :func:`allocator.engines.servable`) within the problem's budget
 (as ``schedule`` applies it): speculation off, each drafter at each ``k`` of ``search.k``
 with a step time, and each drafter's ``k`` by batch size (its schedule,
-:func:`~allocator.analysis.bench.schedule_configuration`); each at every ``max_num_seqs`` of
+:func:`~allocator.analysis.replica.schedule_configuration`); each at every ``max_num_seqs`` of
 a ladder, the powers of two below the largest it can run and that largest (the file's
 ``serving.scheduler.max_num_seqs``, cut to the decode batch sizes its step times reach), or
 at the values given.
@@ -82,15 +82,15 @@ import numpy as np
 
 from ..exceptions import InfeasibleError, InputError, ParameterError
 from ..model.accepted import emitted_pmf
-from .bench import (
+from .replica import (
     Configuration,
     ProblemStepTime,
-    RequestSource,
     configuration,
     replica,
     run,
     scheduler_limits,
 )
+from .request_source import RequestSource
 from .workers import Workers
 
 if TYPE_CHECKING:
@@ -235,7 +235,7 @@ class Candidate:
 
     def key(self) -> tuple:
         """Ties between equal costs: the simpler configuration
-        (:meth:`~allocator.analysis.bench.Configuration.tie_key`: speculation off, fewer
+        (:meth:`~allocator.analysis.replica.Configuration.tie_key`: speculation off, fewer
         drafters, a fixed ``k`` before a schedule, smaller ``k``), then the smaller
         ``max_num_seqs``."""
         return (*self.config.tie_key(), self.max_num_seqs)

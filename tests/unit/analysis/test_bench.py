@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from allocator import api
-from allocator.analysis import bench as B
+from allocator.analysis import replica as R
 from allocator.exceptions import InputError, ParameterError
 from allocator.model.accepted import emitted_pmf
 from allocator.model.serving import predictor, serving_metrics
@@ -217,7 +217,7 @@ def test_the_schedule_runs_the_best_k_at_every_batch_size():
     ``b · E(k) / step(b, k)`` by hand (ties to the smaller k), as vLLM's inclusive ranges;
     the run's decode steps at each batch size use that range's k."""
     prob = rp.problem()
-    config, _ = B.configuration(prob, ["eagle"], schedule=True)
+    config, _ = R.configuration(prob, ["eagle"], schedule=True)
     want = []
     for b in range(1, 17):
         rates = [
@@ -248,8 +248,8 @@ def test_step_times_are_the_predictors_at_every_point():
     formula (decode step + prefill); a step with no decoding sequence is its prefill
     alone."""
     prob = rp.problem()
-    config, _ = B.configuration(prob, ["eagle"], 3)
-    step = B.ProblemStepTime(prob, config, 16, 2048)
+    config, _ = R.configuration(prob, ["eagle"], 3)
+    step = R.ProblemStepTime(prob, config, 16, 2048)
     assert step.exact_lookup
     pred = predictor(prob)
     rng = np.random.default_rng(0)
@@ -282,8 +282,8 @@ def test_a_roofline_problem_is_asked_at_every_step():
     d["drafters"][0]["draft_ms"] = {1: 0.5, 64: 1.0}
     d["drafters"][1]["draft_ms"] = {1: 0.1, 64: 0.2}
     prob = rp.build(d)
-    config, _ = B.configuration(prob, ["eagle"], 2)
-    step = B.ProblemStepTime(prob, config, 16, 2048)
+    config, _ = R.configuration(prob, ["eagle"], 2)
+    step = R.ProblemStepTime(prob, config, 16, 2048)
     assert not step.exact_lookup
     pred = predictor(prob)
     for b, ctx, p in [(1, 0.0, 0), (7, 900.0, 0), (16, 3000.0, 512), (0, 0.0, 300)]:
@@ -313,9 +313,9 @@ def test_kv_lookahead_slots_by_method():
     prob = rp.problem(
         scheduler={"max_num_seqs": 4, "max_num_batched_tokens": 2048, "kv_cache_tokens": 128}
     )
-    eagle, _ = B.configuration(prob, ["eagle"], 4)
-    ngram, _ = B.configuration(prob, ["ngram"], 4)
-    assert B.lookahead_tokens(prob, eagle) == 4 and B.lookahead_tokens(prob, ngram) == 0
+    eagle, _ = R.configuration(prob, ["eagle"], 4)
+    ngram, _ = R.configuration(prob, ["ngram"], 4)
+    assert R.lookahead_tokens(prob, eagle) == 4 and R.lookahead_tokens(prob, ngram) == 0
     ok = api.bench(prob, drafters=["ngram"], k=4, input_len=100, output_len=25, num_prompts=3)
     assert ok.metrics["completed"] == 3
     with pytest.raises(InputError) as exc:
@@ -327,9 +327,9 @@ def test_a_hosted_drafter_takes_its_share_of_the_kv_cache():
     d = rp.data(memory={"kv_cache_gb": 10.0, "kv_per_seq_gb": 0.1})
     d["drafters"][0]["memory_gb"] = 2.5
     prob = rp.build(d)
-    eagle, _ = B.configuration(prob, ["eagle"], 2)
-    assert B.kv_cache_tokens(prob, eagle) == 150_000  # 200,000 · (1 − 2.5 / 10)
-    assert B.kv_cache_tokens(prob, B.Configuration.off(prob.names)) == 200_000
+    eagle, _ = R.configuration(prob, ["eagle"], 2)
+    assert R.kv_cache_tokens(prob, eagle) == 150_000  # 200,000 · (1 − 2.5 / 10)
+    assert R.kv_cache_tokens(prob, R.Configuration.off(prob.names)) == 200_000
 
 
 def test_max_num_seqs_past_the_measured_range_is_refused():

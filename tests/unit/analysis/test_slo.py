@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from allocator import api
-from allocator.analysis import bench as B
+from allocator.analysis import replica as R
 from allocator.analysis import slo as S
+from allocator.analysis.request_source import request_source
 from allocator.exceptions import InfeasibleError, ParameterError
 
 from . import requests_problem as rp
@@ -74,11 +75,11 @@ def test_default_prompts_leave_twenty_beyond_the_highest_percentile():
 def configs(prob):
     """Every configuration the search claims for the test problem with search.k 1..2: off,
     each drafter at k 1 and 2, each drafter's schedule."""
-    out = [B.Configuration.off(prob.names)]
+    out = [R.Configuration.off(prob.names)]
     for name in prob.names:
         for k in (1, 2):
-            out.append(B.configuration(prob, [name], k)[0])
-        out.append(B.configuration(prob, [name], schedule=True, max_num_seqs=16)[0])
+            out.append(R.configuration(prob, [name], k)[0])
+        out.append(R.configuration(prob, [name], schedule=True, max_num_seqs=16)[0])
     return out
 
 
@@ -225,14 +226,14 @@ def test_screening_bounds_are_bounds(size, config):
     ceiling is never below the saturation run's throughput."""
     prob = rp.problem()
     cfg = (
-        B.Configuration.off(prob.names)
+        R.Configuration.off(prob.names)
         if config is None
-        else B.configuration(prob, [config[0]], config[1])[0]
+        else R.configuration(prob, [config[0]], config[1])[0]
     )
     slos = S.parse_slos(
         ["p99_ttft_ms=1", "p50_tpot_ms=1", "mean_itl_ms=1", "p90_e2el_ms=1", "mean_ttft_ms=1"]
     )
-    source = B.request_source(300, input_len=400, output_len=30)
+    source = request_source(300, input_len=400, output_len=30)
     bnd = S.bounds(prob, S.Candidate(cfg, size), source, slos)
     for rate in (0.5, 5.0, 50.0, math.inf):
         r = api.bench(
