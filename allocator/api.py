@@ -18,13 +18,13 @@ from .search import needs_batch
 if TYPE_CHECKING:
     from .analysis.bench import BenchResult
     from .analysis.breakeven import BreakevenReport
-    from .analysis.fleet import CapacityResult
+    from .analysis.capacity.by_load import CapacityResult
+    from .analysis.capacity.by_rate import RateCapacityResult
     from .analysis.paper import PaperReport
     from .analysis.plan import Plan, PlanSweep
     from .analysis.profile_plan import ProfilePlan
     from .analysis.rounds import Simulation
     from .analysis.schedule import ContextSchedules, Schedule
-    from .analysis.slo import RateCapacityResult
     from .analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
     from .analysis.uncertainty import Progress
     from .estimate import EstimateReport
@@ -440,8 +440,8 @@ def size_fleet(
     """``allocator capacity --tokens-per-s``: the cheapest fleet carrying ``tokens_per_s``
     (generated tokens/s over the fleet) with every sequence's mean time per output token
     (TPOT) at most ``tpot_ms`` (ms; ``None``: no target), beside the cheapest without
-    speculation (:func:`allocator.analysis.fleet.capacity`), over every integer batch size
-    the step times reach.
+    speculation (:func:`allocator.analysis.capacity.by_load.capacity`), over every integer
+    batch size the step times reach.
 
     ``sweep_load``: also $/h at these loads (tokens/s, or ``"LO:HI:STEPS"``), with and
     without speculation. ``routes``: also plan's per-workload routes as one fleet
@@ -449,7 +449,7 @@ def size_fleet(
     ``pooled`` (:func:`allocator.engines.servable`); ``budget`` replaces caps of the
     problem's.
     """
-    from .analysis.fleet import capacity
+    from .analysis.capacity.by_load import capacity
     from .engines import servable
     from .io.ranges import parse_load_range
 
@@ -607,7 +607,7 @@ def size_fleet_for_rate(
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
     no rate is given) with every SLO of ``slo`` met (``"p99_ttft_ms=500"`` strings or a
-    mapping; :mod:`allocator.analysis.slo`), beside the cheapest without speculation.
+    mapping; :mod:`allocator.analysis.capacity.by_rate`), beside the cheapest without speculation.
 
     Each replica is simulated at its share of the rate over ``num_prompts`` requests
     (default: enough for the highest percentile asked) seeded by ``seed``; ``sweep_rate``
@@ -616,8 +616,9 @@ def size_fleet_for_rate(
     CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
     ``pooled``; ``budget`` replaces caps of the problem's. ``progress(done)`` is called
     with the number of candidate searches done so far, as each ends."""
-    from .analysis.slo import MAX_SWEEP_RATES, default_num_prompts, parse_slos, size_for_rate
-    from .analysis.workers import Workers
+    from .analysis.capacity.by_rate import MAX_SWEEP_RATES, size_for_rate
+    from .analysis.capacity.slo import default_num_prompts, parse_slos
+    from .analysis.capacity.workers import Workers
     from .io.ranges import parse_range
 
     slos = parse_slos(slo)

@@ -43,7 +43,8 @@ from processes import timed_runs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from allocator.analysis.fleet import serving_grid, size_fleet  # noqa: E402
+from allocator.analysis.capacity.by_load import size_fleet  # noqa: E402
+from allocator.analysis.capacity.grid import serving_grid  # noqa: E402
 from allocator.io.build import problem_from_spec  # noqa: E402
 from allocator.io.spec import parse_problem  # noqa: E402
 

@@ -584,7 +584,7 @@ def replica(
     check_step_range(problem, config, step, field_name)
     notes = []
     if config.speculative:
-        from .fleet import tree_notes
+        from .capacity.by_load import tree_notes
 
         notes += tree_notes(problem)
         if problem.workloads:

@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from allocator import api
-from allocator.analysis.slo import parse_slos
+from allocator.analysis.capacity.slo import parse_slos
 from allocator.plots import bench as bench_plot
 from allocator.plots import plot_bench
 from allocator.plots.labels import boxes_overlap

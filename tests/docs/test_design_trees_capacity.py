@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from allocator.analysis.fleet import serving_grid, sweep_load
+from allocator.analysis.capacity.by_load import sweep_load
+from allocator.analysis.capacity.grid import serving_grid
 from allocator.engines.sglang import sglang_tree
 from allocator.io.build import problem_from_file
 from allocator.model.memory import MemoryModel

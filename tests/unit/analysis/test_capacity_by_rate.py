@@ -13,7 +13,9 @@ import pytest
 
 from allocator import api
 from allocator.analysis import replica as R
-from allocator.analysis import slo as S
+from allocator.analysis.capacity import rate_search as RS
+from allocator.analysis.capacity import slo as S
+from allocator.analysis.capacity.crossings import crossings
 from allocator.analysis.request_source import request_source
 from allocator.exceptions import InfeasibleError, ParameterError
 
@@ -119,7 +121,7 @@ def brute_force(prob, rate, slos, sizes, seed, speculative=None, top=40):
             ).metrics["request_throughput"]
             for n in range(1, top + 1):
                 if sustains(prob, cfg, size, rate / n, slos, seed, sat):
-                    key = (n, S.Candidate(cfg, size).key())
+                    key = (n, RS.Candidate(cfg, size).key())
                     if best is None or key < best[0]:
                         best = (key, cfg, size, sat)
                     break
@@ -234,7 +236,7 @@ def test_screening_bounds_are_bounds(size, config):
         ["p99_ttft_ms=1", "p50_tpot_ms=1", "mean_itl_ms=1", "p90_e2el_ms=1", "mean_ttft_ms=1"]
     )
     source = request_source(300, input_len=400, output_len=30)
-    bnd = S.bounds(prob, S.Candidate(cfg, size), source, slos)
+    bnd = RS.bounds(prob, RS.Candidate(cfg, size), source, slos)
     for rate in (0.5, 5.0, 50.0, math.inf):
         r = api.bench(
             prob,
@@ -305,7 +307,7 @@ def test_the_sweep_prices_each_rate_from_each_candidates_highest_rate():
 
     rates = np.array([p["request_rate"] for p in points])
     a, b = costs_of("with_speculation"), costs_of("without_speculation")
-    assert sweep["crossings"] == S.rate_crossings(rates, a, b)
+    assert sweep["crossings"] == crossings(rates, a, b, "request_rate")
 
 
 # ---------------------------------------------------------------- where it runs
