@@ -354,14 +354,21 @@ def schedule(
     ``contexts``: tokens per sequence (a list, or ``"1024,8192"``): ``k`` by batch size
     and context bucket (:func:`allocator.analysis.schedule.schedule_by_context`; rows
     gain ``context``). ``export``: also the schedule as that engine takes it
-    (``"vllm"``), in ``.export``.
+    (``"vllm"``), in ``.export``; refused (on ``engine``) when ``engine`` takes no ``k``
+    schedule by batch size (SGLang): the schedule exported is planned for it.
     """
-    from .analysis.schedule import check_export, export_schedule, schedule_by_context
+    from .analysis.schedule import (
+        check_export,
+        check_schedule_engine,
+        export_schedule,
+        schedule_by_context,
+    )
     from .analysis.schedule import schedule as plan_schedule
     from .engines import servable
 
     if export is not None:
         check_export(export)
+        check_schedule_engine(engine, "engine")
     buckets = parse_contexts(contexts) if contexts is not None else None
     prob, served = servable(_problem(problem), engine, pooled)
     sched: Schedule | ContextSchedules

@@ -194,9 +194,15 @@ def configuration(
     :func:`~allocator.analysis.schedule.schedule` up to ``max_num_seqs`` (default
     ``serving.scheduler.max_num_seqs``).
 
-    Only what ``engine`` serves unless ``pooled`` (:func:`allocator.engines.servable`).
-    Raises :class:`ParameterError` on ``drafters``, ``k`` or ``schedule``."""
+    Only what ``engine`` serves unless ``pooled`` (:func:`allocator.engines.servable`); a
+    ``schedule`` only for an engine that takes one
+    (:func:`~allocator.analysis.schedule.check_schedule_engine`). Raises
+    :class:`ParameterError` on ``drafters``, ``k``, ``schedule`` or ``engine``."""
     from ..engines import servable
+    from .schedule import check_schedule_engine
+
+    if schedule:
+        check_schedule_engine(engine, "engine")
 
     restricted, notes = servable(problem, engine, pooled)
     names = problem.names

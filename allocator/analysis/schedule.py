@@ -68,9 +68,8 @@ MAX_CELLS = 1 << 20
 #: Relative difference between a table's own ``k = 0`` step and the baseline above which
 #: :func:`schedule` notes that the file's plain-decoding times disagree.
 K0_TOLERANCE = 0.01
-#: Engines a schedule exports to (:func:`export_schedule`).
-EXPORTS = ("vllm",)
-#: Why an engine of the registry takes no ``k`` schedule by batch size, from its source.
+#: Why an engine of the registry without a ``k`` schedule by batch size
+#: (:attr:`allocator.engines.base.Engine.has_schedule` false) takes none, from its source.
 NO_SCHEDULE = {
     "sglang": (
         "SGLang takes no k schedule by batch size: --speculative-num-steps is one value "
@@ -78,9 +77,34 @@ NO_SCHEDULE = {
         "--speculative-adaptive (EAGLE/EAGLE3, topk 1) moves the steps itself within "
         "per-batch-size candidate lists by a running acceptance average "
         "(sglang/srt/speculative/adaptive_spec_params.py), which is not a schedule this "
-        "exports; export it for vllm, or serve SGLang the k of your batch size's row"
+        "exports"
     ),
 }
+#: What to do instead, after :data:`NO_SCHEDULE`'s why, by the parameter refused.
+INSTEAD = {
+    "export": "export it for vllm, or serve SGLang the k of your batch size's row",
+    "engine": "plan, export or simulate a k schedule for vllm, or give one k",
+}
+
+
+def schedule_engines() -> tuple[str, ...]:
+    """The engines that take a ``k`` schedule by batch size (``has_schedule``)."""
+    from ..engines import ENGINES
+
+    return tuple(name for name, e in ENGINES.items() if e.has_schedule)
+
+
+def check_schedule_engine(engine: str, field: str = "engine") -> str:
+    """``engine`` when it takes a ``k`` schedule by batch size
+    (:attr:`~allocator.engines.base.Engine.has_schedule`); else a
+    :class:`~allocator.exceptions.ParameterError` naming ``field``, one line: why it takes
+    none (:data:`NO_SCHEDULE`) and what to do instead (:data:`INSTEAD`)."""
+    from ..engines import ENGINES
+
+    if engine in ENGINES and not ENGINES[engine].has_schedule:
+        why = NO_SCHEDULE.get(engine, f"{ENGINES[engine].label} takes no k schedule by batch size")
+        raise ParameterError(field, f"{why}; {INSTEAD.get(field, INSTEAD['engine'])}")
+    return engine
 
 
 @dataclass(frozen=True)
@@ -429,14 +453,14 @@ def schedule_by_context(problem: Problem, contexts: list[float]) -> ContextSched
 
 
 def check_export(engine: str) -> str:
-    """``engine`` when a schedule exports to it (:data:`EXPORTS`); else a
+    """``engine`` when a schedule exports to it (:func:`schedule_engines`); else a
     :class:`~allocator.exceptions.ParameterError` naming ``export``: for an engine that
-    takes no schedule by batch size (:data:`NO_SCHEDULE`), why."""
-    if engine in NO_SCHEDULE:
-        raise ParameterError("export", NO_SCHEDULE[engine])
-    if engine not in EXPORTS:
+    takes no schedule by batch size, why (:func:`check_schedule_engine`)."""
+    check_schedule_engine(engine, "export")
+    exports = schedule_engines()
+    if engine not in exports:
         raise ParameterError(
-            "export", f"{engine!r}: a schedule exports to {', '.join(EXPORTS)} only"
+            "export", f"{engine!r}: a schedule exports to {', '.join(exports)} only"
         )
     return engine
 
@@ -649,7 +673,7 @@ def serving_front(
 
 
 __all__ = [
-    "EXPORTS",
+    "INSTEAD",
     "K0_TOLERANCE",
     "MAX_CELLS",
     "NO_SCHEDULE",
@@ -659,9 +683,11 @@ __all__ = [
     "ScheduleExport",
     "baseline_disagreements",
     "check_export",
+    "check_schedule_engine",
     "export_schedule",
     "schedule",
     "schedule_by_context",
+    "schedule_engines",
     "serving_front",
     "speculation_off_from",
 ]

@@ -126,7 +126,8 @@ def candidates(
     max_num_seqs: Sequence[int] | None = None,
 ) -> tuple[list[Candidate], list[str]]:
     """Every candidate (module docstring) and notes on what was left out."""
-    from ...engines import servable
+    from ...engines import ENGINES, servable
+    from ..schedule import schedule_engines
     from .grid import configurations
 
     limits = scheduler_limits(problem)
@@ -147,6 +148,10 @@ def candidates(
             f"{over_budget:,} speculative configuration(s) left out by the budget ({caps})"
         )
     singles = [i for i in range(problem.n) if not restricted.excluded[i]]
+    if singles and engine not in schedule_engines():
+        label = ENGINES[engine].label
+        notes.append(f"no k by batch size (schedule) candidates: {label} takes no k schedule")
+        singles = []
     for i in singles:
         try:
             cfg, _ = configuration(

@@ -73,6 +73,20 @@ def test_default_prompts_leave_twenty_beyond_the_highest_percentile():
     assert count == S.MAX_DEFAULT_PROMPTS and "capped" in why
 
 
+# ---------------------------------------------------------------- candidates
+def test_no_schedule_candidate_for_an_engine_that_takes_none():
+    """SGLang takes no k by batch size: its candidates are chains and speculation off only,
+    and a note says why; vLLM's include each drafter's schedule."""
+    prob = rp.problem()
+    vllm, _ = RS.candidates(prob, engine="vllm")
+    sglang, notes = RS.candidates(prob, engine="sglang")
+    assert any(c.config.is_schedule for c in vllm)
+    assert sglang and not any(c.config.is_schedule for c in sglang)
+    assert any("SGLang takes no k schedule" in n for n in notes)
+    chains = {c.config.label() for c in vllm if not c.config.is_schedule}
+    assert {c.config.label() for c in sglang} <= chains
+
+
 # ---------------------------------------------------------------- against brute force
 def configs(prob):
     """Every configuration the search claims for the test problem with search.k 1..2: off,
