@@ -116,7 +116,7 @@ def solve_at_batch(
     from .analysis.limits import position_notes
     from .analysis.schedule import serving_front
     from .engines import servable
-    from .model.evaluate import DRAFT_COST_CAPS, require_unit_cost
+    from .model.metrics import DRAFT_COST_CAPS, require_unit_cost
 
     if problem.cost_metric in DRAFT_COST_CAPS:  # the cost axis is in verifier-units
         require_unit_cost(problem, needed_by=f"cost_metric {problem.cost_metric}")
@@ -147,7 +147,7 @@ def evaluate(
     (:func:`allocator.model.point.evaluate_point`; ``point["throughput"]``, ``to_dict()``).
 
     With ``batch`` (the problem needs a ``serving`` section) the point also holds the
-    serving metrics at that many concurrent sequences (:mod:`allocator.model.serving`),
+    serving metrics at that many concurrent sequences (:mod:`allocator.model.under_load`),
     and ``k = 0`` is allowed: decoding without speculation (``drafters`` is then
     ignored and reported empty; its model metrics are one token per plain
     verification pass, no draft cost). ``field`` names ``drafters`` in errors.

@@ -87,7 +87,7 @@ def synthetic(n: int = 20, m_max: int = 2, k_max: int = 16, seed: int = 0) -> di
 def loop_metrics_seconds(problem, grid, sample: int = 200) -> float:
     """Seconds per configuration and batch size when each configuration's serving metrics
     are computed one at a time (``serving_metrics`` on a single row), over ``sample`` rows."""
-    from allocator.model.serving import serving_metrics
+    from allocator.model.under_load import serving_metrics
 
     rows = np.linspace(1, grid.k.size - 1, sample).astype(int)
     b = int(grid.batch[0])

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core.budget import budget_limit
 from ..exceptions import NotModelledError
-from ..model.evaluate import evaluate_configs
+from ..model.metrics import evaluate_configs
 
 if TYPE_CHECKING:
     from ..core.problem import Problem

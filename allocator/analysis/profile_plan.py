@@ -286,7 +286,7 @@ def profile_plan(
     from ..core.methods import resolve_method
     from ..engines import ENGINES
     from ..model.memory import spec_max_batch
-    from ..model.serving import bonus_expected
+    from ..model.under_load import bonus_expected
 
     if engine not in ENGINES:
         raise ParameterError("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
@@ -547,7 +547,7 @@ def _rates(problem: Problem, i: int, k: int) -> list[float]:
     """vLLM's unconditional synthetic rates: position ``j``'s probability that the first
     ``j`` drafts are all accepted, ``Π_{l≤j} a(l)`` of drafter ``i``'s acceptance (the
     problem's own, as the serving model reads it), non-increasing and in [0, 1]."""
-    from ..model.serving import bonus_expected
+    from ..model.under_load import bonus_expected
 
     members = np.zeros((1, problem.n), bool)
     members[0, i] = True

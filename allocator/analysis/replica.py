@@ -17,7 +17,7 @@ capacity for a request rate (:mod:`allocator.analysis.capacity`) both run it.
   rounds-weighted mixture; requests are not tied to a workload). Chains only: a drafter's
   ``acceptance_by_rank`` (token trees) is not played.
 * **Step times** only from the problem's step-time predictor
-  (:func:`allocator.model.serving.predictor`): the decode step of ``b`` sequences at the
+  (:func:`allocator.model.under_load.predictor`): the decode step of ``b`` sequences at the
   step's ``k`` plus the prefill of the step's prompt tokens (``serving.prefill_ms``, or the
   roofline's own prefill), a step with no decoding sequence its prefill alone
   (:class:`ProblemStepTime`). Where the predictor ignores context and adds the prefill (the
@@ -252,7 +252,7 @@ def configuration(
 def scheduler_limits(problem: Problem):
     """``serving.scheduler`` (:class:`~allocator.core.serving.SchedulerLimits`); an
     :class:`InputError` naming it when the file has none."""
-    from ..model.serving import need_serving
+    from ..model.under_load import need_serving
 
     limits = need_serving(problem, "the simulator needs the engine's scheduler").scheduler
     if limits is None:
@@ -272,7 +272,7 @@ def schedule_configuration(
     configuration of its search space has a speculative step time, ``k = 0`` (speculation
     off) at the others. Every speculative batch size must use one drafter set: vLLM runs one
     drafter for all of them (``ParameterError`` on ``drafters`` otherwise)."""
-    from ..model.serving import need_serving, predictor, speculative_ks
+    from ..model.under_load import need_serving, predictor, speculative_ks
     from .schedule import schedule as plan_schedule
 
     serving = need_serving(problem)
@@ -399,7 +399,7 @@ class ProblemStepTime:
     def __init__(
         self, problem: Problem, config: Configuration, max_num_seqs: int, budget: int
     ) -> None:
-        from ..model.serving import predictor
+        from ..model.under_load import predictor
 
         self.pred = predictor(problem)
         self.members = np.asarray(config.members, dtype=bool)

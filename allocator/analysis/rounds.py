@@ -37,7 +37,7 @@ import numpy as np
 from ..exceptions import NotModelledError, ParameterError
 from ..model.acceptance import extend_positions
 from ..model.errors import IndependentErrors
-from ..model.evaluate import evaluate_configs
+from ..model.metrics import evaluate_configs
 from ..model.tree import Tree, node_depths
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ The rules and their reasons: docs/design.md §8.5.
 Both enumerate the problem's search space (``search.m``, ``require``, ``exclude``)
 exhaustively, every subset at every ``k`` of ``search.k`` up to the largest ``k`` any
 step time reaches, vectorised over subsets (:func:`allocator.core.space.iter_subsets`
-chunks) with the step times of :mod:`allocator.model.serving`. A configuration is a
+chunks) with the step times of :mod:`allocator.model.under_load`. A configuration is a
 candidate when it is within the budget (the problem's caps, on the model's metrics)
 and has a step time at the batch size; configurations without one are counted and
 left out, never guessed.
@@ -39,7 +39,6 @@ import numpy as np
 from ..core.problem import Problem
 from ..core.result import Front
 from ..exceptions import InputError, NotModelledError, ParameterError
-from ..model.evaluate import curves, evaluate_subsets
 from ..model.evaluator import (
     BestPerKey,
     Chunk,
@@ -51,7 +50,8 @@ from ..model.evaluator import (
     mask_score,
 )
 from ..model.memory import max_batch, memory_notes
-from ..model.serving import (
+from ..model.metrics import curves, evaluate_subsets
+from ..model.under_load import (
     SERVING_METRICS,
     baseline_ms,
     metrics_from,
@@ -123,7 +123,7 @@ class Schedule:
 
     batch : ``(S,)`` int batch sizes; members : ``(S, N)`` bool; k : ``(S,)`` int.
     metrics : serving metrics of each chosen configuration, ``(S,)`` arrays keyed by
-        :data:`~allocator.model.serving.SERVING_METRICS`.
+        :data:`~allocator.model.under_load.SERVING_METRICS`.
     ks : ``(K,)`` the ``k`` values compared (``0`` first); by_k : ``(S, K)`` the best
         ``tokens_per_s`` at each batch size and ``k`` within the budget (NaN: none).
     speculation_off_from : see the module docstring.

@@ -9,7 +9,7 @@ the step time) is :mod:`allocator.model.tree`; SGLang's tree construction is
 
 Units: ``expected_accepted`` in tokens per step (bonus convention: the verifier's own
 token counted); ``round_time`` in verifier-units of time; ``throughput`` in tokens per
-verifier-unit; the ``serving`` rows in the units of :mod:`allocator.model.serving`
+verifier-unit; the ``serving`` rows in the units of :mod:`allocator.model.under_load`
 (ms, tokens/s).
 """
 
@@ -207,7 +207,7 @@ def drafter_round_time(problem: Problem, index: int, nodes, depth) -> np.ndarray
     """Verifier-units of one step of drafter ``index``'s tree of ``nodes`` speculated nodes
     and ``depth`` levels (:func:`allocator.model.tree.round_time`); any shapes
     broadcasting together. Refused for a drafter without ``unit_cost``."""
-    from ..model.evaluate import require_unit_cost
+    from ..model.metrics import require_unit_cost
 
     member = np.zeros(problem.n, bool)
     member[index] = True
@@ -226,7 +226,7 @@ def drafter_round_time(problem: Problem, index: int, nodes, depth) -> np.ndarray
 @dataclass(frozen=True)
 class TreeServingRow:
     """Per batch size, the tree (``nodes``, ``depth``) of most tokens/s, and its serving
-    metrics (:func:`allocator.model.serving.metrics_from`'s keys; ``None``: not finite)."""
+    metrics (:func:`allocator.model.under_load.metrics_from`'s keys; ``None``: not finite)."""
 
     batch: int
     nodes: int
@@ -699,7 +699,7 @@ def _per_batch(
     the step times extrapolate a calibrated file's measured domain.
     """
     from ..model.memory import max_batch
-    from ..model.serving import baseline_ms, metrics_from, step_time_notes
+    from ..model.under_load import baseline_ms, metrics_from, step_time_notes
 
     serving = tree_serving(problem, index)
     if serving is None:

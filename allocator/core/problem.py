@@ -105,7 +105,7 @@ class Problem:
     ensembles : measured pooled acceptance of named subsets (overrides the model).
     pass_cost_curve : ``(tokens (P,), cost (P,))`` measured verification cost against
         verified tokens ``m * k``, or ``None`` for ``pass_cost + token_cost * m * k``.
-    serving : step times, batch sizes and price under load (:mod:`allocator.model.serving`),
+    serving : step times, batch sizes and price under load (:mod:`allocator.model.under_load`),
         or ``None`` without a ``serving`` section.
     memory : one replica's KV-cache memory (:class:`~allocator.core.memory.MemoryModel`),
         or ``None`` without ``serving.memory``.

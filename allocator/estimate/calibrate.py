@@ -24,7 +24,7 @@ roofline).
 **Rows to step times.** A step emits ``E`` tokens per sequence, so
 ``step_ms = 1000 · b · E / tokens_per_s``. ``E`` is the row's ``mean_accepted`` when
 given; otherwise the problem's acceptance in the bonus convention
-(:func:`~allocator.model.serving.bonus_expected`). ``k = 0`` is ``E = 1``.
+(:func:`~allocator.model.under_load.bonus_expected`). ``k = 0`` is ``E = 1``.
 
 **Two forms**, both :class:`~allocator.model.steptime.RooflinePredictor` s (the step-time
 contract; nothing here computes a step time):
@@ -98,9 +98,9 @@ import numpy as np
 
 from ..core.problem import Problem
 from ..exceptions import InputError, ParameterError
-from ..model.serving import bonus_expected, tokens_per_s
 from ..model.steptime import RooflinePredictor, StepInputs
 from ..model.steptime.roofline import fit_roofline, identify, log_jacobian
+from ..model.under_load import bonus_expected, tokens_per_s
 
 __all__ = [
     "GROUPS",

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .acceptance import extend_positions
-from .evaluate import pooled_acceptance
+from .metrics import pooled_acceptance
 
 if TYPE_CHECKING:
     from ..core.problem import Problem

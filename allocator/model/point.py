@@ -1,7 +1,7 @@
 """One configuration evaluated: every metric of a subset at one ``k`` (``evaluate``).
 
-Without a batch size the metrics are the model's (:mod:`allocator.model.evaluate`). At
-``batch`` concurrent sequences they gain the serving metrics (:mod:`allocator.model.serving`),
+Without a batch size the metrics are the model's (:mod:`allocator.model.metrics`). At
+``batch`` concurrent sequences they gain the serving metrics (:mod:`allocator.model.under_load`),
 and ``k = 0`` is speculation off: no drafters, one token per plain verification pass
 (``throughput = 1 / T`` with ``T`` the pass verifying no drafted token), no draft cost
 (docs/design.md §6, §8.4).
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.result import Front, Point
-from .evaluate import evaluate_configs
+from .metrics import evaluate_configs
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,7 +82,7 @@ def evaluate_point(
         metrics = evaluate_configs(problem, row, ks)
         return Point.of(Front(row, ks, metrics, problem.cost_metric), 0, problem.names)
     from .memory import max_batch, memory_notes
-    from .serving import serving_metrics, step_time_notes
+    from .under_load import serving_metrics, step_time_notes
 
     ctx = 0.0 if context is None else float(context)
     if k == 0:

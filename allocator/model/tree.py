@@ -382,8 +382,8 @@ def tree_step_ms(
     step time (the component tables do not reach, nothing is extrapolated).
     ``problem``: the problem (its predictor, the roofline included), or only its serving
     arrays (measured tables and the component model)."""
-    from .serving import predictor
     from .steptime import ServingPredictor
+    from .under_load import predictor
 
     if isinstance(problem, Serving):
         pred = ServingPredictor(problem)

@@ -6,7 +6,7 @@ simulated request by request, is :mod:`.by_rate`.)
 (:mod:`allocator.analysis.plan.hosting_sweep` is a different question: which drafters to *host*
 under a hosting budget. This module sizes a *fleet of replicas* for a traffic load.)
 
-The serving model (:mod:`allocator.model.serving`) gives, at every integer batch size ``b``
+The serving model (:mod:`allocator.model.under_load`) gives, at every integer batch size ``b``
 from 1 to the largest the step times reach (:func:`.grid.batch_limit`; ``serving.batch_sizes``
 plays no part), every configuration's ``tokens_per_s(b)`` (one replica, whole batch) and
 ``tpot_ms(b) = step_ms / E``, the mean time per output token of one sequence (vLLM's

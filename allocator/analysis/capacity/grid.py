@@ -1,7 +1,7 @@
 """Every configuration at every batch size, from the serving model: the grid capacity
 for a token load sizes fleets on (:mod:`.by_load`, docs/design.md §8.11).
 
-The serving model (:mod:`allocator.model.serving`) gives, at every integer batch size ``b``
+The serving model (:mod:`allocator.model.under_load`) gives, at every integer batch size ``b``
 from 1 to the largest the step times reach (:func:`batch_limit`; ``serving.batch_sizes``
 plays no part), every configuration's ``tokens_per_s(b)`` (one replica, whole batch) and
 ``tpot_ms(b) = step_ms / E``. A configuration is a subset of the search space with a ``k``
@@ -18,9 +18,9 @@ import numpy as np
 
 from ...core.space import count_subsets
 from ...exceptions import InputError
-from ...model.evaluate import evaluate_subsets
 from ...model.evaluator import FeasibleCells, evaluate_space
 from ...model.memory import max_batch
+from ...model.metrics import evaluate_subsets
 
 if TYPE_CHECKING:
     from ...core.problem import Problem
@@ -69,9 +69,9 @@ class ServingGrid:
 def serving_model():
     """The serving model's functions (imported here: the module belongs to the serving
     work and is read only when a capacity question is asked)."""
-    from ...model import serving
+    from ...model import under_load
 
-    return serving
+    return under_load
 
 
 def fleet_serving(problem: Problem):

@@ -26,7 +26,7 @@ without bound.
    statistic. A candidate whose floor exceeds a ceiling meets it at no rate: left out.
 2. *A throughput ceiling*: a replica cannot complete more than ``1 / (mean prompt · least
    prefill ms per token + mean (O − 1) / T*)`` requests/s, ``T*`` the most decode tokens/s
-   of the existing model (:mod:`allocator.model.serving`: ``b · 1000 · E / step_ms`` at
+   of the existing model (:mod:`allocator.model.under_load`: ``b · 1000 · E / step_ms`` at
    every decode batch size up to ``max_num_seqs``), so it needs at least ``⌈R / (that ·
    (1 + BOUND_MARGIN))⌉`` replicas (the margin covers a run's random acceptances beating
    their mean).

@@ -24,8 +24,8 @@ from ...core.budget import budget_limit, within
 from ...core.documents import CONFIG_FIELDS, MODEL_FIELDS, names_of, number, seconds
 from ...core.result import Front
 from ...exceptions import InfeasibleError, InputError, ParameterError, SolverError
-from ...model.evaluate import evaluate_configs
 from ...model.memory import hosting_room
+from ...model.metrics import evaluate_configs
 from .candidates import Candidates, SingleFront, Traffic, build_candidates
 from .milp import solve_assignment
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from .base import AXES, StepInputs, StepTimePredictor, step_inputs
 from .component import ComponentPredictor
+from .dispatch import ServingPredictor, roofline_of
 from .roofline import RooflinePredictor
-from .serving import ServingPredictor, roofline_of
 from .tables import TablePredictor
 
 __all__ = [

@@ -17,7 +17,7 @@ from allocator import api
 from allocator.analysis import replica as R
 from allocator.exceptions import InputError, ParameterError
 from allocator.model.accepted import emitted_pmf
-from allocator.model.serving import predictor, serving_metrics
+from allocator.model.under_load import predictor, serving_metrics
 
 from . import requests_problem as rp
 
@@ -108,7 +108,7 @@ def test_far_above_capacity_output_throughput_is_the_existing_models(drafters, k
     """Every request at once, ``max_num_seqs`` 8, 500 output tokens, prefill made negligible
     (0.001 ms): the replica runs a full batch at almost every step, so its output
     throughput is the existing model's ``tokens_per_s`` at batch 8
-    (:func:`allocator.model.serving.serving_metrics`, ``8 · 1000 · E / step_ms(8, k)``),
+    (:func:`allocator.model.under_load.serving_metrics`, ``8 · 1000 · E / step_ms(8, k)``),
     from below by the first tokens (from prefill steps) and the last batch draining (under
     0.5% here)."""
     prob = rp.problem(
