@@ -8,7 +8,7 @@ output/2``, the prompts prefilled in the decoding steps), one drafter at one dra
 result files (:mod:`allocator.estimate.calibrate`).
 
 **Which runs.** The candidates are every concurrency of :data:`CONCURRENCIES` that fits
-in memory at the context (the specs' cap, :func:`allocator.model.memory.spec_max_batch`),
+in memory at the context (the specs' cap, :func:`allocator.model.memory_fit.spec_max_batch`),
 at every context asked for, at ``k`` in ``{0, 1, 2, 4, k_max}`` (``k_max`` the largest of
 the search space, at most :data:`MAX_K`), for each drafter the engine serves. A set of
 runs *determines* the parameters the roofline fits (:meth:`RooflinePredictor.parameters`,
@@ -285,7 +285,7 @@ def profile_plan(
     with the number of candidate run sets weighed so far."""
     from ..core.methods import resolve_method
     from ..engines import ENGINES
-    from ..model.memory import spec_max_batch
+    from ..model.memory_fit import spec_max_batch
     from ..model.under_load import bonus_expected
 
     if engine not in ENGINES:

@@ -10,7 +10,7 @@ capacity for a request rate (:mod:`allocator.analysis.capacity`) both run it.
   ``pooled`` (:func:`allocator.engines.servable`); a pooled configuration is an upper bound
   no engine serves, labelled so (:data:`allocator.engines.POOLED_BOUND`).
 * **Tokens per step**: each decoding sequence's emitted tokens in a step are drawn from the
-  configuration's own pmf, :func:`allocator.model.accepted.accepted_distribution` in
+  configuration's own pmf, :func:`allocator.model.accepted_pmf.accepted_distribution` in
   the bonus convention (``k`` drafts plus the verifier's token; for a ``paper`` problem the
   round of ``k + 1`` units, docs/design.md §8.3): per-position acceptance, the error model,
   pooling and workload mixture as the model has them (a mixture's steps are drawn from its
@@ -54,7 +54,7 @@ import numpy as np
 from ..core.methods import resolve_method
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError, NotModelledError, ParameterError
-from ..model.accepted import emitted_pmf
+from ..model.accepted_pmf import emitted_pmf
 from ..sim import Requests, Scheduler, SimResult, SpecPolicy, simulate
 from .request_source import derived_seeds
 

@@ -38,7 +38,7 @@ from ..exceptions import NotModelledError, ParameterError
 from ..model.acceptance import extend_positions
 from ..model.errors import IndependentErrors
 from ..model.metrics import evaluate_configs
-from ..model.tree import Tree, node_depths
+from ..model.token_tree import Tree, node_depths
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -71,7 +71,7 @@ class Simulation:
     round_time: float
     #: share of rounds with ``u`` accepted units, ``u = 0..k+1`` (rounds-weighted over
     #: the workloads of a mixture): the histogram to set against
-    #: :func:`~allocator.model.accepted.accepted_distribution`
+    #: :func:`~allocator.model.accepted_pmf.accepted_distribution`
     accepted_shares: list[float]
 
     def to_dict(self) -> dict:

@@ -49,7 +49,7 @@ from ..model.evaluator import (
     evaluate_space,
     mask_score,
 )
-from ..model.memory import max_batch, memory_notes
+from ..model.memory_fit import max_batch, memory_notes
 from ..model.metrics import curves, evaluate_subsets
 from ..model.under_load import (
     SERVING_METRICS,

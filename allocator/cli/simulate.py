@@ -14,7 +14,7 @@ from ..analysis.trees import DEFAULT_DEPTH, SimulatedTree, check_tree_options
 from ..core.problem import MAX_K
 from ..exceptions import InputError
 from ..io.build import problem_from_file
-from ..model.accepted import accepted_distribution
+from ..model.accepted_pmf import accepted_distribution
 from .common import (
     MAX_SEED,
     JsonOption,

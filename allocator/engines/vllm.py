@@ -61,7 +61,7 @@ from ..exceptions import ParameterError
 from .base import DrafterLike, Engine, tree_method
 
 if TYPE_CHECKING:
-    from ..model.tree import Tree
+    from ..model.token_tree import Tree
 
 #: The first vLLM release whose ``--speculative-config`` takes the schedule.
 VLLM_MIN_VERSION = "0.24.0"

@@ -81,7 +81,7 @@ def evaluate_point(
     if batch is None:
         metrics = evaluate_configs(problem, row, ks)
         return Point.of(Front(row, ks, metrics, problem.cost_metric), 0, problem.names)
-    from .memory import max_batch, memory_notes
+    from .memory_fit import max_batch, memory_notes
     from .under_load import serving_metrics, step_time_notes
 
     ctx = 0.0 if context is None else float(context)

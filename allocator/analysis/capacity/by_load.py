@@ -19,7 +19,7 @@ no drafter, a candidate whatever the budget). A candidate ``(b, config)`` is *fe
 it has a measured or modelled step time at ``b`` (a pair outside every measured range, or a
 drafter with neither a table nor ``draft_ms``, is left out and counted in a note, never a
 refusal of the file), ``tpot_ms(b) <= Y`` and the replica can hold ``b`` sequences
-(:mod:`allocator.model.memory`: hosted drafters take KV-cache memory). For a load of ``X``
+(:mod:`allocator.model.memory_fit`: hosted drafters take KV-cache memory). For a load of ``X``
 tokens/s (generated, over the whole fleet) it needs
 
     replicas = ceil(X / tokens_per_s(b))      cost_per_hour = replicas · gpu_cost_per_hour
@@ -76,7 +76,7 @@ from ...exceptions import (
     ParameterError,
     SolverError,
 )
-from ...model.memory import max_batch
+from ...model.memory_fit import max_batch
 from .crossings import crossings
 from .grid import ServingGrid, batch_limit, fleet_serving, serving_grid, serving_model
 

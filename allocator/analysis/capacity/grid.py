@@ -19,7 +19,7 @@ import numpy as np
 from ...core.space import count_subsets
 from ...exceptions import InputError
 from ...model.evaluator import FeasibleCells, evaluate_space
-from ...model.memory import max_batch
+from ...model.memory_fit import max_batch
 from ...model.metrics import evaluate_subsets
 
 if TYPE_CHECKING:

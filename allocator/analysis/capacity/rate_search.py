@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...exceptions import InputError, ParameterError
-from ...model.accepted import emitted_pmf
+from ...model.accepted_pmf import emitted_pmf
 from ..replica import (
     Configuration,
     ProblemStepTime,

@@ -16,7 +16,7 @@ from scipy import stats
 from allocator import api
 from allocator.analysis import replica as R
 from allocator.exceptions import InputError, ParameterError
-from allocator.model.accepted import emitted_pmf
+from allocator.model.accepted_pmf import emitted_pmf
 from allocator.model.under_load import predictor, serving_metrics
 
 from . import requests_problem as rp

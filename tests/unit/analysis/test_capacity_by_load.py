@@ -28,7 +28,7 @@ from allocator.core.problem import Problem
 from allocator.exceptions import InputError
 from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
-from allocator.model.memory import max_batch, memory_model
+from allocator.model.memory_fit import max_batch, memory_model
 
 runner = CliRunner()
 

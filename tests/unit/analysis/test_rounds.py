@@ -13,7 +13,7 @@ from allocator.analysis.rounds import simulate, simulate_rounds, workload_rounds
 from allocator.cli import app
 from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
-from allocator.model.accepted import accepted_distribution
+from allocator.model.accepted_pmf import accepted_distribution
 from allocator.model.errors import (
     EmpiricalErrors,
     ExchangeableErrors,

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from allocator import api
-from allocator.model.memory import max_batch
+from allocator.model.memory_fit import max_batch
 
 ROOT = Path(__file__).resolve().parents[3]
 PATH = ROOT / "problems" / "roofline-llama31-8b.yaml"

@@ -17,7 +17,7 @@ from allocator.cli import app
 from allocator.core.problem import Problem
 from allocator.io.build import problem_from_file, problem_from_spec
 from allocator.io.spec import parse_problem
-from allocator.model.accepted import accepted_distribution
+from allocator.model.accepted_pmf import accepted_distribution
 from allocator.plots import (
     COST_LABELS,
     boxes_overlap,

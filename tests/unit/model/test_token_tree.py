@@ -13,7 +13,7 @@ import pytest
 
 from allocator.analysis.rounds import simulate_tree_rounds
 from allocator.model.acceptance import expected_accepted
-from allocator.model.tree import (
+from allocator.model.token_tree import (
     TreeProgramme,
     check_tree,
     make_tree,
