@@ -3,7 +3,6 @@ prints (a dataclass whose ``to_dict()`` is the command's ``--json`` document).""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -113,26 +112,9 @@ def solve_at_batch(
     (:func:`allocator.analysis.schedule.serving_front`), of the configurations ``engine``
     serves (with ``pooled``: every configuration, labelled as the upper bound;
     :func:`allocator.engines.servable`)."""
-    from .analysis.limits import position_notes
-    from .analysis.schedule import serving_front
-    from .engines import servable
-    from .model.metrics import DRAFT_COST_CAPS, require_unit_cost
+    from .analysis.schedule import front_at_batch
 
-    if problem.cost_metric in DRAFT_COST_CAPS:  # the cost axis is in verifier-units
-        require_unit_cost(problem, needed_by=f"cost_metric {problem.cost_metric}")
-    t0 = time.perf_counter()
-    problem, served = servable(problem, engine, pooled)
-    front, evaluated, _, notes = serving_front(problem, batch, 0.0 if context is None else context)
-    return SolveResult(
-        problem=problem.name,
-        names=problem.names,
-        strategy="exact",
-        exact=True,
-        front=front,
-        evaluated=evaluated,
-        seconds=time.perf_counter() - t0,
-        notes=[*served, *notes, *position_notes(problem, front.members, front.k)],
-    )
+    return front_at_batch(problem, batch, 0.0 if context is None else context, engine, pooled)
 
 
 def evaluate(
@@ -230,20 +212,14 @@ def export_point(
     ``sglang``: shell-quoted flags; one line), and the notes that go with them
     (:func:`allocator.engines.export_point`); ``batch``: the concurrent sequences the
     front was solved at (``solve --batch``), for the settings that depend on it."""
-    from .analysis.limits import extrapolated
+    from .analysis.limits import extrapolation_notes
     from .engines import convention_warning, pick_point
     from .engines import export_point as engine_settings
 
     chosen = pick_point(result.points(), pick)
     text, notes = engine_settings(engine, chosen, problem.drafter_map, batch)
     warning = convention_warning(problem.convention)
-    members = problem.mask(list(chosen["drafters"]), "drafters")
-    past = extrapolated(problem, members, int(chosen["k"]))
-    notes += [
-        f"note: k = {chosen['k']} is past the {p} position(s) measured for {n}: its "
-        "acceptance there is the last measured value repeated"
-        for n, p in past
-    ]
+    notes += extrapolation_notes(problem, problem.mask(list(chosen["drafters"])), chosen["k"])
     return text, [*notes, *([warning] if warning else [])]
 
 
@@ -361,6 +337,7 @@ def schedule(
         check_export,
         check_schedule_engine,
         export_schedule,
+        parse_contexts,
         schedule_by_context,
     )
     from .analysis.schedule import schedule as plan_schedule
@@ -397,40 +374,10 @@ def profile_plan(
     tokens per sequence to plan at; ``model``: the verifier's name in the commands;
     ``progress(done)``: called with the candidate run sets weighed so far."""
     from .analysis.profile_plan import profile_plan as plan_runs
+    from .analysis.schedule import parse_contexts
 
     buckets = None if contexts is None else parse_contexts(contexts)
     return plan_runs(_problem(problem), engine, buckets, model=model, progress=progress)
-
-
-#: Most context buckets ``schedule --contexts`` takes.
-MAX_CONTEXTS = 64
-
-
-def parse_contexts(contexts: Sequence[float] | str) -> list[float]:
-    """``"1024,8192,32768"`` (or a list) as context buckets, tokens per sequence: numbers
-    > 0, strictly increasing, at most :data:`MAX_CONTEXTS`; a :class:`ParameterError`
-    naming ``contexts`` otherwise."""
-    import math
-
-    if isinstance(contexts, str):
-        items = [t.strip() for t in contexts.split(",")]
-        if not contexts.strip() or any(not t for t in items):
-            raise ParameterError("contexts", "expected tokens per sequence, e.g. 1024,8192,32768")
-        values = []
-        for t in items[: MAX_CONTEXTS + 1]:
-            try:
-                values.append(float(t))
-            except ValueError:
-                raise ParameterError("contexts", f"{t[:40]!r} is not a number of tokens") from None
-    else:
-        values = [float(c) for c in list(contexts)[: MAX_CONTEXTS + 1]]
-    if len(values) > MAX_CONTEXTS:
-        raise ParameterError("contexts", f"at most {MAX_CONTEXTS} context buckets")
-    if not values or any(not math.isfinite(v) or v <= 0 or v > 1e9 for v in values):
-        raise ParameterError("contexts", "every context must be a number of tokens in (0, 1e9]")
-    if any(b <= a for a, b in zip(values, values[1:], strict=False)):
-        raise ParameterError("contexts", "must be strictly increasing")
-    return values
 
 
 def size_fleet(
@@ -465,73 +412,15 @@ def size_fleet(
         loads = parse_load_range(sweep_load)
     elif sweep_load is not None:
         loads = np.asarray(sweep_load, dtype=float)
-    prob = _with_budget(_problem(problem), budget)
+    prob = _problem(problem).with_budget(budget)
     restricted, notes = servable(prob, engine, pooled)
     result = capacity(restricted, tokens_per_s, tpot_ms, loads, routes)
     result.notes[:0] = notes
     return result
 
 
-def _with_budget(problem: Problem, budget: Mapping[str, float] | None) -> Problem:
-    """``problem`` with the caps of ``budget`` replacing its own (none: as it is)."""
-    if not budget:
-        return problem
-    return problem.replace(budget={**problem.budget, **dict(budget)})
-
-
 # ---------------------------------------------------------------- requests (issue 17):
 # a simulated `vllm bench serve`, and capacity for a request rate under SLO percentiles.
-def _requests(
-    num_prompts: int | None,
-    input_len: int | None,
-    output_len: int | None,
-    trace: str | Path | None,
-    burstiness: float,
-    seed: int,
-):
-    from .analysis.request_source import request_source
-
-    return request_source(
-        num_prompts,
-        input_len=input_len,
-        output_len=output_len,
-        trace=trace,
-        burstiness=burstiness,
-        seed=seed,
-    )
-
-
-def _rate(source, request_rate: float | None, trace_speedup: float | None) -> float:
-    """The rate of a run: ``request_rate``; or a trace's own rate times ``trace_speedup``
-    (default 1); or, for generated arrivals, ``inf`` (vLLM's default: all at once)."""
-    import math
-
-    if trace_speedup is not None:
-        if source.trace_s is None:
-            raise ParameterError("trace_speedup", "speeds up a trace: give a trace")
-        if request_rate is not None:
-            raise ParameterError(
-                "trace_speedup", "give the rate (request_rate) or a trace speed-up, not both"
-            )
-        f = float(trace_speedup)
-        if not (math.isfinite(f) and f > 0):
-            raise ParameterError(
-                "trace_speedup", f"must be a finite number > 0, got {trace_speedup}"
-            )
-        native = source.native_rate
-        return native * f
-    if request_rate is not None:
-        r = float(request_rate)
-        if math.isnan(r) or r <= 0:
-            raise ParameterError(
-                "request_rate", f"must be > 0 requests/s (or inf), got {request_rate}"
-            )
-        return r
-    if source.trace_s is not None:
-        return float(source.native_rate)
-    return math.inf
-
-
 def bench(
     problem: Problem | str | Path | dict,
     *,
@@ -562,18 +451,15 @@ def bench(
     ``seed``: the same seed gives the same document but for ``date``."""
     from .analysis.bench import bench as run_bench
     from .analysis.replica import configuration
-    from .analysis.request_source import DEFAULT_NUM_PROMPTS
+    from .analysis.request_source import DEFAULT_NUM_PROMPTS, request_source, run_rate
 
     prob = _problem(problem)
-    source = _requests(
-        DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts,
-        input_len,
-        output_len,
-        trace,
-        burstiness,
-        seed,
-    )
-    rate = _rate(source, request_rate, trace_speedup)
+    n = DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts
+    source = request_source(
+        n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
+        seed=seed,
+    )  # fmt: skip
+    rate = run_rate(source, request_rate, trace_speedup)
     config, notes = configuration(
         prob, drafters, k, schedule=schedule, max_num_seqs=max_num_seqs, engine=engine,
         pooled=pooled,
@@ -626,20 +512,24 @@ def size_fleet_for_rate(
     from .analysis.capacity.by_rate import MAX_SWEEP_RATES, size_for_rate
     from .analysis.capacity.slo import default_num_prompts, parse_slos
     from .analysis.capacity.workers import Workers
+    from .analysis.request_source import request_source, run_rate
     from .io.ranges import parse_range
 
     slos = parse_slos(slo)
     n = default_num_prompts(slos)[0] if num_prompts is None else num_prompts
-    source = _requests(n, input_len, output_len, trace, burstiness, seed)
+    source = request_source(
+        n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
+        seed=seed,
+    )  # fmt: skip
     if request_rate is None and trace_speedup is None:
         raise ParameterError("request_rate", "give the fleet's request rate, requests/s")
-    rate = _rate(source, request_rate, trace_speedup)
+    rate = run_rate(source, request_rate, trace_speedup)
     rates = None
     if isinstance(sweep_rate, str):
         rates = parse_range(sweep_rate, "sweep_rate", positive=True, max_steps=MAX_SWEEP_RATES)
     elif sweep_rate is not None:
         rates = np.asarray(sweep_rate, dtype=float)
-    prob = _with_budget(_problem(problem), budget)
+    prob = _problem(problem).with_budget(budget)
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
     with Workers(workers, ray, progress=progress) as pool:
         return size_for_rate(
@@ -867,36 +757,13 @@ def simulate(
     return play(problem, drafters, k, rounds, seed)
 
 
-# ---------------------------------------------------------------- small questions the
-# notebooks ask: the paper's real-valued optimum and each drafter's own front
-def continuous_k_star(alpha: float, rho: float, nu: float = 1.0) -> float:
-    """The paper's real-valued optimal draft length for one drafter of acceptance
-    ``alpha`` and draft cost ``rho`` per unit against a verification pass ``nu``
-    (verifier-units): the root of ``d/dk [(1 − α^k) / (1 − α) / (ν + ρk)] = 0``
-    (:func:`allocator.analysis.paper.continuous_k_star`)."""
-    from .analysis.paper import continuous_k_star as k_star
-
-    return k_star(alpha, rho, nu)
-
-
-def drafter_fronts(problem: Problem | str | Path | dict) -> dict[str, SolveResult]:
-    """Each drafter's own front (its configurations alone), by name, as ``solve --plot``
-    draws them behind the front (:func:`allocator.analysis.fronts.single_drafter_fronts`)."""
-    from .analysis.fronts import single_drafter_fronts
-
-    return single_drafter_fronts(_problem(problem))
-
-
 __all__ = [
     "DEFAULT_SAMPLES",
-    "MAX_CONTEXTS",
     "MAX_SAMPLES",
     "bench",
     "best_tree",
     "breakeven",
     "calibrate",
-    "continuous_k_star",
-    "drafter_fronts",
     "engine_tree",
     "estimate",
     "evaluate",
@@ -906,7 +773,6 @@ __all__ = [
     "load_data",
     "needs_batch",
     "paper",
-    "parse_contexts",
     "plan",
     "profile_plan",
     "sample_uncertainty",

@@ -142,10 +142,40 @@ def request_source(
     )
 
 
+def run_rate(
+    source: RequestSource, request_rate: float | None, trace_speedup: float | None
+) -> float:
+    """The rate of a run: ``request_rate``; or a trace's own rate times ``trace_speedup``
+    (default 1); or, for generated arrivals, ``inf`` (vLLM's default: all at once)."""
+    native = source.native_rate  # None: generated arrivals
+    if trace_speedup is not None:
+        if native is None:
+            raise ParameterError("trace_speedup", "speeds up a trace: give a trace")
+        if request_rate is not None:
+            raise ParameterError(
+                "trace_speedup", "give the rate (request_rate) or a trace speed-up, not both"
+            )
+        f = float(trace_speedup)
+        if not (math.isfinite(f) and f > 0):
+            raise ParameterError(
+                "trace_speedup", f"must be a finite number > 0, got {trace_speedup}"
+            )
+        return native * f
+    if request_rate is not None:
+        r = float(request_rate)
+        if math.isnan(r) or r <= 0:
+            raise ParameterError(
+                "request_rate", f"must be > 0 requests/s (or inf), got {request_rate}"
+            )
+        return r
+    return math.inf if native is None else native
+
+
 __all__ = [
     "DEFAULT_NUM_PROMPTS",
     "MAX_PROMPTS",
     "RequestSource",
     "derived_seeds",
     "request_source",
+    "run_rate",
 ]

@@ -32,12 +32,15 @@ speculative configurations (``k >= 1``).
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..core.problem import Problem
-from ..core.result import Front
+from ..core.result import Front, SolveResult
 from ..exceptions import InputError, NotModelledError, ParameterError
 from ..model.evaluator import (
     BestPerKey,
@@ -50,7 +53,7 @@ from ..model.evaluator import (
     mask_score,
 )
 from ..model.memory_fit import max_batch, memory_notes
-from ..model.metrics import curves, evaluate_subsets
+from ..model.metrics import DRAFT_COST_CAPS, curves, evaluate_subsets, require_unit_cost
 from ..model.under_load import (
     SERVING_METRICS,
     baseline_ms,
@@ -672,9 +675,65 @@ def serving_front(
     return front, evaluated, unmeasured, notes
 
 
+#: Most context buckets ``schedule --contexts`` takes.
+MAX_CONTEXTS = 64
+
+
+def parse_contexts(contexts: Sequence[float] | str) -> list[float]:
+    """``"1024,8192,32768"`` (or a list) as context buckets, tokens per sequence: numbers
+    > 0, strictly increasing, at most :data:`MAX_CONTEXTS`; a :class:`ParameterError`
+    naming ``contexts`` otherwise."""
+    if isinstance(contexts, str):
+        items = [t.strip() for t in contexts.split(",")]
+        if not contexts.strip() or any(not t for t in items):
+            raise ParameterError("contexts", "expected tokens per sequence, e.g. 1024,8192,32768")
+        values = []
+        for t in items[: MAX_CONTEXTS + 1]:
+            try:
+                values.append(float(t))
+            except ValueError:
+                raise ParameterError("contexts", f"{t[:40]!r} is not a number of tokens") from None
+    else:
+        values = [float(c) for c in list(contexts)[: MAX_CONTEXTS + 1]]
+    if len(values) > MAX_CONTEXTS:
+        raise ParameterError("contexts", f"at most {MAX_CONTEXTS} context buckets")
+    if not values or any(not math.isfinite(v) or v <= 0 or v > 1e9 for v in values):
+        raise ParameterError("contexts", "every context must be a number of tokens in (0, 1e9]")
+    if any(b <= a for a, b in zip(values, values[1:], strict=False)):
+        raise ParameterError("contexts", "must be strictly increasing")
+    return values
+
+
+def front_at_batch(
+    problem: Problem, batch: int, context: float = 0.0, engine: str = "vllm", pooled: bool = False
+) -> SolveResult:
+    """``solve --batch B``: :func:`serving_front` as a solve result, of the configurations
+    ``engine`` serves (with ``pooled``: every configuration, labelled as the upper bound;
+    :func:`allocator.engines.servable`), with notes on positions past those measured."""
+    from ..engines import servable
+    from .limits import position_notes
+
+    if problem.cost_metric in DRAFT_COST_CAPS:  # the cost axis is in verifier-units
+        require_unit_cost(problem, needed_by=f"cost_metric {problem.cost_metric}")
+    t0 = time.perf_counter()
+    problem, served = servable(problem, engine, pooled)
+    front, evaluated, _, notes = serving_front(problem, batch, context)
+    return SolveResult(
+        problem=problem.name,
+        names=problem.names,
+        strategy="exact",
+        exact=True,
+        front=front,
+        evaluated=evaluated,
+        seconds=time.perf_counter() - t0,
+        notes=[*served, *notes, *position_notes(problem, front.members, front.k)],
+    )
+
+
 __all__ = [
     "INSTEAD",
     "K0_TOLERANCE",
+    "MAX_CONTEXTS",
     "MAX_CELLS",
     "NO_SCHEDULE",
     "VLLM_BY_BATCH_ONLY",
@@ -685,6 +744,8 @@ __all__ = [
     "check_export",
     "check_schedule_engine",
     "export_schedule",
+    "front_at_batch",
+    "parse_contexts",
     "schedule",
     "schedule_by_context",
     "schedule_engines",

@@ -8,6 +8,7 @@ plain entities here; nothing in it refers to the file it came from.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -167,6 +168,12 @@ class Problem:
     def replace(self, **changes) -> Problem:
         """A copy with some fields changed (``dataclasses.replace``)."""
         return replace(self, **changes)
+
+    def with_budget(self, budget: Mapping[str, float] | None) -> Problem:
+        """A copy with the caps of ``budget`` replacing its own (none: as it is)."""
+        if not budget:
+            return self
+        return replace(self, budget={**self.budget, **dict(budget)})
 
     def with_errors(self, errors: ErrorModel) -> Problem:
         """A copy under the error model ``errors`` everywhere: workloads' own models
