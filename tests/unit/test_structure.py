@@ -76,7 +76,7 @@ def test_every_module_says_what_it_exports(path):
 def test_a_file_name_is_one_kind_of_module():
     """Two modules share a file name only as one command's faces (``cli/X.py`` beside its
     ``plots/X.py`` and the module answering it) or as each package's contract
-    (``base.py``) or helpers (``common.py``): never two kinds (docs/design.md §9)."""
+    (``base.py``) or shared functions (``common.py``): never two kinds (docs/design.md §9)."""
     where: dict[str, list[str]] = {}
     for path in MODULES:
         if path.name not in ("__init__.py", "__main__.py", "base.py", "common.py"):
