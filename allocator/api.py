@@ -442,7 +442,8 @@ def bench(
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
-    speculation off) or ``k`` by batch size (``schedule``); ``num_prompts`` requests
+    speculation off) or ``k`` by batch size (``schedule``; refused on ``engine`` for an
+    engine that takes no schedule, SGLang); ``num_prompts`` requests
     (default 1000) of ``input_len``/``output_len`` tokens arriving at ``request_rate``
     (requests/s; default ``inf``, all at once) with gamma gaps of shape ``burstiness``, or
     the first rows of a ``trace`` (its own times, sped up by ``trace_speedup`` or scaled to
@@ -507,7 +508,8 @@ def size_fleet_for_rate(
     also prices rates (``"LO:HI:STEPS"`` or numbers); ``max_num_seqs`` the values tried
     (default: a ladder); the simulations run on ``workers`` local processes (default: the
     CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
-    ``pooled``; ``budget`` replaces caps of the problem's. ``progress(done)`` is called
+    ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
+    caps of the problem's. ``progress(done)`` is called
     with the number of candidate searches done so far, as each ends."""
     from .analysis.capacity.by_rate import MAX_SWEEP_RATES, size_for_rate
     from .analysis.capacity.slo import default_num_prompts, parse_slos
