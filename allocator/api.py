@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core.problem import MAX_K, Problem
+from .core.problem import Problem
 from .core.result import Point, SolveResult
-from .exceptions import InputError, ParameterError
+from .exceptions import ParameterError
 from .search import needs_batch
 
 if TYPE_CHECKING:
@@ -136,28 +136,10 @@ def evaluate(
     ``context`` (with ``batch``): tokens in each sequence's KV cache; the point's
     ``notes`` say where its step time rests on extrapolation.
     """
-    from .model.point import evaluate_point
+    from .model.point import evaluate_configuration
 
     needs_batch(problem, batch)
-    if context is not None:
-        if batch is None:
-            raise ParameterError("context", "needs a batch size (the step time under load)")
-        if not np.isfinite(context) or context < 0:
-            raise ParameterError("context", f"{context} tokens: must be a number >= 0")
-    if k > MAX_K:
-        raise ParameterError("k", f"must be at most {MAX_K:,}")
-    if batch is None:
-        if k < 1:
-            raise ParameterError("k", "must be >= 1 (k = 0, no speculation, needs --batch)")
-        return evaluate_point(problem, problem.mask(drafters, field), k)
-    if problem.serving is None:
-        raise InputError(
-            "serving", "--batch needs a serving section in the problem (step times by batch)"
-        )
-    if k < 0:
-        raise ParameterError("k", "must be >= 0")
-    members = np.zeros(problem.n, bool) if k == 0 else problem.mask(drafters, field)
-    return evaluate_point(problem, members, k, batch, context)
+    return evaluate_configuration(problem, drafters, k, field, batch, context)
 
 
 # ----------------------------------------------------- uncertainty, exports, plans
@@ -337,7 +319,6 @@ def schedule(
         check_export,
         check_schedule_engine,
         export_schedule,
-        parse_contexts,
         schedule_by_context,
     )
     from .analysis.schedule import schedule as plan_schedule
@@ -374,10 +355,18 @@ def profile_plan(
     tokens per sequence to plan at; ``model``: the verifier's name in the commands;
     ``progress(done)``: called with the candidate run sets weighed so far."""
     from .analysis.profile_plan import profile_plan as plan_runs
-    from .analysis.schedule import parse_contexts
 
     buckets = None if contexts is None else parse_contexts(contexts)
     return plan_runs(_problem(problem), engine, buckets, model=model, progress=progress)
+
+
+def parse_contexts(contexts: Sequence[float] | str) -> list[float]:
+    """``"1024,8192,32768"`` (or a list) as context buckets, tokens per sequence: numbers
+    > 0, strictly increasing, at most 64; a :class:`ParameterError` naming ``contexts``
+    otherwise (:func:`allocator.analysis.schedule.parse_contexts`)."""
+    from .analysis.schedule import parse_contexts as parse
+
+    return parse(contexts)
 
 
 def size_fleet(
@@ -407,11 +396,9 @@ def size_fleet(
     from .engines import servable
     from .io.ranges import parse_load_range
 
-    loads = None
     if isinstance(sweep_load, str):
-        loads = parse_load_range(sweep_load)
-    elif sweep_load is not None:
-        loads = np.asarray(sweep_load, dtype=float)
+        sweep_load = parse_load_range(sweep_load)
+    loads = None if sweep_load is None else np.asarray(sweep_load, dtype=float)
     prob = _problem(problem).with_budget(budget)
     restricted, notes = servable(prob, engine, pooled)
     result = capacity(restricted, tokens_per_s, tpot_ms, loads, routes)
@@ -526,11 +513,9 @@ def size_fleet_for_rate(
     if request_rate is None and trace_speedup is None:
         raise ParameterError("request_rate", "give the fleet's request rate, requests/s")
     rate = run_rate(source, request_rate, trace_speedup)
-    rates = None
     if isinstance(sweep_rate, str):
-        rates = parse_range(sweep_rate, "sweep_rate", positive=True, max_steps=MAX_SWEEP_RATES)
-    elif sweep_rate is not None:
-        rates = np.asarray(sweep_rate, dtype=float)
+        sweep_rate = parse_range(sweep_rate, "sweep_rate", positive=True, max_steps=MAX_SWEEP_RATES)
+    rates = None if sweep_rate is None else np.asarray(sweep_rate, dtype=float)
     prob = _problem(problem).with_budget(budget)
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
     with Workers(workers, ray, progress=progress) as pool:
@@ -759,6 +744,26 @@ def simulate(
     return play(problem, drafters, k, rounds, seed)
 
 
+# ---------------------------------------------------------------- small questions the
+# notebooks ask: the paper's real-valued optimum and each drafter's own front
+def continuous_k_star(alpha: float, rho: float, nu: float = 1.0) -> float:
+    """The paper's real-valued optimal draft length for one drafter of acceptance
+    ``alpha`` and draft cost ``rho`` per unit against a verification pass ``nu``
+    (verifier-units): the root of ``d/dk [(1 − α^k) / (1 − α) / (ν + ρk)] = 0``
+    (:func:`allocator.analysis.paper.continuous_k_star`)."""
+    from .analysis.paper import continuous_k_star as k_star
+
+    return k_star(alpha, rho, nu)
+
+
+def drafter_fronts(problem: Problem | str | Path | dict) -> dict[str, SolveResult]:
+    """Each drafter's own front (its configurations alone), by name, as ``solve --plot``
+    draws them behind the front (:func:`allocator.analysis.fronts.single_drafter_fronts`)."""
+    from .analysis.fronts import single_drafter_fronts
+
+    return single_drafter_fronts(_problem(problem))
+
+
 __all__ = [
     "DEFAULT_SAMPLES",
     "MAX_SAMPLES",
@@ -766,6 +771,8 @@ __all__ = [
     "best_tree",
     "breakeven",
     "calibrate",
+    "continuous_k_star",
+    "drafter_fronts",
     "engine_tree",
     "estimate",
     "evaluate",
@@ -775,6 +782,7 @@ __all__ = [
     "load_data",
     "needs_batch",
     "paper",
+    "parse_contexts",
     "plan",
     "profile_plan",
     "sample_uncertainty",

@@ -49,9 +49,7 @@ def profile_plan(
     and serving.model. Feed the result files to allocator calibrate.
     """
     precheck_outputs(json=json_path)
-    from ..analysis.schedule import parse_contexts
-
-    buckets = None if contexts is None else parse_contexts(contexts)
+    buckets = None if contexts is None else api.parse_contexts(contexts)
     with count_progress("planning runs", "run sets weighed", enabled=json_path != "-") as progress:
         plan = api.profile_plan(
             problem, engine=engine, contexts=buckets, model=model, progress=progress

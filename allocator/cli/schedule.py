@@ -73,9 +73,7 @@ def schedule(
         check_export(export)
         if json_path == "-":
             raise InputError("--export", "prints to stdout, which --json - already uses")
-    from ..analysis.schedule import parse_contexts
-
-    buckets = None if contexts is None else parse_contexts(contexts)
+    buckets = None if contexts is None else api.parse_contexts(contexts)
     if plot_path and buckets is not None and len(buckets) > 1:
         raise InputError("--plot", "draws one context: give one value of --contexts")
     sched = api.schedule(problem, export=export, contexts=buckets, engine=engine, pooled=pooled)

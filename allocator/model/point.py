@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.problem import MAX_K
 from ..core.result import Front, Point
+from ..exceptions import InputError, ParameterError
 from .metrics import evaluate_configs
 
 
@@ -111,4 +113,37 @@ def evaluate_point(
     )
 
 
-__all__ = ["NotedPoint", "evaluate_point", "speculation_off"]
+def evaluate_configuration(
+    problem: Problem,
+    drafters: list[str],
+    k: int,
+    field: str = "drafters",
+    batch: int | None = None,
+    context: float | None = None,
+) -> Point:
+    """``evaluate``: :func:`evaluate_point` of the drafters named (``field`` names them in
+    errors) at ``k``, with the arguments checked: ``k`` in ``1..MAX_K`` without ``batch``,
+    ``0..MAX_K`` with it (``k = 0``: the drafters are not run), ``context`` only with
+    ``batch`` and ``>= 0``; a ``batch`` needs the problem's ``serving`` section."""
+    if context is not None:
+        if batch is None:
+            raise ParameterError("context", "needs a batch size (the step time under load)")
+        if not np.isfinite(context) or context < 0:
+            raise ParameterError("context", f"{context} tokens: must be a number >= 0")
+    if k > MAX_K:
+        raise ParameterError("k", f"must be at most {MAX_K:,}")
+    if batch is None:
+        if k < 1:
+            raise ParameterError("k", "must be >= 1 (k = 0, no speculation, needs --batch)")
+        return evaluate_point(problem, problem.mask(drafters, field), k)
+    if problem.serving is None:
+        raise InputError(
+            "serving", "--batch needs a serving section in the problem (step times by batch)"
+        )
+    if k < 0:
+        raise ParameterError("k", "must be >= 0")
+    members = np.zeros(problem.n, bool) if k == 0 else problem.mask(drafters, field)
+    return evaluate_point(problem, members, k, batch, context)
+
+
+__all__ = ["NotedPoint", "evaluate_configuration", "evaluate_point", "speculation_off"]
