@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core.problem import Problem
 from ..exceptions import InputError, ParameterError
-from ..model.serving import tokens_per_s
+from ..model.under_load import tokens_per_s
 from ..model.steptime import RooflinePredictor
 from .fit import StepModel, fit_form, form_of
 from .holdout import hold_out_groups, holdout_mask, parse_holdout
