@@ -39,8 +39,8 @@ import numpy as np
 
 from ..core.problem import Problem
 from ..exceptions import InputError, ParameterError
-from ..model.under_load import bonus_expected
 from ..model.steptime import StepInputs
+from ..model.under_load import bonus_expected
 
 __all__ = [
     "MAX_BATCH",
