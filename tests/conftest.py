@@ -5,6 +5,36 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: Slow tests that carry no ``@pytest.mark.slow`` of their own: the notebooks (nbmake
+#: items, no decorators) and tests in modules marked from here. A file path marks every
+#: item of the file; ``path::test`` every parametrisation of the test.
+SLOW = frozenset(
+    {
+        "notebooks/02-correlation-breakeven.ipynb",
+        "notebooks/04-capacity-planning.ipynb",
+        "notebooks/05-serving-under-load.ipynb",
+        "notebooks/08-requests-and-slos.ipynb",
+        "tests/docs/test_readme.py::test_readme_commands_run",
+        "tests/docs/test_readme.py::test_second_setup_command_collects_tests_and_notebooks",
+        "tests/unit/analysis/test_profile_plan.py::"
+        "test_the_runs_determine_every_parameter_end_to_end",
+        "tests/unit/analysis/test_slo.py::test_capacity_matches_brute_force",
+        "tests/unit/analysis/test_slo.py::test_the_answer_is_the_same_on_worker_processes",
+        "tests/unit/analysis/test_slo.py::"
+        "test_the_sweep_prices_each_rate_from_each_candidates_highest_rate",
+        "tests/unit/analysis/test_slo.py::test_with_a_trace_the_replicas_share_slows_the_trace",
+        "tests/unit/model/test_errors_models.py::test_exchangeable_matches_integration_and_mvn",
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path in SLOW or item.nodeid.split("[", 1)[0] in SLOW:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture
 def problems_dir() -> Path:
