@@ -161,22 +161,23 @@ def test_recovers_the_roofline_factors_from_synthetic_bench_files(tmp_path):
     assert doc["median_abs_error_pct"] < 2.0
 
 
-def test_leave_one_k_out_and_one_batch_out_predict_held_out_groups(tmp_path):
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["by-k", "by-batch"])
+def test_leave_one_k_out_and_one_batch_out_predict_held_out_groups(tmp_path, scheme):
     problem = roofline_problem(tmp_path)
     files = bench_files(tmp_path, seed=3)
-    for scheme in ("by-k", "by-batch"):
-        code, output, doc = calibrate(
-            *files, "--problem", problem, "--out", tmp_path / "o.yaml", "--holdout", scheme
-        )
-        assert code == 0, output
-        assert doc["holdout"]["by"] == scheme.removeprefix("by-")
-        assert doc["evaluated_on"] == "held-out rows"
-        predicted = [r for r in doc["rows"] if r["predictable"]]
-        if scheme == "by-k":
-            # without the k = 0 rows nothing separates the base pass: those are not predicted
-            assert all(not r["predictable"] for r in doc["rows"] if r["k"] == 0)
-        assert predicted and doc["max_abs_error_pct"] < 10.0
-        assert any(f"--holdout {scheme}" in n for n in doc["notes"])
+    code, output, doc = calibrate(
+        *files, "--problem", problem, "--out", tmp_path / "o.yaml", "--holdout", scheme
+    )
+    assert code == 0, output
+    assert doc["holdout"]["by"] == scheme.removeprefix("by-")
+    assert doc["evaluated_on"] == "held-out rows"
+    predicted = [r for r in doc["rows"] if r["predictable"]]
+    if scheme == "by-k":
+        # without the k = 0 rows nothing separates the base pass: those are not predicted
+        assert all(not r["predictable"] for r in doc["rows"] if r["k"] == 0)
+    assert predicted and doc["max_abs_error_pct"] < 10.0
+    assert any(f"--holdout {scheme}" in n for n in doc["notes"])
 
 
 def csv_rows(batches=(1, 8, 32, 64, 128), spec_batches=None, ks=(1, 3, 5, 7), noise=0.0) -> str:

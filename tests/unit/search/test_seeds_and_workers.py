@@ -115,6 +115,7 @@ def _worker(problem_path, url, barrier, seed):
     strategy.solve(problem)
 
 
+@pytest.mark.slow
 def test_two_workers_starting_one_fresh_sqlite_study_sample_apart(tmp_path):
     """Two processes start one fresh SQLite study at the same moment with the same --seed:
     each sampled the same 50 configurations (100 trials, 50 distinct) before the workers

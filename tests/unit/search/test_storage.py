@@ -162,6 +162,7 @@ def kill_and_resume(problem_file, url, tmp_path):
     assert all(t.state.name == "PRUNED" for t in states["TICKET"])
 
 
+@pytest.mark.slow
 def test_sqlite_killed_worker_loses_no_finished_trial(problem_file, tmp_path):
     kill_and_resume(problem_file, f"sqlite:///{tmp_path / 'study.db'}", tmp_path)
 
