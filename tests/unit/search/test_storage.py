@@ -100,6 +100,7 @@ def test_unreachable_database_is_one_masked_line(problem_file, tmp_path):
 
 
 # ------------------------------------------------------------------ sqlite
+@pytest.mark.slow
 def test_sqlite_study_resumes(problem_file, tmp_path):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     docs = []

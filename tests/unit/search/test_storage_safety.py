@@ -360,6 +360,7 @@ def test_auto_at_1024_drafters(tmp_path):
     assert doc["exact"] is True and len(doc["front"]) > 10
 
 
+@pytest.mark.slow
 def test_optuna_at_1024_drafters_is_bounded(tmp_path):
     """Under correlated errors auto picks optuna; it runs the trials asked for."""
     path = write_problem(
