@@ -34,6 +34,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         path = item.nodeid.split("::", 1)[0]
         if path in SLOW or item.nodeid.split("[", 1)[0] in SLOW:
             item.add_marker(pytest.mark.slow)
+    # slow tests first (in their order): under xdist the longest ones (a notebook of a
+    # minute) start at once instead of ending the run alone on one worker
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @pytest.fixture
