@@ -10,12 +10,18 @@ ROOT = Path(__file__).resolve().parents[1]
 #: item of the file; ``path::test`` every parametrisation of the test.
 SLOW = frozenset(
     {
+        # every notebook but 09 (a second or so): the fast loop still runs one through nbmake
+        "notebooks/01-paper-reproduced.ipynb",
         "notebooks/02-correlation-breakeven.ipynb",
+        "notebooks/03-budget-across-m-and-k.ipynb",
         "notebooks/04-capacity-planning.ipynb",
         "notebooks/05-serving-under-load.ipynb",
+        "notebooks/06-width-against-depth.ipynb",
+        "notebooks/07-capacity.ipynb",
         "notebooks/08-requests-and-slos.ipynb",
         "tests/docs/test_readme.py::test_readme_commands_run",
         "tests/docs/test_readme.py::test_second_setup_command_collects_tests_and_notebooks",
+        "tests/unit/analysis/test_plan.py::test_json_stdout_holds_only_json_in_a_fresh_process",
         "tests/unit/analysis/test_profile_plan.py::"
         "test_the_runs_determine_every_parameter_end_to_end",
         "tests/unit/analysis/test_slo.py::test_capacity_matches_brute_force",
@@ -23,6 +29,7 @@ SLOW = frozenset(
         "tests/unit/analysis/test_slo.py::"
         "test_the_sweep_prices_each_rate_from_each_candidates_highest_rate",
         "tests/unit/analysis/test_slo.py::test_with_a_trace_the_replicas_share_slows_the_trace",
+        "tests/unit/analysis/test_simulate.py::test_closed_forms_inside_the_simulated_interval",
         "tests/unit/model/test_errors_models.py::test_exchangeable_matches_integration_and_mvn",
     }
 )
