@@ -5,6 +5,46 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: Slow tests that carry no ``@pytest.mark.slow`` of their own: the notebooks (nbmake
+#: items, no decorators) and tests in modules marked from here. A file path marks every
+#: item of the file; ``path::test`` every parametrisation of the test.
+SLOW = frozenset(
+    {
+        # every notebook but 09 (a second or so): the fast loop still runs one through nbmake
+        "notebooks/01-paper-reproduced.ipynb",
+        "notebooks/02-correlation-breakeven.ipynb",
+        "notebooks/03-budget-across-m-and-k.ipynb",
+        "notebooks/04-capacity-planning.ipynb",
+        "notebooks/05-serving-under-load.ipynb",
+        "notebooks/06-width-against-depth.ipynb",
+        "notebooks/07-capacity.ipynb",
+        "notebooks/08-requests-and-slos.ipynb",
+        "tests/docs/test_readme.py::test_readme_commands_run",
+        "tests/docs/test_readme.py::test_second_setup_command_collects_tests_and_notebooks",
+        "tests/unit/analysis/test_plan.py::test_json_stdout_holds_only_json_in_a_fresh_process",
+        "tests/unit/analysis/test_profile_plan.py::"
+        "test_the_runs_determine_every_parameter_end_to_end",
+        "tests/unit/analysis/test_slo.py::test_capacity_matches_brute_force",
+        "tests/unit/analysis/test_slo.py::test_the_answer_is_the_same_on_worker_processes",
+        "tests/unit/analysis/test_slo.py::"
+        "test_the_sweep_prices_each_rate_from_each_candidates_highest_rate",
+        "tests/unit/analysis/test_slo.py::test_with_a_trace_the_replicas_share_slows_the_trace",
+        "tests/unit/analysis/test_simulate.py::test_closed_forms_inside_the_simulated_interval",
+        "tests/unit/model/test_errors_models.py::test_exchangeable_matches_integration_and_mvn",
+    }
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        if path in SLOW or item.nodeid.split("[", 1)[0] in SLOW:
+            item.add_marker(pytest.mark.slow)
+    # slow tests first (in their order): under xdist the longest ones (a notebook of a
+    # minute) start at once instead of ending the run alone on one worker
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
 
 @pytest.fixture
 def problems_dir() -> Path:

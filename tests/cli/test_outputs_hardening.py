@@ -2,8 +2,10 @@
 an empty path, a symbolic link to another file system, a closed, full or broken stdout,
 and control characters from a problem file reaching the terminal.
 
-Each runs the real command in a subprocess (a hang is a timeout, a traceback a second
-line on stderr)."""
+Where the operating system is part of the case (a FIFO that could block, a closed, full
+or broken stdout, a symbolic link) the real command runs in a subprocess: a hang is a
+timeout, a traceback a second line on stderr. Empty paths and control characters run
+in-process (:func:`cli`), where an uncaught exception is exit status 1, not 2 or 0."""
 
 from __future__ import annotations
 
@@ -15,9 +17,12 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
+
+from tests.support.cli_runner import run as invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEMS = ROOT / "problems"
@@ -31,6 +36,12 @@ def run(*args, timeout=120, **kw):
     return subprocess.run(
         [sys.executable, "-m", "allocator", *map(str, args)], text=True, timeout=timeout, **kw
     )
+
+
+def cli(*args) -> SimpleNamespace:
+    """The command run in-process, its outcome named as :func:`run`'s."""
+    r = invoke(*args)
+    return SimpleNamespace(returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
 
 
 def one_error_line(r, start: str) -> str:
@@ -55,6 +66,7 @@ OUTPUTS = [
 
 
 # ------------------------------------------------------------------ FIFOs
+@pytest.mark.slow
 @pytest.mark.parametrize(("option", "args"), OUTPUTS)
 def test_a_fifo_nobody_reads_is_refused_not_waited_on(tmp_path, option, args):
     """``mkfifo o.json && allocator schedule ... --json o.json`` blocked forever."""
@@ -81,17 +93,19 @@ def test_a_fifo_with_a_reader_gets_the_whole_document(tmp_path):
 
 # ------------------------------------------------------------------ empty paths
 @pytest.mark.parametrize(("option", "args"), OUTPUTS)
-def test_an_empty_output_path_is_refused(tmp_path, option, args):
+def test_an_empty_output_path_is_refused(tmp_path, monkeypatch, option, args):
     """``schedule --json ''`` exited 0 having written nothing."""
-    r = run(*args, option, "", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    r = cli(*args, option, "")
     assert r.returncode == 2, r.stderr
     assert one_error_line(r, f"error: {option}: ") == f"error: {option}: is empty: give a file name"
     assert list(tmp_path.iterdir()) == []
 
 
-def test_an_empty_out_of_estimate_and_calibrate_is_refused(tmp_path):
+def test_an_empty_out_of_estimate_and_calibrate_is_refused(tmp_path, monkeypatch):
     log = PROBLEMS / "outcome-log" / "outcomes.csv"
-    r = run("estimate", log, "--out", "", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    r = cli("estimate", log, "--out", "")
     assert r.returncode == 2 and "error: --out: is empty" in r.stderr
 
 
@@ -218,7 +232,7 @@ def _ansi_problem(tmp_path: Path) -> Path:
 def test_control_characters_in_names_are_shown_escaped(tmp_path, args):
     """An ESC in a drafter's name reached the terminal raw (colours, a cleared screen)."""
     p = _ansi_problem(tmp_path)
-    r = run(*[a.format(p=p) for a in args])
+    r = cli(*[a.format(p=p) for a in args])
     assert r.returncode == 0, r.stderr
     for text in (r.stdout, r.stderr):
         assert not any(c in text for c in "\x1b\x07\x9b"), text
@@ -226,6 +240,6 @@ def test_control_characters_in_names_are_shown_escaped(tmp_path, args):
 
 
 def test_escaped_names_keep_tables_aligned(tmp_path):
-    r = run("schedule", _ansi_problem(tmp_path))
+    r = cli("schedule", _ansi_problem(tmp_path))
     rows = [line for line in r.stdout.splitlines() if line.startswith("│")]
     assert rows and len({len(line) for line in rows}) == 1

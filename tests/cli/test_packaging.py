@@ -27,3 +27,21 @@ def test_mit_licence_is_shipped():
     assert text.startswith("MIT License") and "Copyright (c) the allocator developers" in text
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+
+
+def test_the_slow_marker_is_strict_and_every_slow_entry_names_a_test():
+    """``pytest -m "not slow"`` is the fast loop: the marker is registered under strict
+    markers, and every entry of tests/conftest.py's ``SLOW`` names a file that exists and,
+    after ``::``, a test defined in it (a renamed test would drop out of the list silently
+    and slow the loop)."""
+    from tests.conftest import SLOW
+
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    ini = options["ini_options"]
+    assert "--strict-markers" in ini["addopts"].split()
+    assert any(m.startswith("slow:") for m in ini["markers"])
+    for entry in SLOW:
+        path, _, test = entry.partition("::")
+        assert (ROOT / path).is_file(), entry
+        if test:
+            assert f"def {test}(" in (ROOT / path).read_text(), entry

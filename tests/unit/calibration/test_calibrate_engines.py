@@ -135,9 +135,16 @@ def calibrate(*args) -> tuple[int, str, dict | None]:
     return r.exit_code, r.output, doc
 
 
-def test_recovers_the_roofline_factors_from_synthetic_bench_files(tmp_path):
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> list[Path]:
+    """:func:`bench_files` with its defaults (seeded: the same files each time), written
+    once for the module's tests: read them, copy one before changing it."""
+    return bench_files(tmp_path_factory.mktemp("runs"))
+
+
+def test_recovers_the_roofline_factors_from_synthetic_bench_files(tmp_path, runs):
     problem = roofline_problem(tmp_path)
-    files = bench_files(tmp_path)
+    files = runs
     out = tmp_path / "p2.yaml"
     code, output, doc = calibrate(*files, "--problem", problem, "--out", out)
     assert code == 0, output
@@ -161,22 +168,23 @@ def test_recovers_the_roofline_factors_from_synthetic_bench_files(tmp_path):
     assert doc["median_abs_error_pct"] < 2.0
 
 
-def test_leave_one_k_out_and_one_batch_out_predict_held_out_groups(tmp_path):
+@pytest.mark.slow
+@pytest.mark.parametrize("scheme", ["by-k", "by-batch"])
+def test_leave_one_k_out_and_one_batch_out_predict_held_out_groups(tmp_path, scheme):
     problem = roofline_problem(tmp_path)
     files = bench_files(tmp_path, seed=3)
-    for scheme in ("by-k", "by-batch"):
-        code, output, doc = calibrate(
-            *files, "--problem", problem, "--out", tmp_path / "o.yaml", "--holdout", scheme
-        )
-        assert code == 0, output
-        assert doc["holdout"]["by"] == scheme.removeprefix("by-")
-        assert doc["evaluated_on"] == "held-out rows"
-        predicted = [r for r in doc["rows"] if r["predictable"]]
-        if scheme == "by-k":
-            # without the k = 0 rows nothing separates the base pass: those are not predicted
-            assert all(not r["predictable"] for r in doc["rows"] if r["k"] == 0)
-        assert predicted and doc["max_abs_error_pct"] < 10.0
-        assert any(f"--holdout {scheme}" in n for n in doc["notes"])
+    code, output, doc = calibrate(
+        *files, "--problem", problem, "--out", tmp_path / "o.yaml", "--holdout", scheme
+    )
+    assert code == 0, output
+    assert doc["holdout"]["by"] == scheme.removeprefix("by-")
+    assert doc["evaluated_on"] == "held-out rows"
+    predicted = [r for r in doc["rows"] if r["predictable"]]
+    if scheme == "by-k":
+        # without the k = 0 rows nothing separates the base pass: those are not predicted
+        assert all(not r["predictable"] for r in doc["rows"] if r["k"] == 0)
+    assert predicted and doc["max_abs_error_pct"] < 10.0
+    assert any(f"--holdout {scheme}" in n for n in doc["notes"])
 
 
 def csv_rows(batches=(1, 8, 32, 64, 128), spec_batches=None, ks=(1, 3, 5, 7), noise=0.0) -> str:
@@ -273,9 +281,9 @@ def test_later_commands_note_plans_outside_the_calibrated_domain(synth, tmp_path
     assert "notes" not in json.loads(r.stdout)
 
 
-def test_rate_runs_are_left_out_with_a_note_and_csv_mixes_with_bench_files(tmp_path):
+def test_rate_runs_are_left_out_with_a_note_and_csv_mixes_with_bench_files(tmp_path, runs):
     problem = roofline_problem(tmp_path)
-    files = bench_files(tmp_path)
+    files = runs
     rate = json.loads(files[0].read_text())
     rate["request_rate"] = 4.0
     rate["max_concurrency"] = None
@@ -291,14 +299,14 @@ def test_rate_runs_are_left_out_with_a_note_and_csv_mixes_with_bench_files(tmp_p
     assert sum(r["source"].startswith("more.csv line") for r in doc["rows"]) == 1
 
 
-def test_the_drafter_of_bench_runs_must_be_named_when_the_problem_has_several(tmp_path):
+def test_the_drafter_of_bench_runs_must_be_named_when_the_problem_has_several(tmp_path, runs):
     problem = roofline_problem(tmp_path)
     data = yaml.safe_load(problem.read_text())
     data["drafters"].append(
         {"name": "e", "method": "eagle3", "model": "o/e", "acceptance": 0.5, "unit_cost": 0.05}
     )
     problem.write_text(yaml.safe_dump(data))
-    files = bench_files(tmp_path)
+    files = runs
     code, output, _ = calibrate(*files, "--problem", problem, "--out", tmp_path / "o.yaml")
     assert code == 2 and output.startswith("error: --drafters: "), output
     code, output, doc = calibrate(
@@ -308,13 +316,13 @@ def test_the_drafter_of_bench_runs_must_be_named_when_the_problem_has_several(tm
     assert any("no speculative row measures e" in n for n in doc["notes"])
 
 
-def test_bench_files_of_other_hardware_are_refused(tmp_path):
+def test_bench_files_of_other_hardware_are_refused(tmp_path, runs):
     problem = roofline_problem(tmp_path)
-    files = bench_files(tmp_path)
-    doc = json.loads(files[0].read_text())
+    doc = json.loads(runs[0].read_text())
     doc["hardware"] = "a100-80g"
-    files[0].write_text(json.dumps(doc))
-    code, output, _ = calibrate(files[0], "--problem", problem, "--out", tmp_path / "o.yaml")
+    other = tmp_path / runs[0].name
+    other.write_text(json.dumps(doc))
+    code, output, _ = calibrate(other, "--problem", problem, "--out", tmp_path / "o.yaml")
     assert code == 2 and "a100-80g" in output and "h100-sxm" in output
 
 

@@ -103,6 +103,7 @@ def test_memory_cap_falls_with_context(problem):
     assert said and re.search(r"at most 13 sequences", said[0])
 
 
+@pytest.mark.slow
 def test_profile_plan_returns_runs(problem):
     plan = api.profile_plan(problem)
     assert plan.runs

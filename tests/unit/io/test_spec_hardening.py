@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +15,7 @@ from allocator.exceptions import InputError
 from allocator.io.build import MAX_ACCEPTANCE_CELLS, problem_from_spec
 from allocator.io.spec import MAX_POSITIONS, parse_problem
 from allocator.search.exact import ExactStrategy
+from tests.support.cli_runner import run
 
 BASE = {"name": "x", "drafters": [{"name": "a", "acceptance": 0.5, "unit_cost": 0.1}]}
 
@@ -124,10 +123,8 @@ def test_the_cli_says_it_in_one_line(tmp_path):
     data["drafters"][0]["acceptance"] = [0.8, 1.2]
     path = tmp_path / "p.json"
     path.write_text(json.dumps(data))
-    r = subprocess.run(
-        [sys.executable, "-m", "allocator", "solve", str(path)], capture_output=True, text=True
-    )
-    assert r.returncode == 2
+    r = run("solve", path)
+    assert r.exit_code == 2
     assert r.stderr == (
         "error: drafters[a].acceptance.1: 1.2 is outside (0, 1] (value 2 of the list)\n"
     )

@@ -13,9 +13,12 @@ import pytest
 
 from allocator.search.storage import mask_text, mask_url
 from allocator.search.study import SAMPLER_SEEDS, TICKET_ATTR, OptunaStrategy, sampler_seed
+from tests.support.cli_runner import run
 
 
 def run_cli(*args, timeout=300):
+    """``allocator`` in a fresh interpreter: for what must hold across processes (a seed's
+    run reproduced); :func:`run` runs the command in this one."""
     return subprocess.run(
         [sys.executable, "-m", "allocator", *map(str, args)],
         capture_output=True,
@@ -56,8 +59,8 @@ def test_mask_of_a_string_that_is_no_url_returns(text):
 
 def test_cli_storage_foo_is_one_line(tmp_path):
     problem = write_problem(tmp_path / "p.json", n=3)
-    r = run_cli("solve", problem, "--strategy", "optuna", "--storage", "foo", "--trials", 5)
-    assert r.returncode == 2, r.stderr
+    r = run("solve", problem, "--strategy", "optuna", "--storage", "foo", "--trials", 5)
+    assert r.exit_code == 2, r.output
     assert r.stderr.strip().splitlines() == [
         "error: --storage: 'foo' is not a URL (sqlite:///file.db, postgresql://...)"
     ]
@@ -66,8 +69,8 @@ def test_cli_storage_foo_is_one_line(tmp_path):
 def test_cli_empty_storage_is_refused(tmp_path):
     """``--storage ''`` ran in memory and printed an empty storage name in its note."""
     problem = write_problem(tmp_path / "p.json", n=3)
-    r = run_cli("solve", problem, "--strategy", "optuna", "--storage", "", "--trials", 5)
-    assert r.returncode == 2
+    r = run("solve", problem, "--strategy", "optuna", "--storage", "", "--trials", 5)
+    assert r.exit_code == 2
     assert r.stderr.strip().splitlines() == [
         "error: --storage: is empty: give a URL, or leave --storage out for an in-memory study"
     ]
@@ -115,6 +118,7 @@ def _worker(problem_path, url, barrier, seed):
     strategy.solve(problem)
 
 
+@pytest.mark.slow
 def test_two_workers_starting_one_fresh_sqlite_study_sample_apart(tmp_path):
     """Two processes start one fresh SQLite study at the same moment with the same --seed:
     each sampled the same 50 configurations (100 trials, 50 distinct) before the workers

@@ -16,6 +16,7 @@ import optuna
 import pytest
 
 from allocator.search.storage import mask_url, with_driver
+from tests.support.cli_runner import run
 
 
 @pytest.fixture
@@ -38,10 +39,15 @@ def problem_file(tmp_path):
     return path
 
 
+def solve_args(problem, storage, study, trials, out=None):
+    """``allocator``'s arguments: ``solve`` of ``problem`` by optuna on a stored study."""
+    args = ["solve", str(problem), "--strategy", "optuna"]
+    args += ["--storage", storage, "--study", study, "--trials", str(trials)]
+    return args + (["--json", str(out)] if out else [])
+
+
 def solve_cmd(problem, storage, study, trials, out=None):
-    cmd = [sys.executable, "-m", "allocator", "solve", str(problem), "--strategy", "optuna"]
-    cmd += ["--storage", storage, "--study", study, "--trials", str(trials)]
-    return cmd + (["--json", str(out)] if out else [])
+    return [sys.executable, "-m", "allocator", *solve_args(problem, storage, study, trials, out)]
 
 
 def trials_by_state(storage, study):
@@ -100,6 +106,7 @@ def test_unreachable_database_is_one_masked_line(problem_file, tmp_path):
 
 
 # ------------------------------------------------------------------ sqlite
+@pytest.mark.slow
 def test_sqlite_study_resumes(problem_file, tmp_path):
     url = f"sqlite:///{tmp_path / 'study.db'}"
     docs = []
@@ -121,16 +128,15 @@ def test_sqlite_study_resumes(problem_file, tmp_path):
 
 
 def test_study_made_for_another_problem_is_refused(problem_file, tmp_path):
+    """In-process: the refusal is the command's own (no process boundary is involved)."""
     url = f"sqlite:///{tmp_path / 'study.db'}"
-    assert (
-        subprocess.run(solve_cmd(problem_file, url, "one", 5), capture_output=True).returncode == 0
-    )
+    assert run(*solve_args(problem_file, url, "one", 5)).exit_code == 0
     other = json.loads(problem_file.read_text())
     other["drafters"] = other["drafters"][:5]
     path = tmp_path / "other.json"
     path.write_text(json.dumps(other))
-    r = subprocess.run(solve_cmd(path, url, "one", 5), capture_output=True, text=True)
-    assert r.returncode == 2 and r.stderr.startswith("error: --study:")
+    r = run(*solve_args(path, url, "one", 5))
+    assert r.exit_code == 2 and r.stderr.startswith("error: --study:"), r.output
 
 
 # ------------------------------------------------------------------ workers
@@ -162,6 +168,7 @@ def kill_and_resume(problem_file, url, tmp_path):
     assert all(t.state.name == "PRUNED" for t in states["TICKET"])
 
 
+@pytest.mark.slow
 def test_sqlite_killed_worker_loses_no_finished_trial(problem_file, tmp_path):
     kill_and_resume(problem_file, f"sqlite:///{tmp_path / 'study.db'}", tmp_path)
 

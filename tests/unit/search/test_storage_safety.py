@@ -30,6 +30,7 @@ from allocator.search.exact import ExactStrategy
 from allocator.search.knapsack import KnapsackStrategy
 from allocator.search.storage import mask_text, mask_url, with_driver
 from allocator.search.study import OptunaStrategy
+from tests.support.cli_runner import run
 from tests.support.tcp_proxy import TcpProxy
 
 
@@ -179,8 +180,8 @@ def test_password_in_query_or_with_at_never_reaches_outputs(tmp_path, postgres_u
 @pytest.mark.parametrize("url", ["sqlite:///", "sqlite://"])
 def test_sqlite_without_a_path_is_refused(tmp_path, url):
     problem = write_problem(tmp_path / "p.json", 5)
-    r = run_cli("solve", problem, "-s", "optuna", "--storage", url, "--trials", 5)
-    assert r.returncode == 2
+    r = run("solve", problem, "-s", "optuna", "--storage", url, "--trials", 5)  # in-process
+    assert r.exit_code == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: --storage:")
     assert "names no database file" in lines[0]
@@ -354,12 +355,13 @@ def test_auto_at_1024_drafters(tmp_path):
     problem = problem_from_file(write_problem(tmp_path / "p.json", 1024))
     name, reason = choose_strategy(problem)
     assert name == "knapsack" and "1.80e+308 subsets" in reason
-    r = run_cli("solve", tmp_path / "p.json", "--json", "-")
-    assert r.returncode == 0, r.stderr
+    r = run("solve", tmp_path / "p.json", "--json", "-")  # in-process
+    assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert doc["exact"] is True and len(doc["front"]) > 10
 
 
+@pytest.mark.slow
 def test_optuna_at_1024_drafters_is_bounded(tmp_path):
     """Under correlated errors auto picks optuna; it runs the trials asked for."""
     path = write_problem(
