@@ -5,8 +5,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Slow tests that carry no ``@pytest.mark.slow`` of their own: the notebooks (nbmake
-#: items, no decorators) and tests in modules marked from here. A file path marks every
+#: Slow tests that cannot carry ``@pytest.mark.slow`` of their own: the notebooks (nbmake
+#: items, no decorators); every other slow test is marked where it is written. A file path marks every
 #: item of the file; ``path::test`` every parametrisation of the test.
 SLOW = frozenset(
     {
@@ -19,18 +19,6 @@ SLOW = frozenset(
         "notebooks/06-width-against-depth.ipynb",
         "notebooks/07-capacity.ipynb",
         "notebooks/08-requests-and-slos.ipynb",
-        "tests/docs/test_readme.py::test_readme_commands_run",
-        "tests/docs/test_readme.py::test_second_setup_command_collects_tests_and_notebooks",
-        "tests/unit/analysis/test_plan.py::test_json_stdout_holds_only_json_in_a_fresh_process",
-        "tests/unit/analysis/test_profile_plan.py::"
-        "test_the_runs_determine_every_parameter_end_to_end",
-        "tests/unit/analysis/test_slo.py::test_capacity_matches_brute_force",
-        "tests/unit/analysis/test_slo.py::test_the_answer_is_the_same_on_worker_processes",
-        "tests/unit/analysis/test_slo.py::"
-        "test_the_sweep_prices_each_rate_from_each_candidates_highest_rate",
-        "tests/unit/analysis/test_slo.py::test_with_a_trace_the_replicas_share_slows_the_trace",
-        "tests/unit/analysis/test_simulate.py::test_closed_forms_inside_the_simulated_interval",
-        "tests/unit/model/test_errors_models.py::test_exchangeable_matches_integration_and_mvn",
     }
 )
 

@@ -150,6 +150,7 @@ def brute_force(prob, rate, slos, sizes, seed, speculative=None, top=40):
         (2, 12.0, ["median_e2el_ms=900", "p99_itl_ms=25"]),
     ],
 )
+@pytest.mark.slow
 def test_capacity_matches_brute_force(seed, rate, items):
     """On small seeded cases (200 requests, max_num_seqs 4 or 16), the answer and the
     baseline are brute force's: every candidate simulated at every replica count; and they
@@ -214,6 +215,7 @@ def test_bench_reproduces_the_answers_metrics():
     assert repr(got.best.per_replica_request_rate) in line
 
 
+@pytest.mark.slow
 def test_with_a_trace_the_replicas_share_slows_the_trace():
     trace = "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"
     d = rp.data(prefill_ms={"tokens": [16, 20000], "ms": [4.0, 400.0]})
@@ -290,6 +292,7 @@ def test_rate_errors():
 
 
 # ---------------------------------------------------------------- the sweep
+@pytest.mark.slow
 def test_the_sweep_prices_each_rate_from_each_candidates_highest_rate():
     """Each side's replicas at each rate are ``ceil(R / r*)`` of its cheapest candidate;
     costs never fall as the rate rises; the crossings list where the sign changes."""
@@ -325,6 +328,7 @@ def test_the_sweep_prices_each_rate_from_each_candidates_highest_rate():
 
 
 # ---------------------------------------------------------------- where it runs
+@pytest.mark.slow
 def test_the_answer_is_the_same_on_worker_processes():
     prob = rp.problem()
     args = dict(seed=1, max_num_seqs=[4, 16], **FIXED)

@@ -483,6 +483,7 @@ def test_sweep_json_shape(two_classes):
     assert [p["throughput"] for p in auto["front"]] == thr
 
 
+@pytest.mark.slow
 def test_json_stdout_holds_only_json_in_a_fresh_process(two_classes):
     proc = subprocess.run(
         [sys.executable, "-m", "allocator", "plan", str(two_classes), "--json", "-"],

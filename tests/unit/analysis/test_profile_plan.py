@@ -69,6 +69,7 @@ def problem(tmp_path: Path, **serving) -> Path:
     return p
 
 
+@pytest.mark.slow
 def test_the_runs_determine_every_parameter_end_to_end(tmp_path):
     """Each run of the plan is played by the synthetic closed-loop engine whose every
     step takes a known roofline's time (its prompts prefilled evenly, the run's mean

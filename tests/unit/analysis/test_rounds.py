@@ -68,6 +68,7 @@ def cases():
     yield "paper", {}, log_model()
 
 
+@pytest.mark.slow
 def test_closed_forms_inside_the_simulated_interval():
     """Every closed form against the simulator, three seeds each. At 99% a few of the
     ~150 intervals may miss by chance: the misses must stay within what chance allows

@@ -40,6 +40,7 @@ def mvn_orthant(t, cov):
 
 
 @pytest.mark.parametrize("r", [0.15, 0.6, 0.97])
+@pytest.mark.slow
 def test_exchangeable_matches_integration_and_mvn(r):
     q = np.array([[0.3, 0.2], [0.5, 0.45], [0.2, 0.25], [0.4, 0.1]])
     got = ExchangeableErrors(correlation=r).fail_prob(all_members(4), q)
