@@ -135,7 +135,7 @@ def hold_out_groups(
     """Each group of :data:`GROUPS` ``scheme`` (the rows at one ``k``, or one batch size)
     predicted by the fit (``form``) of the others: ``x`` the rows as the predictor's inputs,
     ``step_ms (R,)`` their measured step times. A group is not predictable when the other
-    rows hold fewer than two rows or no ``k = 0`` row, cannot be fitted, or leave a
+    rows hold fewer than two rows or (today's form) no ``k = 0`` row, cannot be fitted, or leave a
     parameter its step times need undetermined (:func:`predictable`)."""
     by = scheme.removeprefix("by-")
     key = data.k.astype(float) if by == "k" else data.batch
@@ -148,7 +148,7 @@ def hold_out_groups(
         train = ~test
         groups += 1
         label = f"{by} = {v:g}"
-        if train.sum() < 2 or not (data.k[train] == 0).any():
+        if train.sum() < 2 or (form == "today" and not (data.k[train] == 0).any()):
             lost.append(label)
             continue
         try:
