@@ -53,8 +53,10 @@ class Calibration:
     ``reported``: the rows the summary covers (held-out rows that could be predicted under
     a holdout). ``fitted_step (R,)``: the written fit's step ms at every row (the fit of
     every row under a leave-one-group-out), at ``inputs``, the rows as that fit read them
-    (today's form: context and prefill 0). ``parameters``: each parameter's value, standard error, 95% interval, or
-    why it is undetermined. ``holdout_by``: ``"k"``/``"batch"`` for a leave-one-group-out.
+    (today's form: context and prefill 0). ``parameters``: each parameter's value,
+    standard error, 95% interval, or why it is undetermined, with the value written and,
+    for an undetermined one, the combination the rows determine. ``holdout_by``:
+    ``"k"``/``"batch"`` for a leave-one-group-out.
     """
 
     model: StepModel | None

@@ -130,8 +130,7 @@ def combinations(
             continue
         norm = coef[kept[0]]
         terms = "".join(
-            _term(coef[i] / norm, shown.get(names[i], names[i]), n == 0)
-            for n, i in enumerate(kept)
+            _term(coef[i] / norm, shown.get(names[i], names[i]), n == 0) for n, i in enumerate(kept)
         )
         value = sum(coef[i] / norm * f[i] for i in kept)
         out[shown.get(name, name)] = f"{terms} = {value:.6g}"

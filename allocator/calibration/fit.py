@@ -463,9 +463,7 @@ def _fit_specs(problem: Problem, data: Measured, step_ms: np.ndarray) -> _SpecsF
         written = values[name] if used(name) else None
         if name in fit.undetermined:
             params.append(
-                _param(
-                    name, None, None, None, fit.undetermined[name], written, combos.get(name)
-                )
+                _param(name, None, None, None, fit.undetermined[name], written, combos.get(name))
             )
             continue
         v = float(fit.values[name])

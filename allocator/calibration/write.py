@@ -118,9 +118,7 @@ def calibrated_from(cal: Calibration) -> dict:
         out["speculative_batch"] = [float(d.batch[spec].min()), float(d.batch[spec].max())]
         out["speculative_k"] = [float(d.k[spec].min()), float(d.k[spec].max())]
     out["rows"] = len(d)
-    return {
-        k: [_round(x, 0.0, 6) for x in v] if isinstance(v, list) else v for k, v in out.items()
-    }
+    return {k: [_round(x, 0.0, 6) for x in v] if isinstance(v, list) else v for k, v in out.items()}
 
 
 def _roofline_section(problem: Problem, cal: Calibration, previous: dict) -> tuple[dict, list[str]]:
