@@ -51,12 +51,12 @@ class Calibration:
     ``100 · (predicted / measured − 1)`` of tokens/s (NaN for a held-out row the other
     rows cannot predict), ``held_out (R,)`` bool, ``predictable (R,)`` bool.
     ``reported``: the rows the summary covers (held-out rows that could be predicted under
-    a holdout). ``fitted_step (R,)``: the written fit's step ms at every row (the fit of
-    every row under a leave-one-group-out), at ``inputs``, the rows as that fit read them
-    (today's form: context and prefill 0). ``parameters``: each parameter's value,
-    standard error, 95% interval, or why it is undetermined, with the value written and,
-    for an undetermined one, the combination the rows determine. ``holdout_by``:
-    ``"k"``/``"batch"`` for a leave-one-group-out.
+    a holdout). ``inputs``: the rows as the fit reads them (today's form: context and
+    prefill 0); ``predictor`` is the fit written (of every row under a
+    leave-one-group-out). ``parameters``: each parameter's value, standard error, 95%
+    interval, or why it is undetermined, with the value written and, for an undetermined
+    one, the combination the rows determine. ``holdout_by``: ``"k"``/``"batch"`` for a
+    leave-one-group-out.
     """
 
     model: StepModel | None
@@ -74,7 +74,6 @@ class Calibration:
     predictable: np.ndarray | None = None
     holdout_by: str | None = None
     groups: int = 0
-    fitted_step: np.ndarray | None = None
     inputs: StepInputs | None = None
 
     @property
@@ -184,7 +183,6 @@ def calibrate(
             raise ParameterError("holdout", "a held-out row's drafter has no fitted row")
     x = data.inputs(context=form == "roofline", prefill=form == "roofline")
     predicted = fitted.predictor.step_ms_of(x)
-    fitted_step = predicted.copy()
     if isinstance(holdout, str):
         groups_out = hold_out_groups(problem, form, data, step, x, holdout)
         by, groups = groups_out.by, groups_out.groups
@@ -210,6 +208,5 @@ def calibrate(
         predictable=ok,
         holdout_by=by,
         groups=groups,
-        fitted_step=fitted_step,
         inputs=x,
     )

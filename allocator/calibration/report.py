@@ -6,7 +6,9 @@ command's whole run: read, fit, build the file, read it back (docs/design.md §8
 **Read back.** The file's text is written to a temporary file beside ``out`` (removed
 again), read by the loader every command uses (:func:`~allocator.io.build.
 problem_from_file`), and its step-time predictor evaluated at every row as the fit read
-them (:func:`read_back`). Where the written fit's step time and the file's differ by more
+them (:func:`read_back`; today's tables start at batch 1, so a benchmark run's
+Little's-law batch below 1 is read at 1 by both). Where the written fit's step time and
+the file's differ by more
 than :data:`READ_BACK_RTOL` relative, nothing is written (a
 :class:`~allocator.exceptions.SolverError` naming ``out``). The rows' predictions and
 errors reported are the file's (under ``--holdout by-k``/``by-batch`` the held-out rows'
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -229,7 +231,11 @@ def read_back(report: CalibrationReport, folder: Path) -> np.ndarray:
     from ..model.serving import predictor
 
     cal = report.calibration
-    assert cal.inputs is not None and cal.fitted_step is not None
+    assert cal.inputs is not None and cal.predictor is not None
+    x = cal.inputs
+    if cal.form == "today":  # the tables start at batch 1: a Little's-law batch below it
+        x = replace(x, decode_seqs=np.maximum(x.decode_seqs, 1.0))  # is read there
+    fitted = cal.predictor.step_ms_of(x)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".calibrate-", suffix=".yaml", dir=folder)
     except OSError as exc:
@@ -237,18 +243,18 @@ def read_back(report: CalibrationReport, folder: Path) -> np.ndarray:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(report.text())
-        step = predictor(problem_from_file(tmp)).step_ms_of(cal.inputs)
+        step = predictor(problem_from_file(tmp)).step_ms_of(x)
     finally:
         Path(tmp).unlink(missing_ok=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        rel = np.abs(step / cal.fitted_step - 1.0)
+        rel = np.abs(step / fitted - 1.0)
     bad = np.flatnonzero(~(rel <= READ_BACK_RTOL))
     if bad.size:
         r = int(bad[np.argmax(np.where(np.isfinite(rel[bad]), rel[bad], np.inf))])
         raise SolverError(
             "out",
             f"the calibrated file, read back, gives {cal.data.sources[r]} a step of "
-            f"{step[r]:.6g} ms where the fit gives {cal.fitted_step[r]:.6g} ms: the file "
+            f"{step[r]:.6g} ms where the fit gives {fitted[r]:.6g} ms: the file "
             "would not be the fit, so it is not written",
         )
     return step

@@ -316,3 +316,29 @@ def test_a_file_that_would_not_be_the_fit_is_not_written(tmp_path, monkeypatch):
     assert r.exit_code == 1, r.output
     assert r.output.startswith("error: --out: ") and len(r.output.strip().splitlines()) == 1
     assert set(tmp_path.iterdir()) == before
+
+
+def test_bench_runs_without_specs_are_written_at_the_whole_batches_either_side(tmp_path):
+    """Little's law gives fractional batch sizes (some below 1): the tables are written at
+    the whole batch sizes either side, so the file still predicts every run as the fit."""
+    from tests.unit.calibration.test_calibrate_engines import bench_files
+    from tests.unit.calibration.test_calibrate_engines import roofline_problem as bench_problem
+
+    files = [f for f in bench_files(tmp_path) if "i128" in f.name]  # one context
+    data = yaml.safe_load(bench_problem(tmp_path).read_text())
+    del data["serving"]["hardware"], data["serving"]["model"]
+    data["serving"]["verify_ms"] = {"batch": [1], "tokens": [1, 2], "ms": [[1.0, 1.1]]}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(data))
+    out = tmp_path / "o.yaml"
+    report = api.calibrate(files, tmp_path / "p.yaml", out)
+    out.write_text(report.text())
+    doc = report.to_dict()
+    batches = [row["batch"] for row in doc["rows"]]
+    assert any(b < 1 for b in batches) and any(b != round(b) for b in batches if b > 1)
+    written = yaml.safe_load(out.read_text())["serving"]["verify_ms"]["batch"]
+    for b in batches:
+        assert b < 1 or (int(np.floor(b)) in written and int(np.ceil(b)) in written), b
+    doc_at_one = {**doc, "rows": [{**r, "batch": max(r["batch"], 1)} for r in doc["rows"]]}
+    got = file_steps(out, doc_at_one)
+    np.testing.assert_allclose(got, [r["predicted_step_ms"] for r in doc["rows"]], rtol=1e-9)
+    assert doc["median_abs_error_pct"] < 2.0  # 1% noise
