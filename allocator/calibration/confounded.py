@@ -98,7 +98,7 @@ def combinations(
         return {}
     norms = np.linalg.norm(ds, axis=0)
     ds = ds / np.where(norms > 0, norms, 1.0)[None, :]  # each column by its own size
-    _, sv, vt = np.linalg.svd(ds, full_matrices=True)
+    _, sv, vt = np.linalg.svd(ds, full_matrices=ds.shape[0] < ds.shape[1])
     sv = np.concatenate([sv, np.zeros(vt.shape[0] - sv.size)])
     null = vt[sv <= NULL_TOL * max(float(sv[0]), 1e-300)]
     if null.size == 0:

@@ -101,7 +101,7 @@ def predictable(
     jx = log_jacobian(model, test, names, scale)
     if not (np.all(np.isfinite(jt)) and np.all(np.isfinite(jx))):
         return False
-    _, sv, vt = np.linalg.svd(jt, full_matrices=True)
+    _, sv, vt = np.linalg.svd(jt, full_matrices=jt.shape[0] < jt.shape[1])
     sv = np.concatenate([sv, np.zeros(vt.shape[0] - sv.size)])
     null = vt[sv < 1e-6 * max(sv[0], 1e-300)]
     return null.size == 0 or float(np.abs(jx @ null.T).max()) < 1e-3
