@@ -3,28 +3,27 @@ prints (a dataclass whose ``to_dict()`` is the command's ``--json`` document).""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core.problem import MAX_K, Problem
+from .core.problem import Problem
 from .core.result import Point, SolveResult
-from .exceptions import InputError, ParameterError
+from .exceptions import ParameterError
 from .search import needs_batch
 
 if TYPE_CHECKING:
     from .analysis.bench import BenchResult
     from .analysis.breakeven import BreakevenReport
-    from .analysis.fleet import CapacityResult
+    from .analysis.capacity.by_load import CapacityResult
+    from .analysis.capacity.by_rate import RateCapacityResult
     from .analysis.paper import PaperReport
     from .analysis.plan import Plan, PlanSweep
     from .analysis.profile_plan import ProfilePlan
+    from .analysis.rounds import Simulation
     from .analysis.schedule import ContextSchedules, Schedule
-    from .analysis.simulate import Simulation
-    from .analysis.slo import RateCapacityResult
     from .analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
     from .analysis.uncertainty import Progress
     from .calibration import CalibrationReport
@@ -113,26 +112,9 @@ def solve_at_batch(
     (:func:`allocator.analysis.schedule.serving_front`), of the configurations ``engine``
     serves (with ``pooled``: every configuration, labelled as the upper bound;
     :func:`allocator.engines.servable`)."""
-    from .analysis.limits import position_notes
-    from .analysis.schedule import serving_front
-    from .engines import servable
-    from .model.evaluate import DRAFT_COST_CAPS, require_unit_cost
+    from .analysis.schedule import front_at_batch
 
-    if problem.cost_metric in DRAFT_COST_CAPS:  # the cost axis is in verifier-units
-        require_unit_cost(problem, needed_by=f"cost_metric {problem.cost_metric}")
-    t0 = time.perf_counter()
-    problem, served = servable(problem, engine, pooled)
-    front, evaluated, _, notes = serving_front(problem, batch, 0.0 if context is None else context)
-    return SolveResult(
-        problem=problem.name,
-        names=problem.names,
-        strategy="exact",
-        exact=True,
-        front=front,
-        evaluated=evaluated,
-        seconds=time.perf_counter() - t0,
-        notes=[*served, *notes, *position_notes(problem, front.members, front.k)],
-    )
+    return front_at_batch(problem, batch, 0.0 if context is None else context, engine, pooled)
 
 
 def evaluate(
@@ -147,35 +129,17 @@ def evaluate(
     (:func:`allocator.model.point.evaluate_point`; ``point["throughput"]``, ``to_dict()``).
 
     With ``batch`` (the problem needs a ``serving`` section) the point also holds the
-    serving metrics at that many concurrent sequences (:mod:`allocator.model.serving`),
+    serving metrics at that many concurrent sequences (:mod:`allocator.model.under_load`),
     and ``k = 0`` is allowed: decoding without speculation (``drafters`` is then
     ignored and reported empty; its model metrics are one token per plain
     verification pass, no draft cost). ``field`` names ``drafters`` in errors.
     ``context`` (with ``batch``): tokens in each sequence's KV cache; the point's
     ``notes`` say where its step time rests on extrapolation.
     """
-    from .model.point import evaluate_point
+    from .model.point import evaluate_configuration
 
     needs_batch(problem, batch)
-    if context is not None:
-        if batch is None:
-            raise ParameterError("context", "needs a batch size (the step time under load)")
-        if not np.isfinite(context) or context < 0:
-            raise ParameterError("context", f"{context} tokens: must be a number >= 0")
-    if k > MAX_K:
-        raise ParameterError("k", f"must be at most {MAX_K:,}")
-    if batch is None:
-        if k < 1:
-            raise ParameterError("k", "must be >= 1 (k = 0, no speculation, needs --batch)")
-        return evaluate_point(problem, problem.mask(drafters, field), k)
-    if problem.serving is None:
-        raise InputError(
-            "serving", "--batch needs a serving section in the problem (step times by batch)"
-        )
-    if k < 0:
-        raise ParameterError("k", "must be >= 0")
-    members = np.zeros(problem.n, bool) if k == 0 else problem.mask(drafters, field)
-    return evaluate_point(problem, members, k, batch, context)
+    return evaluate_configuration(problem, drafters, k, field, batch, context)
 
 
 # ----------------------------------------------------- uncertainty, exports, plans
@@ -230,20 +194,14 @@ def export_point(
     ``sglang``: shell-quoted flags; one line), and the notes that go with them
     (:func:`allocator.engines.export_point`); ``batch``: the concurrent sequences the
     front was solved at (``solve --batch``), for the settings that depend on it."""
-    from .analysis.limits import extrapolated
+    from .analysis.limits import extrapolation_notes
     from .engines import convention_warning, pick_point
     from .engines import export_point as engine_settings
 
     chosen = pick_point(result.points(), pick)
     text, notes = engine_settings(engine, chosen, problem.drafter_map, batch)
     warning = convention_warning(problem.convention)
-    members = problem.mask(list(chosen["drafters"]), "drafters")
-    past = extrapolated(problem, members, int(chosen["k"]))
-    notes += [
-        f"note: k = {chosen['k']} is past the {p} position(s) measured for {n}: its "
-        "acceptance there is the last measured value repeated"
-        for n, p in past
-    ]
+    notes += extrapolation_notes(problem, problem.mask(list(chosen["drafters"])), chosen["k"])
     return text, [*notes, *([warning] if warning else [])]
 
 
@@ -354,14 +312,21 @@ def schedule(
     ``contexts``: tokens per sequence (a list, or ``"1024,8192"``): ``k`` by batch size
     and context bucket (:func:`allocator.analysis.schedule.schedule_by_context`; rows
     gain ``context``). ``export``: also the schedule as that engine takes it
-    (``"vllm"``), in ``.export``.
+    (``"vllm"``), in ``.export``; refused (on ``engine``) when ``engine`` takes no ``k``
+    schedule by batch size (SGLang): the schedule exported is planned for it.
     """
-    from .analysis.schedule import check_export, export_schedule, schedule_by_context
+    from .analysis.schedule import (
+        check_export,
+        check_schedule_engine,
+        export_schedule,
+        schedule_by_context,
+    )
     from .analysis.schedule import schedule as plan_schedule
     from .engines import servable
 
     if export is not None:
         check_export(export)
+        check_schedule_engine(engine, "engine")
     buckets = parse_contexts(contexts) if contexts is not None else None
     prob, served = servable(_problem(problem), engine, pooled)
     sched: Schedule | ContextSchedules
@@ -395,35 +360,13 @@ def profile_plan(
     return plan_runs(_problem(problem), engine, buckets, model=model, progress=progress)
 
 
-#: Most context buckets ``schedule --contexts`` takes.
-MAX_CONTEXTS = 64
-
-
 def parse_contexts(contexts: Sequence[float] | str) -> list[float]:
     """``"1024,8192,32768"`` (or a list) as context buckets, tokens per sequence: numbers
-    > 0, strictly increasing, at most :data:`MAX_CONTEXTS`; a :class:`ParameterError`
-    naming ``contexts`` otherwise."""
-    import math
+    > 0, strictly increasing, at most 64; a :class:`ParameterError` naming ``contexts``
+    otherwise (:func:`allocator.analysis.schedule.parse_contexts`)."""
+    from .analysis.schedule import parse_contexts as parse
 
-    if isinstance(contexts, str):
-        items = [t.strip() for t in contexts.split(",")]
-        if not contexts.strip() or any(not t for t in items):
-            raise ParameterError("contexts", "expected tokens per sequence, e.g. 1024,8192,32768")
-        values = []
-        for t in items[: MAX_CONTEXTS + 1]:
-            try:
-                values.append(float(t))
-            except ValueError:
-                raise ParameterError("contexts", f"{t[:40]!r} is not a number of tokens") from None
-    else:
-        values = [float(c) for c in list(contexts)[: MAX_CONTEXTS + 1]]
-    if len(values) > MAX_CONTEXTS:
-        raise ParameterError("contexts", f"at most {MAX_CONTEXTS} context buckets")
-    if not values or any(not math.isfinite(v) or v <= 0 or v > 1e9 for v in values):
-        raise ParameterError("contexts", "every context must be a number of tokens in (0, 1e9]")
-    if any(b <= a for a, b in zip(values, values[1:], strict=False)):
-        raise ParameterError("contexts", "must be strictly increasing")
-    return values
+    return parse(contexts)
 
 
 def size_fleet(
@@ -440,8 +383,8 @@ def size_fleet(
     """``allocator capacity --tokens-per-s``: the cheapest fleet carrying ``tokens_per_s``
     (generated tokens/s over the fleet) with every sequence's mean time per output token
     (TPOT) at most ``tpot_ms`` (ms; ``None``: no target), beside the cheapest without
-    speculation (:func:`allocator.analysis.fleet.capacity`), over every integer batch size
-    the step times reach.
+    speculation (:func:`allocator.analysis.capacity.by_load.capacity`), over every integer
+    batch size the step times reach.
 
     ``sweep_load``: also $/h at these loads (tokens/s, or ``"LO:HI:STEPS"``), with and
     without speculation. ``routes``: also plan's per-workload routes as one fleet
@@ -449,82 +392,22 @@ def size_fleet(
     ``pooled`` (:func:`allocator.engines.servable`); ``budget`` replaces caps of the
     problem's.
     """
-    from .analysis.fleet import capacity
+    from .analysis.capacity.by_load import capacity
     from .engines import servable
     from .io.ranges import parse_load_range
 
-    loads = None
     if isinstance(sweep_load, str):
-        loads = parse_load_range(sweep_load)
-    elif sweep_load is not None:
-        loads = np.asarray(sweep_load, dtype=float)
-    prob = _with_budget(_problem(problem), budget)
+        sweep_load = parse_load_range(sweep_load)
+    loads = None if sweep_load is None else np.asarray(sweep_load, dtype=float)
+    prob = _problem(problem).with_budget(budget)
     restricted, notes = servable(prob, engine, pooled)
     result = capacity(restricted, tokens_per_s, tpot_ms, loads, routes)
     result.notes[:0] = notes
     return result
 
 
-def _with_budget(problem: Problem, budget: Mapping[str, float] | None) -> Problem:
-    """``problem`` with the caps of ``budget`` replacing its own (none: as it is)."""
-    if not budget:
-        return problem
-    return problem.replace(budget={**problem.budget, **dict(budget)})
-
-
 # ---------------------------------------------------------------- requests (issue 17):
 # a simulated `vllm bench serve`, and capacity for a request rate under SLO percentiles.
-def _requests(
-    num_prompts: int | None,
-    input_len: int | None,
-    output_len: int | None,
-    trace: str | Path | None,
-    burstiness: float,
-    seed: int,
-):
-    from .analysis.bench import request_source
-
-    return request_source(
-        num_prompts,
-        input_len=input_len,
-        output_len=output_len,
-        trace=trace,
-        burstiness=burstiness,
-        seed=seed,
-    )
-
-
-def _rate(source, request_rate: float | None, trace_speedup: float | None) -> float:
-    """The rate of a run: ``request_rate``; or a trace's own rate times ``trace_speedup``
-    (default 1); or, for generated arrivals, ``inf`` (vLLM's default: all at once)."""
-    import math
-
-    if trace_speedup is not None:
-        if source.trace_s is None:
-            raise ParameterError("trace_speedup", "speeds up a trace: give a trace")
-        if request_rate is not None:
-            raise ParameterError(
-                "trace_speedup", "give the rate (request_rate) or a trace speed-up, not both"
-            )
-        f = float(trace_speedup)
-        if not (math.isfinite(f) and f > 0):
-            raise ParameterError(
-                "trace_speedup", f"must be a finite number > 0, got {trace_speedup}"
-            )
-        native = source.native_rate
-        return native * f
-    if request_rate is not None:
-        r = float(request_rate)
-        if math.isnan(r) or r <= 0:
-            raise ParameterError(
-                "request_rate", f"must be > 0 requests/s (or inf), got {request_rate}"
-            )
-        return r
-    if source.trace_s is not None:
-        return float(source.native_rate)
-    return math.inf
-
-
 def bench(
     problem: Problem | str | Path | dict,
     *,
@@ -546,26 +429,25 @@ def bench(
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
-    speculation off) or ``k`` by batch size (``schedule``); ``num_prompts`` requests
+    speculation off) or ``k`` by batch size (``schedule``; refused on ``engine`` for an
+    engine that takes no schedule, SGLang); ``num_prompts`` requests
     (default 1000) of ``input_len``/``output_len`` tokens arriving at ``request_rate``
     (requests/s; default ``inf``, all at once) with gamma gaps of shape ``burstiness``, or
     the first rows of a ``trace`` (its own times, sped up by ``trace_speedup`` or scaled to
     ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
     ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Seeded by
     ``seed``: the same seed gives the same document but for ``date``."""
-    from .analysis.bench import DEFAULT_NUM_PROMPTS, configuration
     from .analysis.bench import bench as run_bench
+    from .analysis.replica import configuration
+    from .analysis.request_source import DEFAULT_NUM_PROMPTS, request_source, run_rate
 
     prob = _problem(problem)
-    source = _requests(
-        DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts,
-        input_len,
-        output_len,
-        trace,
-        burstiness,
-        seed,
-    )
-    rate = _rate(source, request_rate, trace_speedup)
+    n = DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts
+    source = request_source(
+        n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
+        seed=seed,
+    )  # fmt: skip
+    rate = run_rate(source, request_rate, trace_speedup)
     config, notes = configuration(
         prob, drafters, k, schedule=schedule, max_num_seqs=max_num_seqs, engine=engine,
         pooled=pooled,
@@ -606,31 +488,35 @@ def size_fleet_for_rate(
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
     no rate is given) with every SLO of ``slo`` met (``"p99_ttft_ms=500"`` strings or a
-    mapping; :mod:`allocator.analysis.slo`), beside the cheapest without speculation.
+    mapping; :mod:`allocator.analysis.capacity.by_rate`), beside the cheapest without speculation.
 
     Each replica is simulated at its share of the rate over ``num_prompts`` requests
     (default: enough for the highest percentile asked) seeded by ``seed``; ``sweep_rate``
     also prices rates (``"LO:HI:STEPS"`` or numbers); ``max_num_seqs`` the values tried
     (default: a ladder); the simulations run on ``workers`` local processes (default: the
     CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
-    ``pooled``; ``budget`` replaces caps of the problem's. ``progress(done)`` is called
+    ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
+    caps of the problem's. ``progress(done)`` is called
     with the number of candidate searches done so far, as each ends."""
-    from .analysis.slo import MAX_SWEEP_RATES, default_num_prompts, parse_slos, size_for_rate
-    from .analysis.workers import Workers
+    from .analysis.capacity.by_rate import MAX_SWEEP_RATES, size_for_rate
+    from .analysis.capacity.slo import default_num_prompts, parse_slos
+    from .analysis.capacity.workers import Workers
+    from .analysis.request_source import request_source, run_rate
     from .io.ranges import parse_range
 
     slos = parse_slos(slo)
     n = default_num_prompts(slos)[0] if num_prompts is None else num_prompts
-    source = _requests(n, input_len, output_len, trace, burstiness, seed)
+    source = request_source(
+        n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
+        seed=seed,
+    )  # fmt: skip
     if request_rate is None and trace_speedup is None:
         raise ParameterError("request_rate", "give the fleet's request rate, requests/s")
-    rate = _rate(source, request_rate, trace_speedup)
-    rates = None
+    rate = run_rate(source, request_rate, trace_speedup)
     if isinstance(sweep_rate, str):
-        rates = parse_range(sweep_rate, "sweep_rate", positive=True, max_steps=MAX_SWEEP_RATES)
-    elif sweep_rate is not None:
-        rates = np.asarray(sweep_rate, dtype=float)
-    prob = _with_budget(_problem(problem), budget)
+        sweep_rate = parse_range(sweep_rate, "sweep_rate", positive=True, max_steps=MAX_SWEEP_RATES)
+    rates = None if sweep_rate is None else np.asarray(sweep_rate, dtype=float)
+    prob = _problem(problem).with_budget(budget)
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
     with Workers(workers, ray, progress=progress) as pool:
         return size_for_rate(
@@ -829,11 +715,12 @@ def simulate(
     nodes: int | None = None,
     depth: int | None = None,
 ) -> Simulation | SimulatedTree:
-    """``simulate``: play ``rounds`` rounds (2..5e7, seeded by ``seed``) beside the closed
-    form: of the chain (``drafters``, ``k``), outcomes drawn from the problem's error
-    model (:class:`~allocator.analysis.simulate.Simulation`), or with ``nodes`` instead of
-    ``k`` of the optimal token tree of at most ``nodes`` nodes and depth at most ``depth``
-    (default 16) of the one drafter named
+    """``simulate``: the rounds Monte Carlo (:mod:`allocator.analysis.rounds`), not a
+    replay of requests (that is :func:`bench`). Play ``rounds`` rounds (2..5e7, seeded by
+    ``seed``) beside the closed form: of the chain (``drafters``, ``k``), outcomes drawn
+    from the problem's error model (:class:`~allocator.analysis.rounds.Simulation`), or
+    with ``nodes`` instead of ``k`` of the optimal token tree of at most ``nodes`` nodes and
+    depth at most ``depth`` (default 16) of the one drafter named
     (:class:`~allocator.analysis.trees.SimulatedTree`)."""
     if nodes is not None:
         from .analysis.trees import DEFAULT_DEPTH, simulate_best_tree
@@ -842,7 +729,7 @@ def simulate(
             raise ParameterError("k", "give k for a chain or nodes for a tree, not both")
         depth = DEFAULT_DEPTH if depth is None else depth
         return simulate_best_tree(_problem(problem), drafters, nodes, rounds, depth, seed)
-    from .analysis.simulate import simulate as play
+    from .analysis.rounds import simulate as play
 
     if k is None:
         raise ParameterError("k", "give the draft length (or nodes to play a token tree)")
@@ -879,7 +766,6 @@ def drafter_fronts(problem: Problem | str | Path | dict) -> dict[str, SolveResul
 
 __all__ = [
     "DEFAULT_SAMPLES",
-    "MAX_CONTEXTS",
     "MAX_SAMPLES",
     "bench",
     "best_tree",

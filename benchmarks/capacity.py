@@ -43,7 +43,8 @@ from processes import timed_runs
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from allocator.analysis.fleet import serving_grid, size_fleet  # noqa: E402
+from allocator.analysis.capacity.by_load import size_fleet  # noqa: E402
+from allocator.analysis.capacity.grid import serving_grid  # noqa: E402
 from allocator.io.build import problem_from_spec  # noqa: E402
 from allocator.io.spec import parse_problem  # noqa: E402
 
@@ -86,7 +87,7 @@ def synthetic(n: int = 20, m_max: int = 2, k_max: int = 16, seed: int = 0) -> di
 def loop_metrics_seconds(problem, grid, sample: int = 200) -> float:
     """Seconds per configuration and batch size when each configuration's serving metrics
     are computed one at a time (``serving_metrics`` on a single row), over ``sample`` rows."""
-    from allocator.model.serving import serving_metrics
+    from allocator.model.under_load import serving_metrics
 
     rows = np.linspace(1, grid.k.size - 1, sample).astype(int)
     b = int(grid.batch[0])

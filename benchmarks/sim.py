@@ -45,7 +45,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from allocator.sim import Scheduler, SpecPolicy, read_trace, simulate  # noqa: E402
+from allocator.io.trace import read_trace  # noqa: E402
+from allocator.sim import Scheduler, SpecPolicy, simulate  # noqa: E402
 from allocator.sim.engine import _Engine  # noqa: E402
 
 TRACE = ROOT / "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"

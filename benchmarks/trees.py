@@ -29,7 +29,7 @@ import numpy as np
 from processes import timed_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from allocator.model.tree import TreeProgramme, edge_weights  # noqa: E402
+from allocator.model.token_tree import TreeProgramme, edge_weights  # noqa: E402
 
 PROBLEM = """\
 name: tree-benchmark

@@ -1,14 +1,17 @@
-"""Regenerate the README's reference sections from the code.
+"""The site's generated reference pages, from the code, at build time.
 
-    python docs/build.py            # rewrite the generated sections of README.md
-    python docs/build.py --check    # exit 1 if README.md is out of date
+This file is an mkdocs hook (``hooks:`` in ``mkdocs.yml``): while the site is built, a
+page holding one of these marker comments gets the generated text in its place.
 
-Two sections are generated, each between marker comments in README.md:
-
-- ``problem-reference``: the problem-file format, from the JSON Schema that
+- ``<!-- problem-reference -->``: the problem-file format, from the JSON Schema that
   ``allocator schema`` prints (pydantic models of :mod:`allocator.io.spec`);
-- ``cli-reference``: every command with its arguments and options, from the
-  command line's own definitions.
+- ``<!-- cli-reference -->``: every command with its arguments and options, from the
+  command line's own definitions, and the text its ``--help`` prints.
+
+Nothing is written into the repository. To read a section without building the site:
+
+    python docs/build.py problem-reference
+    python docs/build.py cli-reference
 
 The tour's picture is not made here: ``allocator solve docs/tour.yaml --plot
 docs/front.png`` draws it (README, "A tour").
@@ -22,7 +25,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
 SECTIONS = ("problem-reference", "cli-reference")
 
 
@@ -132,8 +134,8 @@ def problem_reference(schema: dict | None = None) -> str:
         schema = problem_json_schema()
     defs = schema.get("$defs", {})
     out = [
-        "Generated from the JSON Schema (`allocator schema`) by `python docs/build.py`; "
-        "do not edit by hand. Every object rejects unknown fields.",
+        "Generated from the JSON Schema (`allocator schema`) when the site is built "
+        "(`docs/build.py`). Every object rejects unknown fields.",
         "",
     ]
     for path, obj in _objects(schema):
@@ -156,7 +158,7 @@ def problem_reference(schema: dict | None = None) -> str:
 
 
 # ------------------------------------------------------------------ command line
-def cli_reference() -> str:
+def cli_reference(with_help: bool = True) -> str:
     """Every command's usage, arguments and options as Markdown."""
     import typer
 
@@ -164,8 +166,8 @@ def cli_reference() -> str:
 
     group = typer.main.get_command(app)
     out = [
-        "Generated from the command line's definitions by `python docs/build.py`; "
-        "`allocator COMMAND --help` says the same.",
+        "Generated from the command line's definitions when the site is built "
+        "(`docs/build.py`); under each command, the text `allocator COMMAND --help` prints.",
         "",
     ]
     for name in sorted(group.commands):
@@ -176,7 +178,7 @@ def cli_reference() -> str:
             for piece in cmd.collect_usage_pieces(ctx)
         ]
         usage = " ".join(["allocator", name, *pieces])
-        out += [f"#### `allocator {name}`", "", f"`{usage}`", ""]
+        out += [f"## `allocator {name}`", "", f"`{usage}`", ""]
         # every paragraph of the command's help, each as one line (as --help wraps it)
         for para in (reflow(cmd.help) or "").split("\n\n"):
             out += [_code(line) for line in para.strip().splitlines()] + [""]
@@ -192,6 +194,14 @@ def cli_reference() -> str:
             out += ["| argument or option | what it does |", "|---|---|"]
             out += [f"| {a} | {_cell(b)} |" for a, b in rows]
             out.append("")
+        if with_help:
+            out += [f'??? note "`allocator {name} --help`"', ""]
+            out += [
+                "    ```text",
+                *(f"    {line}" if line else "" for line in help_text(name)),
+                "    ```",
+                "",
+            ]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -199,42 +209,63 @@ def _cell(text: str) -> str:
     return _code(text).replace("|", "\\|")
 
 
-# ------------------------------------------------------------------ README
+def help_text(name: str, width: int = 100) -> list[str]:
+    """The lines ``allocator NAME --help`` prints at ``width`` columns, trailing spaces cut."""
+    from typer.testing import CliRunner
+
+    from allocator.cli import app
+
+    env = {"COLUMNS": str(width), "TERM": "dumb", "NO_COLOR": "1"}
+    result = CliRunner().invoke(app, [name, "--help"], env=env, prog_name="allocator")
+    if result.exit_code != 0:
+        raise RuntimeError(f"allocator {name} --help exited {result.exit_code}")
+    lines = [line.rstrip() for line in result.output.splitlines()]
+    while lines and not lines[0]:
+        lines.pop(0)
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+# ------------------------------------------------------------------ the site
+GENERATORS = {"problem-reference": problem_reference, "cli-reference": cli_reference}
+
+
 def generated() -> dict[str, str]:
-    return {"problem-reference": problem_reference(), "cli-reference": cli_reference()}
+    return {name: make() for name, make in GENERATORS.items()}
 
 
-def section(text: str, name: str) -> str | None:
-    """The text between ``<!-- name:start -->`` and ``<!-- name:end -->``."""
-    m = re.search(rf"<!-- {name}:start -->\n(.*?)<!-- {name}:end -->", text, re.S)
-    return None if m is None else m.group(1)
+def expand(markdown: str) -> str:
+    """The page with each ``<!-- name -->`` marker replaced by its generated section."""
+    for name, make in GENERATORS.items():
+        marker = f"<!-- {name} -->"
+        if marker in markdown:
+            markdown = markdown.replace(marker, make())
+    return markdown
 
 
-def rewrite(text: str, parts: dict[str, str]) -> str:
-    for name, body in parts.items():
-        start, end = f"<!-- {name}:start -->\n", f"<!-- {name}:end -->"
-        if section(text, name) is None:
-            raise SystemExit(f"README.md has no {start.strip()} ... {end} markers")
-        text = re.sub(
-            rf"{re.escape(start)}.*?{re.escape(end)}",
-            lambda _m, whole=start + body + end: whole,
-            text,
-            flags=re.S,
-        )
-    return text
+def on_page_markdown(markdown: str, page, config, files) -> str:  # noqa: ARG001 (mkdocs hook)
+    return expand(markdown)
+
+
+_ROLE = re.compile(r":(?:func|meth|class|mod|attr|data|exc|obj):(?=<code>)")
+
+
+_CELL = re.compile(r"<td>.*?</td>", re.S)
+
+
+def on_page_content(html: str, page, config, files) -> str:  # noqa: ARG001 (mkdocs hook)
+    """Docstrings name code with Sphinx roles (:func:`x`): the page shows just `x`. A table
+    cell escapes its pipes (`a\\|b`), which code in a cell would otherwise print as is."""
+    html = _CELL.sub(lambda m: m.group(0).replace("\\|", "|"), html)
+    return _ROLE.sub("", html)
 
 
 def main(argv: list[str]) -> int:
-    text = README.read_text(encoding="utf-8")
-    new = rewrite(text, generated())
-    if "--check" in argv:
-        if new != text:
-            print("README.md is out of date: run `python docs/build.py`", file=sys.stderr)
-            return 1
-        return 0
-    if new != text:
-        README.write_text(new, encoding="utf-8")
-        print("README.md updated")
+    if len(argv) != 1 or argv[0] not in GENERATORS:
+        print(f"usage: python docs/build.py {{{'|'.join(GENERATORS)}}}", file=sys.stderr)
+        return 2
+    sys.stdout.write(GENERATORS[argv[0]]())
     return 0
 
 

@@ -26,7 +26,7 @@ from ..core.budget import feasible_mask, infeasible_error
 from ..exceptions import InfeasibleError, InputError, ParameterError
 from ..model.errors import ExchangeableErrors
 from ..model.errors.latent import error_correlation
-from ..model.evaluate import evaluate_subsets
+from ..model.metrics import evaluate_subsets
 
 if TYPE_CHECKING:
     from ..core.problem import Problem

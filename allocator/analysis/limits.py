@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core.budget import budget_limit
 from ..exceptions import NotModelledError
-from ..model.evaluate import evaluate_configs
+from ..model.metrics import evaluate_configs
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -139,4 +139,20 @@ def position_notes(
     return notes
 
 
-__all__ = ["LIMIT_PROBE_K", "extrapolated", "limit_notes", "position_notes"]
+def extrapolation_notes(problem: Problem, members: np.ndarray, k: int) -> list[str]:
+    """A note for each drafter of ``members`` run at ``k`` past the positions it was
+    measured at (:func:`extrapolated`), for an export of that configuration."""
+    return [
+        f"note: k = {k} is past the {p} position(s) measured for {n}: its "
+        "acceptance there is the last measured value repeated"
+        for n, p in extrapolated(problem, members, int(k))
+    ]
+
+
+__all__ = [
+    "LIMIT_PROBE_K",
+    "extrapolated",
+    "extrapolation_notes",
+    "limit_notes",
+    "position_notes",
+]

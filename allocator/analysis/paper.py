@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.problem import Problem
-from ..model.evaluate import evaluate_configs, evaluate_subsets
+from ..model.metrics import evaluate_configs, evaluate_subsets
 
 
 @dataclass(frozen=True)

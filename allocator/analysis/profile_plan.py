@@ -8,7 +8,7 @@ output/2``, the prompts prefilled in the decoding steps), one drafter at one dra
 result files (:mod:`allocator.calibration`).
 
 **Which runs.** The candidates are every concurrency of :data:`CONCURRENCIES` that fits
-in memory at the context (the specs' cap, :func:`allocator.model.memory.spec_max_batch`),
+in memory at the context (the specs' cap, :func:`allocator.model.memory_fit.spec_max_batch`),
 at every context asked for, at ``k`` in ``{0, 1, 2, 4, k_max}`` (``k_max`` the largest of
 the search space, at most :data:`MAX_K`), for each drafter the engine serves. A set of
 runs *determines* the parameters the roofline fits (:meth:`RooflinePredictor.parameters`,
@@ -285,8 +285,8 @@ def profile_plan(
     with the number of candidate run sets weighed so far."""
     from ..core.methods import resolve_method
     from ..engines import ENGINES
-    from ..model.memory import spec_max_batch
-    from ..model.serving import bonus_expected
+    from ..model.memory_fit import spec_max_batch
+    from ..model.under_load import bonus_expected
 
     if engine not in ENGINES:
         raise ParameterError("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
@@ -547,7 +547,7 @@ def _rates(problem: Problem, i: int, k: int) -> list[float]:
     """vLLM's unconditional synthetic rates: position ``j``'s probability that the first
     ``j`` drafts are all accepted, ``Π_{l≤j} a(l)`` of drafter ``i``'s acceptance (the
     problem's own, as the serving model reads it), non-increasing and in [0, 1]."""
-    from ..model.serving import bonus_expected
+    from ..model.under_load import bonus_expected
 
     members = np.zeros((1, problem.n), bool)
     members[0, i] = True

@@ -5,7 +5,7 @@ The rules and their reasons: docs/design.md §8.5.
 Both enumerate the problem's search space (``search.m``, ``require``, ``exclude``)
 exhaustively, every subset at every ``k`` of ``search.k`` up to the largest ``k`` any
 step time reaches, vectorised over subsets (:func:`allocator.core.space.iter_subsets`
-chunks) with the step times of :mod:`allocator.model.serving`. A configuration is a
+chunks) with the step times of :mod:`allocator.model.under_load`. A configuration is a
 candidate when it is within the budget (the problem's caps, on the model's metrics)
 and has a step time at the batch size; configurations without one are counted and
 left out, never guessed.
@@ -32,14 +32,16 @@ speculative configurations (``k >= 1``).
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..core.problem import Problem
-from ..core.result import Front
+from ..core.result import Front, SolveResult
 from ..exceptions import InputError, NotModelledError, ParameterError
-from ..model.evaluate import curves, evaluate_subsets
 from ..model.evaluator import (
     BestPerKey,
     Chunk,
@@ -50,8 +52,9 @@ from ..model.evaluator import (
     evaluate_space,
     mask_score,
 )
-from ..model.memory import max_batch, memory_notes
-from ..model.serving import (
+from ..model.memory_fit import max_batch, memory_notes
+from ..model.metrics import DRAFT_COST_CAPS, curves, evaluate_subsets, require_unit_cost
+from ..model.under_load import (
     SERVING_METRICS,
     baseline_ms,
     metrics_from,
@@ -68,9 +71,8 @@ MAX_CELLS = 1 << 20
 #: Relative difference between a table's own ``k = 0`` step and the baseline above which
 #: :func:`schedule` notes that the file's plain-decoding times disagree.
 K0_TOLERANCE = 0.01
-#: Engines a schedule exports to (:func:`export_schedule`).
-EXPORTS = ("vllm",)
-#: Why an engine of the registry takes no ``k`` schedule by batch size, from its source.
+#: Why an engine of the registry without a ``k`` schedule by batch size
+#: (:attr:`allocator.engines.base.Engine.has_schedule` false) takes none, from its source.
 NO_SCHEDULE = {
     "sglang": (
         "SGLang takes no k schedule by batch size: --speculative-num-steps is one value "
@@ -78,9 +80,34 @@ NO_SCHEDULE = {
         "--speculative-adaptive (EAGLE/EAGLE3, topk 1) moves the steps itself within "
         "per-batch-size candidate lists by a running acceptance average "
         "(sglang/srt/speculative/adaptive_spec_params.py), which is not a schedule this "
-        "exports; export it for vllm, or serve SGLang the k of your batch size's row"
+        "exports"
     ),
 }
+#: What to do instead, after :data:`NO_SCHEDULE`'s why, by the parameter refused.
+INSTEAD = {
+    "export": "export it for vllm, or serve SGLang the k of your batch size's row",
+    "engine": "plan, export or simulate a k schedule for vllm, or give one k",
+}
+
+
+def schedule_engines() -> tuple[str, ...]:
+    """The engines that take a ``k`` schedule by batch size (``has_schedule``)."""
+    from ..engines import ENGINES
+
+    return tuple(name for name, e in ENGINES.items() if e.has_schedule)
+
+
+def check_schedule_engine(engine: str, field: str = "engine") -> str:
+    """``engine`` when it takes a ``k`` schedule by batch size
+    (:attr:`~allocator.engines.base.Engine.has_schedule`); else a
+    :class:`~allocator.exceptions.ParameterError` naming ``field``, one line: why it takes
+    none (:data:`NO_SCHEDULE`) and what to do instead (:data:`INSTEAD`)."""
+    from ..engines import ENGINES
+
+    if engine in ENGINES and not ENGINES[engine].has_schedule:
+        why = NO_SCHEDULE.get(engine, f"{ENGINES[engine].label} takes no k schedule by batch size")
+        raise ParameterError(field, f"{why}; {INSTEAD.get(field, INSTEAD['engine'])}")
+    return engine
 
 
 @dataclass(frozen=True)
@@ -99,7 +126,7 @@ class Schedule:
 
     batch : ``(S,)`` int batch sizes; members : ``(S, N)`` bool; k : ``(S,)`` int.
     metrics : serving metrics of each chosen configuration, ``(S,)`` arrays keyed by
-        :data:`~allocator.model.serving.SERVING_METRICS`.
+        :data:`~allocator.model.under_load.SERVING_METRICS`.
     ks : ``(K,)`` the ``k`` values compared (``0`` first); by_k : ``(S, K)`` the best
         ``tokens_per_s`` at each batch size and ``k`` within the budget (NaN: none).
     speculation_off_from : see the module docstring.
@@ -429,14 +456,14 @@ def schedule_by_context(problem: Problem, contexts: list[float]) -> ContextSched
 
 
 def check_export(engine: str) -> str:
-    """``engine`` when a schedule exports to it (:data:`EXPORTS`); else a
+    """``engine`` when a schedule exports to it (:func:`schedule_engines`); else a
     :class:`~allocator.exceptions.ParameterError` naming ``export``: for an engine that
-    takes no schedule by batch size (:data:`NO_SCHEDULE`), why."""
-    if engine in NO_SCHEDULE:
-        raise ParameterError("export", NO_SCHEDULE[engine])
-    if engine not in EXPORTS:
+    takes no schedule by batch size, why (:func:`check_schedule_engine`)."""
+    check_schedule_engine(engine, "export")
+    exports = schedule_engines()
+    if engine not in exports:
         raise ParameterError(
-            "export", f"{engine!r}: a schedule exports to {', '.join(EXPORTS)} only"
+            "export", f"{engine!r}: a schedule exports to {', '.join(exports)} only"
         )
     return engine
 
@@ -648,9 +675,65 @@ def serving_front(
     return front, evaluated, unmeasured, notes
 
 
+#: Most context buckets ``schedule --contexts`` takes.
+MAX_CONTEXTS = 64
+
+
+def parse_contexts(contexts: Sequence[float] | str) -> list[float]:
+    """``"1024,8192,32768"`` (or a list) as context buckets, tokens per sequence: numbers
+    > 0, strictly increasing, at most :data:`MAX_CONTEXTS`; a :class:`ParameterError`
+    naming ``contexts`` otherwise."""
+    if isinstance(contexts, str):
+        items = [t.strip() for t in contexts.split(",")]
+        if not contexts.strip() or any(not t for t in items):
+            raise ParameterError("contexts", "expected tokens per sequence, e.g. 1024,8192,32768")
+        values = []
+        for t in items[: MAX_CONTEXTS + 1]:
+            try:
+                values.append(float(t))
+            except ValueError:
+                raise ParameterError("contexts", f"{t[:40]!r} is not a number of tokens") from None
+    else:
+        values = [float(c) for c in list(contexts)[: MAX_CONTEXTS + 1]]
+    if len(values) > MAX_CONTEXTS:
+        raise ParameterError("contexts", f"at most {MAX_CONTEXTS} context buckets")
+    if not values or any(not math.isfinite(v) or v <= 0 or v > 1e9 for v in values):
+        raise ParameterError("contexts", "every context must be a number of tokens in (0, 1e9]")
+    if any(b <= a for a, b in zip(values, values[1:], strict=False)):
+        raise ParameterError("contexts", "must be strictly increasing")
+    return values
+
+
+def front_at_batch(
+    problem: Problem, batch: int, context: float = 0.0, engine: str = "vllm", pooled: bool = False
+) -> SolveResult:
+    """``solve --batch B``: :func:`serving_front` as a solve result, of the configurations
+    ``engine`` serves (with ``pooled``: every configuration, labelled as the upper bound;
+    :func:`allocator.engines.servable`), with notes on positions past those measured."""
+    from ..engines import servable
+    from .limits import position_notes
+
+    if problem.cost_metric in DRAFT_COST_CAPS:  # the cost axis is in verifier-units
+        require_unit_cost(problem, needed_by=f"cost_metric {problem.cost_metric}")
+    t0 = time.perf_counter()
+    problem, served = servable(problem, engine, pooled)
+    front, evaluated, _, notes = serving_front(problem, batch, context)
+    return SolveResult(
+        problem=problem.name,
+        names=problem.names,
+        strategy="exact",
+        exact=True,
+        front=front,
+        evaluated=evaluated,
+        seconds=time.perf_counter() - t0,
+        notes=[*served, *notes, *position_notes(problem, front.members, front.k)],
+    )
+
+
 __all__ = [
-    "EXPORTS",
+    "INSTEAD",
     "K0_TOLERANCE",
+    "MAX_CONTEXTS",
     "MAX_CELLS",
     "NO_SCHEDULE",
     "VLLM_BY_BATCH_ONLY",
@@ -659,9 +742,13 @@ __all__ = [
     "ScheduleExport",
     "baseline_disagreements",
     "check_export",
+    "check_schedule_engine",
     "export_schedule",
+    "front_at_batch",
+    "parse_contexts",
     "schedule",
     "schedule_by_context",
+    "schedule_engines",
     "serving_front",
     "speculation_off_from",
 ]

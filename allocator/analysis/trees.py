@@ -4,12 +4,12 @@ optimal tree simulated.
 
 Each question returns a dataclass whose ``to_dict()`` is the ``tree --json`` (or
 ``simulate --nodes --json``) document. The maths (``E`` of a tree, Sequoia's programme,
-the step time) is :mod:`allocator.model.tree`; SGLang's tree construction is
-:mod:`allocator.engines.sglang`; the Monte Carlo is :mod:`allocator.analysis.simulate`.
+the step time) is :mod:`allocator.model.token_tree`; SGLang's tree construction is
+:mod:`allocator.engines.sglang`; the Monte Carlo is :mod:`allocator.analysis.rounds`.
 
 Units: ``expected_accepted`` in tokens per step (bonus convention: the verifier's own
 token counted); ``round_time`` in verifier-units of time; ``throughput`` in tokens per
-verifier-unit; the ``serving`` rows in the units of :mod:`allocator.model.serving`
+verifier-unit; the ``serving`` rows in the units of :mod:`allocator.model.under_load`
 (ms, tokens/s).
 """
 
@@ -23,7 +23,7 @@ import numpy as np
 from ..core.problem import Problem
 from ..engines.sglang import check_triple, sglang_tree, sglang_triples
 from ..exceptions import NotModelledError, ParameterError
-from ..model.tree import (
+from ..model.token_tree import (
     MAX_DEPTH,
     MAX_NODES,
     Tree,
@@ -36,7 +36,7 @@ from ..model.tree import (
     tree_serving,
     tree_step_ms,
 )
-from .simulate import TreeSimulation, simulate_tree
+from .rounds import TreeSimulation, simulate_tree
 
 #: Tree sizes of the front (and the node budget of the engine search) when ``nodes`` is
 #: not given.
@@ -57,7 +57,7 @@ MAX_SEED = 2**63 - 1
 @dataclass(frozen=True)
 class ProgrammeRanks:
     """The rank acceptance an optimal tree of at most ``nodes`` nodes can use, for
-    :class:`~allocator.model.tree.TreeProgramme`: ``p`` ``(L', W')`` conditional, and
+    :class:`~allocator.model.token_tree.TreeProgramme`: ``p`` ``(L', W')`` conditional, and
     ``ranks`` ``(L', W')`` the original (1-based) rank of each column, or ``None`` when
     ``p`` is the drafter's own (cut at ``width``).
 
@@ -67,7 +67,7 @@ class ProgrammeRanks:
     rank ``r'`` with ``q_r'(ℓ) ≥ q_r(ℓ)`` never lowers ``E``. Some optimal tree therefore
     uses only the ``n`` ranks of largest ``q`` at each depth (ties to the lower rank), and
     the programme over those ranks, in their order, with ``p'`` rebuilt from their ``q``
-    (:func:`~allocator.model.tree.from_unconditional`), finds its ``E``. Rows equal to the
+    (:func:`~allocator.model.token_tree.from_unconditional`), finds its ``E``. Rows equal to the
     last one are dropped (the last row repeats for every deeper level anyway). This
     bounds the programme's cost at ``O(L · D · min(W, n) · n²)`` whatever the number of
     measured ranks ``W`` (5,000 ranks took minutes before).
@@ -205,9 +205,9 @@ def rank_one_note(problem: Problem, index: int, p: np.ndarray) -> str | None:
 
 def drafter_round_time(problem: Problem, index: int, nodes, depth) -> np.ndarray:
     """Verifier-units of one step of drafter ``index``'s tree of ``nodes`` speculated nodes
-    and ``depth`` levels (:func:`allocator.model.tree.round_time`); any shapes
+    and ``depth`` levels (:func:`allocator.model.token_tree.round_time`); any shapes
     broadcasting together. Refused for a drafter without ``unit_cost``."""
-    from ..model.evaluate import require_unit_cost
+    from ..model.metrics import require_unit_cost
 
     member = np.zeros(problem.n, bool)
     member[index] = True
@@ -226,7 +226,7 @@ def drafter_round_time(problem: Problem, index: int, nodes, depth) -> np.ndarray
 @dataclass(frozen=True)
 class TreeServingRow:
     """Per batch size, the tree (``nodes``, ``depth``) of most tokens/s, and its serving
-    metrics (:func:`allocator.model.serving.metrics_from`'s keys; ``None``: not finite)."""
+    metrics (:func:`allocator.model.under_load.metrics_from`'s keys; ``None``: not finite)."""
 
     batch: int
     nodes: int
@@ -641,7 +641,7 @@ def simulate_best_tree(
     seed: int = 0,
 ) -> SimulatedTree:
     """Play the optimal tree of at most ``nodes`` nodes and depth at most ``depth`` for
-    ``rounds`` steps (:func:`allocator.analysis.simulate.simulate_tree`)."""
+    ``rounds`` steps (:func:`allocator.analysis.rounds.simulate_tree`)."""
     check_tree_options(nodes=nodes, depth=depth)
     check_seed(seed)
     index, p = tree_drafter(problem, drafters)
@@ -691,15 +691,15 @@ def _per_batch(
     broadcasting together, NaN/-inf ``e`` for no tree): ``([(batch, flat index, serving
     metrics)], notes)``, or ``None`` without ``serving``.
 
-    Step times are :func:`~allocator.model.tree.tree_step_ms` (the step-time contract:
+    Step times are :func:`~allocator.model.token_tree.tree_step_ms` (the step-time contract:
     the component model, never extrapolated, or the roofline; a batch size where no
     candidate has a step time is a :class:`NotModelledError` naming ``serving``). With
     ``serving.memory``, a batch size the drafter's ``memory_gb`` leaves no room for is left
     out with a note, as ``schedule`` and ``capacity`` leave it out; the notes also say where
     the step times extrapolate a calibrated file's measured domain.
     """
-    from ..model.memory import max_batch
-    from ..model.serving import baseline_ms, metrics_from, step_time_notes
+    from ..model.memory_fit import max_batch
+    from ..model.under_load import baseline_ms, metrics_from, step_time_notes
 
     serving = tree_serving(problem, index)
     if serving is None:

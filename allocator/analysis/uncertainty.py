@@ -45,8 +45,8 @@ from ..estimate.counts import LEVEL, PRIOR  # the intervals' level; Jeffreys pri
 from ..exceptions import ParameterError
 from ..model.acceptance import expected_accepted, extend_positions
 from ..model.errors import EmpiricalErrors
-from ..model.evaluate import evaluate_configs, evaluate_subsets
 from ..model.evaluator import BestPerKey, Chunk, FrontKeeper, Pass, evaluate_space
+from ..model.metrics import evaluate_configs, evaluate_subsets
 
 if TYPE_CHECKING:
     from ..core.problem import Problem, Workload
@@ -276,7 +276,7 @@ def batched_throughput(problem: Problem, members: np.ndarray, acceptance: np.nda
     ``1 - exp(members @ log(1 - a_d))``, ``(D, B, J)``, and ``E_k`` comes from the
     model's own :func:`~allocator.model.acceptance.expected_accepted` over the leading
     axes. Round time and costs do not depend on acceptance and are taken from
-    :func:`~allocator.model.evaluate.evaluate_subsets` once.
+    :func:`~allocator.model.metrics.evaluate_subsets` once.
 
     ``members``: bool ``(B, N)``; ``acceptance``: ``(D, N, J)``. Returns two ``(D, B, K)``
     arrays.

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..core.problem import Problem
 from ..exceptions import InputError, ParameterError
-from ..model.serving import tokens_per_s
 from ..model.steptime import RooflinePredictor, StepInputs
+from ..model.under_load import tokens_per_s
 from .fit import StepModel, fit_form, form_of
 from .holdout import hold_out_groups, holdout_mask, parse_holdout
 from .rows import Measured, step_times

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError, SolverError
-from ..model.serving import tokens_per_s
+from ..model.under_load import tokens_per_s
 from .calibration import Calibration, calibrate, check_seed
 from .holdout import parse_holdout
 from .rows import read_inputs
@@ -228,7 +228,7 @@ def read_back(report: CalibrationReport, folder: Path) -> np.ndarray:
     import tempfile
 
     from ..io.build import problem_from_file
-    from ..model.serving import predictor
+    from ..model.under_load import predictor
 
     cal = report.calibration
     assert cal.inputs is not None and cal.predictor is not None

@@ -22,7 +22,7 @@ and each row's step time (docs/design.md §8.7).
 **Rows to step times** (:func:`step_times`). A step emits ``E`` tokens per sequence, so
 ``step_ms = 1000 · b · E / tokens_per_s``. ``E`` is the row's ``mean_accepted`` when
 given; otherwise the problem's acceptance in the bonus convention
-(:func:`~allocator.model.serving.bonus_expected`). ``k = 0`` is ``E = 1``.
+(:func:`~allocator.model.under_load.bonus_expected`). ``k = 0`` is ``E = 1``.
 """
 
 from __future__ import annotations
@@ -39,8 +39,8 @@ import numpy as np
 
 from ..core.problem import Problem
 from ..exceptions import InputError, ParameterError
-from ..model.serving import bonus_expected
 from ..model.steptime import StepInputs
+from ..model.under_load import bonus_expected
 
 __all__ = [
     "MAX_BATCH",

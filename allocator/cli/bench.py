@@ -33,7 +33,7 @@ from .group import app
 
 if TYPE_CHECKING:
     from ..analysis.bench import BenchResult
-    from ..analysis.slo import SLO
+    from ..analysis.capacity.slo import SLO
 
 #: ``--slo KEY=MS`` (repeatable): drawn and checked, never a change to the run.
 SloOption = typer.Option(
@@ -192,7 +192,7 @@ def bench_command(
         check_plot_path(plot_path, "--plot")
     slos: tuple[SLO, ...] = ()
     if slo:
-        from ..analysis.slo import parse_slos
+        from ..analysis.capacity.slo import parse_slos
 
         slos = parse_slos(slo)
     result = api.bench(

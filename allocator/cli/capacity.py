@@ -4,10 +4,11 @@ Two questions, one command:
 
 * ``--request-rate R --slo KEY=MS ...``: replicas, drafter, ``k`` (or a schedule) and
   ``max_num_seqs`` serving ``R`` requests/s with every SLO percentile met, each replica
-  simulated request by request (:mod:`allocator.analysis.slo`);
+  simulated request by request (:mod:`allocator.analysis.capacity.by_rate`);
 * ``--tokens-per-s X [--tpot-ms Y]``: replicas, batch size, drafters and ``k`` carrying ``X``
   generated tokens/s with every sequence's mean time per output token at most ``Y``, every
-  sequence decoding at every step (:mod:`allocator.analysis.fleet`, docs/design.md §8.11).
+  sequence decoding at every step (:mod:`allocator.analysis.capacity.by_load`,
+  docs/design.md §8.11).
 
 ``--itl-ms`` is kept as the old name of ``--tpot-ms``, with a note saying what it bounds:
 the mean time per output token of one sequence (``step_ms / E``), which is vLLM's TPOT and
@@ -25,7 +26,7 @@ import typer
 from rich.table import Table
 
 from .. import api
-from ..analysis.fleet import CapacityResult, LoadSweep
+from ..analysis.capacity.by_load import CapacityResult, LoadSweep
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError
 from ..io.ranges import parse_load_range

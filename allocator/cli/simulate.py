@@ -9,11 +9,12 @@ import typer
 from rich.table import Table
 
 from .. import api
-from ..analysis.simulate import LEVEL, accepted_distribution
+from ..analysis.rounds import LEVEL
 from ..analysis.trees import DEFAULT_DEPTH, SimulatedTree, check_tree_options
 from ..core.problem import MAX_K
 from ..exceptions import InputError
 from ..io.build import problem_from_file
+from ..model.accepted_pmf import accepted_distribution
 from .common import (
     MAX_SEED,
     JsonOption,

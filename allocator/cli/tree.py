@@ -23,7 +23,7 @@ from ..analysis.trees import (
 )
 from ..engines import ENGINES, TARGETS, export_tree
 from ..exceptions import InputError
-from ..model.tree import Tree
+from ..model.token_tree import Tree
 from .common import (
     MAX_SEED,
     JsonOption,
@@ -145,7 +145,7 @@ def tree_command(
     acceptance_by_rank is conditional: p_r, rank r accepted once ranks < r at that node
     were rejected. Sequoia's acceptance-rate vector is unconditional (q_r, the share of
     steps whose accepted child had rank r): convert it with p_r = q_r / (1 - sum_{s<r}
-    q_s), allocator.model.tree.from_unconditional.
+    q_s), allocator.model.token_tree.from_unconditional.
 
     Without --nodes: the front of E and throughput against tree size (the verifier's cost
     of checking n tokens plus one drafting step per level), and per batch size with a

@@ -8,6 +8,7 @@ plain entities here; nothing in it refers to the file it came from.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -105,7 +106,7 @@ class Problem:
     ensembles : measured pooled acceptance of named subsets (overrides the model).
     pass_cost_curve : ``(tokens (P,), cost (P,))`` measured verification cost against
         verified tokens ``m * k``, or ``None`` for ``pass_cost + token_cost * m * k``.
-    serving : step times, batch sizes and price under load (:mod:`allocator.model.serving`),
+    serving : step times, batch sizes and price under load (:mod:`allocator.model.under_load`),
         or ``None`` without a ``serving`` section.
     memory : one replica's KV-cache memory (:class:`~allocator.core.memory.MemoryModel`),
         or ``None`` without ``serving.memory``.
@@ -167,6 +168,12 @@ class Problem:
     def replace(self, **changes) -> Problem:
         """A copy with some fields changed (``dataclasses.replace``)."""
         return replace(self, **changes)
+
+    def with_budget(self, budget: Mapping[str, float] | None) -> Problem:
+        """A copy with the caps of ``budget`` replacing its own (none: as it is)."""
+        if not budget:
+            return self
+        return replace(self, budget={**self.budget, **dict(budget)})
 
     def with_errors(self, errors: ErrorModel) -> Problem:
         """A copy under the error model ``errors`` everywhere: workloads' own models

@@ -1,6 +1,6 @@
 """The ``serving`` section as numpy arrays: step-time tables, the component model's
 tables, batch sizes and price (docs/design.md §8.1–§8.2). The rules that read them are
-in :mod:`allocator.model.serving`."""
+in :mod:`allocator.model.under_load`."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from .vllm import VLLM
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
-    from ..model.tree import Tree
+    from ..model.token_tree import Tree
 
 #: Every engine by its ``--export`` name.
 ENGINES: dict[str, Engine] = {"vllm": VLLM(), "sglang": SGLang()}

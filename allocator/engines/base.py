@@ -23,7 +23,7 @@ from ..core.methods import METHODS, TABLE, resolve_method
 from ..exceptions import InputError, ParameterError
 
 if TYPE_CHECKING:
-    from ..model.tree import Tree
+    from ..model.token_tree import Tree
 
 
 class DrafterLike(Protocol):

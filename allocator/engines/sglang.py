@@ -1,6 +1,6 @@
 """SGLang: ``launch_server`` flags for one drafter (a chain) and for an EAGLE token tree, and
 the trees SGLang's EAGLE builds from ``(num_steps, topk, num_draft_tokens)``, evaluated under
-the rank-acceptance model of :mod:`allocator.model.tree` (docs/design.md §8.8, §8.10).
+the rank-acceptance model of :mod:`allocator.model.token_tree` (docs/design.md §8.8, §8.10).
 
 Flags follow SGLang 0.5.23 (its PyPI wheel; paths relative to the wheel root): the fields of
 ``sglang/srt/arg_groups/fields/spec.py`` and ``fields/schedule.py`` and their resolution in
@@ -81,7 +81,7 @@ from ..exceptions import ParameterError
 from .base import DrafterLike, Engine, tree_method
 
 if TYPE_CHECKING:
-    from ..model.tree import Tree
+    from ..model.token_tree import Tree
 
 #: ``--max-running-requests`` SGLang 0.5.23 sets when speculation is on and the flag is
 #: unset (``sglang/srt/arg_groups/speculative_hook.py``; a default, not a cap).
@@ -181,7 +181,7 @@ def eagle_flags(
 def _weights(p: np.ndarray, depth: int, topk: int) -> np.ndarray:
     """``q_r(ℓ)`` for ``ℓ = 1..depth``, ``r = 1..topk``: ``(depth, topk)``, 0 beyond the
     measured ranks."""
-    from ..model.tree import edge_weights  # the serving models behind it: on first use
+    from ..model.token_tree import edge_weights  # the serving models behind it: on first use
 
     q = edge_weights(np.atleast_2d(p))
     rows = q[np.minimum(np.arange(depth), q.shape[0] - 1)]
@@ -257,7 +257,7 @@ def sglang_tree(p: np.ndarray, steps: int, topk: int, tokens: int) -> Tree:
     node_of = {int(cand): i + 1 for i, cand in enumerate(chosen)}
     parents = [-1] + [node_of.get(int(c.parent[x]), 0) for x in chosen]
     ranks = [0] + [int(c.rank[x]) for x in chosen]
-    from ..model.tree import make_tree
+    from ..model.token_tree import make_tree
 
     return make_tree(parents, ranks, p)
 

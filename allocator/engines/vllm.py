@@ -61,7 +61,7 @@ from ..exceptions import ParameterError
 from .base import DrafterLike, Engine, tree_method
 
 if TYPE_CHECKING:
-    from ..model.tree import Tree
+    from ..model.token_tree import Tree
 
 #: The first vLLM release whose ``--speculative-config`` takes the schedule.
 VLLM_MIN_VERSION = "0.24.0"
@@ -189,13 +189,6 @@ def schedule_config(
     return out, notes + schedule_notes(method, max(ks))
 
 
-def schedule_text(rows: list[dict], drafters: Mapping[str, DrafterLike]) -> tuple[str, list[str]]:
-    """The JSON to pass as ``vllm serve --speculative-config '<this>'`` (one line), and
-    notes for stderr."""
-    config, notes = schedule_config(rows, drafters)
-    return json.dumps(config) + "\n", notes
-
-
 class VLLM(Engine):
     """vLLM (``vllm serve --speculative-config '<JSON>'``)."""
 
@@ -255,6 +248,5 @@ __all__ = [
     "batch_ranges",
     "schedule_config",
     "schedule_notes",
-    "schedule_text",
     "speculative_config",
 ]

@@ -34,7 +34,8 @@ trials over all positions fall below ``min_trials`` are dropped from the end; wh
 least two leading positions have ``min_trials`` trials at every kept rank the list is
 written per depth (those positions, the last repeating), otherwise pooled over positions
 into one list (Sequoia's positional model, docs/design.md §8.10; conditional ``p``, not
-Sequoia's unconditional acceptance-rate vector: :func:`allocator.model.tree.from_unconditional`).
+Sequoia's unconditional acceptance-rate vector:
+:func:`allocator.model.token_tree.from_unconditional`).
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
 - :mod:`.build`: the only code that turns a validated file into a
   :class:`~allocator.core.problem.Problem`;
 - :mod:`.inputs`: safe reading of every input (regular files, size and depth limits);
+- :mod:`.trace`: request traces (the Azure LLM inference trace CSV) for the simulator;
 - :mod:`.outcome_log`: the outcome log a problem file names (``errors.outcomes``);
 - :mod:`.staged`: output files written only once a command has succeeded;
 - :mod:`.ranges`: ``LO:HI:STEPS`` ranges.

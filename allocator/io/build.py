@@ -17,8 +17,8 @@ from ..core.serving import SchedulerLimits, Serving, StepTableArrays
 from ..exceptions import InputError
 from ..model.acceptance import extend_positions, position_matrix
 from ..model.errors import build_error_model
-from ..model.evaluate import no_chain_closed_form
-from ..model.tree import rank_matrix
+from ..model.metrics import no_chain_closed_form
+from ..model.token_tree import rank_matrix
 from .inputs import parse_document, read_input_text
 from .outcome_log import load_empirical
 from .spec import MAX_K, ArchitectureSpec, ProblemSpec, load_problem

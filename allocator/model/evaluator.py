@@ -4,7 +4,7 @@ Each of them walks the same loop: enumerate the search space in chunks of subset
 (memory stays bounded whatever its size), evaluate a whole chunk in one vectorised call
 (the chunk's subsets on a leading batch axis), mask what the budget allows, and keep
 what the question needs. :func:`evaluate_space` is that loop; the caller supplies the
-evaluation (by default the model's :func:`~allocator.model.evaluate.evaluate_subsets`)
+evaluation (by default the model's :func:`~allocator.model.metrics.evaluate_subsets`)
 and what to keep, as one or more *keepers*: objects with ``add(chunk)``, called once per
 evaluated :class:`Chunk` in enumeration order. The keepers here cover the common needs:
 
@@ -36,7 +36,7 @@ from ..core.budget import feasible_mask
 from ..core.pareto import front_order
 from ..core.result import Front
 from ..core.space import iter_subsets
-from .evaluate import METRICS, evaluate_subsets
+from .metrics import METRICS, evaluate_subsets
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -127,7 +127,7 @@ def evaluate_space(
         ``exclude``) and, by default, evaluated.
     keep : keepers, each given every :class:`Chunk` in enumeration order.
     evaluate : the vectorised evaluation (:data:`Evaluate`); default
-        :func:`~allocator.model.evaluate.evaluate_subsets` on ``problem``.
+        :func:`~allocator.model.metrics.evaluate_subsets` on ``problem``.
     chunks : the subsets to evaluate, as membership chunks ``(B, N)`` (or
         ``(members, extra)`` pairs); default the whole space,
         :func:`~allocator.core.space.iter_subsets` in chunks of ``rows``.

@@ -1,7 +1,7 @@
 """One configuration evaluated: every metric of a subset at one ``k`` (``evaluate``).
 
-Without a batch size the metrics are the model's (:mod:`allocator.model.evaluate`). At
-``batch`` concurrent sequences they gain the serving metrics (:mod:`allocator.model.serving`),
+Without a batch size the metrics are the model's (:mod:`allocator.model.metrics`). At
+``batch`` concurrent sequences they gain the serving metrics (:mod:`allocator.model.under_load`),
 and ``k = 0`` is speculation off: no drafters, one token per plain verification pass
 (``throughput = 1 / T`` with ``T`` the pass verifying no drafted token), no draft cost
 (docs/design.md §6, §8.4).
@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.problem import MAX_K
 from ..core.result import Front, Point
-from .evaluate import evaluate_configs
+from ..exceptions import InputError, ParameterError
+from .metrics import evaluate_configs
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,8 +83,8 @@ def evaluate_point(
     if batch is None:
         metrics = evaluate_configs(problem, row, ks)
         return Point.of(Front(row, ks, metrics, problem.cost_metric), 0, problem.names)
-    from .memory import max_batch, memory_notes
-    from .serving import serving_metrics, step_time_notes
+    from .memory_fit import max_batch, memory_notes
+    from .under_load import serving_metrics, step_time_notes
 
     ctx = 0.0 if context is None else float(context)
     if k == 0:
@@ -111,4 +113,37 @@ def evaluate_point(
     )
 
 
-__all__ = ["NotedPoint", "evaluate_point", "speculation_off"]
+def evaluate_configuration(
+    problem: Problem,
+    drafters: list[str],
+    k: int,
+    field: str = "drafters",
+    batch: int | None = None,
+    context: float | None = None,
+) -> Point:
+    """``evaluate``: :func:`evaluate_point` of the drafters named (``field`` names them in
+    errors) at ``k``, with the arguments checked: ``k`` in ``1..MAX_K`` without ``batch``,
+    ``0..MAX_K`` with it (``k = 0``: the drafters are not run), ``context`` only with
+    ``batch`` and ``>= 0``; a ``batch`` needs the problem's ``serving`` section."""
+    if context is not None:
+        if batch is None:
+            raise ParameterError("context", "needs a batch size (the step time under load)")
+        if not np.isfinite(context) or context < 0:
+            raise ParameterError("context", f"{context} tokens: must be a number >= 0")
+    if k > MAX_K:
+        raise ParameterError("k", f"must be at most {MAX_K:,}")
+    if batch is None:
+        if k < 1:
+            raise ParameterError("k", "must be >= 1 (k = 0, no speculation, needs --batch)")
+        return evaluate_point(problem, problem.mask(drafters, field), k)
+    if problem.serving is None:
+        raise InputError(
+            "serving", "--batch needs a serving section in the problem (step times by batch)"
+        )
+    if k < 0:
+        raise ParameterError("k", "must be >= 0")
+    members = np.zeros(problem.n, bool) if k == 0 else problem.mask(drafters, field)
+    return evaluate_point(problem, members, k, batch, context)
+
+
+__all__ = ["NotedPoint", "evaluate_configuration", "evaluate_point", "speculation_off"]

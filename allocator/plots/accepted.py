@@ -24,7 +24,7 @@ def plot_accepted(
 
     ``simulated`` and ``model`` are ``(U,)`` shares of rounds with ``u = 0..U-1``
     accepted units (``Simulation.accepted_shares`` and
-    :func:`allocator.analysis.simulate.accepted_distribution`); ``u = 0`` (always empty) is not
+    :func:`allocator.model.accepted_pmf.accepted_distribution`); ``u = 0`` (always empty) is not
     drawn. Returns ``units`` ``(U-1,)`` = ``1..U-1``, ``simulated`` (bar heights read
     back from the bars), ``model`` (read back from the markers), ``xlabel``,
     ``ylabel``, ``format``, ``legend_box`` and ``axes_box`` ``(4,)`` in pixels (the

@@ -17,7 +17,7 @@ from .labels import place_labels
 from .sweep import fleet_cost_steps
 
 if TYPE_CHECKING:
-    from ..analysis.slo import SLO
+    from ..analysis.capacity.slo import SLO
 
 #: Percentiles marked on each distribution.
 MARKED = (50.0, 90.0, 99.0)
@@ -123,8 +123,8 @@ def plot_bench(
     The p50, p90 and p99 of each are marked on the curve (a dot, a dashed line down to
     the axis) and labelled with their values, each label beside its dot where it touches
     no line and no other label (one that finds no such spot is listed in a legend
-    instead). ``slos`` (:class:`allocator.analysis.slo.SLO`, as
-    :func:`~allocator.analysis.slo.parse_slos` gives them): each a vertical line at its
+    instead). ``slos`` (:class:`allocator.analysis.capacity.slo.SLO`, as
+    :func:`~allocator.analysis.capacity.slo.parse_slos` gives them): each a vertical line at its
     ceiling on its latency's panel, labelled with its key and ceiling in the band above
     the curves, its percentile marked as well; the axis is widened to a ceiling beyond
     the values by up to their own span (on a log axis, their ratio), one further off is

@@ -160,7 +160,7 @@ def plot_capacity_sweep(
 
     ``loads`` ``(L,)`` tokens/s ascending; ``with_speculation``, ``without_speculation``
     ``(L,)`` $/h of the cheapest fleet of each side (NaN where none meets the latency
-    target). ``crossings`` (from :func:`allocator.analysis.fleet.crossings`) are marked
+    target). ``crossings`` (from :func:`allocator.analysis.capacity.crossings.crossings`) are marked
     where the cheaper side changes.
 
     Returns ``loads``, ``with_speculation``, ``without_speculation`` (read back from the

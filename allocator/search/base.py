@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, ClassVar
 
 from ..core.result import SolveResult
-from ..model.evaluate import require_unit_cost
+from ..model.metrics import require_unit_cost
 
 if TYPE_CHECKING:
     from ..core.problem import Problem

@@ -35,7 +35,7 @@ from ..core.result import Front, SolveResult
 from ..core.space import count_subsets, size_allowed
 from ..exceptions import InfeasibleError, InputError, NotModelledError, ParameterError
 from ..model.errors import IndependentErrors
-from ..model.evaluate import METRICS, evaluate_configs
+from ..model.metrics import METRICS, evaluate_configs
 from .base import Strategy
 from .dominance import pruning_blocker
 from .exact import ExactStrategy

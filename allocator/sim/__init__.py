@@ -1,16 +1,17 @@
 """Request-level serving simulator of one vLLM replica with speculative decoding.
 
-Requests arrive (:func:`arrival_times`, :func:`fixed_requests`, :func:`read_trace`), a
-replica schedules them step by step as vLLM's V1 scheduler does (:func:`simulate`, with a
-:class:`Scheduler`, a :class:`SpecPolicy` and a :class:`StepTime` function), and the run is
-measured as ``vllm bench serve`` measures it (:func:`summary`, :func:`metric`). Only numpy
-and the standard library are used.
+Requests arrive (:func:`arrival_times`, :func:`fixed_requests`; a trace is read by
+:func:`allocator.io.trace.read_trace`), a replica schedules them step by step as vLLM's V1
+scheduler does (:func:`simulate`, with a :class:`Scheduler`, a :class:`SpecPolicy` and a
+:class:`StepTime` function), and the run is measured as ``vllm bench serve`` measures it
+(:func:`summary`, :func:`metric`). Only numpy, the standard library and
+:mod:`allocator.exceptions` are imported.
 """
 
 from .config import Scheduler, StepTime
 from .engine import simulate
 from .policy import SpecPolicy
-from .requests import Requests, arrival_times, fixed_requests, read_trace
+from .requests import Requests, arrival_times, fixed_requests
 from .results import (
     LATENCIES,
     PERCENTILES,
@@ -36,7 +37,6 @@ __all__ = [
     "max_concurrent_requests",
     "metric",
     "percentile_word",
-    "read_trace",
     "simulate",
     "summary",
 ]

@@ -5,8 +5,9 @@
 ``max_num_batched_tokens`` (the token budget of one step; vLLM's
 ``max_num_scheduled_tokens`` defaults to it), the KV cache as a number of tokens cut into
 blocks of ``block_size`` tokens (``kv_cache_tokens // block_size`` blocks, vLLM's
-``num_gpu_blocks``), and the benchmark client's ``max_concurrency`` (``vllm bench serve
---max-concurrency``: requests in flight at the client, ``None``: unlimited).
+``num_gpu_blocks``, all but the null block usable), and the benchmark client's
+``max_concurrency`` (``vllm bench serve --max-concurrency``: requests in flight at the
+client, ``None``: unlimited).
 """
 
 from __future__ import annotations
@@ -75,7 +76,9 @@ class Scheduler:
 
     @property
     def num_blocks(self) -> int:
-        """KV blocks of the cache: ``kv_cache_tokens // block_size``."""
+        """KV blocks of the cache: ``kv_cache_tokens // block_size`` (vLLM's
+        ``num_gpu_blocks``; one of them is the null block, so one fewer can be allocated:
+        :mod:`allocator.sim.block_pool`)."""
         return self.kv_cache_tokens // self.block_size
 
 

@@ -11,6 +11,10 @@ A schedule by batch size takes vLLM's dynamic speculative decoding form, inclusi
 ``(start, end)`` ranges sorted, non-overlapping, the first starting at 1; a batch size in a
 gap takes the previous range's entry and one past the last range the last entry (vLLM
 0.33.0, ``vllm/v1/spec_decode/dynamic/utils.py``, ``build_dynamic_sd_schedule_lookup``).
+One range is played as a static ``k`` (vLLM's ``num_speculative_tokens`` alone), several as
+a dynamic schedule (``num_speculative_tokens_per_batch_size``): they differ in that vLLM
+pads a new 1-token prompt to ``1 + k`` tokens only under a static ``k``
+(:mod:`allocator.sim.scheduler`).
 
 ``lookahead_tokens``: KV slots reserved past the verified tokens of every scheduled
 request for the drafter's own KV (vLLM 0.33.0, ``vllm/config/vllm.py``,

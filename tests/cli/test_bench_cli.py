@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from allocator import api
-from allocator.analysis.slo import parse_slos
+from allocator.analysis.capacity.slo import parse_slos
 from allocator.plots import bench as bench_plot
 from allocator.plots import plot_bench
 from allocator.plots.labels import boxes_overlap
@@ -252,6 +252,7 @@ def bad_cases(tmp_path: Path):
         (b + ["-d", "nope", "-k", "2", *FIXED], "--drafters"),
         (b + ["-d", "eagle,ngram", "-k", "2", *FIXED], "--drafters"),
         (b + ["-d", "eagle", "-k", "2", "--schedule", *FIXED], "--schedule"),
+        (b + ["-d", "eagle", "--schedule", "--engine", "sglang", *FIXED], "--engine"),
         (b + ["--trace", TRACE, "--input-len", "5"], "--trace"),
         (b + ["--trace-speedup", "2", *FIXED], "--trace-speedup"),
         (b + ["--trace", TRACE, "--trace-speedup", "2", "--request-rate", "3"], "--trace-speedup"),
@@ -279,10 +280,10 @@ def bad_cases(tmp_path: Path):
     ]
 
 
-@pytest.mark.parametrize("index", range(44))
+@pytest.mark.parametrize("index", range(45))
 def test_bad_input_is_one_line_and_leaves_no_file(tmp_path, index):
     cases = bad_cases(tmp_path)
-    assert len(cases) == 44
+    assert len(cases) == 45
     args, field = cases[index]
     before = sorted(x.name for x in tmp_path.iterdir())
     r = run(*args, "--json", tmp_path / "o.json")

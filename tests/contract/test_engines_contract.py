@@ -261,6 +261,22 @@ def test_schedule_export(engine):
     assert exc.value.field == "export"
 
 
+@pytest.mark.parametrize("field", ["engine", "export"])
+def test_a_schedule_is_planned_only_for_an_engine_that_takes_one(engine, field):
+    """``has_schedule`` is what the planner, the export and the simulator ask: an engine
+    without it is refused on the parameter that named it, in one line."""
+    from allocator.analysis.schedule import check_schedule_engine, schedule_engines
+
+    assert (engine.name in schedule_engines()) == engine.has_schedule
+    if engine.has_schedule:
+        assert check_schedule_engine(engine.name, field) == engine.name
+        return
+    with pytest.raises(ParameterError) as exc:
+        check_schedule_engine(engine.name, field)
+    assert exc.value.field == field and "\n" not in exc.value.message
+    assert exc.value.message.startswith(f"{engine.label} takes no k schedule by batch size")
+
+
 @pytest.mark.parametrize("batch", [None, 1, 48, 49, 256])
 def test_settings_for_a_stated_batch_size_stay_valid(engine, batch):
     """Every export for ``batch`` concurrent sequences still parses; SGLang's speculative

@@ -29,7 +29,7 @@ from allocator.core.space import iter_subsets
 from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
 from allocator.model.errors import ExchangeableErrors, IndependentErrors
-from allocator.model.evaluate import evaluate_subsets
+from allocator.model.metrics import evaluate_subsets
 from allocator.search.exact import ExactStrategy
 from allocator.search.knapsack import KnapsackStrategy, knapsack_blocker
 from tests.support import reference

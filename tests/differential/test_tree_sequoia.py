@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from allocator.cli import app
 from allocator.exceptions import InputError
-from allocator.model.tree import TreeProgramme, edge_weights, from_unconditional
+from allocator.model.token_tree import TreeProgramme, edge_weights, from_unconditional
 
 ROOT = Path(__file__).resolve().parents[2]
 

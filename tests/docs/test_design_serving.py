@@ -16,7 +16,7 @@ from allocator.engines.vllm import schedule_config
 from allocator.engines.vllm import speculative_config as point_config
 from allocator.io.build import problem_from_file
 from allocator.io.spec import Drafter
-from allocator.model.serving import serving_metrics
+from allocator.model.under_load import serving_metrics
 from tests.support.synthetic_serving import DRAFT, PROBLEM, true_expected, true_step
 
 
@@ -180,7 +180,7 @@ def test_a_table_is_never_left_for_the_component_model(tmp_path):
     """§8.1: past its table's largest k a configuration has no step time, even where the
     component model would give one (verify_ms reaches 4 tokens, draft_ms is given)."""
     from allocator.exceptions import InputError
-    from allocator.model.serving import step_ms
+    from allocator.model.under_load import step_ms
 
     p = tmp_path / "d.yaml"
     p.write_text(

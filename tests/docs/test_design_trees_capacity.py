@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from allocator.analysis.fleet import serving_grid, sweep_load
+from allocator.analysis.capacity.by_load import sweep_load
+from allocator.analysis.capacity.grid import serving_grid
 from allocator.engines.sglang import sglang_tree
 from allocator.io.build import problem_from_file
-from allocator.model.memory import MemoryModel
-from allocator.model.tree import TreeProgramme, tree_expected, tree_serving, tree_step_ms
+from allocator.model.memory_fit import MemoryModel
+from allocator.model.token_tree import TreeProgramme, tree_expected, tree_serving, tree_step_ms
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,10 +16,13 @@ from allocator.cli import app
 from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
 from allocator.plots import boxes_overlap, plot_accepted, plot_front, plot_sweep
+from tests.docs.pages import everything, section
 from tests.support.cli_runner import run
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+#: the README and every page of the documentation site, one text
+DOCS = everything()
 
 
 def write(tmp_path, spec: dict, name: str = "p.yaml") -> Path:
@@ -129,13 +132,9 @@ def test_optuna_keeps_every_seed_and_names_its_study_as_the_help_says():
     assert "default allocator-<problem name>" in study.help
 
 
-# ------------------------------------------------------------------ README and files
-def section(title: str) -> str:
-    return README.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
-
-
-def test_readme_paper_r2_is_the_file_and_the_longer_example_is_valid():
-    blocks = re.findall(r"```yaml\n(.*?)```", section("Problem file"), re.S)
+# ------------------------------------------------------------------ the docs and the files
+def test_docs_paper_r2_is_the_file_and_the_longer_example_is_valid():
+    blocks = re.findall(r"```yaml\n(.*?)```", section("The problem file"), re.S)
     assert blocks[0] == (ROOT / "problems" / "paper-r2.yaml").read_text()
     for block in blocks[1:]:
         raw = yaml.safe_load(block)
@@ -144,10 +143,10 @@ def test_readme_paper_r2_is_the_file_and_the_longer_example_is_valid():
     assert all("name: paper-r2\n" not in b for b in blocks[1:])
 
 
-def test_readme_python_api_example_runs_and_prints_hand_values(monkeypatch, capsys):
+def test_docs_python_api_example_runs_and_prints_hand_values(monkeypatch, capsys):
     (code,) = re.findall(r"```python\n(.*?)```", section("Python API"), re.S)
     monkeypatch.chdir(ROOT)
-    exec(compile(code, "README Python API", "exec"), {})
+    exec(compile(code, "docs/reference/api.md", "exec"), {})
     lines = capsys.readouterr().out.splitlines()
     # the pair at k = 5: E = (1 - 0.75^5) / 0.25, T = 1 + 0.2 * 5
     e5 = (1 - 0.75**5) / 0.25
@@ -158,7 +157,7 @@ def test_readme_python_api_example_runs_and_prints_hand_values(monkeypatch, caps
     assert lines[3] == str(round(single, 4))
 
 
-def test_readme_defines_the_words_it_uses():
+def test_docs_define_the_words_they_use():
     text = section("Definitions")
     for word in (
         "draft_cost_per_round",
@@ -183,8 +182,7 @@ def test_the_paper_is_cited_by_its_title():
     )
     for path in paper:  # where the reference copy is at hand, the title is its first line
         assert path.read_text(encoding="utf-8").splitlines()[0] == title
-    flat = " ".join(README.split())
-    assert title in flat
+    assert title in " ".join(README.split())
     assert title in " ".join((ROOT / "docs" / "design.md").read_text(encoding="utf-8").split())
 
 
@@ -195,6 +193,7 @@ def test_notebook_tools_are_in_an_extra():
     names = {re.split(r"[<>=\[ ]", d)[0].lower() for d in extras["notebooks"]}
     assert {"nbconvert", "jupyterlab"} <= names
     assert "pip install -e '.[notebooks]'" in README
+    assert "pip install -e '.[notebooks]'" in DOCS
 
 
 # ------------------------------------------------------------------ gaussian accuracy
@@ -212,8 +211,8 @@ def test_gaussian_three_drafter_orthants_within_the_stated_accuracy():
         got = gaussian_fail_prob(np.ones((1, 3), bool), np.full((3, 1), 0.5), matrix)[0, 0]
         exact = 0.125 + np.arcsin(r).sum() / (4 * math.pi)
         worst = max(worst, abs(got - exact))
-    assert worst < 1e-6  # README and docs/design.md: about 1e-7, 1e-6 requested
-    assert "about 1e-7" in README
+    assert worst < 1e-6  # the correlated-errors guide and docs/design.md: about 1e-7
+    assert "about 1e-7" in section("Correlated errors, simulation and the break-even correlation")
 
 
 # ------------------------------------------------------------------ breakeven at the file's errors
@@ -375,11 +374,11 @@ def test_design_example_file_builds():
     assert problem.names == ("small-a", "small-b")
 
 
-def test_readme_python_api_names_each_commands_functions():
-    """Every command has a row in the README's table of API functions, and the row names
-    each ``api`` function the command's module calls (read from its source), each a public
-    name of ``allocator.api``: a command that grows a new API call, or a renamed function,
-    fails here until the README says so."""
+def test_docs_python_api_names_each_commands_functions():
+    """Every command has a row in the Python API page's table of API functions, and the row
+    names each ``api`` function the command's module calls (read from its source), each a
+    public name of ``allocator.api``: a command that grows a new API call, or a renamed
+    function, fails here until the page says so."""
     from allocator import api
     from allocator.cli import COMMANDS
 

@@ -73,6 +73,22 @@ def test_every_module_says_what_it_exports(path):
     assert not [n for n in exported if n.startswith("_")], f"{path.name} exports a private name"
 
 
+def test_a_file_name_is_one_kind_of_module():
+    """Two modules share a file name only as one command's faces (``cli/X.py`` beside its
+    ``plots/X.py`` and the module answering it) or as each package's contract
+    (``base.py``) or shared functions (``common.py``): never two kinds (docs/design.md §9)."""
+    where: dict[str, list[str]] = {}
+    for path in MODULES:
+        if path.name not in ("__init__.py", "__main__.py", "base.py", "common.py"):
+            where.setdefault(path.name, []).append(path.parent.relative_to(PACKAGE).as_posix())
+    shared = {name: dirs for name, dirs in where.items() if len(dirs) > 1}
+    faces = {name: dirs for name, dirs in shared.items() if "cli" in dirs}
+    assert faces == shared, {n: d for n, d in shared.items() if n not in faces}
+    for name, dirs in faces.items():
+        others = [d for d in dirs if d not in ("cli", "plots")]
+        assert len(others) <= 1, (name, dirs)
+
+
 def test_no_module_imports_another_modules_private_name():
     found = []
     for path in MODULES:

@@ -25,8 +25,8 @@ from ...core.budget import feasible_mask, infeasible_error, within
 from ...core.pareto import front_order
 from ...core.space import iter_subsets
 from ...exceptions import InputError
-from ...model.evaluate import evaluate_subsets
 from ...model.evaluator import Chunk, Evaluate, chunk_rows, evaluate_space, mask_score
+from ...model.metrics import evaluate_subsets
 
 if TYPE_CHECKING:
     from ...core.problem import Problem

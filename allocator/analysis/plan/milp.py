@@ -90,7 +90,7 @@ def solve_assignment(
         ``Σ h_i y_i`` (the cheapest hosted set that serves every workload).
     time_limit : seconds for HiGHS (``None``: no limit).
     memory : ``(gb (N,), cap)``: the hosted drafters' memory ``Σ gb_i y_i <= cap`` (GB of
-        KV cache they may take, :func:`allocator.model.memory.hosting_room`), or ``None``.
+        KV cache they may take, :func:`allocator.model.memory_fit.hosting_room`), or ``None``.
     """
     import cvxpy as cp  # about half a second to import: only when a plan is solved
     import scipy.sparse as sp  # likewise kept off `import allocator.cli`

@@ -24,8 +24,8 @@ from ...core.budget import budget_limit, within
 from ...core.documents import CONFIG_FIELDS, MODEL_FIELDS, names_of, number, seconds
 from ...core.result import Front
 from ...exceptions import InfeasibleError, InputError, ParameterError, SolverError
-from ...model.evaluate import evaluate_configs
-from ...model.memory import hosting_room
+from ...model.memory_fit import hosting_room
+from ...model.metrics import evaluate_configs
 from .candidates import Candidates, SingleFront, Traffic, build_candidates
 from .milp import solve_assignment
 
@@ -163,7 +163,7 @@ def make_plan(
 
     ``batch``: each replica must still hold that many sequences, so the hosted drafters'
     ``memory_gb`` may take at most ``kv_cache_gb - batch · kv_per_seq_gb`` of the KV cache
-    (``serving.memory``; :mod:`allocator.model.memory`).
+    (``serving.memory``; :mod:`allocator.model.memory_fit`).
 
     Raises :class:`InputError` (field ``budget.<metric>``) when no plan meets the budget,
     (``--batch``) when none leaves room for the batch.

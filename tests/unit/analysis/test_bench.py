@@ -14,9 +14,10 @@ import pytest
 from scipy import stats
 
 from allocator import api
-from allocator.analysis import bench as B
+from allocator.analysis import replica as R
 from allocator.exceptions import InputError, ParameterError
-from allocator.model.serving import predictor, serving_metrics
+from allocator.model.accepted_pmf import emitted_pmf
+from allocator.model.under_load import predictor, serving_metrics
 
 from . import requests_problem as rp
 
@@ -107,7 +108,7 @@ def test_far_above_capacity_output_throughput_is_the_existing_models(drafters, k
     """Every request at once, ``max_num_seqs`` 8, 500 output tokens, prefill made negligible
     (0.001 ms): the replica runs a full batch at almost every step, so its output
     throughput is the existing model's ``tokens_per_s`` at batch 8
-    (:func:`allocator.model.serving.serving_metrics`, ``8 · 1000 · E / step_ms(8, k)``),
+    (:func:`allocator.model.under_load.serving_metrics`, ``8 · 1000 · E / step_ms(8, k)``),
     from below by the first tokens (from prefill steps) and the last batch draining (under
     0.5% here)."""
     prob = rp.problem(
@@ -202,7 +203,7 @@ def test_emitted_tokens_per_step_follow_the_closed_form(drafters, k, pooled, con
     total = observed.sum()
     assert total > 20_000
     assert stats.chisquare(observed[1:], total * pmf[1:]).pvalue > 1e-4
-    np.testing.assert_allclose(B.emitted_pmf(prob, prob.mask(drafters), k), pmf, rtol=1e-12)
+    np.testing.assert_allclose(emitted_pmf(prob, prob.mask(drafters), k), pmf, rtol=1e-12)
     dec = r.result.decode_steps
     emitted = (dec * np.arange(dec.shape[1])).sum()
     assert r.metrics["spec_decode_acceptance_length"] == pytest.approx(emitted / dec.sum())
@@ -216,7 +217,7 @@ def test_the_schedule_runs_the_best_k_at_every_batch_size():
     ``b · E(k) / step(b, k)`` by hand (ties to the smaller k), as vLLM's inclusive ranges;
     the run's decode steps at each batch size use that range's k."""
     prob = rp.problem()
-    config, _ = B.configuration(prob, ["eagle"], schedule=True)
+    config, _ = R.configuration(prob, ["eagle"], schedule=True)
     want = []
     for b in range(1, 17):
         rates = [
@@ -247,8 +248,8 @@ def test_step_times_are_the_predictors_at_every_point():
     formula (decode step + prefill); a step with no decoding sequence is its prefill
     alone."""
     prob = rp.problem()
-    config, _ = B.configuration(prob, ["eagle"], 3)
-    step = B.ProblemStepTime(prob, config, 16, 2048)
+    config, _ = R.configuration(prob, ["eagle"], 3)
+    step = R.ProblemStepTime(prob, config, 16, 2048)
     assert step.exact_lookup
     pred = predictor(prob)
     rng = np.random.default_rng(0)
@@ -281,8 +282,8 @@ def test_a_roofline_problem_is_asked_at_every_step():
     d["drafters"][0]["draft_ms"] = {1: 0.5, 64: 1.0}
     d["drafters"][1]["draft_ms"] = {1: 0.1, 64: 0.2}
     prob = rp.build(d)
-    config, _ = B.configuration(prob, ["eagle"], 2)
-    step = B.ProblemStepTime(prob, config, 16, 2048)
+    config, _ = R.configuration(prob, ["eagle"], 2)
+    step = R.ProblemStepTime(prob, config, 16, 2048)
     assert not step.exact_lookup
     pred = predictor(prob)
     for b, ctx, p in [(1, 0.0, 0), (7, 900.0, 0), (16, 3000.0, 512), (0, 0.0, 300)]:
@@ -307,14 +308,15 @@ def test_a_roofline_problem_is_asked_at_every_step():
 def test_kv_lookahead_slots_by_method():
     """vLLM 0.33 reserves ``num_speculative_tokens`` KV slots past the verified tokens for
     EAGLE-3 and none for n-gram. A request of prompt 100 and output 25 at k = 4 needs
-    124 + 4 = 128 tokens (8 blocks of 16) for n-gram and 132 (9 blocks) for EAGLE-3: with an
-    8-block cache n-gram runs and EAGLE-3 is refused, naming the KV cache."""
+    124 + 4 = 128 tokens (8 blocks of 16) for n-gram and 132 (9 blocks) for EAGLE-3: with a
+    9-block cache (8 usable beside vLLM's null block) n-gram runs and EAGLE-3 is refused,
+    naming the KV cache."""
     prob = rp.problem(
-        scheduler={"max_num_seqs": 4, "max_num_batched_tokens": 2048, "kv_cache_tokens": 128}
+        scheduler={"max_num_seqs": 4, "max_num_batched_tokens": 2048, "kv_cache_tokens": 144}
     )
-    eagle, _ = B.configuration(prob, ["eagle"], 4)
-    ngram, _ = B.configuration(prob, ["ngram"], 4)
-    assert B.lookahead_tokens(prob, eagle) == 4 and B.lookahead_tokens(prob, ngram) == 0
+    eagle, _ = R.configuration(prob, ["eagle"], 4)
+    ngram, _ = R.configuration(prob, ["ngram"], 4)
+    assert R.lookahead_tokens(prob, eagle) == 4 and R.lookahead_tokens(prob, ngram) == 0
     ok = api.bench(prob, drafters=["ngram"], k=4, input_len=100, output_len=25, num_prompts=3)
     assert ok.metrics["completed"] == 3
     with pytest.raises(InputError) as exc:
@@ -326,9 +328,9 @@ def test_a_hosted_drafter_takes_its_share_of_the_kv_cache():
     d = rp.data(memory={"kv_cache_gb": 10.0, "kv_per_seq_gb": 0.1})
     d["drafters"][0]["memory_gb"] = 2.5
     prob = rp.build(d)
-    eagle, _ = B.configuration(prob, ["eagle"], 2)
-    assert B.kv_cache_tokens(prob, eagle) == 150_000  # 200,000 · (1 − 2.5 / 10)
-    assert B.kv_cache_tokens(prob, B.Configuration.off(prob.names)) == 200_000
+    eagle, _ = R.configuration(prob, ["eagle"], 2)
+    assert R.kv_cache_tokens(prob, eagle) == 150_000  # 200,000 · (1 − 2.5 / 10)
+    assert R.kv_cache_tokens(prob, R.Configuration.off(prob.names)) == 200_000
 
 
 def test_max_num_seqs_past_the_measured_range_is_refused():

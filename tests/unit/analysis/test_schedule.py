@@ -479,6 +479,10 @@ def test_schedule_export_bad_options(problems_dir):
     assert r.exit_code == 2 and r.output.startswith("error: --export: ")
     r = runner.invoke(app, ["schedule", path, "--export", "vllm", "--json", "-"])
     assert r.exit_code == 2 and r.output.startswith("error: --export: ")
+    # a schedule planned for an engine that takes none is not exported for another
+    r = runner.invoke(app, ["schedule", path, "--export", "vllm", "--engine", "sglang"])
+    assert r.exit_code == 2 and r.output.startswith("error: --engine: SGLang takes no k schedule")
+    assert len(r.output.strip().splitlines()) == 1
 
 
 def test_outputs_never_overwrite_the_problem_or_each_other(problems_dir, tmp_path):

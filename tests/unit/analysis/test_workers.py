@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from allocator.analysis.workers import Workers
+from allocator.analysis.capacity.workers import Workers
 from allocator.exceptions import ParameterError
 
 

@@ -17,7 +17,7 @@ from allocator.cli import app
 from allocator.core.problem import Problem
 from allocator.io.build import problem_from_file
 from allocator.io.spec import load_problem
-from allocator.model.serving import bonus_expected
+from allocator.model.under_load import bonus_expected
 from tests.support.synthetic_serving import DRAFT, OVH, PROBLEM, V0, V1, C, true_expected, true_step
 
 runner = CliRunner()
@@ -265,7 +265,7 @@ def test_comment_lines_and_one_batch_note(problem_file, tmp_path):
 def test_written_problem_predicts_through_the_serving_model(problem_file, tmp_path):
     """P2, read back and evaluated by the serving model (not by calibrate's own code),
     gives calibrate's predictions at the measured rows and the truth at unmeasured k."""
-    from allocator.model.serving import serving_metrics
+    from allocator.model.under_load import serving_metrics
 
     csv = tmp_path / "m.csv"
     csv.write_text(synthetic_csv(noise=0.01, seed=9))

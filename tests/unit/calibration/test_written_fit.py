@@ -70,7 +70,7 @@ def combination_at(expression: str, values: dict[str, float]) -> float:
 
 def file_steps(path, doc) -> np.ndarray:
     """Step ms of every row of ``doc`` by the written file, read back as any command does."""
-    from allocator.model.serving import predictor
+    from allocator.model.under_load import predictor
 
     p2 = problem_from_file(path)
     members = np.array([[n in r["drafters"] for n in p2.names] for r in doc["rows"]])
@@ -261,7 +261,7 @@ def test_no_plain_decoding_row_with_specs_is_fitted_and_evaluable(tmp_path):
     doc = json.loads(r.stdout)
     assert any("no plain-decoding (k = 0) row" in n for n in doc["notes"]), doc["notes"]
     assert doc["max_abs_error_pct"] < 1e-3
-    from allocator.model.serving import serving_metrics
+    from allocator.model.under_load import serving_metrics
 
     p2 = problem_from_file(out)
     for k in (0, 1, 3, 4):

@@ -351,7 +351,7 @@ def test_front_per_batch_size_with_serving(problem, tmp_path):
     r = run("tree", problem, "-d", "eagle", "--max-nodes", "30", "--depth", "6", "--json", "-")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
-    from allocator.model.tree import TreeProgramme
+    from allocator.model.token_tree import TreeProgramme
 
     e = TreeProgramme(np.array(P), 30, 6).values()
     for row in doc["serving"]:

@@ -18,6 +18,7 @@ import yaml
 
 from allocator.core.methods import METHODS
 from allocator.io.spec import Method, load_problem
+from tests.docs.pages import section
 from tests.support.cli_runner import run
 from tests.support.engine_schemas import SGLangSettings, check_vllm
 from tests.support.engine_schemas import check_sglang as sglang_settings
@@ -264,9 +265,7 @@ def test_plan_export_refusals(tmp_path):
 
 
 def measurement_commands() -> list[list[str]]:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## From measurements to plans", 1)[1].split("\n## ", 1)[0]
-    block = re.findall(r"```bash\n(.*?)```", section, re.S)[0]
+    block = re.findall(r"```bash\n(.*?)```", section("From measurements to plans"), re.S)[0]
     words = [shlex.split(line, comments=True) for line in block.replace("\\\n", " ").splitlines()]
     return [w for w in words if w]
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from allocator import api
-from allocator.model.memory import max_batch
+from allocator.model.memory_fit import max_batch
 
 ROOT = Path(__file__).resolve().parents[3]
 PATH = ROOT / "problems" / "roofline-llama31-8b.yaml"
@@ -155,7 +155,7 @@ def test_plain_decoding_past_verify_ms_falls_back_to_the_roofline():
     import yaml
 
     from allocator import api
-    from allocator.model.serving import predictor
+    from allocator.model.under_load import predictor
 
     raw = yaml.safe_load(PATH.read_text())
     both = copy.deepcopy(raw)

@@ -10,7 +10,6 @@ from allocator.core.budget import BUDGET_RTOL, budget_limit, feasible_mask, infe
 from allocator.core.space import count_subsets
 from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
-from allocator.model.evaluate import evaluate_subsets
 from allocator.model.evaluator import (
     BestPerKey,
     FeasibleCells,
@@ -19,6 +18,7 @@ from allocator.model.evaluator import (
     evaluate_space,
     mask_score,
 )
+from allocator.model.metrics import evaluate_subsets
 from tests.support.random_problems import random_problem
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from allocator.io.build import problem_from_file, problem_from_spec
 from allocator.io.spec import parse_problem
-from allocator.model.evaluate import evaluate_configs, evaluate_subsets
+from allocator.model.metrics import evaluate_configs, evaluate_subsets
 from tests.support.reference import acc_at
 
 BASE = {
@@ -152,7 +152,7 @@ def test_pass_cost_curve_piecewise_linear():
 def test_outcome_log_workloads_use_their_own_rows(problems_dir):
     import csv
 
-    from allocator.model.evaluate import pooled_acceptance
+    from allocator.model.metrics import pooled_acceptance
 
     p = problem_from_file(problems_dir / "outcome-log" / "problem.yaml")
     with (problems_dir / "outcome-log" / "outcomes.csv").open() as f:
@@ -171,7 +171,7 @@ def test_with_errors_replaces_the_workloads_own_log_models_too():
     from pathlib import Path
 
     from allocator.model.errors import IndependentErrors
-    from allocator.model.evaluate import pooled_acceptance
+    from allocator.model.metrics import pooled_acceptance
 
     path = Path(__file__).resolve().parents[3] / "problems" / "outcome-log" / "problem.yaml"
     logged = problem_from_file(path)

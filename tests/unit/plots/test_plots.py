@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from allocator import solve
 from allocator.analysis.fronts import single_drafter_fronts
-from allocator.analysis.simulate import accepted_distribution
 from allocator.cli import app
 from allocator.core.problem import Problem
 from allocator.io.build import problem_from_file, problem_from_spec
 from allocator.io.spec import parse_problem
+from allocator.model.accepted_pmf import accepted_distribution
 from allocator.plots import (
     COST_LABELS,
     boxes_overlap,
@@ -353,7 +353,7 @@ def test_simulate_plot_histogram_matches_the_run_and_the_model(tmp_path):
 
 
 def test_simulate_plot_of_a_workload_mixture(tmp_path):
-    from allocator.analysis.simulate import simulate
+    from allocator.analysis.rounds import simulate
 
     prob = problem_from_file(MIXED, simulation=True)
     name = prob.names[0]

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from allocator.exceptions import InputError
+from allocator.io.trace import read_trace
 from allocator.sim import (
     Requests,
     Scheduler,
     SpecPolicy,
     fixed_requests,
-    read_trace,
     simulate,
     summary,
 )
@@ -49,7 +49,8 @@ def ms(x):
 
 
 def test_preemption_recompute_by_hand():
-    """Two requests of prompt 8, output 12, speculation off, 8 blocks of 4 tokens.
+    """Two requests of prompt 8, output 12, speculation off, 8 usable blocks of 4 tokens
+    (a cache of 36 tokens: 9 blocks, one of them vLLM's null block).
 
     Both prefill in step 1 (2 blocks each) and decode together; their 17th token needs a
     fifth block each in step 10 with none free: the newest (B) is preempted, its 4 blocks
@@ -58,7 +59,7 @@ def test_preemption_recompute_by_hand():
     9 output tokens in step 13, which streams its 10th token, and finishes in step 15."""
     rec = Recorder()
     reqs = Requests(np.zeros(2), [8, 8], [12, 12])
-    r = simulate(reqs, SpecPolicy.off(), rec, Scheduler(4, 100, 32, block_size=4))
+    r = simulate(reqs, SpecPolicy.off(), rec, Scheduler(4, 100, 36, block_size=4))
     assert ms(r.first_token_s) == [1.0, 1.0]
     assert ms(r.finish_s) == [12.0, 15.0]
     assert r.preemptions.tolist() == [0, 1]
@@ -96,12 +97,12 @@ def test_preemption_recompute_by_hand():
 )
 def test_lookahead_slots_by_hand(lookahead, finish, calls, peak):
     """k = 1 with a pmf that always accepts (2 tokens per step); prompts of 8, outputs of
-    6, 7 blocks of 4 tokens. A decode step needs blocks for computed + 1 + k + lookahead
-    tokens."""
+    6, 7 usable blocks of 4 tokens (8 in the pool, one the null block). A decode step needs
+    blocks for computed + 1 + k + lookahead tokens."""
     rec = Recorder()
     reqs = Requests(np.zeros(2), [8, 8], [6, 6])
     pol = SpecPolicy.fixed(1, [0.0, 0.0, 1.0], lookahead_tokens=lookahead)
-    r = simulate(reqs, pol, rec, Scheduler(4, 100, 28, block_size=4))
+    r = simulate(reqs, pol, rec, Scheduler(4, 100, 32, block_size=4))
     assert ms(r.finish_s) == finish
     assert r.preemptions.tolist() == [0, 1]
     assert rec.calls == calls
@@ -171,12 +172,13 @@ def test_kv_never_exceeds_capacity_and_no_request_is_lost():
 
 
 def test_request_that_cannot_fit_is_refused():
-    # alone, a request needs prompt + output - 1 + k + lookahead slots at worst
+    # alone, a request needs prompt + output - 1 + k + lookahead slots at worst, in the
+    # cache's blocks but one (vLLM's null block)
     pol = SpecPolicy.fixed(1, [0.0, 0.5, 0.5])
     ok = Requests(np.zeros(1), [6], [7])  # 6 + 6 + 1 + 1 = 14 slots: 4 blocks of 4
-    simulate(ok, pol, Recorder(), Scheduler(4, 100, 16, block_size=4))
+    simulate(ok, pol, Recorder(), Scheduler(4, 100, 20, block_size=4))
     with pytest.raises(InputError) as err:
-        simulate(ok, pol, Recorder(), Scheduler(4, 100, 12, block_size=4))
+        simulate(ok, pol, Recorder(), Scheduler(4, 100, 16, block_size=4))
     assert err.value.field == "kv_cache_tokens" and "request 0" in err.value.message
     with pytest.raises(InputError) as err:
         simulate(Requests(np.zeros(1), [40], [2]), pol, Recorder(), Scheduler(4, 100, 16, 4))
@@ -389,14 +391,15 @@ def test_admission_waits_until_the_whole_prompt_fits():
     """vLLM 0.33 admits a request only when the blocks of its whole prompt are free
     (``scheduler_reserve_full_isl``, default True), not merely its first chunk's.
 
-    10 blocks of 4 tokens, budget 16. A (prompt 16, output 10) prefills in step 1 and from
-    step 2 holds 5 blocks, growing to 7. B's 24-token prompt needs 6 blocks: its first
-    chunk (15 tokens, 4 blocks) would fit beside A in step 2, its prompt never does while
-    A runs. So B is first scheduled when A has finished (step 11, t = 10), prefills in
-    steps 11-12 and finishes in step 13, never preempted. Admitting on the first chunk
-    alone (the rule before) scheduled B at t = 1 and preempted it 4 times."""
+    10 usable blocks of 4 tokens (11 in the pool, one the null block), budget 16. A
+    (prompt 16, output 10) prefills in step 1 and from step 2 holds 5 blocks, growing to 7.
+    B's 24-token prompt needs 6 blocks: its first chunk (15 tokens, 4 blocks) would fit
+    beside A in step 2, its prompt never does while A runs. So B is first scheduled when A
+    has finished (step 11, t = 10), prefills in steps 11-12 and finishes in step 13, never
+    preempted. Admitting on the first chunk alone (the rule before) scheduled B at t = 1
+    and preempted it 4 times."""
     reqs = Requests(np.zeros(2), [16, 24], [10, 2])
-    r = simulate(reqs, SpecPolicy.off(), Recorder(), Scheduler(4, 16, 40, block_size=4))
+    r = simulate(reqs, SpecPolicy.off(), Recorder(), Scheduler(4, 16, 44, block_size=4))
     assert ms(r.first_scheduled_s) == [0.0, 10.0]
     assert ms(r.first_token_s) == [1.0, 12.0]
     assert ms(r.finish_s) == [10.0, 13.0]
@@ -422,3 +425,40 @@ def test_a_step_function_on_arrays_stops_a_stretch_where_the_kv_cache_runs_out()
     assert fast.preemptions.sum() == ref.preemptions.sum() > 0
     for f in ("finish_s", "first_token_s", "itl_s", "chunks", "decode_steps", "preemptions"):
         assert np.array_equal(getattr(fast, f), getattr(ref, f)), f
+
+
+@pytest.mark.parametrize(
+    "budget, dynamic, first_scheduled, first_token, finish",
+    [
+        # padded to 1 + k = 3 tokens beside A's 3: the budget of 5 leaves 2, so B waits
+        # until A has finished (end of step 5) and is admitted alone, unpadded, in step 6
+        (5, False, 5.0, 6.0, 7.0),
+        # a budget of 6 holds both: B is admitted padded in step 2
+        (6, False, 1.0, 2.0, 3.0),
+        # k by batch size (a dynamic schedule): never padded, B is admitted in step 2
+        (5, True, 1.0, 2.0, 3.0),
+    ],
+)
+def test_one_token_prompt_is_padded_to_a_decode(
+    budget, dynamic, first_scheduled, first_token, finish
+):
+    """vLLM 0.33 pads a new request with one token to compute to ``1 + k`` tokens when
+    ``k`` is static and the step's running requests all decode (scheduler.py lines
+    1309-1330), and does not admit it in that step when the budget left is smaller.
+
+    A (prompt 4, output 5) prefills in step 1 and decodes one token a step (k = 2, the
+    pmf puts everything on 1 token) until step 5; B (prompt 1, output 2) is sent at 0.5 ms
+    and seen in step 2, where A asks for 3 tokens."""
+    pmf = [0.0, 1.0, 0.0, 0.0]
+    if dynamic:
+        pol = SpecPolicy.by_batch_size([(1, 1, 2, pmf), (2, 2, 2, pmf)])
+    else:
+        pol = SpecPolicy.fixed(2, pmf)
+    reqs = Requests(np.array([0.0, 0.0005]), [4, 1], [5, 2])
+    rec = Recorder()
+    r = simulate(reqs, pol, rec, Scheduler(4, budget, 10**4))
+    assert ms(r.first_scheduled_s) == [0.0, first_scheduled]
+    assert ms(r.first_token_s) == [1.0, first_token]
+    assert ms(r.finish_s) == [5.0, finish]
+    if first_scheduled == 1.0:
+        assert rec.calls[1] == (1, 2, 4.0, 1)  # A decodes, B's prompt token (padded or not)

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from allocator.io.trace import read_trace
 from allocator.sim import (
     Requests,
     Scheduler,
     SpecPolicy,
     fixed_requests,
     metric,
-    read_trace,
     simulate,
     summary,
 )

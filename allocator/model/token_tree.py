@@ -304,13 +304,6 @@ class TreeProgramme:
         return make_tree(parents, ranks, self.p)
 
 
-def chain_expected(p1: np.ndarray, k: int) -> float:
-    """``1 + Σ_{i≤k} Π_{j≤i} p_1(j)``: a chain of ``k`` rank-1 nodes (bonus convention)."""
-    from .acceptance import expected_accepted
-
-    return float(expected_accepted(np.asarray(p1, dtype=float)[None], k, "bonus")[0, k - 1])
-
-
 # ---------------------------------------------------------------- cost of a tree step
 def round_time(
     nodes: np.ndarray,
@@ -389,8 +382,8 @@ def tree_step_ms(
     step time (the component tables do not reach, nothing is extrapolated).
     ``problem``: the problem (its predictor, the roofline included), or only its serving
     arrays (measured tables and the component model)."""
-    from .serving import predictor
     from .steptime import ServingPredictor
+    from .under_load import predictor
 
     if isinstance(problem, Serving):
         pred = ServingPredictor(problem)
@@ -412,7 +405,6 @@ __all__ = [
     "SKIP_MARGIN",
     "Tree",
     "TreeProgramme",
-    "chain_expected",
     "check_tree",
     "edge_weights",
     "from_unconditional",

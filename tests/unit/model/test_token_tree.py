@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from allocator.analysis.simulate import simulate_tree_rounds
+from allocator.analysis.rounds import simulate_tree_rounds
 from allocator.model.acceptance import expected_accepted
-from allocator.model.tree import (
+from allocator.model.token_tree import (
     TreeProgramme,
     check_tree,
     make_tree,

@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 
 from allocator import api
-from allocator.analysis import bench as B
-from allocator.analysis import slo as S
+from allocator.analysis import replica as R
+from allocator.analysis.capacity import rate_search as RS
+from allocator.analysis.capacity import slo as S
+from allocator.analysis.capacity.crossings import crossings
+from allocator.analysis.request_source import request_source
 from allocator.exceptions import InfeasibleError, ParameterError
 
 from . import requests_problem as rp
@@ -70,15 +73,29 @@ def test_default_prompts_leave_twenty_beyond_the_highest_percentile():
     assert count == S.MAX_DEFAULT_PROMPTS and "capped" in why
 
 
+# ---------------------------------------------------------------- candidates
+def test_no_schedule_candidate_for_an_engine_that_takes_none():
+    """SGLang takes no k by batch size: its candidates are chains and speculation off only,
+    and a note says why; vLLM's include each drafter's schedule."""
+    prob = rp.problem()
+    vllm, _ = RS.candidates(prob, engine="vllm")
+    sglang, notes = RS.candidates(prob, engine="sglang")
+    assert any(c.config.is_schedule for c in vllm)
+    assert sglang and not any(c.config.is_schedule for c in sglang)
+    assert any("SGLang takes no k schedule" in n for n in notes)
+    chains = {c.config.label() for c in vllm if not c.config.is_schedule}
+    assert {c.config.label() for c in sglang} <= chains
+
+
 # ---------------------------------------------------------------- against brute force
 def configs(prob):
     """Every configuration the search claims for the test problem with search.k 1..2: off,
     each drafter at k 1 and 2, each drafter's schedule."""
-    out = [B.Configuration.off(prob.names)]
+    out = [R.Configuration.off(prob.names)]
     for name in prob.names:
         for k in (1, 2):
-            out.append(B.configuration(prob, [name], k)[0])
-        out.append(B.configuration(prob, [name], schedule=True, max_num_seqs=16)[0])
+            out.append(R.configuration(prob, [name], k)[0])
+        out.append(R.configuration(prob, [name], schedule=True, max_num_seqs=16)[0])
     return out
 
 
@@ -118,7 +135,7 @@ def brute_force(prob, rate, slos, sizes, seed, speculative=None, top=40):
             ).metrics["request_throughput"]
             for n in range(1, top + 1):
                 if sustains(prob, cfg, size, rate / n, slos, seed, sat):
-                    key = (n, S.Candidate(cfg, size).key())
+                    key = (n, RS.Candidate(cfg, size).key())
                     if best is None or key < best[0]:
                         best = (key, cfg, size, sat)
                     break
@@ -225,15 +242,15 @@ def test_screening_bounds_are_bounds(size, config):
     ceiling is never below the saturation run's throughput."""
     prob = rp.problem()
     cfg = (
-        B.Configuration.off(prob.names)
+        R.Configuration.off(prob.names)
         if config is None
-        else B.configuration(prob, [config[0]], config[1])[0]
+        else R.configuration(prob, [config[0]], config[1])[0]
     )
     slos = S.parse_slos(
         ["p99_ttft_ms=1", "p50_tpot_ms=1", "mean_itl_ms=1", "p90_e2el_ms=1", "mean_ttft_ms=1"]
     )
-    source = B.request_source(300, input_len=400, output_len=30)
-    bnd = S.bounds(prob, S.Candidate(cfg, size), source, slos)
+    source = request_source(300, input_len=400, output_len=30)
+    bnd = RS.bounds(prob, RS.Candidate(cfg, size), source, slos)
     for rate in (0.5, 5.0, 50.0, math.inf):
         r = api.bench(
             prob,
@@ -304,7 +321,7 @@ def test_the_sweep_prices_each_rate_from_each_candidates_highest_rate():
 
     rates = np.array([p["request_rate"] for p in points])
     a, b = costs_of("with_speculation"), costs_of("without_speculation")
-    assert sweep["crossings"] == S.rate_crossings(rates, a, b)
+    assert sweep["crossings"] == crossings(rates, a, b, "request_rate")
 
 
 # ---------------------------------------------------------------- where it runs

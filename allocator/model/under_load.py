@@ -29,7 +29,7 @@ Expected tokens per step ``E`` are in the **bonus convention** whatever the prob
 ``E_bonus(k) = E_paper(k + 1)`` (the paper's round of ``k + 1`` units, the first always
 kept, is a serving step drafting ``k``); the code evaluates the bonus sum directly
 (:func:`bonus_expected`), through the same pooling, error and workload model as
-:mod:`allocator.model.evaluate`.
+:mod:`allocator.model.metrics`.
 
 Metrics at batch ``b`` (each ``(B,)``): ``tokens_per_s_per_seq = 1000·E / step_ms``,
 ``tokens_per_s = b · tokens_per_s_per_seq``, ``tpot_ms = step_ms / E`` (the mean time per
@@ -218,7 +218,7 @@ def bonus_expected(problem: Problem, members: np.ndarray, k: np.ndarray) -> np.n
     ``a_S`` (pooling, error model, ensembles, workload mixture), regardless of
     ``problem.convention``; equal to ``E_paper(k + 1)`` of the same acceptance.
     """
-    from .evaluate import curves
+    from .metrics import curves
 
     members = np.atleast_2d(np.asarray(members, dtype=bool))
     k = np.atleast_1d(np.asarray(k, dtype=np.int64))

@@ -9,15 +9,11 @@ import yaml
 from scipy.stats import chi2, multivariate_normal, norm
 from typer.testing import CliRunner
 
-from allocator.analysis.simulate import (
-    accepted_distribution,
-    simulate,
-    simulate_rounds,
-    workload_rounds,
-)
+from allocator.analysis.rounds import simulate, simulate_rounds, workload_rounds
 from allocator.cli import app
 from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
+from allocator.model.accepted_pmf import accepted_distribution
 from allocator.model.errors import (
     EmpiricalErrors,
     ExchangeableErrors,

@@ -21,13 +21,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from allocator.analysis.fleet import crossings, size_fleet, sweep_load
+from allocator.analysis.capacity.by_load import size_fleet, sweep_load
+from allocator.analysis.capacity.crossings import crossings
 from allocator.cli import app
 from allocator.core.problem import Problem
 from allocator.exceptions import InputError
 from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
-from allocator.model.memory import max_batch, memory_model
+from allocator.model.memory_fit import max_batch, memory_model
 
 runner = CliRunner()
 
@@ -321,17 +322,6 @@ def test_memory_model_by_hand():
     assert model.max_batch(rows).tolist() == [13, 10, 13, 10]
 
 
-def test_crossings_by_hand():
-    x = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
-    a = np.array([1.0, 1.0, np.nan, 3.0, 2.0])
-    b = np.array([2.0, 1.0, 5.0, 2.0, 2.0])
-    assert crossings(x, a, b) == [
-        {"from_tokens_per_s": 1.0, "to_tokens_per_s": 2.0, "cheaper": "equal"},
-        {"from_tokens_per_s": 2.0, "to_tokens_per_s": 4.0, "cheaper": "no speculation"},
-        {"from_tokens_per_s": 4.0, "to_tokens_per_s": 5.0, "cheaper": "equal"},
-    ]
-
-
 # ---------------------------------------------------------------- command line
 def write(tmp_path, data) -> str:
     p = tmp_path / "p.yaml"
@@ -505,7 +495,7 @@ def test_plan_keeps_the_hosted_drafters_within_the_memory_a_batch_leaves():
 def test_routes_sized_together_match_brute_force():
     """Two workloads on drafter a's table, each with its own acceptance and k: the fleet
     at batch b needs ceil(Σ_w p_w X / tps_w(b)) replicas (counted up here)."""
-    from allocator.analysis.fleet import size_routes
+    from allocator.analysis.capacity.by_load import size_routes
 
     rng = np.random.default_rng(3)
     acc = {"a": 0.8, "b": 0.6}
@@ -562,7 +552,7 @@ def test_cli_reports_routes_for_mixed_traffic(tmp_path):
 
 
 def test_cheaper_from_skips_the_flicker_of_ties():
-    from allocator.analysis.fleet import LoadSweep
+    from allocator.analysis.capacity.by_load import LoadSweep
 
     x = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
     a = np.array([1.0, 1.0, 2.0, 2.0, 2.0])
@@ -574,7 +564,7 @@ def test_cheaper_from_skips_the_flicker_of_ties():
 
 
 def test_too_large_a_space_is_refused_before_any_work(monkeypatch):
-    import allocator.analysis.fleet as cap
+    import allocator.analysis.capacity.grid as cap
 
     data = problem_data(_flip_tables(), {"a": 0.8})
     monkeypatch.setattr(cap, "MAX_CELLS", 3)

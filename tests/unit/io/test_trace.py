@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from allocator.exceptions import InputError
-from allocator.sim import read_trace
-from allocator.sim import requests as requests_module
+from allocator.io import trace as trace_module
+from allocator.io.trace import read_trace
 
 ROOT = Path(__file__).resolve().parents[3]
 TRACES = ROOT / "problems" / "traces" / "azure-llm-inference-2023"
@@ -61,7 +61,7 @@ def test_chunked_reading_gives_the_same(tmp_path, monkeypatch):
     rows += [f"2023-11-16 18:00:{s:02d}.25,{10 + s},{1 + s}" for s in range(11)]
     path = write(tmp_path, "\n".join(rows) + "\n")
     whole = read_trace(path)
-    monkeypatch.setattr(requests_module, "TRACE_CHUNK_ROWS", 3)
+    monkeypatch.setattr(trace_module, "TRACE_CHUNK_ROWS", 3)
     chunked = read_trace(path)
     assert np.array_equal(whole.arrival_s, chunked.arrival_s)
     assert np.array_equal(whole.prompt_tokens, chunked.prompt_tokens)
@@ -73,7 +73,7 @@ def test_non_monotone_across_a_chunk_boundary(tmp_path, monkeypatch):
     rows = ["TIMESTAMP,ContextTokens,GeneratedTokens"]
     rows += [f"2023-11-16 18:00:0{s},5,5" for s in (0, 1, 2, 1, 4)]
     path = write(tmp_path, "\n".join(rows) + "\n")
-    monkeypatch.setattr(requests_module, "TRACE_CHUNK_ROWS", 3)
+    monkeypatch.setattr(trace_module, "TRACE_CHUNK_ROWS", 3)
     with pytest.raises(InputError) as err:
         read_trace(path)
     assert err.value.field == "trace" and "row 4" in err.value.message

@@ -37,8 +37,8 @@ import numpy as np
 from ..exceptions import NotModelledError, ParameterError
 from ..model.acceptance import extend_positions
 from ..model.errors import IndependentErrors
-from ..model.evaluate import evaluate_configs, pooled_acceptance
-from ..model.tree import Tree, node_depths
+from ..model.metrics import evaluate_configs
+from ..model.token_tree import Tree, node_depths
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -71,7 +71,7 @@ class Simulation:
     round_time: float
     #: share of rounds with ``u`` accepted units, ``u = 0..k+1`` (rounds-weighted over
     #: the workloads of a mixture): the histogram to set against
-    #: :func:`accepted_distribution`
+    #: :func:`~allocator.model.accepted_pmf.accepted_distribution`
     accepted_shares: list[float]
 
     def to_dict(self) -> dict:
@@ -132,34 +132,6 @@ def workload_rounds(problem: Problem, members: np.ndarray, k: int, rounds: int, 
         simulate_rounds(problem.workload_view(i), members, k, rounds, int(s.generate_state(1)[0]))
         for i, s in enumerate(seeds)
     ]
-
-
-def accepted_distribution(problem: Problem, members: np.ndarray, k: int) -> np.ndarray:
-    """The model's distribution of accepted units per round: ``(k + 2,)``, entry ``u``
-    is ``P(units = u)`` for ``u = 0..k+1`` (entry 0 is always 0).
-
-    ``P(units >= u)`` is ``Π_{j<u} a(j)`` (paper, ``u <= k``) or ``Π_{j<=u-1} a(j)``
-    (bonus, ``u <= k + 1``). For a workload mixture, the rounds-weighted mixture of the
-    workloads' distributions (workload ``w`` plays a share ``∝ p_w / E_w`` of rounds).
-    """
-    members = np.asarray(members, dtype=bool)
-    if problem.workloads:
-        parts = [
-            accepted_distribution(problem.workload_view(i), members, k)
-            for i in range(len(problem.workloads))
-        ]
-        means = np.array([p @ np.arange(k + 2) for p in parts])
-        share = np.array([w.weight for w in problem.workloads]) / means
-        return (share / share.sum()) @ np.array(parts)
-    a = extend_positions(pooled_acceptance(problem, members[None], k)[0], k)
-    at_least = np.zeros(k + 3)
-    at_least[0] = 1.0
-    surv = np.concatenate([[1.0], np.cumprod(a)])  # surv[i] = Π_{j<=i} a(j)
-    if problem.convention == "paper":
-        at_least[1 : k + 1] = surv[:k]
-    else:
-        at_least[1 : k + 2] = surv[: k + 1]
-    return at_least[:-1] - at_least[1:]
 
 
 def simulate(
@@ -313,7 +285,6 @@ __all__ = [
     "MAX_ROUNDS",
     "Simulation",
     "TreeSimulation",
-    "accepted_distribution",
     "simulate",
     "simulate_rounds",
     "simulate_tree",

@@ -1,13 +1,13 @@
 """Fleet sizing for a token load under a TPOT target: replicas, batch size, drafters and
 ``k`` that carry a load at the lowest $/h, against the cheapest fleet that does not
 speculate (docs/design.md §8.11). (Capacity for a *request rate* under SLO percentiles,
-simulated request by request, is :mod:`allocator.analysis.slo`.)
+simulated request by request, is :mod:`.by_rate`.)
 
 (:mod:`allocator.analysis.plan.hosting_sweep` is a different question: which drafters to *host*
 under a hosting budget. This module sizes a *fleet of replicas* for a traffic load.)
 
-The serving model (:mod:`allocator.model.serving`) gives, at every integer batch size ``b``
-from 1 to the largest the step times reach (:func:`batch_limit`; ``serving.batch_sizes``
+The serving model (:mod:`allocator.model.under_load`) gives, at every integer batch size ``b``
+from 1 to the largest the step times reach (:func:`.grid.batch_limit`; ``serving.batch_sizes``
 plays no part), every configuration's ``tokens_per_s(b)`` (one replica, whole batch) and
 ``tpot_ms(b) = step_ms / E``, the mean time per output token of one sequence (vLLM's
 TPOT; a streaming client sees the ``E`` tokens of a step arrive together, so the gap
@@ -19,7 +19,7 @@ no drafter, a candidate whatever the budget). A candidate ``(b, config)`` is *fe
 it has a measured or modelled step time at ``b`` (a pair outside every measured range, or a
 drafter with neither a table nor ``draft_ms``, is left out and counted in a note, never a
 refusal of the file), ``tpot_ms(b) <= Y`` and the replica can hold ``b`` sequences
-(:mod:`allocator.model.memory`: hosted drafters take KV-cache memory). For a load of ``X``
+(:mod:`allocator.model.memory_fit`: hosted drafters take KV-cache memory). For a load of ``X``
 tokens/s (generated, over the whole fleet) it needs
 
     replicas = ceil(X / tokens_per_s(b))      cost_per_hour = replicas · gpu_cost_per_hour
@@ -69,24 +69,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..core.space import count_subsets
-from ..exceptions import (
+from ...exceptions import (
     InfeasibleError,
     InputError,
     NotModelledError,
     ParameterError,
     SolverError,
 )
-from ..model.evaluate import evaluate_subsets
-from ..model.evaluator import FeasibleCells, evaluate_space
-from ..model.memory import max_batch
+from ...model.memory_fit import max_batch
+from .crossings import crossings
+from .grid import ServingGrid, batch_limit, fleet_serving, serving_grid, serving_model
 
 if TYPE_CHECKING:
-    from ..core.problem import Problem
-
-#: Most (configuration, batch size) pairs sized exactly (two float arrays of this many
-#: cells are held at once, 8 bytes each).
-MAX_CELLS = 20_000_000
+    from ...core.problem import Problem
 
 #: Relative slack when comparing a fleet's throughput with the load and a latency
 #: with its target, so that an exact fit is not lost to rounding.
@@ -95,41 +90,6 @@ SLACK = 1e-12
 #: Most replicas a fleet may count (a load needing more is refused, not overflowed: the
 #: counts are int64 and the tie-break key multiplies them by the number of candidates).
 MAX_REPLICAS = 10**12
-
-
-@dataclass(frozen=True, eq=False)
-class ServingGrid:
-    """Every configuration at every batch size of ``serving``.
-
-    batch : ``(S,)`` int, the batch sizes (every integer from 1 to :func:`batch_limit`);
-    members : ``(C, N)`` bool; k : ``(C,)`` int (row 0 is ``k = 0`` without drafters);
-    tokens_per_s : ``(S, C)`` tokens/s of one replica (NaN: no step time); tpot_ms :
-    ``(S, C)`` ms, the mean time per output token of one sequence; max_batch : ``(C,)``
-    int, the largest batch the replica holds with that configuration's drafters (memory);
-    over_budget : speculative configurations the problem's ``budget`` left out (not rows);
-    notes : what was left out, and why.
-    """
-
-    names: tuple[str, ...]
-    batch: np.ndarray
-    members: np.ndarray
-    k: np.ndarray
-    tokens_per_s: np.ndarray
-    tpot_ms: np.ndarray
-    max_batch: np.ndarray
-    over_budget: int = 0
-    notes: tuple[str, ...] = ()
-
-    def fits(self) -> np.ndarray:
-        """``(S, C)`` bool: a step time exists and the batch fits in memory."""
-        return np.isfinite(self.tokens_per_s) & (self.batch[:, None] <= self.max_batch[None, :])
-
-    def measured_to(self) -> np.ndarray:
-        """``(C,)`` int: the largest batch size with a step time for each configuration
-        (0: none)."""
-        timed = np.isfinite(self.tokens_per_s)
-        last = timed.shape[0] - 1 - np.argmax(timed[::-1], axis=0)
-        return np.where(timed.any(axis=0), self.batch[last], 0)
 
 
 @dataclass(frozen=True)
@@ -289,155 +249,6 @@ class CapacityResult:
         return doc
 
 
-# ---------------------------------------------------------------- the grid
-def _serving_model():
-    """The serving model's functions (imported here: the module belongs to the serving
-    work and is read only when a capacity question is asked)."""
-    from ..model import serving
-
-    return serving
-
-
-def _need_serving(problem: Problem):
-    """The problem's serving arrays; an :class:`InputError` naming ``serving`` without them."""
-    return _serving_model().need_serving(
-        problem, "sizing a fleet needs batch sizes, step times and gpu_cost_per_hour"
-    )
-
-
-def batch_limit(problem: Problem) -> tuple[int, str | None]:
-    """The largest batch size any step time of the problem reaches, and a note when that is
-    not a measured range: the largest batch of a measured ``step_ms`` table or of
-    ``verify_ms``; the roofline's measured range when calibrated; else (a roofline with no
-    measured range) the memory cap with no drafter, else the largest of
-    ``serving.batch_sizes`` and ``serving.scheduler.max_num_seqs``."""
-    serving = _need_serving(problem)
-    highs = [float(t.batch[-1]) for t in serving.tables]
-    if serving.has_component_model:
-        highs.append(float(serving.verify_batch[-1]))
-    note = None
-    if serving.has_roofline:
-        measured = _serving_model().predictor(problem).domain().get("decode_seqs")
-        if measured is not None and np.isfinite(measured[1]):
-            highs.append(float(measured[1]))
-        elif not highs:
-            if problem.memory is not None:
-                cap = int(max_batch(problem, np.zeros((1, problem.n), bool))[0])
-                highs.append(float(cap))
-                why = f"the memory cap with no drafter ({cap})"
-            else:
-                top = int(serving.batch_sizes[-1])
-                if serving.scheduler is not None:
-                    top = max(top, int(serving.scheduler.max_num_seqs))
-                highs.append(float(top))
-                why = (
-                    f"the largest of serving.batch_sizes and serving.scheduler.max_num_seqs ({top})"
-                )
-            note = (
-                "the roofline has no measured batch range: batch sizes up to " + why + " are "
-                "candidates"
-            )
-    return max(1, int(max(highs, default=1.0))), note
-
-
-def configurations(
-    problem: Problem, batches: int | None = None
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Row 0: no drafters, ``k = 0``; then every subset of the search space at every ``k``
-    of the serving model's ``speculative_ks`` that is within the problem's ``budget``
-    (each cap on the model's metrics, as ``schedule`` applies it). Returns ``members
-    (C, N)`` bool, ``k (C,)`` int and how many configurations the budget left out.
-    ``batches``: the batch sizes each is sized at (default :func:`batch_limit`'s)."""
-    ks = _serving_model().speculative_ks(problem)
-    if batches is None:
-        batches = batch_limit(problem)[0]
-    pairs = count_subsets(problem) * ks.size * batches
-    if pairs > MAX_CELLS:
-        raise InputError(
-            "search.m.max",
-            f"{pairs:,} (configuration, batch size) pairs are too many to size exactly "
-            f"(at most {MAX_CELLS:,}); lower search.m.max or search.k.max",
-        )
-    kept = FeasibleCells(ks)
-    if ks.size:
-        # the model's metrics over k_min..k_max == ks, as schedule evaluates them
-        limited = problem.replace(k_max=int(ks[-1]))
-
-        def evaluate(members: np.ndarray) -> dict[str, np.ndarray]:
-            if not problem.budget:  # nothing to mask: the model need not run
-                return {"feasible": np.ones((members.shape[0], ks.size), bool)}
-            return evaluate_subsets(limited, members, verifier_units=False)
-
-        evaluate_space(problem, kept, evaluate=evaluate, rows=1 << 16)
-    row0 = np.zeros((1, problem.n), bool)
-    members = np.concatenate([row0, kept.members(problem.n)])
-    k = np.concatenate([np.zeros(1, np.int64), kept.k()])
-    return members, k, kept.left_out
-
-
-def untimed_drafters(problem: Problem) -> list[str]:
-    """Drafters with neither a measured ``step_ms`` table of their own nor ``draft_ms`` (nor
-    an ``architecture`` for the roofline): no speculative configuration of theirs has a
-    step time."""
-    serving = _need_serving(problem)
-    tabled = np.zeros(problem.n, bool)
-    for t in serving.tables:
-        tabled |= t.members
-    out = []
-    for i, name in enumerate(problem.names):
-        if tabled[i] or serving.draft_ms[i].size:
-            continue
-        models = serving.drafter_models
-        if serving.has_roofline and models and models[i] is not None:
-            continue
-        out.append(name)
-    return out
-
-
-def serving_grid(problem: Problem) -> ServingGrid:
-    """Tokens/s and TPOT of every configuration at every integer batch size from 1 to
-    :func:`batch_limit` (see the module doc), and notes on what has no step time.
-
-    Raises :class:`InputError` (field ``serving``) when the problem has no serving section.
-    """
-    sm = _serving_model()
-    top, limit_note = batch_limit(problem)
-    members, k, over_budget = configurations(problem, top)
-    e = sm.bonus_expected(problem, members, k)  # (C,), independent of the batch size
-    batch = np.arange(1, top + 1, dtype=np.int64)
-    tps = np.full((batch.size, k.size), np.nan)
-    tpot = np.full_like(tps, np.nan)
-    for i, b in enumerate(batch):  # one pass per batch size; configurations vectorised
-        step = sm.step_ms_or_nan(problem, members, k, float(b))
-        tps[i] = sm.tokens_per_s(e, step, float(b))
-        tpot[i] = step / e
-    notes = [] if limit_note is None else [limit_note]
-    lacking = untimed_drafters(problem)
-    if lacking:
-        notes.append(
-            f"left out: {', '.join(lacking)} (neither a measured step_ms table nor draft_ms: "
-            "no step time to speculate with)"
-        )
-    timed = np.isfinite(tps)
-    missing = int(np.count_nonzero(~timed[:, timed.any(axis=0)]))  # configurations with some
-    if missing:
-        notes.append(
-            f"{missing:,} (configuration, batch size) pair(s) of batch sizes 1..{top} have no "
-            "step time (outside every measured range; never extrapolated): not candidates"
-        )
-    return ServingGrid(
-        problem.names,
-        batch,
-        members,
-        k,
-        tps,
-        tpot,
-        max_batch(problem, members).astype(np.int64),
-        over_budget,
-        tuple(notes),
-    )
-
-
 # ---------------------------------------------------------------- sizing
 def replicas_needed(load: np.ndarray | float, tokens_per_s: np.ndarray) -> np.ndarray:
     """Smallest replica count carrying ``load`` (tokens/s) at ``tokens_per_s`` each
@@ -494,7 +305,7 @@ def _candidates(grid: ServingGrid, tpot_target: float, speculative: bool | None)
 
 
 def _gpus(problem: Problem) -> int:
-    return int(_need_serving(problem).gpus_per_replica)
+    return int(fleet_serving(problem).gpus_per_replica)
 
 
 def _fleets(
@@ -506,7 +317,7 @@ def _fleets(
     option: str = "tokens_per_s",
     gpus: int = 1,
 ) -> list[Fleet | None]:
-    sm = _serving_model()
+    sm = serving_model()
     s_idx, c_idx = _candidates(grid, tpot_target, speculative)
     tps, tpot = grid.tokens_per_s[s_idx, c_idx], grid.tpot_ms[s_idx, c_idx]
     choice, rep = cheapest(tps, tpot, loads)
@@ -538,7 +349,7 @@ def _fleets(
 def price_of(problem: Problem) -> float:
     """``serving.gpu_cost_per_hour``, the price of one replica; an :class:`InputError`
     naming it when the file has none."""
-    price = float(_need_serving(problem).gpu_cost_per_hour)
+    price = float(fleet_serving(problem).gpu_cost_per_hour)
     if not np.isfinite(price):
         raise InputError(
             "serving.gpu_cost_per_hour",
@@ -679,14 +490,14 @@ def size_routes(
     members ``(W, N)`` and k ``(W,)``: the routes; by default ``plan``'s (the MILP of
     :func:`allocator.analysis.plan.make_plan` under the problem's budget).
     """
-    sm = _serving_model()
+    sm = serving_model()
     load = check_load(tokens_per_s)
     target = check_tpot(tpot_ms)
     price = price_of(problem)
     if not problem.workloads:
         raise InputError("workloads", "routes per workload need a problem with workloads")
     if members is None or k is None:
-        from .plan import make_plan  # cvxpy: only when routes are asked for
+        from ..plan import make_plan  # cvxpy: only when routes are asked for
 
         plan = make_plan(problem)
         members, k = plan.members, plan.k
@@ -738,29 +549,6 @@ def size_routes(
         ],
         gpus=int(rep[i]) * _gpus(problem),
     )
-
-
-def crossings(loads: np.ndarray, with_spec: np.ndarray, without: np.ndarray) -> list[dict]:
-    """Where the cheaper side changes along a sweep.
-
-    ``loads (L,)`` ascending; ``with_spec``, ``without`` ``(L,)`` $/h (NaN: none). Each
-    entry: ``{"from_tokens_per_s", "to_tokens_per_s", "cheaper"}`` — between those two
-    consecutive loads the comparison changes, and from the second on ``cheaper`` is
-    ``"speculation"``, ``"no speculation"`` or ``"equal"``. Loads where a side has no
-    fleet are skipped.
-    """
-    ok = np.isfinite(with_spec) & np.isfinite(without)
-    idx = np.flatnonzero(ok)
-    sign = np.sign(without[idx] - with_spec[idx])  # +1: speculation cheaper
-    label = {1.0: "speculation", -1.0: "no speculation", 0.0: "equal"}
-    return [
-        {
-            "from_tokens_per_s": float(loads[idx[a]]),
-            "to_tokens_per_s": float(loads[idx[a + 1]]),
-            "cheaper": label[float(sign[a + 1])],
-        }
-        for a in np.flatnonzero(np.diff(sign) != 0)
-    ]
 
 
 def sweep_load(
@@ -826,28 +614,21 @@ def capacity(
 
 
 __all__ = [
-    "MAX_CELLS",
     "MAX_REPLICAS",
     "SLACK",
     "CapacityResult",
     "Fleet",
     "LoadSweep",
     "RoutedFleet",
-    "ServingGrid",
-    "batch_limit",
     "capacity",
     "cheapest",
     "check_load",
     "check_tpot",
-    "configurations",
-    "crossings",
     "edge_notes",
     "price_of",
     "replicas_needed",
-    "serving_grid",
     "size_fleet",
     "size_routes",
     "sweep_load",
     "tree_notes",
-    "untimed_drafters",
 ]

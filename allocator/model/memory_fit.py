@@ -143,16 +143,8 @@ def hosting_room(problem: Problem, batch: int, option: str = "batch") -> tuple[n
     return model.drafter_gb, max(room, 0.0) + FIT_SLACK * model.kv_cache_gb
 
 
-def batch_fits(
-    problem: Problem, members: np.ndarray, batch: int, context: float = 0.0
-) -> np.ndarray:
-    """``(B,)`` bool: the replica of each row can hold ``batch`` sequences."""
-    return max_batch(problem, members, context) >= batch
-
-
 __all__ = [
     "UTILISATION",
-    "batch_fits",
     "has_spec_memory",
     "hosting_room",
     "max_batch",

@@ -1,7 +1,7 @@
 """Where independent simulations run: in this process, on local worker processes, or on a
 Ray cluster. The same jobs give the same results wherever they run.
 
-A capacity search (:mod:`allocator.analysis.slo`) is a set of independent jobs (one
+A capacity search (:mod:`allocator.analysis.capacity.by_rate`) is a set of independent jobs (one
 configuration searched at one load, one rate bisected, ...), each a pure function of its
 arguments: every draw is seeded by the job's own seed. :class:`Workers` runs a list of jobs
 and returns their results in the order given, so which worker ran which job never shows in
@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..exceptions import ParameterError
+from ...exceptions import ParameterError
 
 #: Most local worker processes accepted.
 MAX_WORKERS = 256

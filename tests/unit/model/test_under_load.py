@@ -1,4 +1,4 @@
-"""Serving under load: step times, tokens/s, latency, $/Mtok (allocator.model.serving).
+"""Serving under load: step times, tokens/s, latency, $/Mtok (allocator.model.under_load).
 
 Expected values are computed by hand from the tables written here (issue 10's eagle
 table and a small component model), never read back from the code under test.
@@ -16,8 +16,8 @@ from allocator.cli import app
 from allocator.exceptions import InputError
 from allocator.io.build import problem_from_spec
 from allocator.io.spec import parse_problem
-from allocator.model.evaluate import evaluate_configs
-from allocator.model.serving import bonus_expected, serving_metrics, step_ms
+from allocator.model.metrics import evaluate_configs
+from allocator.model.under_load import bonus_expected, serving_metrics, step_ms
 
 runner = CliRunner()
 
@@ -483,7 +483,7 @@ def test_batch_without_serving(tmp_path):
 @pytest.mark.parametrize("drafting", ["sequential", "parallel"])
 def test_grid_agrees_with_rows(drafting):
     """The searches' (subset x k) grid gives the per-row values of the public function."""
-    from allocator.model.serving import step_grid, step_ms_or_nan
+    from allocator.model.under_load import step_grid, step_ms_or_nan
 
     data = component(drafting)
     data["serving"]["step_ms"] = [{"drafters": ["b"], "by_batch": {1: {0: 5.0, 2: 9.0}}}]

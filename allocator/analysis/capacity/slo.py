@@ -1,0 +1,150 @@
+"""SLOs for capacity at a request rate (docs/design.md §8.14): parsing the targets and
+the prompts a run needs to read them.
+
+**SLOs** (:func:`parse_slos`): a latency key of ``bench``'s document and a ceiling in ms,
+``KEY=MS``: ``mean``, ``median`` or ``pN`` (any ``N`` in (0, 100)) of ``ttft``, ``tpot``,
+``itl`` or ``e2el``, e.g. ``p99_ttft_ms=500``, ``p99.9_itl_ms=120``, ``median_e2el_ms=9000``.
+
+**Prompts per run** (:func:`default_num_prompts`): enough that at least
+:data:`MIN_TAIL` requests lie beyond the highest percentile asked (2,000 for p99), at least
+:data:`MIN_PROMPTS`: a percentile read from one or two values moves with the seed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...exceptions import ParameterError
+
+if TYPE_CHECKING:
+    pass
+
+_KEY = re.compile(r"^(mean|median|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
+#: Requests beyond the highest percentile asked, at least (the default --num-prompts).
+MIN_TAIL = 20
+#: Fewest requests per simulated run by default.
+MIN_PROMPTS = 1000
+#: Most requests per run chosen by default (a percentile needing more must be asked for
+#: with ``num_prompts``).
+MAX_DEFAULT_PROMPTS = 20_000
+#: Relative tolerance when a latency is compared with its ceiling.
+SLACK = 1e-12
+
+
+# ---------------------------------------------------------------- SLOs
+@dataclass(frozen=True)
+class SLO:
+    """One latency target: ``key`` (``p99_ttft_ms``), its ceiling in ms, the latency
+    (``ttft``, ``tpot``, ``itl``, ``e2el``), the statistic (``mean``, ``median``, ``pN``)
+    and its percentile (``None`` for the mean, 50 for the median)."""
+
+    key: str
+    ceiling_ms: float
+    latency: str
+    stat: str
+    percentile: float | None
+
+    def met(self, value: float) -> bool:
+        return value <= self.ceiling_ms * (1.0 + SLACK)
+
+    def text(self) -> str:
+        return f"{self.key} <= {self.ceiling_ms:g}"
+
+
+def parse_slo_key(key: str) -> tuple[str, str, float | None]:
+    """``(latency, stat, percentile)`` of an SLO key; :class:`ParameterError` on ``slo``."""
+    found = _KEY.match(key.strip())
+    if not found:
+        raise ParameterError(
+            "slo",
+            f"unknown SLO {key!r}: expected mean|median|pN _ ttft|tpot|itl|e2el _ms, e.g. "
+            "p99_ttft_ms or p99.9_itl_ms",
+        )
+    stat, pct, latency = found.group(1), found.group(2), found.group(3)
+    if pct is not None:
+        p = float(pct)
+        if not 0 < p < 100:
+            raise ParameterError("slo", f"{key}: the percentile must lie in (0, 100), got {pct}")
+        return latency, stat, p
+    return latency, stat, 50.0 if stat == "median" else None
+
+
+def parse_slos(items: Sequence[str] | Mapping[str, float]) -> tuple[SLO, ...]:
+    """SLOs from ``KEY=MS`` strings (or a mapping of key to ms). Each key once; ceilings
+    finite and positive. :class:`ParameterError` on ``slo`` otherwise."""
+    pairs: list[tuple[str, Any]] = []
+    if isinstance(items, Mapping):
+        pairs = list(items.items())
+    else:
+        for item in items:
+            if not isinstance(item, str):
+                raise ParameterError("slo", f"expected KEY=MS, got {item!r}")
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ParameterError("slo", f"expected KEY=MS (e.g. p99_ttft_ms=500), got {item!r}")
+            pairs.append((key.strip(), value.strip()))
+    if not pairs:
+        raise ParameterError("slo", "give at least one SLO, KEY=MS (e.g. p99_ttft_ms=500)")
+    out: list[SLO] = []
+    seen: dict[tuple, str] = {}
+    for key, value in pairs:
+        latency, stat, pct = parse_slo_key(key)
+        # one statistic once, however it is written (p99 and p99.0; median and p50)
+        what = (latency, "mean") if pct is None else (latency, pct)
+        try:
+            ms = float(value)
+        except (TypeError, ValueError):
+            raise ParameterError("slo", f"{key}: {value!r} is not a number of ms") from None
+        if not (math.isfinite(ms) and ms > 0):
+            raise ParameterError(
+                "slo", f"{key}: the ceiling must be a positive number of ms, got {value}"
+            )
+        if what in seen:
+            same = "" if seen[what] == key else f" (as {seen[what]})"
+            raise ParameterError("slo", f"{key} is given twice{same}")
+        seen[what] = key
+        out.append(SLO(key, ms, latency, stat, pct))
+    return tuple(out)
+
+
+def default_num_prompts(slos: Sequence[SLO]) -> tuple[int, str]:
+    """Requests per run, and why: at least :data:`MIN_TAIL` beyond the highest percentile
+    asked, at least :data:`MIN_PROMPTS`, at most :data:`MAX_DEFAULT_PROMPTS`."""
+    tails = [100.0 - s.percentile for s in slos if s.percentile is not None and s.percentile > 50]
+    need = MIN_PROMPTS
+    top = None
+    if tails:
+        tail = min(tails)
+        top = 100.0 - tail
+        need = max(MIN_PROMPTS, math.ceil(MIN_TAIL * 100.0 / tail - 1e-9))
+    n = min(need, MAX_DEFAULT_PROMPTS)
+    if top is None:
+        why = f"{n:,} requests per run (at least {MIN_PROMPTS:,}: no SLO reads a tail percentile)"
+    else:
+        why = (
+            f"{n:,} requests per run: at least {MIN_TAIL} lie beyond the highest percentile "
+            f"asked (p{top:g}), so that it is read from a tail of {MIN_TAIL} or more "
+            "requests, not one or two, and moves little with the seed"
+        )
+        if n < need:
+            why += (
+                f" (capped at {MAX_DEFAULT_PROMPTS:,}; p{top:g} would want {need:,}: give "
+                "num_prompts for a steadier tail)"
+            )
+    return n, why
+
+
+__all__ = [
+    "MAX_DEFAULT_PROMPTS",
+    "MIN_PROMPTS",
+    "MIN_TAIL",
+    "SLACK",
+    "SLO",
+    "default_num_prompts",
+    "parse_slo_key",
+    "parse_slos",
+]

@@ -1,0 +1,182 @@
+"""The requests of a simulated run, as ``vllm bench serve``'s client sends them, for
+``bench`` and capacity for a request rate (docs/design.md §8.14).
+
+**Requests** (:class:`RequestSource`): ``num_prompts`` of fixed lengths arriving as vLLM's
+client sends them (gamma gaps of shape ``burstiness``, rescaled so the last arrives at
+``N / rate``: :func:`allocator.sim.arrival_times`), or the first ``num_prompts`` rows of
+an Azure LLM inference trace (``TIMESTAMP,ContextTokens,GeneratedTokens``). A trace's own
+rate is its rows over their time span; asked for another rate it is sped up or slowed
+down uniformly. One ``seed`` seeds everything: two independent streams are derived from
+it, one for the arrivals and one for the tokens per step (:func:`derived_seeds`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import ParameterError
+from ..io.trace import read_trace
+from ..sim import Requests, arrival_times
+from ..sim.requests import MAX_SPAN_S, check_tokens
+
+#: vLLM's default ``--num-prompts``.
+DEFAULT_NUM_PROMPTS = 1000
+#: Most requests one run simulates: 200,000 conversation requests take about a minute on
+#: one core (memory: about 20 bytes per output token, plus the per-request arrays).
+MAX_PROMPTS = 200_000
+
+
+def derived_seeds(seed: int) -> tuple[int, int]:
+    """Two independent seeds from ``seed``: the arrivals', the tokens-per-step draws'."""
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ParameterError("seed", f"must be an integer >= 0, got {seed!r}")
+    states = [
+        np.random.SeedSequence([int(seed), i]).generate_state(1, np.uint64)[0] for i in (0, 1)
+    ]
+    return int(states[0] >> np.uint64(1)), int(states[1] >> np.uint64(1))
+
+
+@dataclass(frozen=True, eq=False)
+class RequestSource:
+    """The requests of a run, at any rate: their lengths, and either vLLM-style generated
+    arrivals (``burstiness``, ``seed``) or a trace's own arrival times (``trace_s``, from
+    its first row; its rate is ``N`` over their span)."""
+
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    burstiness: float = 1.0
+    seed: int = 0
+    trace_s: np.ndarray | None = None
+    trace: str | None = None
+
+    def __len__(self) -> int:
+        return int(self.prompt_tokens.size)
+
+    @property
+    def native_rate(self) -> float | None:
+        """A trace's own rate, requests/s (``inf`` when its rows share one time); ``None``
+        for generated arrivals."""
+        if self.trace_s is None:
+            return None
+        span = float(self.trace_s[-1] - self.trace_s[0])
+        return math.inf if span <= 0 else len(self) / span
+
+    def at(self, rate: float) -> Requests:
+        """The requests arriving at ``rate`` requests/s (``inf``: all at once)."""
+        r = float(rate)
+        if math.isnan(r) or r <= 0:
+            raise ParameterError("request_rate", f"must be > 0 requests/s (or inf), got {rate}")
+        if self.trace_s is None:
+            times = arrival_times(len(self), r, self.burstiness, self.seed)
+        elif math.isinf(r):
+            times = np.zeros(len(self))
+        else:
+            native = self.native_rate
+            assert native is not None
+            if math.isinf(native):
+                raise ParameterError(
+                    "trace", "every row has the same timestamp: the trace has no rate to scale"
+                )
+            times = self.trace_s * (native / r)
+            if times.size and times[-1] > MAX_SPAN_S:
+                raise ParameterError(
+                    "request_rate",
+                    f"the trace at {r:g} requests/s spans {times[-1]:.3g} s, more than "
+                    f"{MAX_SPAN_S:g} s: give a higher rate",
+                )
+        return Requests(times, self.prompt_tokens, self.output_tokens)
+
+    @property
+    def mean_output(self) -> float:
+        return float(self.output_tokens.mean())
+
+
+def request_source(
+    num_prompts: int | None = None,
+    *,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    trace: str | Path | None = None,
+    burstiness: float = 1.0,
+    seed: int = 0,
+) -> RequestSource:
+    """``num_prompts`` requests (default :data:`DEFAULT_NUM_PROMPTS`; with a trace its first
+    rows, all of them by default) of ``input_len``/``output_len`` tokens or from ``trace``."""
+    if num_prompts is not None and (
+        isinstance(num_prompts, bool) or not isinstance(num_prompts, int | np.integer)
+    ):
+        raise ParameterError("num_prompts", f"must be an integer, got {num_prompts!r}")
+    if num_prompts is not None and not 1 <= num_prompts <= MAX_PROMPTS:
+        raise ParameterError("num_prompts", f"must be in 1..{MAX_PROMPTS:,}, got {num_prompts}")
+    b = float(burstiness)
+    if math.isnan(b) or b <= 0:
+        raise ParameterError("burstiness", f"must be > 0 (or inf), got {burstiness}")
+    arrival_seed, _ = derived_seeds(seed)
+    if trace is not None:
+        if input_len is not None or output_len is not None:
+            raise ParameterError(
+                "trace", "takes the lengths from its rows: give a trace or input/output lengths"
+            )
+        limit = num_prompts if num_prompts is not None else MAX_PROMPTS
+        reqs = read_trace(trace, num_prompts=limit)
+        if num_prompts is None and len(reqs) >= MAX_PROMPTS:
+            raise ParameterError(
+                "num_prompts", f"the trace has more than {MAX_PROMPTS:,} rows: take fewer"
+            )
+        return RequestSource(
+            reqs.prompt_tokens, reqs.output_tokens, b, arrival_seed, reqs.arrival_s, str(trace)
+        )
+    if input_len is None or output_len is None:
+        raise ParameterError("input_len", "give the requests: input and output lengths, or a trace")
+    check_tokens("input_len", input_len)
+    check_tokens("output_len", output_len)
+    n = DEFAULT_NUM_PROMPTS if num_prompts is None else int(num_prompts)
+    return RequestSource(
+        np.full(n, int(input_len), dtype=np.int64),
+        np.full(n, int(output_len), dtype=np.int64),
+        b,
+        arrival_seed,
+    )
+
+
+def run_rate(
+    source: RequestSource, request_rate: float | None, trace_speedup: float | None
+) -> float:
+    """The rate of a run: ``request_rate``; or a trace's own rate times ``trace_speedup``
+    (default 1); or, for generated arrivals, ``inf`` (vLLM's default: all at once)."""
+    native = source.native_rate  # None: generated arrivals
+    if trace_speedup is not None:
+        if native is None:
+            raise ParameterError("trace_speedup", "speeds up a trace: give a trace")
+        if request_rate is not None:
+            raise ParameterError(
+                "trace_speedup", "give the rate (request_rate) or a trace speed-up, not both"
+            )
+        f = float(trace_speedup)
+        if not (math.isfinite(f) and f > 0):
+            raise ParameterError(
+                "trace_speedup", f"must be a finite number > 0, got {trace_speedup}"
+            )
+        return native * f
+    if request_rate is not None:
+        r = float(request_rate)
+        if math.isnan(r) or r <= 0:
+            raise ParameterError(
+                "request_rate", f"must be > 0 requests/s (or inf), got {request_rate}"
+            )
+        return r
+    return math.inf if native is None else native
+
+
+__all__ = [
+    "DEFAULT_NUM_PROMPTS",
+    "MAX_PROMPTS",
+    "RequestSource",
+    "derived_seeds",
+    "request_source",
+    "run_rate",
+]

@@ -1,0 +1,170 @@
+"""The Azure LLM inference trace 2023 as the simulator's :class:`~allocator.sim.Requests`.
+
+The reader takes the Azure LLM inference trace 2023 format as published
+(``TIMESTAMP,ContextTokens,GeneratedTokens``, timestamps such as
+``2023-11-16 18:15:46.6805900``): arrival = timestamp minus the first row's, divided by
+``speedup``; prompt tokens = ``ContextTokens``; output tokens = ``GeneratedTokens``. This
+is what vLLM's ``timed_trace`` dataset does with per-request timestamps
+(``vllm/benchmarks/datasets/datasets.py``, ``TimedTrace``, line 1417: timestamps times
+``--timed-trace-sec-multiplier``, sent at that offset from the start by ``get_request``
+with ``self_timed``), here from the CSV directly and relative to the first row.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ..exceptions import ParameterError
+from ..sim.requests import MAX_TOKENS, Requests
+from .inputs import MAX_LOG_BYTES, check_regular_file
+
+#: Column names of the Azure LLM inference trace 2023.
+TRACE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+#: Rows parsed at a time when reading a trace (memory stays bounded by this and the output).
+TRACE_CHUNK_ROWS = 65_536
+
+
+def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float = 1.0) -> Requests:
+    """Requests from a CSV in the Azure LLM inference trace format.
+
+    Columns ``TIMESTAMP`` (``YYYY-MM-DD HH:MM:SS[.fraction]``, any order of columns, other
+    columns ignored), ``ContextTokens`` (prompt tokens) and ``GeneratedTokens`` (output
+    tokens), both positive integers. Arrival ``i`` is ``(timestamp_i - timestamp_0) /
+    speedup`` seconds. ``num_prompts``: the first ``N`` rows (all when ``None``). Read in
+    chunks of :data:`TRACE_CHUNK_ROWS` rows, stopping after ``num_prompts`` rows.
+
+    Bad input raises :class:`~allocator.exceptions.ParameterError` on ``trace`` naming the row
+    (1-based data row, the header is row 0) and column: a missing column, an unparsable or
+    decreasing timestamp, a token count that is not a positive integer, no data rows.
+    """
+    if num_prompts is not None and (
+        isinstance(num_prompts, bool) or not isinstance(num_prompts, int | np.integer)
+    ):
+        raise ParameterError("num_prompts", "must be an integer")
+    if num_prompts is not None and num_prompts < 1:
+        raise ParameterError("num_prompts", "must be >= 1")
+    factor = float(speedup)
+    if not math.isfinite(factor) or factor <= 0:
+        raise ParameterError("speedup", f"must be finite and > 0, got {speedup}")
+    p = check_regular_file(path, "trace", MAX_LOG_BYTES)
+    try:
+        handle = p.open(newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise ParameterError("trace", f"cannot read {p}: {exc.strerror or exc}") from None
+    stamps: list[np.ndarray] = []
+    prompts: list[np.ndarray] = []
+    outputs: list[np.ndarray] = []
+    limit = num_prompts if num_prompts is not None else math.inf
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise ParameterError("trace", f"{p} is empty (no header)") from None
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise ParameterError("trace", f"{p}: unreadable header: {exc}") from None
+        names = [h.strip() for h in header]
+        missing = [c for c in TRACE_COLUMNS if c not in names]
+        if missing:
+            raise ParameterError(
+                "trace", f"{p}: missing column {', '.join(missing)} (header: {','.join(names)})"
+            )
+        cols = [names.index(c) for c in TRACE_COLUMNS]
+        width = max(cols) + 1
+        done = 0
+        previous: np.datetime64 | None = None
+        while done < limit:
+            want = int(min(TRACE_CHUNK_ROWS, limit - done))
+            rows: list[list[str]] = []
+            try:
+                for row in reader:
+                    if not row or all(not x.strip() for x in row):
+                        continue
+                    rows.append(row)
+                    if len(rows) == want:
+                        break
+            except (csv.Error, UnicodeDecodeError) as exc:
+                raise ParameterError("trace", f"{p}: row {done + len(rows) + 1}: {exc}") from None
+            if not rows:
+                break
+            ts, pr, out = _parse_chunk(rows, cols, width, done, p)
+            if previous is not None and ts[0] < previous:
+                raise ParameterError(
+                    "trace", f"{p}: row {done + 1}: TIMESTAMP goes back in time (not monotone)"
+                )
+            back = np.flatnonzero(ts[1:] < ts[:-1])
+            if back.size:
+                raise ParameterError(
+                    "trace",
+                    f"{p}: row {done + int(back[0]) + 2}: TIMESTAMP goes back in time "
+                    "(not monotone)",
+                )
+            previous = ts[-1]
+            stamps.append(ts)
+            prompts.append(pr)
+            outputs.append(out)
+            done += len(rows)
+    if not stamps:
+        raise ParameterError("trace", f"{p}: no data rows")
+    ts_all = np.concatenate(stamps)
+    seconds = (ts_all - ts_all[0]).astype(np.int64) / 1e9 / factor
+    return Requests(seconds, np.concatenate(prompts), np.concatenate(outputs))
+
+
+def _parse_chunk(
+    rows: list[list[str]], cols: list[int], width: int, offset: int, path: Path
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One chunk of trace rows as (timestamps ``datetime64[ns]``, prompt, output) arrays."""
+    for i, row in enumerate(rows):
+        if len(row) < width:
+            raise ParameterError(
+                "trace", f"{path}: row {offset + i + 1}: {len(row)} fields, expected {width}"
+            )
+    raw_ts = [row[cols[0]].strip() for row in rows]
+    try:
+        ts = np.array(raw_ts, dtype="datetime64[ns]")
+    except ValueError:
+        ts = None
+    if ts is None or np.isnat(ts).any():
+        for i, s in enumerate(raw_ts):
+            try:
+                if not s or np.isnat(np.datetime64(s, "ns")):
+                    raise ValueError
+            except ValueError:
+                raise ParameterError(
+                    "trace", f"{path}: row {offset + i + 1}: TIMESTAMP {s!r} is not a timestamp"
+                ) from None
+        raise AssertionError("unreachable")  # pragma: no cover
+    counts = []
+    for j, name in ((1, TRACE_COLUMNS[1]), (2, TRACE_COLUMNS[2])):
+        raw = [row[cols[j]].strip() for row in rows]
+        try:
+            arr = np.array([int(x) for x in raw], dtype=np.int64)
+        except (ValueError, OverflowError):
+            arr = None
+        if arr is None or arr.min() < 1 or arr.max() > MAX_TOKENS:
+            for i, s in enumerate(raw):
+                try:
+                    ok = 1 <= int(s) <= MAX_TOKENS
+                except ValueError:
+                    ok = False
+                if not ok:
+                    raise ParameterError(
+                        "trace",
+                        f"{path}: row {offset + i + 1}: {name} must be a positive integer of "
+                        f"at most {MAX_TOKENS:,} tokens, got {s!r}",
+                    )
+        assert arr is not None
+        counts.append(arr)
+    return ts, counts[0], counts[1]
+
+
+__all__ = [
+    "TRACE_CHUNK_ROWS",
+    "TRACE_COLUMNS",
+    "read_trace",
+]

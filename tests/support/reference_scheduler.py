@@ -1,0 +1,335 @@
+"""A plain reference for the simulated replica, written from vLLM 0.33.0's source.
+
+One :class:`Request` object per request, a ``waiting`` deque and a ``running`` list, a
+:class:`BlockPool` that counts free blocks; every step is :meth:`Replica.schedule` (the
+order of ``Scheduler.schedule()`` in ``vllm/v1/core/sched/scheduler.py``) followed by
+:meth:`Replica.update_from_output` (``Scheduler.update_from_output``), one request at a
+time, no vectorisation and no code shared with ``allocator/sim``. The differential test
+(``tests/differential/test_scheduler_reference.py``) holds the simulator to it.
+
+The rules, each from the vLLM 0.33.0 file named:
+
+* ``vllm/v1/core/block_pool.py``, ``BlockPool.__init__``: the pool of ``num_gpu_blocks``
+  blocks gives its first block up as the null block (``self.null_block =
+  self.free_block_queue.popleft()``), so ``num_gpu_blocks - 1`` blocks can be allocated;
+  ``get_usage`` divides by ``num_gpu_blocks - 1``.
+* ``scheduler.py``, ``schedule``: running requests first, in order, while the token
+  budget is positive; ``num_new_tokens = num_tokens_with_spec - num_computed_tokens`` cut at
+  the budget; ``allocate_slots(request, num_new_tokens, num_lookahead_tokens)``, and when
+  it fails ``self.running.pop()`` is preempted and the allocation retried, until it fits or
+  the request preempted itself, which ends the running loop.
+* ``kv_cache_manager.py``, ``allocate_slots``: blocks for ``num_computed_tokens +
+  num_new_tokens + num_lookahead_tokens`` slots, less the blocks held (never negative),
+  refused when more than the free blocks; at admission also refused when the blocks of
+  the whole ``num_tokens`` are not free (``full_sequence_must_fit``,
+  ``scheduler_reserve_full_isl`` True by default).
+* ``_preempt_request``: blocks freed, ``num_computed_tokens = 0``, output kept, back to
+  the front of the waiting queue.
+* waiting requests only when nothing was preempted, while the budget is positive and
+  fewer than ``max_num_seqs`` run; ``num_new_tokens = num_tokens`` (prompt plus output so
+  far) cut at the budget; a failed allocation stops admission. A new request with one
+  token to compute, when ``num_speculative_tokens > 0`` without a dynamic schedule, running
+  requests were scheduled in the step and none of them was a prefill chunk, is padded to
+  ``1 + num_speculative_tokens`` tokens (placeholder drafts, all rejected), or not
+  admitted when the budget left is smaller.
+* ``update_from_output``: a decoding request's drafts beyond the accepted ones are
+  rejected, ``num_computed_tokens`` rolled back by them; ``check_stop`` trims the tokens at
+  the output length (``max_tokens``). A prefill chunk that reaches ``num_tokens`` samples
+  one token.
+
+The modelling choices the simulator states, taken here as they are stated there: no
+prefix caching, watermark, async scheduling or ``max_model_len``; a step's ``k`` and the
+pmf of accepted tokens are the policy's at the number of decoding requests running when
+the step is scheduled (a single range: a static ``k``; several: a dynamic schedule);
+request ``i``'s ``d``-th decode step emits ``bisect_right(cdf, u)`` tokens, ``cdf`` the
+running sum of the pmf with its last entry set to 1 and ``u`` the ``d``-th of request
+``i``'s ``output - 1`` uniforms from ``numpy.random.default_rng(seed).random``, laid out
+request after request; a step costs ``step_ms(decoding requests scheduled, k, their mean
+computed tokens, prompt tokens prefilled) / 1000`` s; the client sends request ``i`` at
+its arrival, or once a slot of its ``max_concurrency`` frees (the first free slot, first
+come first served), and the replica sees it at the next step.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Request:
+    """One request as vLLM's ``Request`` carries it (``vllm/v1/request.py``)."""
+
+    request_id: int
+    arrival: float
+    num_prompt_tokens: int
+    max_tokens: int
+    first_uniform: int  # index of its first decode step's uniform
+    num_output_tokens: int = 0
+    num_computed_tokens: int = 0
+    num_blocks: int = 0
+    is_prefill_chunk: bool = False
+    decoding: bool = False  # sampled in its last step (vLLM proposes drafts after it)
+    num_preemptions: int = 0
+    num_decode_steps: int = 0
+    sent: float = float("nan")
+    first_scheduled: float = float("nan")
+    first_token: float = float("nan")
+    finish: float = float("nan")
+
+    @property
+    def num_tokens(self) -> int:
+        return self.num_prompt_tokens + self.num_output_tokens
+
+
+@dataclass
+class BlockPool:
+    """Free-block count of ``num_gpu_blocks`` blocks, one of them the null block."""
+
+    num_gpu_blocks: int
+    free: int = 0
+    peak_used: int = 0
+
+    def __post_init__(self) -> None:
+        self.free = self.num_gpu_blocks - 1  # the null block is never handed out
+
+    @property
+    def usable(self) -> int:
+        return self.num_gpu_blocks - 1
+
+
+@dataclass
+class Scheduled:
+    """What one ``schedule()`` chose: tokens per request, in scheduling order."""
+
+    tokens: dict[int, int] = field(default_factory=dict)
+    k: int = 0
+    entry: int = 0
+    padded: set[int] = field(default_factory=set)
+
+
+class Replica:
+    """The reference replica. ``step_tokens`` collects each step's scheduled tokens;
+    ``num_padded`` counts the 1-token prompts admitted padded."""
+
+    def __init__(
+        self,
+        arrival_s: Sequence[float],
+        prompt_tokens: Sequence[int],
+        output_tokens: Sequence[int],
+        *,
+        starts: Sequence[int],
+        ks: Sequence[int],
+        pmfs: Sequence[np.ndarray],
+        lookahead: int,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        num_gpu_blocks: int,
+        block_size: int,
+        max_concurrency: int | None,
+        step_ms: Callable[[int, int, float, int], float],
+        seed: int,
+    ) -> None:
+        offsets = [0, *itertools.accumulate(int(o) - 1 for o in output_tokens)]
+        self.requests = [
+            Request(i, float(a), int(p), int(o), offsets[i])
+            for i, (a, p, o) in enumerate(zip(arrival_s, prompt_tokens, output_tokens, strict=True))
+        ]
+        self.uniforms = np.random.default_rng(seed).random(offsets[-1]).tolist()
+        self.starts = list(starts)
+        self.ks = list(ks)
+        self.cdfs = []
+        for p in pmfs:
+            cdf = list(itertools.accumulate(float(x) for x in p))
+            cdf[-1] = 1.0
+            self.cdfs.append(cdf)
+        self.num_spec_tokens = max(self.ks)
+        self.dynamic = len(self.ks) > 1
+        self.lookahead = lookahead if self.num_spec_tokens > 0 else 0
+        self.max_num_seqs = max_num_seqs
+        self.budget = max_num_batched_tokens
+        self.pool = BlockPool(num_gpu_blocks)
+        self.block_size = block_size
+        self.max_concurrency = max_concurrency
+        self.step_ms = step_ms
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.t = 0.0
+        self.step_tokens: list[int] = []
+        self.num_padded = 0  # new requests padded to 1 + num_speculative_tokens
+        # the client: requests not yet sent, and the times its slots free up
+        self.unsent: deque[Request] = deque(self.requests)
+        free_slots = len(self.requests) if max_concurrency is None else max_concurrency
+        self.slots: deque[float] = deque([0.0] * free_slots)
+        self.num_finished = 0
+
+    # ------------------------------------------------------------------ blocks
+    def blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.block_size)
+
+    def allocate_slots(
+        self, request: Request, num_new_tokens: int, full_sequence_must_fit: bool = False
+    ) -> bool:
+        if full_sequence_must_fit:
+            full = max(self.blocks_for(request.num_tokens) - request.num_blocks, 0)
+            if full > self.pool.free:
+                return False
+        slots = request.num_computed_tokens + num_new_tokens + self.lookahead
+        new = max(self.blocks_for(slots) - request.num_blocks, 0)
+        if new > self.pool.free:
+            return False
+        self.pool.free -= new
+        request.num_blocks += new
+        return True
+
+    def free_blocks(self, request: Request) -> None:
+        self.pool.free += request.num_blocks
+        request.num_blocks = 0
+
+    def preempt(self, request: Request) -> None:
+        self.free_blocks(request)
+        request.num_computed_tokens = 0
+        request.decoding = False  # its drafts are dropped (spec_token_ids = [])
+        request.num_preemptions += 1
+        self.waiting.appendleft(request)
+
+    # ------------------------------------------------------------------ schedule
+    def entry_at(self, batch_size: int) -> int:
+        return bisect.bisect_right(self.starts, batch_size) - 1
+
+    def schedule(self) -> Scheduled:
+        out = Scheduled()
+        num_decoding = sum(1 for r in self.running if r.decoding)
+        if num_decoding:
+            out.entry = self.entry_at(num_decoding)
+            out.k = self.ks[out.entry]
+        token_budget = self.budget
+        preempted = False
+        prefill_scheduled = False
+        index = 0
+        while index < len(self.running) and token_budget > 0:
+            request = self.running[index]
+            spec = out.k if request.decoding else 0
+            num_new = request.num_tokens + spec - request.num_computed_tokens
+            num_new = min(num_new, token_budget)
+            scheduled = True
+            while not self.allocate_slots(request, num_new):
+                victim = self.running.pop()
+                self.preempt(victim)
+                preempted = True
+                if victim is request:
+                    scheduled = False
+                    break
+            if not scheduled:
+                break
+            out.tokens[request.request_id] = num_new
+            prefill_scheduled |= request.is_prefill_chunk
+            token_budget -= num_new
+            index += 1
+        scheduled_running_reqs = list(out.tokens)
+        if not preempted:
+            while token_budget > 0 and self.waiting and len(self.running) < self.max_num_seqs:
+                request = self.waiting[0]
+                num_new = request.num_tokens  # nothing computed (no prefix caching)
+                pad = (
+                    self.num_spec_tokens > 0
+                    and not self.dynamic
+                    and num_new == 1
+                    and not prefill_scheduled
+                    and bool(scheduled_running_reqs)
+                )
+                if pad:
+                    num_new = 1 + self.num_spec_tokens
+                    if num_new > token_budget:
+                        break
+                num_new = min(num_new, token_budget)
+                if not self.allocate_slots(request, num_new, full_sequence_must_fit=True):
+                    break
+                self.waiting.popleft()
+                self.running.append(request)
+                if request.first_scheduled != request.first_scheduled:  # NaN: first time
+                    request.first_scheduled = self.t
+                out.tokens[request.request_id] = num_new
+                if pad:
+                    out.padded.add(request.request_id)
+                    self.num_padded += 1
+                token_budget -= num_new
+        used = self.pool.usable - self.pool.free
+        self.pool.peak_used = max(self.pool.peak_used, used)
+        return out
+
+    # ------------------------------------------------------------------ output
+    def update_from_output(self, out: Scheduled) -> None:
+        reqs = self.requests
+        decoders = [reqs[i] for i in out.tokens if reqs[i].decoding]
+        prefill = sum(
+            1 if i in out.padded else n for i, n in out.tokens.items() if not reqs[i].decoding
+        )
+        if decoders:
+            ctx = sum(r.num_computed_tokens for r in decoders) / len(decoders)
+            ms = self.step_ms(len(decoders), out.k, ctx, prefill)
+        else:
+            ms = self.step_ms(0, 0, 0.0, prefill)
+        self.t = self.t + float(ms) / 1000.0
+        self.step_tokens.append(sum(out.tokens.values()))
+        finished = []
+        for i, n in out.tokens.items():
+            r = reqs[i]
+            if r.decoding:
+                u = self.uniforms[r.first_uniform + r.num_decode_steps]
+                r.num_decode_steps += 1
+                sampled = min(bisect.bisect_right(self.cdfs[out.entry], u), n)
+                emitted = min(sampled, r.max_tokens - r.num_output_tokens)  # check_stop
+                # computed + n, less the rejected drafts, less the tokens trimmed at the stop
+                r.num_computed_tokens += emitted
+                r.num_output_tokens += emitted
+            else:
+                if i in out.padded:
+                    n = 1  # the placeholder drafts are all rejected
+                r.num_computed_tokens += n
+                r.is_prefill_chunk = r.num_computed_tokens < r.num_tokens
+                if r.is_prefill_chunk:
+                    continue
+                if r.num_output_tokens == 0:
+                    r.first_token = self.t
+                r.num_output_tokens += 1
+                r.decoding = True
+            if r.num_output_tokens >= r.max_tokens:
+                finished.append(r)
+        for r in finished:
+            r.finish = self.t
+            self.running.remove(r)
+            self.free_blocks(r)
+            self.slots.append(self.t)
+            self.num_finished += 1
+
+    # ------------------------------------------------------------------ client
+    def next_send(self) -> float:
+        if not self.unsent or not self.slots:
+            return float("inf")
+        return max(self.unsent[0].arrival, self.slots[0])
+
+    def take_sends(self) -> None:
+        while self.next_send() <= self.t:
+            r = self.unsent.popleft()
+            r.sent = max(r.arrival, self.slots.popleft())
+            self.waiting.append(r)
+
+    def run(self) -> Replica:
+        while self.num_finished < len(self.requests):
+            self.take_sends()
+            if not self.running and not self.waiting:
+                self.t = self.next_send()
+                continue
+            out = self.schedule()
+            if out.tokens:
+                self.update_from_output(out)
+        return self
+
+
+__all__ = ["BlockPool", "Replica", "Request", "Scheduled"]
