@@ -1,12 +1,15 @@
 """One calibration: the rows' step times, the fit, every row predicted and its error
 (docs/design.md §8.7).
 
-**Refused.** Rows without a plain-decoding (``k = 0``) row: the verifier's plain step and
-speculation's per-step overhead cannot be told apart (the fit would put the forward pass
-into the overhead and write a made-up baseline); such a fit is refused, naming what to
-measure. Today's form also refuses rows that leave a drafter of the problem without a
-speculative row (its written draft time would be made up); the roofline form notes it
-and leaves that drafter's parameters undetermined.
+**Refused** by today's form (no specs): rows without a plain-decoding (``k = 0``) row
+(the verifier's plain step and speculation's per-step overhead cannot be told apart: the
+fit would put the forward pass into the overhead and write a made-up baseline), rows that
+leave a drafter of the problem without a speculative row (its written draft time would
+be made up), and rows that vary in ``context`` (the form has no context term: the column
+would be dropped). Each refusal names what to measure or add. The roofline form (specs)
+takes rows without ``k = 0``: plain decoding is then predicted from the specs and the
+fitted efficiencies, with ``overhead_ms`` held at the file's value (a note says so); it
+notes a drafter without a speculative row and leaves its parameters undetermined.
 
 The errors are on tokens/s, ``100 · (predicted / measured − 1)``: in sample, or on the
 held-out rows only under ``--holdout`` (:mod:`.holdout`).
@@ -20,7 +23,7 @@ import numpy as np
 
 from ..core.problem import Problem
 from ..exceptions import InputError, ParameterError
-from ..model.steptime import RooflinePredictor
+from ..model.steptime import RooflinePredictor, StepInputs
 from ..model.under_load import tokens_per_s
 from .fit import StepModel, fit_form, form_of
 from .holdout import hold_out_groups, holdout_mask, parse_holdout
@@ -48,8 +51,12 @@ class Calibration:
     ``100 · (predicted / measured − 1)`` of tokens/s (NaN for a held-out row the other
     rows cannot predict), ``held_out (R,)`` bool, ``predictable (R,)`` bool.
     ``reported``: the rows the summary covers (held-out rows that could be predicted under
-    a holdout). ``parameters``: each parameter's value, standard error, 95% interval, or
-    why it is undetermined. ``holdout_by``: ``"k"``/``"batch"`` for a leave-one-group-out.
+    a holdout). ``inputs``: the rows as the fit reads them (today's form: context and
+    prefill 0); ``predictor`` is the fit written (of every row under a
+    leave-one-group-out). ``parameters``: each parameter's value, standard error, 95%
+    interval, or why it is undetermined, with the value written and, for an undetermined
+    one, the combination the rows determine. ``holdout_by``: ``"k"``/``"batch"`` for a
+    leave-one-group-out.
     """
 
     model: StepModel | None
@@ -67,6 +74,7 @@ class Calibration:
     predictable: np.ndarray | None = None
     holdout_by: str | None = None
     groups: int = 0
+    inputs: StepInputs | None = None
 
     @property
     def reported(self) -> np.ndarray:
@@ -91,6 +99,18 @@ def check_seed(seed: object) -> None:
     ok = isinstance(seed, int | np.integer) and not isinstance(seed, bool)
     if not ok or not 0 <= int(seed) <= MAX_SEED:  # type: ignore[call-overload]
         raise ParameterError("seed", f"{seed} is not a seed in 0..{MAX_SEED}")
+
+
+def _refuse_varied_context(data: Measured) -> None:
+    ctx = data.ctx
+    if data.has_context and np.unique(ctx).size > 1:
+        raise InputError(
+            "measured.context",
+            f"the rows vary in context ({ctx.min():g}..{ctx.max():g} tokens per sequence) "
+            "and without serving.hardware and serving.model the fitted form has no context "
+            "term (it would drop the column); add serving.hardware and serving.model to the "
+            "problem (the roofline reads the context), or fit rows measured at one context",
+        )
 
 
 def _refuse_without_baseline(data: Measured) -> None:
@@ -124,7 +144,9 @@ def calibrate(
             f"no speculative row measures {name!r}: the calibrated serving model needs a draft "
             "time for every drafter of the problem (measure it, or leave it out of the problem)",
         )
-    _refuse_without_baseline(data)
+    if form == "today":
+        _refuse_without_baseline(data)
+        _refuse_varied_context(data)
     e, step = step_times(problem, data)
     held = np.zeros(len(data), bool)
     ok = np.ones(len(data), bool)
@@ -142,6 +164,13 @@ def calibrate(
     fit_rows = ~held
     fitted = fit_form(problem, form, data.take(fit_rows), step[fit_rows])
     notes += fitted.notes
+    if form == "roofline" and not (data.k[fit_rows] == 0).any():
+        notes.append(
+            "no plain-decoding (k = 0) row: plain decoding is predicted from the specs and "
+            "the fitted efficiencies, and overhead_ms (not separable from the base pass) is "
+            "held at the problem's value; measure speculation off at one batch size to "
+            "calibrate it"
+        )
     if form == "roofline" and not measured.all():
         lacking = [n for i, n in enumerate(problem.names) if not measured[i]]
         notes.append(
@@ -179,4 +208,5 @@ def calibrate(
         predictable=ok,
         holdout_by=by,
         groups=groups,
+        inputs=x,
     )

@@ -40,15 +40,38 @@ import numpy as np
 
 from ..core.problem import Problem
 from ..model.steptime import RooflinePredictor, StepInputs, roofline_of
+from .confounded import combinations
 from .roofline import fit_roofline, identify
 from .rows import Measured
 
 __all__ = [
+    "MIN_MS",
+    "today_names",
     "Fit",
     "StepModel",
     "fit_form",
     "form_of",
 ]
+
+
+#: Smallest time written in today's tables (the format needs verify_ms and draft_ms
+#: positive), ms: a pass fitted at 0 is written as this, which moves no step time by
+#: 10⁻⁶ relative (the file must predict every row as the fit does).
+MIN_MS = 1e-9
+
+
+def today_names(names: tuple[str, ...]) -> dict[str, str]:
+    """Today's parameters as the predictor names them → as ``calibrate`` reports them."""
+    out = {
+        "weights_ms": "verify_fixed_ms",
+        "seq_ms": "verify_per_seq_ms",
+        "token_ms": "compute_ms_per_token",
+        "overhead_ms": "overhead_ms",
+    }
+    for n in names:
+        out[f"draft.{n}.fixed_ms"] = f"drafters.{n}.fixed_ms"
+        out[f"draft.{n}.seq_ms"] = f"drafters.{n}.per_seq_ms"
+    return out
 
 
 @dataclass
@@ -321,43 +344,69 @@ def _today_parameters(problem: Problem, data: Measured, fit: _TodayFit) -> list[
     dof = len(data) - (len(fit.names) - sum(1 for n in fit.names if n in why))
     q = float(stdtrit(dof, 0.975)) if dof > 0 else float("nan")
     values = dict(zip(fit.names, fit.theta, strict=True))
-    out = []
+    shown = today_names(problem.names)
+    used = {  # the parameters of the written model, as reported: fitted or fixed at 0
+        shown[n]: v
+        for n, v in model.predictor().parameters().as_dict().items()
+        if n in shown
+        and (not n.startswith("draft.") or model.fitted[problem.names.index(n.split(".")[1])])
+    }
     every = ["verify_fixed_ms", "verify_per_seq_ms", "compute_ms_per_token", "overhead_ms"]
     for i in range(problem.n):
         every += [
             f"drafters.{problem.names[i]}.fixed_ms",
             f"drafters.{problem.names[i]}.per_seq_ms",
         ]
+    reasons: dict[str, str] = {}
     for name in every:
         if name not in values:
             if (
                 name.startswith("drafters.")
                 and not model.fitted[problem.names.index(name.split(".")[1])]
             ):
-                reason = "the drafter is in no speculative row"
+                reasons[name] = "the drafter is in no speculative row"
             elif name == "verify_per_seq_ms" or name.endswith("per_seq_ms"):
-                reason = "its rows are at one batch size: the batch slope is fixed at 0"
+                reasons[name] = "its rows are at one batch size: the batch slope is fixed at 0"
             else:
-                reason = "no speculative row"
-            out.append(_param(name, None, None, None, reason))
+                reasons[name] = "no speculative row"
+        elif name in why:
+            reasons[name] = why[name]
+    back = {v: k for k, v in shown.items()}
+    combos = combinations(
+        model.predictor(),
+        data.inputs(context=False, prefill=False),
+        [back[n] for n in every if n in used],
+        [back[n] for n in reasons if n in used],
+        shown,
+    )
+    out = []
+    for name in every:
+        written = used.get(name)
+        if name in reasons:
+            out.append(_param(name, None, None, None, reasons[name], written, combos.get(name)))
             continue
         v = float(values[name])
-        if name in why:
-            out.append(_param(name, None, None, None, why[name]))
-            continue
         se = stderr.get(name, float("nan"))
         iv = None if not math.isfinite(se * q) else [max(0.0, v - q * se), v + q * se]
-        out.append(_param(name, v, se, iv, None))
+        out.append(_param(name, v, se, iv, None, written))
     return out
 
 
-def _param(name, value, stderr, interval, reason) -> dict:
+def _param(name, value, stderr, interval, reason, written=None, combination=None) -> dict:
+    """One parameter as ``calibrate --json`` lists it: ``value`` (null when the rows do
+    not determine it, ``undetermined`` saying why), ``written`` (the value the written
+    file holds, which the fit used: an undetermined parameter is written at the fit's
+    value, never dropped; null for a drafter no row measures) and
+    ``determined_combination`` (what the rows do determine of it with the parameters it
+    is confounded with, :func:`~.confounded.combinations`)."""
     return {
         "name": name,
         "value": value,
         "stderr": None if stderr is None or not math.isfinite(stderr) else float(stderr),
         "interval_95": interval,
         "undetermined": reason,
+        "written": None if written is None else float(written),
+        "determined_combination": combination,
     }
 
 
@@ -394,17 +443,35 @@ def _fit_specs(problem: Problem, data: Measured, step_ms: np.ndarray) -> _SpecsF
     kept = len([n for n in fit.free if n not in fit.undetermined])
     dof = len(data) - kept
     q = float(stdtrit(dof, 0.975)) if dof > 0 else float("nan")
+    spec_rows = rows.speculative
+    measured = {
+        d.name for i, d in enumerate(base.drafters) if (spec_rows & rows.members[:, i]).any()
+    }
+
+    def used(name: str) -> bool:  # a parameter some fitted row's step time reads
+        return not name.startswith("draft.") or name.split(".")[1] in measured
+
+    values = fit.model.parameters().as_dict()
+    combos = combinations(
+        fit.model,
+        rows,
+        [n for n in free if used(n)],
+        [n for n in free if used(n) and n in fit.undetermined],
+    )
     params = []
     for name in free:
+        written = values[name] if used(name) else None
         if name in fit.undetermined:
-            params.append(_param(name, None, None, None, fit.undetermined[name]))
+            params.append(
+                _param(name, None, None, None, fit.undetermined[name], written, combos.get(name))
+            )
             continue
         v = float(fit.values[name])
         se = fit.stderr.get(name, float("nan"))
         lo = space.lower[space.index(name)]
         hi = space.upper[space.index(name)]
         iv = None if not math.isfinite(se * q) else [max(lo, v - q * se), min(hi, v + q * se)]
-        params.append(_param(name, v, se, iv, None))
+        params.append(_param(name, v, se, iv, None, written))
     notes = []
     if (data.pre > 0).any():
         notes.append(

@@ -101,7 +101,7 @@ def predictable(
     jx = log_jacobian(model, test, names, scale)
     if not (np.all(np.isfinite(jt)) and np.all(np.isfinite(jx))):
         return False
-    _, sv, vt = np.linalg.svd(jt, full_matrices=True)
+    _, sv, vt = np.linalg.svd(jt, full_matrices=jt.shape[0] < jt.shape[1])
     sv = np.concatenate([sv, np.zeros(vt.shape[0] - sv.size)])
     null = vt[sv < 1e-6 * max(sv[0], 1e-300)]
     return null.size == 0 or float(np.abs(jx @ null.T).max()) < 1e-3
@@ -135,7 +135,7 @@ def hold_out_groups(
     """Each group of :data:`GROUPS` ``scheme`` (the rows at one ``k``, or one batch size)
     predicted by the fit (``form``) of the others: ``x`` the rows as the predictor's inputs,
     ``step_ms (R,)`` their measured step times. A group is not predictable when the other
-    rows hold fewer than two rows or no ``k = 0`` row, cannot be fitted, or leave a
+    rows hold fewer than two rows or (today's form) no ``k = 0`` row, cannot be fitted, or leave a
     parameter its step times need undetermined (:func:`predictable`)."""
     by = scheme.removeprefix("by-")
     key = data.k.astype(float) if by == "k" else data.batch
@@ -148,7 +148,7 @@ def hold_out_groups(
         train = ~test
         groups += 1
         label = f"{by} = {v:g}"
-        if train.sum() < 2 or not (data.k[train] == 0).any():
+        if train.sum() < 2 or (form == "today" and not (data.k[train] == 0).any()):
             lost.append(label)
             continue
         try:

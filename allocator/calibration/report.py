@@ -1,28 +1,48 @@
 """``allocator calibrate``'s report: the fit (:class:`~.calibration.Calibration`) and the
 calibrated problem as one result, its ``--json`` document (:meth:`CalibrationReport.to_dict`)
 and the file's text (:meth:`CalibrationReport.text`), and :func:`calibration_report`, the
-command's whole run: read, fit, build the file (docs/design.md §8.7).
+command's whole run: read, fit, build the file, read it back (docs/design.md §8.7).
+
+**Read back.** The file's text is written to a temporary file beside ``out`` (removed
+again), read by the loader every command uses (:func:`~allocator.io.build.
+problem_from_file`), and its step-time predictor evaluated at every row as the fit read
+them (:func:`read_back`; today's tables start at batch 1, so a benchmark run's
+Little's-law batch below 1 is read at 1 by both). Where the written fit's step time and
+the file's differ by more
+than :data:`READ_BACK_RTOL` relative, nothing is written (a
+:class:`~allocator.exceptions.SolverError` naming ``out``). The rows' predictions and
+errors reported are the file's (under ``--holdout by-k``/``by-batch`` the held-out rows'
+are the other groups' fits, as before; the file is still checked on every row).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
+
+from ..exceptions import InputError, SolverError
+from ..model.under_load import tokens_per_s
 from .calibration import Calibration, calibrate, check_seed
 from .holdout import parse_holdout
 from .rows import read_inputs
 from .write import calibrated_problem_data, check_paths
 
 __all__ = [
+    "READ_BACK_RTOL",
     "MODEL_FORM",
     "ROOFLINE_FORM",
     "CalibrationReport",
     "calibration_report",
 ]
 
+
+#: Largest relative difference between the fit's step time and the written file's at any
+#: row; above it the file is not written.
+READ_BACK_RTOL = 1e-6
 
 #: The step-time model's form, as ``calibrate --json`` states it (today's form).
 MODEL_FORM = {
@@ -125,6 +145,9 @@ class CalibrationReport:
             "evaluated_on": "held-out rows" if held else "fitted rows (in-sample)",
             "median_abs_error_pct": _finite(cal.median_abs_error_pct),
             "max_abs_error_pct": _finite(cal.max_abs_error_pct),
+            "predicted_from": "the other groups' fits (held-out rows)"
+            if cal.holdout_by is not None
+            else "the written file, read back",
             "rows": rows,
             "parameters": cal.parameters,
             "calibrated_from": self.data.get("serving", {}).get("calibrated_from"),
@@ -195,6 +218,58 @@ def _json_batch(b: float) -> int | float:
     return int(b) if float(b).is_integer() else float(b)
 
 
+def read_back(report: CalibrationReport, folder: Path) -> np.ndarray:
+    """The written file's step time at every row ``(R,)`` ms (module docstring, "Read
+    back"): its text staged in ``folder`` (the file's own, so its relative paths resolve
+    as they will), read by :func:`~allocator.io.build.problem_from_file`, removed.
+    Raises :class:`SolverError` naming ``out`` where it differs from the fit by more than
+    :data:`READ_BACK_RTOL`."""
+    import os
+    import tempfile
+
+    from ..io.build import problem_from_file
+    from ..model.under_load import predictor
+
+    cal = report.calibration
+    assert cal.inputs is not None and cal.predictor is not None
+    x = cal.inputs
+    if cal.form == "today":  # the tables start at batch 1: a Little's-law batch below it
+        x = replace(x, decode_seqs=np.maximum(x.decode_seqs, 1.0))  # is read there
+    fitted = cal.predictor.step_ms_of(x)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".calibrate-", suffix=".yaml", dir=folder)
+    except OSError as exc:
+        raise InputError("out", f"cannot write in {folder}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(report.text())
+        step = predictor(problem_from_file(tmp)).step_ms_of(x)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.abs(step / fitted - 1.0)
+    bad = np.flatnonzero(~(rel <= READ_BACK_RTOL))
+    if bad.size:
+        r = int(bad[np.argmax(np.where(np.isfinite(rel[bad]), rel[bad], np.inf))])
+        raise SolverError(
+            "out",
+            f"the calibrated file, read back, gives {cal.data.sources[r]} a step of "
+            f"{step[r]:.6g} ms where the fit gives {fitted[r]:.6g} ms: the file "
+            "would not be the fit, so it is not written",
+        )
+    return step
+
+
+def _from_file(cal: Calibration, step: np.ndarray) -> None:
+    """The rows' predictions and errors from the file's step times ``step (R,)`` (all but
+    the held-out rows of a leave-one-group-out, whose predictions are other fits')."""
+    if cal.holdout_by is not None:
+        return
+    cal.predicted_step = step
+    cal.predicted_tps = tokens_per_s(cal.expected, step, cal.data.batch)
+    cal.error_pct = 100.0 * (cal.predicted_tps / cal.data.tokens_per_s - 1.0)
+
+
 def calibration_report(
     measured: str | Path | Sequence[str | Path],
     problem: str | Path,
@@ -217,7 +292,7 @@ def calibration_report(
     data, input_notes = read_inputs(files, prob, drafters)
     cal = calibrate(prob, data, holdout=holdout, seed=seed)
     p2, file_notes = calibrated_problem_data(prob, cal, out, problem)
-    return CalibrationReport(
+    report = CalibrationReport(
         cal,
         prob.names,
         str(problem),
@@ -228,3 +303,6 @@ def calibration_report(
         p2,
         input_notes + cal.notes + file_notes,
     )
+    folder = Path(out if out is not None else problem).resolve().parent
+    _from_file(cal, read_back(report, folder))
+    return report

@@ -189,7 +189,9 @@ def identify(
             why[n] = "the fitted step times do not depend on it (no fitted row shows it)"
     keep = [j for j, n in enumerate(names) if n not in why]
     while keep:
-        _, sv, vt = np.linalg.svd(js[:, keep], full_matrices=True)
+        a = js[:, keep]
+        # the full V (not U: 10,000 rows would make it 800 MB) for the flat directions
+        _, sv, vt = np.linalg.svd(a, full_matrices=a.shape[0] < a.shape[1])
         # fewer rows than parameters: the missing singular values are zero
         sv = np.concatenate([sv, np.zeros(vt.shape[0] - sv.size)])
         if sv[-1] >= rank_tol * max(sv[0], 1e-300):

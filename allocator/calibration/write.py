@@ -1,18 +1,24 @@
 """The calibrated problem file: the problem with its ``serving`` section filled in by the
 fit (docs/design.md §8.7), and the check that no output overwrites an input.
 
+**The file is the fit**: every value the fit used is written, to :data:`DIGITS`
+significant digits, determined or not (a parameter the rows cannot separate is written
+at the fit's value; the report says which combination the rows determine), so that the
+file read back predicts every row as the fit did (:mod:`.report` checks it before
+anything is written).
+
 **Today's form**: the problem's ``serving`` section with ``verify_ms`` (the fitted
 verifier at every measured batch size and every integer token count ``1..m_max·k_max +
 1``), each fitted drafter's ``draft_ms`` at the measured batch sizes, and
 ``overhead_ms``, reproducing the fitted step times at every measured batch size and
-every ``k`` up to ``k_max``, to the 6 significant digits written (a draft time fitted
-below :data:`MIN_MS` is written as :data:`MIN_MS`, the format needing it positive).
-Batch sizes from benchmark runs (Little's law gives fractions) are written at the nearest
-whole batch size. **The roofline form**: the determined factors in ``serving.roofline``;
-an undetermined factor is not written (the default, or the value the input file gave,
-stays). Both forms record ``serving.calibrated_from``: the measured batch sizes, ``k``,
-contexts and the speculative rows' batch sizes, so later commands note when they plan
-outside them.
+every ``k`` up to ``k_max`` (the fit keeps the verifier's and each drafter's fixed time at
+least :data:`~.fit.MIN_MS`, the format needing them positive). A fractional batch size
+of a benchmark run (Little's law) is written as the whole batch sizes either side of it,
+between which the tables are linear. **The roofline form**: every factor the fit used in
+``serving.roofline`` (fitted, or held at the input file's value or the default), and the
+pass times of every drafter a speculative row measures. Both forms record
+``serving.calibrated_from``: the measured batch sizes, ``k``, contexts and the
+speculative rows' batch sizes, so later commands note when they plan outside them.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import numpy as np
 from ..core.problem import Problem
 from ..exceptions import ParameterError
 from .calibration import Calibration
+from .fit import MIN_MS
 from .rows import Measured
 
 __all__ = [
@@ -37,20 +44,21 @@ __all__ = [
     "serving_section",
 ]
 
-#: Smallest time written for a fitted drafter's draft_ms (the format needs > 0), ms.
-MIN_MS = 1e-4
-#: Significant digits of every time written.
-DIGITS = 6
+#: Significant digits of every value written: the file read back predicts every row
+#: within 10⁻⁶ relative of the fit (the check of :mod:`.report`) with room to spare.
+DIGITS = 12
 
 
 def _table_batches(data: Measured) -> tuple[np.ndarray, list[str]]:
-    """The whole batch sizes the tables are written at: the measured ones, rounded."""
-    b = np.unique(np.maximum(np.rint(data.batch), 1.0))
+    """The whole batch sizes the tables are written at: the measured ones, and for a
+    fractional one the whole batch sizes either side of it."""
+    b = np.unique(np.maximum(np.concatenate([np.floor(data.batch), np.ceil(data.batch)]), 1.0))
     notes = []
     if not np.all(data.batch == np.rint(data.batch)):
         notes.append(
             "benchmark runs give fractional mean batch sizes (Little's law): the calibrated "
-            f"tables are written at the nearest whole ones ({', '.join(str(int(x)) for x in b)})"
+            "tables are written at the whole batch sizes either side of each "
+            f"({', '.join(str(int(x)) for x in b)})"
         )
     return b, notes
 
@@ -91,8 +99,8 @@ def serving_section(
     return serving, draft_ms, k_max
 
 
-def _round(v: float, floor: float = MIN_MS) -> float:
-    out = float(f"{float(v):.{DIGITS}g}")
+def _round(v: float, floor: float = MIN_MS, digits: int = DIGITS) -> float:
+    out = float(f"{float(v):.{digits}g}")
     return max(out, floor)
 
 
@@ -110,12 +118,12 @@ def calibrated_from(cal: Calibration) -> dict:
         out["speculative_batch"] = [float(d.batch[spec].min()), float(d.batch[spec].max())]
         out["speculative_k"] = [float(d.k[spec].min()), float(d.k[spec].max())]
     out["rows"] = len(d)
-    return {k: [_round(x, 0.0) for x in v] if isinstance(v, list) else v for k, v in out.items()}
+    return {k: [_round(x, 0.0, 6) for x in v] if isinstance(v, list) else v for k, v in out.items()}
 
 
 def _roofline_section(problem: Problem, cal: Calibration, previous: dict) -> tuple[dict, list[str]]:
-    """The roofline form's ``serving``: the problem's, its tables dropped, the determined
-    factors written in ``serving.roofline`` (an undetermined one keeps the input's)."""
+    """The roofline form's ``serving``: the problem's, its tables dropped, every factor the
+    fit used written in ``serving.roofline`` (module docstring)."""
     notes: list[str] = []
     serving = {k: v for k, v in previous.items() if k not in ("step_ms", "verify_ms")}
     for key in ("step_ms", "verify_ms"):
@@ -124,36 +132,39 @@ def _roofline_section(problem: Problem, cal: Calibration, previous: dict) -> tup
     old = dict(previous.get("roofline") or {})
     roof = {k: v for k, v in old.items() if k != "drafters"}
     drafters = {n: dict(v) for n, v in (old.get("drafters") or {}).items()}
-    held = []
     for p in cal.parameters:
-        name = p["name"]
+        name, written = p["name"], p.get("written")
+        if written is None:
+            continue
         if name.startswith("draft."):
             _, dname, key = name.split(".", 2)
-            if key not in ("fixed_ms", "seq_ms"):
-                continue
-            if p["value"] is None:
-                held.append(name)
-                continue
-            drafters.setdefault(dname, {})[key] = _round(p["value"], 0.0)
+            if key in ("fixed_ms", "seq_ms"):
+                drafters.setdefault(dname, {})[key] = _round(written, 0.0)
         elif name in ("mem_eff", "compute_eff", "fixed_ms", "seq_ms", "overhead_ms", "p"):
-            if p["value"] is None:
-                held.append(name)
-                continue
             lo = 1e-4 if name.endswith("_eff") else 0.0
-            roof[name] = (
-                min(_round(p["value"], lo), 1.0)
-                if name.endswith("_eff")
-                else _round(p["value"], lo)
-            )
+            v = _round(written, lo)
+            roof[name] = min(v, 1.0) if name.endswith("_eff") else v
     if drafters:
         roof["drafters"] = drafters
     serving["roofline"] = roof
-    if held:
-        notes.append(
-            "not written (the rows do not determine them; the input file's values or the "
-            f"defaults stay): {', '.join(held)}"
-        )
     return serving, notes
+
+
+def _confounded_note(cal: Calibration) -> list[str]:
+    """The note naming the parameters written at the fit's values though the rows do not
+    determine them, each with the combination the rows do determine."""
+    shown = [
+        p["name"]
+        + (f" (determined: {p['determined_combination']})" if p["determined_combination"] else "")
+        for p in cal.parameters
+        if p["value"] is None and p.get("written") is not None
+    ]
+    if not shown:
+        return []
+    return [
+        "not separately determined by the rows, written at the fit's values (the file "
+        "predicts every fitted row as the fit does): " + "; ".join(shown)
+    ]
 
 
 def calibrated_problem_data(
@@ -242,6 +253,7 @@ def calibrated_problem_data(
             notes.append(f"errors.outcomes rewritten as {rel} (relative to the new file)")
     if cal.form == "roofline":
         _relocate_configs(data, base_dir, new_dir)
+    notes += _confounded_note(cal)
     parse_problem(data, source="out")
     problem_from_spec(parse_problem(data), base_dir=new_dir)
     return data, notes

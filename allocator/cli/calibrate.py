@@ -135,7 +135,15 @@ def _parameters(doc: dict) -> Table:
         t.add_column(col, justify="left" if col == "parameter" else "right")
     for p in doc["parameters"]:
         if p["value"] is None:
-            t.add_row(p["name"], "undetermined", p["undetermined"])
+            if p.get("written") is None:
+                t.add_row(p["name"], "undetermined", p["undetermined"])
+                continue
+            combo = p.get("determined_combination")
+            t.add_row(
+                p["name"],
+                f"{p['written']:.6g} (written)",
+                "not separately determined" + (f"; determined: {combo}" if combo else ""),
+            )
             continue
         iv = p["interval_95"]
         t.add_row(

@@ -155,10 +155,14 @@ def test_recovers_the_roofline_factors_from_synthetic_bench_files(tmp_path, runs
         assert p["value"] == pytest.approx(want, rel=0.1, abs=2e-3), (name, p)
         lo, hi = p["interval_95"]
         assert lo <= p["value"] <= hi
-    # never compute bound: the rows cannot determine compute_eff, and it is not written
+    # never compute bound: the rows cannot determine compute_eff; it is written at the
+    # value the fit used (the file is the fit), and no combination of it is determined
     assert got["compute_eff"]["value"] is None and got["compute_eff"]["undetermined"]
+    assert got["compute_eff"]["determined_combination"] is None
     written = yaml.safe_load(out.read_text())["serving"]
-    assert "compute_eff" not in written["roofline"]
+    assert written["roofline"]["compute_eff"] == pytest.approx(
+        got["compute_eff"]["written"], rel=1e-9
+    )
     assert written["roofline"]["mem_eff"] == pytest.approx(TRUTH["mem_eff"], rel=0.1)
     assert written["roofline"]["drafters"]["d"]["fixed_ms"] == pytest.approx(0.3, rel=0.1)
     cal = written["calibrated_from"]
