@@ -8,9 +8,8 @@ again), read by the loader every command uses (:func:`~allocator.io.build.
 problem_from_file`), and its step-time predictor evaluated at every row as the fit read
 them (:func:`read_back`; today's tables start at batch 1, so a benchmark run's
 Little's-law batch below 1 is read at 1 by both). Where the written fit's step time and
-the file's differ by more
-than :data:`READ_BACK_RTOL` relative, nothing is written (a
-:class:`~allocator.exceptions.SolverError` naming ``out``). The rows' predictions and
+the file's differ by more than :data:`READ_BACK_RTOL` relative, nothing is written (a
+:class:`~allocator.exceptions.InputError` naming ``out``). The rows' predictions and
 errors reported are the file's (under ``--holdout by-k``/``by-batch`` the held-out rows'
 are the other groups' fits, as before; the file is still checked on every row).
 """
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..exceptions import InputError, SolverError
+from ..exceptions import InputError
 from ..model.under_load import tokens_per_s
 from .calibration import Calibration, calibrate, check_seed
 from .holdout import parse_holdout
@@ -222,8 +221,8 @@ def read_back(report: CalibrationReport, folder: Path) -> np.ndarray:
     """The written file's step time at every row ``(R,)`` ms (module docstring, "Read
     back"): its text staged in ``folder`` (the file's own, so its relative paths resolve
     as they will), read by :func:`~allocator.io.build.problem_from_file`, removed.
-    Raises :class:`SolverError` naming ``out`` where it differs from the fit by more than
-    :data:`READ_BACK_RTOL`."""
+    Raises :class:`InputError` naming ``out`` (a refusal, exit status 2) where it differs
+    from the fit by more than :data:`READ_BACK_RTOL`."""
     import os
     import tempfile
 
@@ -251,7 +250,7 @@ def read_back(report: CalibrationReport, folder: Path) -> np.ndarray:
     bad = np.flatnonzero(~(rel <= READ_BACK_RTOL))
     if bad.size:
         r = int(bad[np.argmax(np.where(np.isfinite(rel[bad]), rel[bad], np.inf))])
-        raise SolverError(
+        raise InputError(
             "out",
             f"the calibrated file, read back, gives {cal.data.sources[r]} a step of "
             f"{step[r]:.6g} ms where the fit gives {fitted[r]:.6g} ms: the file "

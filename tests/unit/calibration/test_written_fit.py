@@ -313,7 +313,7 @@ def test_a_file_that_would_not_be_the_fit_is_not_written(tmp_path, monkeypatch):
     r = runner.invoke(
         app, ["calibrate", str(tmp_path / "m.csv"), "-p", str(tmp_path / "p.yaml"), "-o", str(out)]
     )
-    assert r.exit_code == 1, r.output
+    assert r.exit_code == 2, r.output
     assert r.output.startswith("error: --out: ") and len(r.output.strip().splitlines()) == 1
     assert set(tmp_path.iterdir()) == before
 
