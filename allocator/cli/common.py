@@ -18,6 +18,7 @@ from rich.text import Text
 
 from ..exceptions import InputError, ParameterError, SolverError
 from ..io.inputs import recording_inputs
+from ..io.quoting import escape_text
 from ..io.staged import (
     check_writable,
     stage_stdout,
@@ -30,14 +31,13 @@ from ..io.staged import (
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: Control characters shown escaped in tables and messages: C0 (but newline and tab),
-#: DEL and C1. An ESC in a drafter's name (``ESC [2J``) is text, never a terminal command.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
 
 def escape_controls(text: str) -> str:
-    r"""``text`` with every control character but newline and tab written as ``\xNN``."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    r"""``text`` with every control character but newline written as ``\xNN`` (``\t``
+    for a tab; :func:`allocator.io.quoting.escape_text`): C0, DEL, C1, line separators and
+    bidirectional overrides. An ESC in a drafter's name (``ESC [2J``) is text, never a
+    terminal command; names hold no newline (they are one line)."""
+    return escape_text(text, keep="\n")
 
 
 class SafeConsole(Console):

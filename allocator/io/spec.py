@@ -28,6 +28,10 @@ from ..core.problem import MAX_K, SERVING_COST_METRICS
 from ..core.serving import MAX_BATCHED_TOKENS, MAX_KV_TOKENS, MAX_NUM_SEQS
 from ..exceptions import InputError
 from .inputs import parse_document, read_input_text
+from .quoting import LINE_BREAKS, one_line, plain_text
+
+#: A name (of the problem, a drafter, a workload): one line, shown in tables and scripts.
+Name = Annotated[str, Field(min_length=1), AfterValidator(one_line)]
 
 CostMetric = Literal[
     "draft_cost_per_round", "draft_cost_per_token", "hosting_cost", "drafters", "cost_per_mtok"
@@ -227,11 +231,11 @@ class Drafter(_Frozen):
     ``[lo, hi]`` or one ``[lo, hi]`` per position.
     """
 
-    name: Annotated[str, Field(min_length=1)]
+    name: Name
     acceptance: Acceptance
     unit_cost: NonNegative | None = None
     hosting_cost: NonNegative = 0.0
-    model: str | None = None
+    model: Annotated[str, AfterValidator(plain_text)] | None = None
     acceptance_interval: (
         Interval | Annotated[list[Interval], Field(max_length=MAX_POSITIONS)] | None
     ) = None
@@ -351,7 +355,7 @@ class EnsembleSpec(_Frozen):
 
 
 class WorkloadSpec(_Frozen):
-    name: Annotated[str, Field(min_length=1)]
+    name: Name
     weight: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
     acceptance: dict[str, Acceptance] = {}
 
@@ -653,7 +657,7 @@ class ProblemSpec(_Frozen):
     ``convention``: ``bonus`` (the verifier's own token counted, as vLLM and SGLang count
     it) by default in a file with a ``serving`` section, ``paper`` otherwise."""
 
-    name: Annotated[str, Field(min_length=1)]
+    name: Name
     convention: Annotated[
         Literal["paper", "bonus"],
         Field(description="Default: bonus with a serving section, else paper."),
@@ -823,7 +827,8 @@ def _loc_to_field(loc: tuple, data: object = None) -> str:
 
 
 def _item_name(data: object, parents: list, index: int) -> str | None:
-    """The ``name`` of ``data[section][index]`` for the named lists, when it is a string."""
+    """The ``name`` of ``data[section][index]`` for the named lists, when it is a string
+    of one line (a name with a line break is refused, and named by its index)."""
     if not isinstance(data, dict) or parents[0] not in ("drafters", "workloads"):
         return None
     items = data.get(parents[0])
@@ -831,7 +836,7 @@ def _item_name(data: object, parents: list, index: int) -> str | None:
         return None
     item = items[index]
     name = item.get("name") if isinstance(item, dict) else None
-    return name if isinstance(name, str) and name else None
+    return name if isinstance(name, str) and name and not LINE_BREAKS.search(name) else None
 
 
 def _shown(value: object) -> str:
