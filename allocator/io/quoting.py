@@ -16,6 +16,7 @@ characters included. Nothing here lets one act on its way out:
   :func:`plain_text`: the check refusing any of them in a model's name or path;
 * :func:`excerpt`: a short, escaped prefix of unparsable input for an error message,
   anything shaped like ``KEY=VALUE`` (an environment, a credential) masked;
+  :func:`mask_secrets`: the same masking of a message that quotes an input;
 * :func:`mask_userinfo`: an address with its ``user:password@`` masked.
 """
 
@@ -106,9 +107,18 @@ def plain_text(value: str) -> str:
 #: Characters of an input shown in an error message, at most.
 EXCERPT_CHARS = 40
 #: ``KEY=VALUE`` (an environment variable, a setting, a credential): the value is masked.
-_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*[^\s\x00,;&]*")
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*[^\s\x00,;&'\"]*")
 #: ``user:password@`` (or ``token@``) in an address.
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?(?P<user>[^/\s]*)@")
+
+
+def mask_secrets(text: str, limit: int = 200) -> str:
+    """``text`` (a message that may quote an input) with the value of anything shaped like
+    ``KEY=VALUE`` masked (``KEY=***``), control characters escaped, at most ``limit``
+    characters (``…`` when cut)."""
+    text = str(text)
+    head = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}=***", text[:limit])
+    return escape_text(head) + ("…" if len(text) > limit else "")
 
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
@@ -117,10 +127,7 @@ def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     input (``…`` when cut), control characters escaped (:func:`escape_text`). An input that
     is not what it should be may hold anything (``/proc/self/environ``: every secret of
     the environment); a message shows only enough to recognise it."""
-    text = str(text)
-    cut = len(text) > limit
-    head = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}=***", text[:limit])
-    return "'" + escape_text(head) + ("…" if cut else "") + "'"
+    return "'" + mask_secrets(text, limit) + "'"
 
 
 def mask_userinfo(address: str) -> str:
@@ -139,6 +146,7 @@ __all__ = [
     "escape_text",
     "excerpt",
     "file_slug",
+    "mask_secrets",
     "mask_userinfo",
     "one_line",
     "plain_text",

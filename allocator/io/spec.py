@@ -27,7 +27,7 @@ from ..core.methods import METHOD_FIELDS, method_problem
 from ..core.problem import MAX_K, SERVING_COST_METRICS
 from ..core.serving import MAX_BATCHED_TOKENS, MAX_KV_TOKENS, MAX_NUM_SEQS
 from ..exceptions import InputError
-from .inputs import parse_document, read_input_text
+from .inputs import excerpt, parse_document, read_input_text
 from .quoting import LINE_BREAKS, one_line, plain_text
 
 #: A name (of the problem, a drafter, a workload): one line, shown in tables and scripts.
@@ -847,7 +847,9 @@ def _shown(value: object) -> str:
         return "null"
     if isinstance(value, float):
         return _number_text(value)
-    text = repr(value) if isinstance(value, str) else str(value)
+    if isinstance(value, str):  # quoted, escaped, KEY=VALUE masked (io.quoting.excerpt)
+        return excerpt(value, 38)
+    text = str(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
