@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import io
 import re
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import IO, ParamSpec, TypeVar, cast
@@ -242,6 +245,47 @@ def flag_field(exc: InputError, flags: dict[str, str]) -> str:
     return flags[m.group(0)] + field[m.end() :]
 
 
+_NAMED_PARAMETER = re.compile(r"\(([a-z][a-z0-9_]*)\)")
+
+
+def flag_message(exc: InputError, flags: dict[str, str]) -> str:
+    """``exc.message`` as the user gave the command: in a
+    :class:`~allocator.exceptions.ParameterError`'s message, another parameter named in
+    parentheses (``give local workers or a Ray cluster (ray), not both``) becomes its flag
+    (``(--ray)``)."""
+    if not isinstance(exc, ParameterError):
+        return exc.message
+    return _NAMED_PARAMETER.sub(
+        lambda m: f"({flags[m.group(1)]})" if m.group(1) in flags else m.group(), exc.message
+    )
+
+
+#: The exit status of a command ended by ``SIGTERM`` (128 + the signal, as a shell reports).
+TERMINATED = 128 + signal.SIGTERM
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(TERMINATED)
+
+
+@contextlib.contextmanager
+def terminate_as_exit() -> Iterator[None]:
+    """Within (in the main thread): ``SIGTERM`` raises ``SystemExit(143)`` instead of
+    ending the process where it stands, so that what a ``with`` block holds is released
+    as for Ctrl-C (``SIGINT``, Python's ``KeyboardInterrupt``): staged output files
+    are removed (:func:`~allocator.io.staged.staged_outputs`), local worker processes
+    terminated (:class:`~allocator.analysis.workers.Workers`). The handler before is
+    restored on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Run a command so that bad input ends in one line on stderr and exit status 2.
 
@@ -251,6 +295,8 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
     is only prepared and put in place once the whole command has succeeded
     (:func:`~allocator.io.staged.staged_outputs`), no output may overwrite a file the
     command read, and tables (``out``) and notes (:func:`note`) wait for success.
+    ``SIGTERM`` ends it as ``SystemExit(143)`` (:func:`terminate_as_exit`), leaving no
+    temporary file and no worker process behind.
     """
 
     flags = option_flags(fn)
@@ -261,7 +307,7 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
         pending: list[str] = []
         token = _NOTES.set(pending)
         try:
-            with recording_inputs(), staged_outputs():
+            with terminate_as_exit(), recording_inputs(), staged_outputs():
                 for name, flag in outputs.items():
                     value = kwargs.get(name)
                     if isinstance(value, str) and not value.strip():
@@ -274,7 +320,7 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
                 if table:
                     stage_stdout(table)
         except InputError as exc:
-            raise fail(f"{flag_field(exc, flags)}: {exc.message}") from None
+            raise fail(f"{flag_field(exc, flags)}: {flag_message(exc, flags)}") from None
         except SolverError as exc:
             fail(f"{flag_field(InputError(exc.field, exc.message), flags)}: {exc.message}")
             raise typer.Exit(1) from None
@@ -339,7 +385,9 @@ __all__ = [
     "escape_controls",
     "fail",
     "flag_field",
+    "flag_message",
     "handles_input_errors",
+    "terminate_as_exit",
     "note",
     "option_flags",
     "out",

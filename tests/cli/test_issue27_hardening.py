@@ -147,3 +147,216 @@ def test_a_plot_shows_control_characters_escaped(tmp_path):
     assert "Glyph" not in r.stderr and not UNSAFE.search(r.stderr.replace("\n", ""))
     svg = (tmp_path / "f.svg").read_text()
     assert "e\\x1b[2J\\x07" in svg and "\x1b" not in svg
+
+
+# ------------------------------------------------------------------ item 4: secrets
+SECRET_INPUTS = [
+    ("YAML int", "name: x\nb: !!int PASSWORD=hunter2\n", "problem:"),
+    ("YAML float", "name: x\nb: !!float TOKEN=hunter2\n", "problem:"),
+    ("a value", "name: x\ndrafters:\n  - {name: a, acceptance: 'KEY=hunter2'}\n", "drafters"),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "text", "field"), SECRET_INPUTS, ids=[c[0] for c in SECRET_INPUTS]
+)
+def test_a_message_masks_what_looks_like_a_secret(tmp_path, what, text, field):
+    """A value the reader could not parse was printed whole: `PASSWORD=hunter2`."""
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    line = one_error_line(run("solve", p), field)
+    assert "hunter2" not in line and "=***" in line
+
+
+# ------------------------------------------------------------------ item 5: Ray
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+CAPACITY_RATE = [
+    "capacity", PROBLEMS / "requests-70b.yaml", "--request-rate", "1", "--slo",
+    "p99_ttft_ms=500", "--num-prompts", "20", "--input-len", "100", "--output-len", "50",
+]  # fmt: skip
+RAY_ADDRESSES = [
+    ("refused", "127.0.0.1:{port}", "connection refused"),
+    ("refused, password", "admin:hunter2@127.0.0.1:{port}", "connection refused"),
+    ("unresolvable", "ray://user:hunter2@nonexistent.invalid:10001", "cannot resolve host"),
+    ("malformed", "127.0.0.1:port", "is not a Ray address"),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "address", "why"), RAY_ADDRESSES, ids=[c[0] for c in RAY_ADDRESSES]
+)
+def test_a_ray_address_fails_fast_in_one_line(what, address, why):
+    """A refused or unresolvable --ray address took over 5 minutes, or printed 22 lines of
+    Ray's log; a password in it was printed back."""
+    import time
+
+    start = time.monotonic()
+    r = run(*CAPACITY_RATE, "--ray", address.format(port=_closed_port()), timeout=60)
+    assert time.monotonic() - start < 15
+    line = one_error_line(r, "--ray:")
+    assert why in line and "hunter2" not in line
+
+
+def test_an_unroutable_ray_address_fails_within_the_probe_timeout(monkeypatch):
+    """No answer at all (a dropped SYN): the connect times out instead of Ray retrying."""
+    import socket
+    import time
+
+    from allocator.analysis.workers import Workers
+    from allocator.exceptions import ParameterError
+
+    def silent(self, where):
+        time.sleep(0.3)
+        raise TimeoutError
+
+    monkeypatch.setattr(socket.socket, "connect", silent)
+    start = time.monotonic()
+    with pytest.raises(ParameterError, match="no answer from port 6379") as info:
+        Workers(ray="u:hunter2@127.0.0.1")._connect()
+    assert time.monotonic() - start < 15
+    assert info.value.field == "ray" and "hunter2" not in str(info.value)
+
+
+def test_ray_init_errors_are_one_line_without_the_password(monkeypatch):
+    """Ray's own error (after the probe) was many lines, the address with its password."""
+    import socket
+    import types
+
+    from allocator.analysis.workers import Workers
+    from allocator.exceptions import ParameterError
+
+    calls: list[dict] = []
+
+    def init(**kw):
+        calls.append(kw)
+        raise ConnectionError(f"could not connect to {kw['address']}\nretrying\nlog line")
+
+    fake = types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"u:hunter2@127.0.0.1:{server.getsockname()[1]}"
+        with pytest.raises(ParameterError) as info:
+            Workers(ray=address)._connect()
+    message = str(info.value)
+    assert "\n" not in message and "hunter2" not in message and "could not connect" in message
+    assert calls[0]["log_to_driver"] is False and calls[0]["logging_level"] >= 40
+
+
+def test_the_workers_error_names_the_ray_flag():
+    r = run(*CAPACITY_RATE, "--workers", "2", "--ray", "local")
+    assert "(--ray)" in one_error_line(r, "--workers:")
+
+
+# ------------------------------------------------------------------ item 6: signals
+def _children(pid: int) -> set[int]:
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out.update(int(c) for c in (task / "children").read_text().split())
+        except OSError:
+            pass
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def _wait(predicate, seconds: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return predicate()
+
+
+LONG_CAPACITY = [
+    "capacity", PROBLEMS / "requests-70b.yaml", "--request-rate", "20", "--slo",
+    "p99_ttft_ms=2000", "--num-prompts", "3000", "--input-len", "1000", "--output-len", "300",
+    "--workers", "2",
+]  # fmt: skip
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs /proc")
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_no_worker_outlives_its_parent(tmp_path, sig):
+    """Forked capacity workers kept running after a TERM or KILL of the command."""
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "allocator", *map(str, LONG_CAPACITY), "--json", tmp_path / "c"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
+    try:
+        assert _wait(lambda: len(_children(proc.pid)) >= 2, 90), "no workers started"
+        workers = _children(proc.pid)
+        proc.send_signal(getattr(signal, sig))
+        status = proc.wait(timeout=30)
+        assert _wait(lambda: not any(_alive(w) for w in workers), 15), "orphaned workers"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if sig == "SIGTERM":
+        assert status == 128 + signal.SIGTERM, proc.stderr.read().decode()[-3000:]
+        assert "Traceback" not in proc.stderr.read().decode()
+    assert list(tmp_path.iterdir()) == []
+
+
+TERMINATED_COMMAND = """
+import sys, time
+from allocator.cli.common import handles_input_errors
+from allocator.io.staged import write_atomic
+
+@handles_input_errors
+def command(out):
+    write_atomic(out, "rows\\n", "--csv")  # prepared under a temporary name
+    print("ready", flush=True)
+    time.sleep(60)  # drawing a plot
+
+command(sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM"])
+def test_a_signal_leaves_no_temporary_file(tmp_path, sig):
+    """`.r.csv.*.tmp` survived a TERM while the command drew its plot (Ctrl-C, SIGINT,
+    already raised KeyboardInterrupt)."""
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", TERMINATED_COMMAND, str(tmp_path / "r.csv")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+        text=True,
+    )
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        assert [p.name for p in tmp_path.iterdir()][0].endswith(".tmp")
+        proc.send_signal(getattr(signal, sig))
+        status = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert status == 128 + signal.SIGTERM
+    assert list(tmp_path.iterdir()) == []
