@@ -360,3 +360,38 @@ def test_a_signal_leaves_no_temporary_file(tmp_path, sig):
             proc.wait()
     assert status == 128 + signal.SIGTERM
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ item 8: config.json
+QWEN3_MOE = {
+    "model_type": "qwen3_moe", "hidden_size": 2048, "num_hidden_layers": 48,
+    "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+    "vocab_size": 151936, "torch_dtype": "bfloat16", "num_experts": 128,
+    "num_experts_per_tok": 8, "moe_intermediate_size": 768, "intermediate_size": 6144,
+    "mlp_only_layers": [], "decoder_sparse_step": 1, "tie_word_embeddings": False,
+}  # fmt: skip
+CONFIG_FIELDS = [
+    ("quantization_config not an object", {"quantization_config": "fp8"}, "quantization_config"),
+    ("a count as text", {"num_experts_per_tok": "8"}, "num_experts_per_tok"),
+    ("a fractional count", {"moe_intermediate_size": 768.5}, "moe_intermediate_size"),
+    ("mlp_only_layers not a list", {"mlp_only_layers": 3}, "mlp_only_layers"),
+    ("a fractional layer", {"mlp_only_layers": [1.5]}, "mlp_only_layers.0"),
+    ("a boolean as text", {"tie_word_embeddings": "false"}, "tie_word_embeddings"),
+    ("head_dim truncated", {"head_dim": None, "hidden_size": 2050}, "head_dim"),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "change", "field"), CONFIG_FIELDS, ids=[c[0] for c in CONFIG_FIELDS]
+)
+def test_config_json_fields_are_checked_before_use(tmp_path, what, change, field):
+    """A malformed config.json field was a traceback (quantization_config: "fp8",
+    mlp_only_layers: 3), or was read as something else ("8" as 8, 768.5 as 768, "false"
+    as true)."""
+    config = {k: v for k, v in {**QWEN3_MOE, **change}.items() if v is not None}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    data = yaml.safe_load(ROOFLINE.read_text())
+    data["serving"]["model"] = {"config": "config.json"}
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(data))
+    one_error_line(run("solve", p, "--batch", "4"), f"serving.model.config.{field}:")
