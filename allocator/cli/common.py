@@ -178,13 +178,12 @@ def parse_budget(items: list[str] | None) -> dict[str, float]:
     return caps
 
 
-#: Control characters (a newline in a drafter's name) shown escaped: the error stays one line.
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), 127]} | {10: "\\n", 13: "\\r", 9: "\\t"}
-
-
 def fail(message: str) -> typer.Exit:
-    """Print ``error: <message>`` as one line on stderr; the exit (status 2) to raise."""
-    line = message.translate(_CONTROL)
+    """Print ``error: <message>`` as one line on stderr; the exit (status 2) to raise.
+    Control characters (a newline, an ESC or a C1 CSI in a drafter's name), line
+    separators and bidirectional overrides are shown escaped: the error stays one line
+    and acts on no terminal (:func:`allocator.io.quoting.escape_text`)."""
+    line = escape_text(message)
     err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=True)
     return typer.Exit(2)
 

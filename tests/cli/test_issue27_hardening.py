@@ -395,3 +395,13 @@ def test_config_json_fields_are_checked_before_use(tmp_path, what, change, field
     p = tmp_path / "p.yaml"
     p.write_text(yaml.safe_dump(data))
     one_error_line(run("solve", p, "--batch", "4"), f"serving.model.config.{field}:")
+
+
+def test_an_error_line_escapes_c1_controls_and_bidi_overrides(tmp_path):
+    """The error line escaped C0 only: a C1 CSI (\\x9b) and U+202E reached the terminal."""
+    p = tmp_path / "p.yaml"
+    p.write_text(
+        'name: x\ndrafters:\n  - {name: "a\\u009bb\\u202ec", acceptance: 0.5, unit_cost: -1}\n'
+    )
+    line = one_error_line(run("solve", p), "drafters[a\\x9bb\\u202ec].unit_cost:")
+    assert not UNSAFE.search(line)
