@@ -22,8 +22,11 @@ address for minutes, logging as it goes), the address's host is resolved and its
 (``HOST:PORT``; ``ray://HOST[:10001]`` for Ray Client; the GCS port 6379 when none is
 given) connected to, each within :data:`RAY_PROBE_S` seconds
 (:func:`probe_ray_address`): a refused, unroutable or unresolvable address is one
-:class:`ParameterError` naming ``ray`` within :data:`RAY_PROBE_S` · 2 seconds. Ray's own
-logging is turned down to errors, and only the first line of its error is kept. A
+:class:`ParameterError` naming ``ray`` within :data:`RAY_PROBE_S` · 2 seconds. A port
+that answers but is not Ray's ends ``ray.init`` after :data:`RAY_INIT_S` seconds
+(``SIGALRM``, in the main thread). Ray's Python logging is turned down to errors, what
+its C++ core writes to stderr while ``ray.init`` runs is dropped, and only the first line
+of its error is kept. A
 ``user:password@`` in the address is never shown (:func:`~allocator.io.quoting.
 mask_userinfo`).
 
@@ -39,12 +42,13 @@ handler), the pool's processes are terminated rather than waited on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..exceptions import ParameterError
@@ -54,6 +58,8 @@ from ..io.quoting import mask_userinfo
 MAX_WORKERS = 256
 #: Seconds a Ray address's host may take to resolve, and its port to answer.
 RAY_PROBE_S = 5.0
+#: Seconds ``ray.init`` may take to join a cluster whose port answered.
+RAY_INIT_S = 30.0
 #: Ray's ports when the address gives none: the GCS's, and Ray Client's (``ray://``).
 RAY_GCS_PORT = 6379
 RAY_CLIENT_PORT = 10001
@@ -139,6 +145,52 @@ def probe_ray_address(address: str, timeout: float = RAY_PROBE_S) -> None:
         finally:
             sock.close()
     raise ParameterError("ray", f"cannot reach a Ray cluster at {shown!r}: {why}")
+
+
+class _Late(BaseException):
+    """Raised in the main thread when :func:`_deadline` passes."""
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Within (in the main thread, where there is ``SIGALRM``): :class:`_Late` is raised
+    after ``seconds``: ``ray.init`` retries an open port that is not Ray's for minutes."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(
+        signal, "setitimer"
+    ):
+        yield
+        return
+
+    def late(signum: int, frame: object) -> None:
+        raise _Late
+
+    before = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Within: the process's stderr (descriptor 2) goes to ``/dev/null``: Ray's C++ core
+    logs a line per retry there, whatever Python's logging level."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        yield
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 def _worker_start(parent: int) -> None:
@@ -296,10 +348,17 @@ class Workers:
         quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
         try:
             if not ray.is_initialized():
-                if address.strip() in ("local", ""):
-                    ray.init(include_dashboard=False, **quiet)
-                else:
-                    ray.init(address=address, **quiet)
+                with _deadline(RAY_INIT_S), _quiet_stderr():
+                    if address.strip() in ("local", ""):
+                        ray.init(include_dashboard=False, **quiet)
+                    else:
+                        ray.init(address=address, **quiet)
+        except _Late:
+            raise ParameterError(
+                "ray",
+                f"cannot reach a Ray cluster at {mask_userinfo(address)!r}: its port answers "
+                f"but no Ray cluster did within {RAY_INIT_S:g} s (is it Ray's GCS port?)",
+            ) from None
         except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError ...
             text = str(exc).strip()
             first = text.splitlines()[0] if text else type(exc).__name__
@@ -313,6 +372,7 @@ class Workers:
 
 __all__ = [
     "MAX_WORKERS",
+    "RAY_INIT_S",
     "RAY_PROBE_S",
     "Workers",
     "default_workers",

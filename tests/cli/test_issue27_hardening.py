@@ -405,3 +405,31 @@ def test_an_error_line_escapes_c1_controls_and_bidi_overrides(tmp_path):
     )
     line = one_error_line(run("solve", p), "drafters[a\\x9bb\\u202ec].unit_cost:")
     assert not UNSAFE.search(line)
+
+
+def test_a_port_that_is_not_rays_ends_ray_init(monkeypatch, capfd):
+    """A port that answers but is not Ray's GCS kept ray.init retrying for minutes, a log
+    line per retry."""
+    import socket
+    import time
+    import types
+
+    from allocator.analysis import workers
+    from allocator.exceptions import ParameterError
+
+    def init(**kw):
+        os.write(2, b"[W rpc_client.h] Failed to connect to GCS\n")
+        time.sleep(30)
+
+    monkeypatch.setitem(
+        sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False, init=init)
+    )
+    monkeypatch.setattr(workers, "RAY_INIT_S", 0.5)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        start = time.monotonic()
+        with pytest.raises(ParameterError, match="port answers but no Ray cluster"):
+            workers.Workers(ray=f"127.0.0.1:{server.getsockname()[1]}")._connect()
+    assert time.monotonic() - start < 5
+    assert "Failed to connect" not in capfd.readouterr().err
