@@ -85,6 +85,33 @@ def test_no_name_reaches_a_script_unescaped(name):
     assert _bash_words(shell_word(name)) == [escape_text(name)]
 
 
+@settings(max_examples=100, deadline=None)
+@given(NAMES)
+def test_no_name_reaches_a_drawn_table_unescaped(name):
+    """A name is refused when it holds a line break, else drawn escaped: the table keeps
+    its rows, one line each, and no control character reaches the terminal."""
+    import io
+
+    from rich.table import Table
+
+    from allocator.cli.common import SafeConsole
+
+    try:
+        one_line(name)
+    except ValueError:
+        return  # refused when the problem file is read
+    buf = io.StringIO()
+    console = SafeConsole(file=buf, width=2000, markup=False, highlight=False)
+    table = Table()
+    table.add_column("drafters")
+    table.add_column("k")
+    table.add_row(name, "3")
+    console.print(table)
+    text = buf.getvalue()
+    assert not UNSAFE.search(text.replace("\n", ""))
+    assert len(text.splitlines()) == 5  # three rules, a header and one row
+
+
 @settings(max_examples=200, deadline=None)
 @given(NAMES)
 def test_no_name_reaches_a_table_or_message_unescaped(name):
