@@ -6,8 +6,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Slow tests that cannot carry ``@pytest.mark.slow`` of their own: the notebooks (nbmake
-#: items, no decorators); every other slow test is marked where it is written. A file path marks every
-#: item of the file; ``path::test`` every parametrisation of the test.
+#: items, no decorators); every other slow test is marked where it is written. A file
+#: path marks every item of the file; ``path::test`` every parametrisation of the test.
 SLOW = frozenset(
     {
         # every notebook but 09 (a second or so): the fast loop still runs one through nbmake

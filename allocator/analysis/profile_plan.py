@@ -171,20 +171,23 @@ class ProfilePlan:
         }
 
     def commands(self) -> str:
-        """The plan as a shell script: each server once, then its client runs."""
-        import shlex
+        """The plan as a shell script: each server once, then its client runs. Names in
+        comments are escaped and every word is quoted (:mod:`allocator.io.quoting`): no
+        control character or line break of a name or model reaches the script."""
+        from ..io.quoting import escape_text, shell_join, shell_word
 
-        lines = [f"# {self.problem}: {len(self.runs)} benchmark run(s) on {self.engine}"]
+        head = escape_text(f"{self.problem}: {len(self.runs)} benchmark run(s) on {self.engine}")
+        lines = [f"# {head}"]
         last: tuple | None = None
         for r in self.runs:
             key = (tuple(r.server), tuple(sorted(r.env.items())))
             if key != last:
-                env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(r.env.items()))
+                env = " ".join(f"{k}={shell_word(v)}" for k, v in sorted(r.env.items()))
                 lines.append("")
-                lines.append(f"# server: {r.drafter or 'speculation off'}, k = {r.k}")
-                lines.append((env + " " if env else "") + shlex.join(r.server))
+                lines.append(f"# server: {escape_text(r.drafter or 'speculation off')}, k = {r.k}")
+                lines.append((env + " " if env else "") + shell_join(r.server))
                 last = key
-            lines.append(shlex.join(r.client))
+            lines.append(shell_join(r.client))
         return "\n".join(lines) + "\n"
 
 
@@ -290,6 +293,13 @@ def profile_plan(
 
     if engine not in ENGINES:
         raise ParameterError("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
+    if model is not None:
+        from ..io.quoting import plain_text
+
+        try:
+            plain_text(model)
+        except ValueError as exc:
+            raise ParameterError("model", str(exc)) from None
     roof = _model(problem)
     serving = problem.serving
     assert serving is not None and serving.hardware is not None and serving.model is not None
@@ -444,9 +454,10 @@ def _run(
     conc = int(c["batch"])
     k = int(c["k"])
     i = c["drafter"]
-    name = (
-        f"run{n:02d}-{'off' if i is None else problem.names[i]}-k{k}-c{conc}-ctx{int(c['context'])}"
-    )
+    from ..io.quoting import file_slug
+
+    who = "off" if i is None else file_slug(problem.names[i])
+    name = f"run{n:02d}-{who}-k{k}-c{conc}-ctx{int(c['context'])}"
     prompts = PROMPTS_PER_SLOT * conc
     server: list[str]
     env: dict[str, str] = {}

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import io
 import re
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
 from typing import IO, ParamSpec, TypeVar, cast
@@ -18,6 +21,7 @@ from rich.text import Text
 
 from ..exceptions import InputError, ParameterError, SolverError
 from ..io.inputs import recording_inputs
+from ..io.quoting import escape_text
 from ..io.staged import (
     check_writable,
     stage_stdout,
@@ -30,14 +34,13 @@ from ..io.staged import (
 P = ParamSpec("P")
 R = TypeVar("R")
 
-#: Control characters shown escaped in tables and messages: C0 (but newline and tab),
-#: DEL and C1. An ESC in a drafter's name (``ESC [2J``) is text, never a terminal command.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
 
 def escape_controls(text: str) -> str:
-    r"""``text`` with every control character but newline and tab written as ``\xNN``."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    r"""``text`` with every control character but newline written as ``\xNN`` (``\t``
+    for a tab; :func:`allocator.io.quoting.escape_text`): C0, DEL, C1, line separators and
+    bidirectional overrides. An ESC in a drafter's name (``ESC [2J``) is text, never a
+    terminal command; names hold no newline (they are one line)."""
+    return escape_text(text, keep="\n")
 
 
 class SafeConsole(Console):
@@ -175,13 +178,12 @@ def parse_budget(items: list[str] | None) -> dict[str, float]:
     return caps
 
 
-#: Control characters (a newline in a drafter's name) shown escaped: the error stays one line.
-_CONTROL = {c: f"\\x{c:02x}" for c in [*range(32), 127]} | {10: "\\n", 13: "\\r", 9: "\\t"}
-
-
 def fail(message: str) -> typer.Exit:
-    """Print ``error: <message>`` as one line on stderr; the exit (status 2) to raise."""
-    line = message.translate(_CONTROL)
+    """Print ``error: <message>`` as one line on stderr; the exit (status 2) to raise.
+    Control characters (a newline, an ESC or a C1 CSI in a drafter's name), line
+    separators and bidirectional overrides are shown escaped: the error stays one line
+    and acts on no terminal (:func:`allocator.io.quoting.escape_text`)."""
+    line = escape_text(message)
     err.print(Text.assemble(("error:", "bold red"), " ", line), soft_wrap=True)
     return typer.Exit(2)
 
@@ -242,6 +244,47 @@ def flag_field(exc: InputError, flags: dict[str, str]) -> str:
     return flags[m.group(0)] + field[m.end() :]
 
 
+_NAMED_PARAMETER = re.compile(r"\(([a-z][a-z0-9_]*)\)")
+
+
+def flag_message(exc: InputError, flags: dict[str, str]) -> str:
+    """``exc.message`` as the user gave the command: in a
+    :class:`~allocator.exceptions.ParameterError`'s message, another parameter named in
+    parentheses (``give local workers or a Ray cluster (ray), not both``) becomes its flag
+    (``(--ray)``)."""
+    if not isinstance(exc, ParameterError):
+        return exc.message
+    return _NAMED_PARAMETER.sub(
+        lambda m: f"({flags[m.group(1)]})" if m.group(1) in flags else m.group(), exc.message
+    )
+
+
+#: The exit status of a command ended by ``SIGTERM`` (128 + the signal, as a shell reports).
+TERMINATED = 128 + signal.SIGTERM
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(TERMINATED)
+
+
+@contextlib.contextmanager
+def terminate_as_exit() -> Iterator[None]:
+    """Within (in the main thread): ``SIGTERM`` raises ``SystemExit(143)`` instead of
+    ending the process where it stands, so that what a ``with`` block holds is released
+    as for Ctrl-C (``SIGINT``, Python's ``KeyboardInterrupt``): staged output files
+    are removed (:func:`~allocator.io.staged.staged_outputs`), local worker processes
+    terminated (:class:`~allocator.analysis.capacity.workers.Workers`). The handler before is
+    restored on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
     """Run a command so that bad input ends in one line on stderr and exit status 2.
 
@@ -251,6 +294,8 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
     is only prepared and put in place once the whole command has succeeded
     (:func:`~allocator.io.staged.staged_outputs`), no output may overwrite a file the
     command read, and tables (``out``) and notes (:func:`note`) wait for success.
+    ``SIGTERM`` ends it as ``SystemExit(143)`` (:func:`terminate_as_exit`), leaving no
+    temporary file and no worker process behind.
     """
 
     flags = option_flags(fn)
@@ -261,7 +306,7 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
         pending: list[str] = []
         token = _NOTES.set(pending)
         try:
-            with recording_inputs(), staged_outputs():
+            with terminate_as_exit(), recording_inputs(), staged_outputs():
                 for name, flag in outputs.items():
                     value = kwargs.get(name)
                     if isinstance(value, str) and not value.strip():
@@ -274,7 +319,7 @@ def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:
                 if table:
                     stage_stdout(table)
         except InputError as exc:
-            raise fail(f"{flag_field(exc, flags)}: {exc.message}") from None
+            raise fail(f"{flag_field(exc, flags)}: {flag_message(exc, flags)}") from None
         except SolverError as exc:
             fail(f"{flag_field(InputError(exc.field, exc.message), flags)}: {exc.message}")
             raise typer.Exit(1) from None
@@ -339,7 +384,9 @@ __all__ = [
     "escape_controls",
     "fail",
     "flag_field",
+    "flag_message",
     "handles_input_errors",
+    "terminate_as_exit",
     "note",
     "option_flags",
     "out",

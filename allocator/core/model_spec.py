@@ -118,6 +118,20 @@ def compute_dtype(dtype: str, field_name: str = "serving.model.dtype") -> str:
     return "bf16" if d == "int4" else d
 
 
+def _shown(value: Any) -> str:
+    """A config.json value for a message: short, control characters escaped."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _kind(value: Any) -> str:
+    kinds = ((bool, "a boolean"), (str, "text"), (int, "a number"), (float, "a number"),
+             (list, "a list"), (dict, "an object"))  # fmt: skip
+    if value is None:
+        return "null"
+    return next((k for t, k in kinds if isinstance(value, t)), type(value).__name__)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A decoder's architecture (counts are parameters, not billions).
@@ -302,31 +316,70 @@ class ModelSpec:
             ok = ok or (isinstance(value, float) and value.is_integer())
             if not ok or int(value) < least or int(value) > 10**12:
                 raise InputError(
-                    f"{field}.{key}", f"{value!r} is not a whole number in {least}..10**12"
+                    f"{field}.{key}",
+                    f"{_shown(value)} is not a whole number in {least}..10**12"
+                    + (" (a fraction is not rounded)" if isinstance(value, float) else ""),
                 )
             return int(value)
 
-        model_type = str(need("model_type"))
+        def count(key: str, *alts: str, least: int = 1) -> int:
+            """A count config.json must give (:func:`need`), checked by :func:`whole`."""
+            for k in (key, *alts):
+                if cfg.get(k) is not None:
+                    return whole(k, cfg[k], least)
+            return whole(key, need(key, *alts), least)
+
+        def text(key: str, value: Any) -> str:
+            if not isinstance(value, str):
+                raise InputError(f"{field}.{key}", f"{_shown(value)} is {_kind(value)}, not text")
+            return value
+
+        def flag(key: str) -> bool:
+            value = cfg.get(key, False)
+            if value is None:
+                return False
+            if not isinstance(value, bool):
+                raise InputError(
+                    f"{field}.{key}", f"{_shown(value)} is {_kind(value)}, not true or false"
+                )
+            return value
+
+        model_type = text("model_type", need("model_type"))
         if model_type not in _DENSE_TYPES + _MOE_TYPES:
             raise InputError(
                 f"{field}.model_type",
                 f"cannot derive the parameter count of model_type {model_type!r} (known: "
                 f"{', '.join(_DENSE_TYPES + _MOE_TYPES)}); give serving.model fields instead",
             )
-        h = whole("hidden_size", need("hidden_size"))
-        layers = whole("num_hidden_layers", need("num_hidden_layers"))
-        heads = whole("num_attention_heads", need("num_attention_heads"))
+        h = count("hidden_size")
+        layers = count("num_hidden_layers")
+        heads = count("num_attention_heads")
         given_kv = cfg.get("num_key_value_heads")
         kv_heads = heads if given_kv is None else whole("num_key_value_heads", given_kv)
-        d = whole("head_dim", cfg["head_dim"]) if cfg.get("head_dim") else h // heads
-        vocab = whole("vocab_size", need("vocab_size"))
-        tied = bool(cfg.get("tie_word_embeddings", False))
+        if cfg.get("head_dim") is not None:
+            d = whole("head_dim", cfg["head_dim"])
+        elif h % heads:
+            raise InputError(
+                f"{field}.head_dim",
+                f"config.json has no head_dim and hidden_size {h} is not a multiple of "
+                f"num_attention_heads {heads}",
+            )
+        else:
+            d = h // heads
+        vocab = count("vocab_size")
+        tied = flag("tie_word_embeddings")
         torch_dtype = dtype or cfg.get("torch_dtype") or cfg.get("dtype")
         if torch_dtype is None:
             raise InputError(f"{field}.torch_dtype", "config.json has no torch_dtype (give dtype)")
+        if dtype is None:
+            text("torch_dtype" if cfg.get("torch_dtype") else "dtype", torch_dtype)
         quant = cfg.get("quantization_config")
+        if quant is not None and not isinstance(quant, dict):
+            raise InputError(
+                f"{field}.quantization_config", f"{_shown(quant)} is {_kind(quant)}, not an object"
+            )
         if quant and dtype is None:
-            method = str(quant.get("quant_method", ""))
+            method = text("quantization_config.quant_method", quant.get("quant_method", ""))
             if method != "fp8":
                 raise InputError(
                     f"{field}.quantization_config",
@@ -335,7 +388,7 @@ class ModelSpec:
             torch_dtype = "fp8"
 
         attn = h * heads * d + 2 * h * kv_heads * d + heads * d * h
-        if model_type.startswith("qwen2") or cfg.get("attention_bias"):
+        if model_type.startswith("qwen2") or flag("attention_bias"):
             attn += (heads + 2 * kv_heads) * d
         if model_type.startswith("qwen3"):
             attn += 2 * d
@@ -344,20 +397,32 @@ class ModelSpec:
         expert_layer = dense_mlp = shared = 0
         moe_layers = 0
         if model_type in _MOE_TYPES:
-            experts = int(need("num_local_experts", "num_experts"))
-            k_e = int(need("num_experts_per_tok"))
+            experts = count("num_local_experts", "num_experts")
+            k_e = count("num_experts_per_tok")
             if model_type == "mixtral":
-                i_e = int(need("intermediate_size"))
+                i_e = count("intermediate_size")
                 sparse = set(range(layers))
             else:
-                i_e = int(need("moe_intermediate_size"))
-                step = int(cfg.get("decoder_sparse_step", 1) or 1)
-                only = set(cfg.get("mlp_only_layers") or [])
+                i_e = count("moe_intermediate_size")
+                step = 1
+                if cfg.get("decoder_sparse_step") is not None:
+                    step = whole("decoder_sparse_step", cfg["decoder_sparse_step"])
+                only_layers = cfg.get("mlp_only_layers")
+                if only_layers is None:
+                    only_layers = []
+                if not isinstance(only_layers, list):
+                    raise InputError(
+                        f"{field}.mlp_only_layers",
+                        f"{_shown(only_layers)} is {_kind(only_layers)}, not a list of layers",
+                    )
+                only = {
+                    whole(f"mlp_only_layers.{j}", v, least=0) for j, v in enumerate(only_layers)
+                }
                 sparse = {i for i in range(layers) if i not in only and (i + 1) % step == 0}
                 if len(sparse) < layers:
-                    dense_mlp = 3 * h * int(need("intermediate_size"))
+                    dense_mlp = 3 * h * count("intermediate_size")
             if model_type == "qwen2_moe":
-                i_s = int(need("shared_expert_intermediate_size"))
+                i_s = count("shared_expert_intermediate_size")
                 shared = 3 * h * i_s + h
             moe_layers = len(sparse)
             expert_layer = 3 * h * i_e
@@ -366,7 +431,7 @@ class ModelSpec:
             per_dense_layer = attn + norms + dense_mlp
             body = moe_layers * per_moe_layer + (layers - moe_layers) * per_dense_layer
         else:
-            body = layers * (attn + norms + 3 * h * int(need("intermediate_size")))
+            body = layers * (attn + norms + 3 * h * count("intermediate_size"))
         embed = vocab * h
         total = body + h + embed * (1 if tied else 2)
         expert_total = moe_layers * experts * expert_layer
@@ -385,7 +450,8 @@ class ModelSpec:
             experts_per_token=k_e,
             expert_params=float(expert_total),
             embedding_params=0.0 if tied else float(embed),
-            name=name or str(cfg.get("_name_or_path", "")),
+            name=name
+            or (cfg["_name_or_path"] if isinstance(cfg.get("_name_or_path"), str) else ""),
             field=field,
         )
 

@@ -16,7 +16,6 @@ what they name things. Nothing inside the model or the solvers imports from here
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -24,6 +23,7 @@ import numpy as np
 
 from ..core.methods import resolve_method
 from ..exceptions import ParameterError
+from ..io.quoting import shell_join
 from .base import DrafterLike, Engine
 from .sglang import SGLang
 from .vllm import VLLM
@@ -187,7 +187,7 @@ def export_plan(
             route["speculative_config"] = value
         else:
             route["flags"] = value
-            route["args"] = shlex.join(value)
+            route["args"] = shell_join(value)
         routes.append(route)
     hosted = []
     for name in plan["hosted"]:

@@ -70,7 +70,6 @@ for the algorithms of the EAGLE worker, ``EAGLE``, ``EAGLE3`` and ``NEXTN`` (met
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -78,6 +77,7 @@ import numpy as np
 
 from ..core.methods import required_model, resolve_method, sglang_algorithm
 from ..exceptions import ParameterError
+from ..io.quoting import shell_join
 from .base import DrafterLike, Engine, tree_method
 
 if TYPE_CHECKING:
@@ -314,7 +314,7 @@ class SGLang(Engine):
 
     def text(self, settings: dict[str, object] | list[str]) -> str:
         assert isinstance(settings, list)
-        return shlex.join(settings) + "\n"
+        return shell_join(settings) + "\n"
 
     def tree_export(
         self,
@@ -340,7 +340,7 @@ class SGLang(Engine):
                 f"--attention-backend {', '.join(PAGED_TREE_BACKENDS)} (it refuses others at "
                 "start-up); with another backend keep --page-size 1"
             )
-        return shlex.join(flags + running) + "\n", notes + more
+        return shell_join(flags + running) + "\n", notes + more
 
 
 __all__ = [

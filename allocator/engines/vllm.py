@@ -189,6 +189,14 @@ def schedule_config(
     return out, notes + schedule_notes(method, max(ks))
 
 
+def config_text(config: object) -> str:
+    """``config`` as the one line of JSON to pass as ``vllm serve --speculative-config
+    '<this>'``: every control and non-ASCII character written ``\\uXXXX`` (no newline or
+    escape reaches the terminal or the command line), and so is ``'``, so that the line
+    is always one word between single quotes. The JSON's value is unchanged."""
+    return json.dumps(config, ensure_ascii=True).replace("'", "\\u0027") + "\n"
+
+
 class VLLM(Engine):
     """vLLM (``vllm serve --speculative-config '<JSON>'``)."""
 
@@ -206,7 +214,7 @@ class VLLM(Engine):
         return speculative_config(drafter, k)
 
     def text(self, settings: dict[str, object] | list[str]) -> str:
-        return json.dumps(settings) + "\n"
+        return config_text(settings)
 
     def tree_export(
         self,
@@ -232,7 +240,7 @@ class VLLM(Engine):
             f"served this tree: the speculative_token_tree of {VLLM_LAST_TREE_VERSION} and "
             "earlier drafted level-uniform trees verified as one chain",
         )
-        return json.dumps(config) + "\n", notes
+        return config_text(config), notes
 
     def schedule_settings(
         self, rows: list[dict], drafters: Mapping[str, DrafterLike]
@@ -246,6 +254,7 @@ __all__ = [
     "VLLM_LAST_TREE_VERSION",
     "VLLM_MIN_VERSION",
     "batch_ranges",
+    "config_text",
     "schedule_config",
     "schedule_notes",
     "speculative_config",

@@ -236,7 +236,9 @@ def architecture(
         data = parse_document(text, f"{field}.config", str(path), json_format=True)
         if not isinstance(data, dict):
             raise InputError(f"{field}.config", f"{path.name} does not hold a JSON object")
-        spec = ModelSpec.from_hf_config(data, dtype=a.dtype, kv_dtype=a.kv_dtype)
+        spec = ModelSpec.from_hf_config(
+            data, field=f"{field}.config", dtype=a.dtype, kv_dtype=a.kv_dtype
+        )
         return replace(spec, name=name or spec.name, field=field)
     assert a.params_b and a.layers and a.hidden and a.heads and a.kv_heads  # the spec checked
     return ModelSpec.from_fields(

@@ -16,6 +16,12 @@ CSVs) goes through :func:`read_input_text`, and every YAML or JSON document thro
 YAML is parsed with libyaml's C safe loader when PyYAML was built with it
 (``yaml.CSafeLoader``), else with the pure-Python safe loader; both build only plain
 Python data (no object tags). ``1e-3`` is a number (as in YAML 1.2).
+
+A message about an input that cannot be parsed quotes at most a short prefix of it,
+escaped, with anything shaped like ``KEY=VALUE`` masked (:func:`excerpt`,
+:func:`mask_secrets`, from :mod:`allocator.io.quoting`): every reader of an input file
+calls them (``/proc/self/environ`` given as a file holds every secret of the
+environment).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any
 import yaml
 
 from ..exceptions import InputError
+from .quoting import excerpt, mask_secrets
 
 #: Largest YAML or JSON document read (problem files, cost files), bytes.
 MAX_DOCUMENT_BYTES = 16 * 2**20
@@ -162,7 +169,7 @@ def _json_pairs(pairs: list[tuple[str, Any]]) -> dict:
     out: dict = {}
     for key, value in pairs:
         if key in out:
-            raise _DocumentError(f"duplicate key {key!r}")
+            raise _DocumentError(f"duplicate key {excerpt(key)}")
         out[key] = value
     return out
 
@@ -290,7 +297,7 @@ def parse_yaml(text: str, field: str, source: str = "input") -> object:
             line = f" (line {where.line + 1})" if where is not None else ""
             raise InputError(field, f"{source} is not valid YAML{line}") from None
         except ValueError as exc:  # e.g. a malformed timestamp or base-60 number
-            raise InputError(field, f"{source}: {exc}") from None
+            raise InputError(field, f"{source}: {mask_secrets(str(exc))}") from None
     finally:
         loader.dispose()
     return data
@@ -324,6 +331,8 @@ def parse_document(text: str, field: str, source: str, *, json_format: bool) -> 
 
 
 __all__ = [
+    "excerpt",
+    "mask_secrets",
     "INT_LIMIT",
     "MAX_DEPTH",
     "MAX_DOCUMENT_BYTES",

@@ -17,6 +17,7 @@ import numpy as np
 from ..exceptions import InputError
 from ..model.errors.empirical import FIELD, MAX_DRAFTERS, EmpiricalErrors
 from .inputs import MAX_LOG_BYTES, check_regular_file
+from .quoting import excerpt, mask_secrets
 
 
 def load_empirical(spec, names, base_dir=None) -> tuple[EmpiricalErrors, dict]:
@@ -35,7 +36,7 @@ def load_empirical(spec, names, base_dir=None) -> tuple[EmpiricalErrors, dict]:
             pos = None if position is None else position[rows]
             if pos is not None and np.unique(pos).size != pos.max():
                 raise InputError(
-                    "errors.outcomes", f"workload {str(w)!r} skips a position in the log"
+                    "errors.outcomes", f"workload {excerpt(str(w))} skips a position in the log"
                 )
             parts[str(w)] = EmpiricalErrors.from_failures(fail[rows], pos)
     return whole, parts
@@ -71,7 +72,7 @@ def read_careful(path: Path, names: tuple[str, ...]) -> dict:
             header = [h.strip() for h in next(reader, [])]
             body = [row for row in reader if row]
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise InputError(FIELD, f"cannot read {path}: {exc}") from None
+        raise InputError(FIELD, f"cannot read {path}: {mask_secrets(str(exc))}") from None
     missing = [n for n in names if n not in header]
     if missing:
         raise InputError(FIELD, f"{path.name} has no column for drafter(s) {', '.join(missing)}")
@@ -92,7 +93,8 @@ def read_careful(path: Path, names: tuple[str, ...]) -> dict:
             bad = int(np.argmin(ok))
             raise InputError(
                 FIELD,
-                f"column {n!r} of {path.name} must hold 0 or 1; row {bad + 2} has {str(v[bad])!r}",
+                f"column {n!r} of {path.name} must hold 0 or 1; row {bad + 2} has "
+                f"{excerpt(str(v[bad]))}",
             )
         fail[:, j] = v == "0"
     position = None

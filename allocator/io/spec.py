@@ -28,103 +28,26 @@ from ..core.problem import MAX_K, SERVING_COST_METRICS
 from ..core.serving import MAX_BATCHED_TOKENS, MAX_KV_TOKENS, MAX_NUM_SEQS
 from ..exceptions import InputError
 from .inputs import parse_document, read_input_text
+from .quoting import plain_text
+from .spec_errors import FieldError, number_text, validation_error_to_input_error
 
-CostMetric = Literal[
-    "draft_cost_per_round", "draft_cost_per_token", "hosting_cost", "drafters", "cost_per_mtok"
-]
-
-
-def _number_text(v: float) -> str:
-    """A number as a problem file would write it (``1.2``, ``-0.5``, ``1e-12``)."""
-    return repr(v) if v != v or abs(v) == float("inf") else f"{v:g}"
-
-
-def _in_open_closed_unit(v: float) -> float:
-    if not 0.0 < v <= 1.0:
-        raise ValueError(f"{_number_text(v)} is outside (0, 1]")
-    return v
-
-
-def _in_closed_unit(v: float) -> float:
-    if not 0.0 <= v <= 1.0:
-        raise ValueError(f"{_number_text(v)} is outside [0, 1]")
-    return v
-
-
-#: A probability in (0, 1]; out of range it is refused naming the interval (a list's
-#: element too: ``acceptance.1: 1.2 is outside (0, 1]``).
-Probability = Annotated[
-    float,
-    AfterValidator(_in_open_closed_unit),
-    WithJsonSchema({"type": "number", "exclusiveMinimum": 0.0, "maximum": 1.0}),
-]
-#: Most values in one acceptance list: ``k`` is at most ``MAX_K``, so a position past it
-#: is never used (and a longer list would only cost memory).
-MAX_POSITIONS = MAX_K
-Acceptance = (
-    Probability | Annotated[list[Probability], Field(min_length=1, max_length=MAX_POSITIONS)]
+# the file's value types (allocator.io.spec_types), re-exported
+from .spec_types import (
+    MAX_POSITIONS,
+    Acceptance,
+    BatchKey,
+    BatchSize,
+    CostMetric,
+    CountKey,
+    Method,
+    Name,
+    NonNegative,
+    Positive,
+    Probability,
+    check_rank_acceptance,
+    in_closed_unit,
+    rank_rows,
 )
-NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
-Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
-BatchSize = Annotated[int, Field(ge=1)]
-# Mapping keys are strings in JSON: a key may be an integer written as a string.
-BatchKey = Annotated[int, Field(ge=1, strict=False)]
-CountKey = Annotated[int, Field(ge=0, strict=False)]
-
-# What kind of drafter it is, as the serving engines name their speculative methods
-# (allocator/core/methods.py holds the table; a test checks the two agree).
-Method = Literal[
-    "draft_model",
-    "eagle",
-    "eagle3",
-    "mtp",
-    "medusa",
-    "mlp_speculator",
-    "ngram",
-    "suffix",
-    "dflash",
-    "dspark",
-]
-
-
-def rank_rows(value: list[float] | list[list[float]]) -> list[list[float]]:
-    """``acceptance_by_rank`` as one row per depth (a flat list is one row for every depth)."""
-    items: list = list(value)
-    if items and isinstance(items[0], list):
-        return [[float(x) for x in row] for row in items]
-    return [[float(x) for x in items]]
-
-
-def check_rank_acceptance(value: object) -> object:
-    """Validate ``acceptance_by_rank``: ``[p1, p2, ...]`` or ``[[p1, ...], [p1, ...], ...]``
-    (one row per depth, the last repeating), every value in (0, 1], rows of one length.
-    Raises ``ValueError`` with a message naming the offending entry."""
-    if value is None:
-        return value
-    if not isinstance(value, list) or not value:
-        raise ValueError("give a non-empty list [p1, p2, ...] or one such list per depth")
-    nested = [isinstance(v, list) for v in value]
-    if any(nested) and not all(nested):
-        raise ValueError(
-            "mixes numbers and lists: give one list of ranks, or one list of ranks per depth"
-        )
-    rows = value if all(nested) else [value]
-    width = len(rows[0])
-    for d, row in enumerate(rows):
-        where = f"depth {d + 1}, " if all(nested) else ""
-        if not row:
-            raise ValueError(f"{where}the list of ranks is empty")
-        if len(row) != width:
-            raise ValueError(
-                f"depth {d + 1} gives {len(row)} ranks where depth 1 gives {width}: every "
-                "depth needs the same number of ranks"
-            )
-        for r, p in enumerate(row):
-            if isinstance(p, bool) or not isinstance(p, int | float):
-                raise ValueError(f"{where}rank {r + 1}: {p!r} is not a number")
-            if not 0.0 < float(p) <= 1.0:
-                raise ValueError(f"{where}rank {r + 1}: {p} is outside (0, 1]")
-    return value
 
 
 class _Frozen(BaseModel):
@@ -159,11 +82,11 @@ class Verifier(_Frozen):
         if self.pass_cost_curve is not None:
             both = sorted({"pass_cost", "token_cost"} & self.model_fields_set)
             if both:
-                raise _FieldError(
+                raise FieldError(
                     f"verifier.{both[0]}", "give either pass_cost/token_cost or pass_cost_curve"
                 )
             if min(self.pass_cost_curve.cost) <= 0.0:
-                raise _FieldError(
+                raise FieldError(
                     "verifier.pass_cost_curve.cost", "a verification pass must cost more than 0"
                 )
         return self
@@ -173,7 +96,7 @@ Interval = Annotated[
     list[
         Annotated[
             float,
-            AfterValidator(_in_closed_unit),
+            AfterValidator(in_closed_unit),
             WithJsonSchema({"type": "number", "minimum": 0.0, "maximum": 1.0}),
         ]
     ],
@@ -227,11 +150,11 @@ class Drafter(_Frozen):
     ``[lo, hi]`` or one ``[lo, hi]`` per position.
     """
 
-    name: Annotated[str, Field(min_length=1)]
+    name: Name
     acceptance: Acceptance
     unit_cost: NonNegative | None = None
     hosting_cost: NonNegative = 0.0
-    model: str | None = None
+    model: Annotated[str, AfterValidator(plain_text)] | None = None
     acceptance_interval: (
         Interval | Annotated[list[Interval], Field(max_length=MAX_POSITIONS)] | None
     ) = None
@@ -280,9 +203,9 @@ class Drafter(_Frozen):
             for r, (lo, hi) in enumerate(row):
                 if hi <= lo:
                     where = f"depth {d + 1}, rank {r + 1}" if nested else f"rank {r + 1}"
-                    raise _FieldError(
+                    raise FieldError(
                         f"drafters[{self.name}].acceptance_by_rank_interval",
-                        f"{where}: [{_number_text(lo)}, {_number_text(hi)}] needs lo < hi",
+                        f"{where}: [{number_text(lo)}, {number_text(hi)}] needs lo < hi",
                     )
         return self
 
@@ -315,25 +238,25 @@ class ErrorsSpec(_Frozen):
         }[self.model]
         for f in ("correlation", "error_correlation", "loadings", "matrix", "outcomes"):
             if getattr(self, f) is not None and f not in own:
-                raise _FieldError(f"errors.{f}", f"does not apply to errors.model {self.model!r}")
+                raise FieldError(f"errors.{f}", f"does not apply to errors.model {self.model!r}")
         if self.model == "exchangeable":
             given = [f for f in own if getattr(self, f) is not None]
             if len(given) != 1:
-                raise _FieldError(
+                raise FieldError(
                     "errors.correlation", "give exactly one of correlation and error_correlation"
                 )
             v = getattr(self, given[0])
             if not 0.0 <= v <= 1.0:
-                raise _FieldError(
+                raise FieldError(
                     f"errors.{given[0]}",
                     f"{v} is outside [0, 1] (one correlation for every pair; for negative "
                     "dependence use errors.model gaussian with a matrix)",
                 )
         elif len(own) == 1 and getattr(self, own[0]) is None:
-            raise _FieldError(f"errors.{own[0]}", f"required by errors.model {self.model!r}")
+            raise FieldError(f"errors.{own[0]}", f"required by errors.model {self.model!r}")
         for name, b in (self.loadings or {}).items():
             if not -1.0 < b < 1.0:
-                raise _FieldError(
+                raise FieldError(
                     f"errors.loadings.{name}",
                     f"{b} is outside the open interval (-1, 1) (a loading of ±1 leaves the "
                     "drafter no errors of its own)",
@@ -341,7 +264,7 @@ class ErrorsSpec(_Frozen):
         if self.matrix is not None:
             n = len(self.matrix)
             if n == 0 or any(len(row) != n for row in self.matrix):
-                raise _FieldError("errors.matrix", "must be a square list of rows")
+                raise FieldError("errors.matrix", "must be a square list of rows")
         return self
 
 
@@ -351,7 +274,7 @@ class EnsembleSpec(_Frozen):
 
 
 class WorkloadSpec(_Frozen):
-    name: Annotated[str, Field(min_length=1)]
+    name: Name
     weight: Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
     acceptance: dict[str, Acceptance] = {}
 
@@ -469,9 +392,9 @@ class PrefillTable(_Frozen):
     @model_validator(mode="after")
     def _shape(self) -> PrefillTable:
         if len(self.tokens) != len(self.ms):
-            raise _FieldError("serving.prefill_ms.ms", "needs one value per entry of tokens")
+            raise FieldError("serving.prefill_ms.ms", "needs one value per entry of tokens")
         if any(b <= a for a, b in zip(self.tokens, self.tokens[1:], strict=False)):
-            raise _FieldError("serving.prefill_ms.tokens", "must be strictly increasing")
+            raise FieldError("serving.prefill_ms.tokens", "must be strictly increasing")
         return self
 
 
@@ -546,7 +469,7 @@ class CalibratedFrom(_Frozen):
         for key in ("batch", "k", "context", "speculative_batch", "speculative_k"):
             r = getattr(self, key)
             if r is not None and r[0] > r[1]:
-                raise _FieldError(
+                raise FieldError(
                     f"serving.calibrated_from.{key}", f"[{r[0]:g}, {r[1]:g}] is reversed"
                 )
         return self
@@ -583,13 +506,11 @@ class ServingSpec(_Frozen):
         f = "serving"
         if (self.hardware is None) != (self.model is None):
             given, other = ("hardware", "model") if self.model is None else ("model", "hardware")
-            raise _FieldError(
-                f"{f}.{other}", f"the roofline step time needs {other} beside {given}"
-            )
+            raise FieldError(f"{f}.{other}", f"the roofline step time needs {other} beside {given}")
         if self.roofline is not None and self.model is None:
-            raise _FieldError(f"{f}.roofline", "needs serving.hardware and serving.model")
+            raise FieldError(f"{f}.roofline", "needs serving.hardware and serving.model")
         if not self.step_ms and self.verify_ms is None and self.model is None:
-            raise _FieldError(
+            raise FieldError(
                 f,
                 "give step times: measured step_ms tables, a verify_ms component model, or "
                 "hardware and model (the roofline)",
@@ -599,26 +520,26 @@ class ServingSpec(_Frozen):
             and self.gpus_per_replica is not None
             and self.gpus_per_replica < self.hardware.count
         ):
-            raise _FieldError(
+            raise FieldError(
                 f"{f}.gpus_per_replica",
                 f"{self.gpus_per_replica} is fewer than serving.hardware.count "
                 f"({self.hardware.count} GPUs under tensor parallelism)",
             )
         if any(b <= a for a, b in zip(self.batch_sizes, self.batch_sizes[1:], strict=False)):
-            raise _FieldError(f"{f}.batch_sizes", "must be strictly increasing")
+            raise FieldError(f"{f}.batch_sizes", "must be strictly increasing")
         seen: set[frozenset[str]] = set()
         for i, t in enumerate(self.step_ms):
             if len(set(t.drafters)) != len(t.drafters):
-                raise _FieldError(f"{f}.step_ms.{i}.drafters", "a drafter is named twice")
+                raise FieldError(f"{f}.step_ms.{i}.drafters", "a drafter is named twice")
             key = frozenset(t.drafters)
             if key in seen:
-                raise _FieldError(
+                raise FieldError(
                     f"{f}.step_ms.{i}.drafters", "the same drafters are measured in two tables"
                 )
             seen.add(key)
             for b, by_k in t.by_batch.items():
                 if 0 not in by_k:
-                    raise _FieldError(
+                    raise FieldError(
                         f"{f}.step_ms.{i}.by_batch.{b}",
                         "no k = 0 entry: decoding without speculation is the baseline and "
                         "is required at every batch size",
@@ -627,18 +548,18 @@ class ServingSpec(_Frozen):
         if v is not None:
             g = f"{f}.verify_ms"
             if any(b <= a for a, b in zip(v.batch, v.batch[1:], strict=False)):
-                raise _FieldError(f"{g}.batch", "must be strictly increasing")
+                raise FieldError(f"{g}.batch", "must be strictly increasing")
             if any(b <= a for a, b in zip(v.tokens, v.tokens[1:], strict=False)):
-                raise _FieldError(f"{g}.tokens", "must be strictly increasing")
+                raise FieldError(f"{g}.tokens", "must be strictly increasing")
             if v.tokens[0] != 1:
-                raise _FieldError(
+                raise FieldError(
                     f"{g}.tokens", "must include 1 (a plain decoding step, the k = 0 baseline)"
                 )
             if len(v.ms) != len(v.batch):
-                raise _FieldError(f"{g}.ms", f"{len(v.ms)} rows for {len(v.batch)} batch sizes")
+                raise FieldError(f"{g}.ms", f"{len(v.ms)} rows for {len(v.batch)} batch sizes")
             for i, row in enumerate(v.ms):
                 if len(row) != len(v.tokens):
-                    raise _FieldError(
+                    raise FieldError(
                         f"{g}.ms.{i}", f"{len(row)} values for {len(v.tokens)} token counts"
                     )
         # a planned batch size outside every measured range is refused by the commands that
@@ -653,7 +574,7 @@ class ProblemSpec(_Frozen):
     ``convention``: ``bonus`` (the verifier's own token counted, as vLLM and SGLang count
     it) by default in a file with a ``serving`` section, ``paper`` otherwise."""
 
-    name: Annotated[str, Field(min_length=1)]
+    name: Name
     convention: Annotated[
         Literal["paper", "bonus"],
         Field(description="Default: bonus with a serving section, else paper."),
@@ -698,22 +619,22 @@ class ProblemSpec(_Frozen):
         for field in ("require", "exclude"):
             for i, n in enumerate(getattr(self.search, field)):
                 if n not in names:
-                    raise _FieldError(f"search.{field}.{i}", f"unknown drafter {n!r}")
+                    raise FieldError(f"search.{field}.{i}", f"unknown drafter {n!r}")
         clash = set(self.search.require) & set(self.search.exclude)
         if clash:
-            raise _FieldError("search.exclude", f"{sorted(clash)} also in search.require")
+            raise FieldError("search.exclude", f"{sorted(clash)} also in search.require")
         for i, e in enumerate(self.ensembles):
             for n in e.members:
                 if n not in names:
-                    raise _FieldError(f"ensembles.{i}.members", f"unknown drafter {n!r}")
+                    raise FieldError(f"ensembles.{i}.members", f"unknown drafter {n!r}")
         seen: set[str] = set()
         for w in self.workloads:
             if w.name in seen:
-                raise _FieldError(f"workloads[{w.name}].name", "duplicate workload name")
+                raise FieldError(f"workloads[{w.name}].name", "duplicate workload name")
             seen.add(w.name)
             for n in w.acceptance:
                 if n not in names:
-                    raise _FieldError(f"workloads[{w.name}].acceptance", f"unknown drafter {n!r}")
+                    raise FieldError(f"workloads[{w.name}].acceptance", f"unknown drafter {n!r}")
         self._check_serving(names)
         return self
 
@@ -723,12 +644,12 @@ class ProblemSpec(_Frozen):
         s = self.serving
         if self.cost_metric in SERVING_COST_METRICS:
             if s is None:
-                raise _FieldError(
+                raise FieldError(
                     "cost_metric",
                     f"{self.cost_metric} needs a serving section (step times and a GPU price)",
                 )
             if s.gpu_cost_per_hour is None:
-                raise _FieldError(
+                raise FieldError(
                     "cost_metric", f"{self.cost_metric} needs serving.gpu_cost_per_hour"
                 )
         if s is None:
@@ -736,7 +657,7 @@ class ProblemSpec(_Frozen):
         for i, t in enumerate(s.step_ms):
             for n in t.drafters:
                 if n not in names:
-                    raise _FieldError(f"serving.step_ms.{i}.drafters", f"unknown drafter {n!r}")
+                    raise FieldError(f"serving.step_ms.{i}.drafters", f"unknown drafter {n!r}")
         # a drafter with neither a step_ms table nor draft_ms has no speculative step time:
         # each command leaves its configurations out with a note (the README's rule), the
         # file is not refused for it
@@ -753,7 +674,7 @@ class ProblemSpec(_Frozen):
                     mem.kv_cache_gb, mem.kv_per_seq_gb, gb, [d.name for d in self.drafters]
                 )
             except InputError as exc:
-                raise _FieldError(exc.field, exc.message) from None
+                raise FieldError(exc.field, exc.message) from None
         return self
 
     @property
@@ -769,16 +690,14 @@ def _check_interval(d: Drafter, field: str) -> None:
     n_acc = len(d.acceptance) if isinstance(d.acceptance, list) else 1
     nested = isinstance(iv[0], list)
     if not nested and n_acc > 1:
-        raise _FieldError(field, "give one [lo, hi] per position of the acceptance list")
+        raise FieldError(field, "give one [lo, hi] per position of the acceptance list")
     rows: list[list[float]] = iv if nested else [iv]  # type: ignore[assignment, list-item]
     if len(rows) != n_acc:
-        raise _FieldError(field, f"{len(rows)} intervals for {n_acc} acceptance position(s)")
+        raise FieldError(field, f"{len(rows)} intervals for {n_acc} acceptance position(s)")
     for j, (lo, hi) in enumerate(rows):
         if hi <= lo:
             where = f"position {j + 1}: " if nested else ""
-            raise _FieldError(
-                field, f"{where}[{_number_text(lo)}, {_number_text(hi)}] needs lo < hi"
-            )
+            raise FieldError(field, f"{where}[{number_text(lo)}, {number_text(hi)}] needs lo < hi")
 
 
 def _check_method(d: Drafter, where: str) -> None:
@@ -786,239 +705,7 @@ def _check_method(d: Drafter, where: str) -> None:
     given = {f: getattr(d, f) for f in METHOD_FIELDS if getattr(d, f) is not None}
     problem = method_problem(d.method, given, d.model)
     if problem is not None:
-        raise _FieldError(f"{where}.{problem[0]}", problem[1])
-
-
-class _FieldError(ValueError):
-    """Raised inside validators to report a field other than the one validated."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
-#: Parts of a pydantic location that name a union branch or a validator, not a field.
-_BRANCH_PREFIXES = ("function-", "list[", "dict[", "constrained-", "json-or-python")
-_BRANCH_NAMES = frozenset({"float", "int", "str", "bool", "constrained-float", "none"})
-
-
-def _is_branch(part: object) -> bool:
-    return isinstance(part, str) and (part.startswith(_BRANCH_PREFIXES) or part in _BRANCH_NAMES)
-
-
-def _loc_to_field(loc: tuple, data: object = None) -> str:
-    """A pydantic location as the dotted field path users see; a drafter or workload is
-    named by its ``name`` when it has one (``drafters[weak-a].unit_cost``)."""
-    # pydantic puts union branch names ("float", "list[...]") into loc; drop them
-    parts = [p for p in loc if not _is_branch(p)]
-    out: list[str] = []
-    for i, p in enumerate(parts):
-        named = _item_name(data, parts[:i], p) if i == 1 and isinstance(p, int) else None
-        if named is not None:
-            out[-1] += f"[{named}]"
-        else:
-            out.append(str(p))
-    return ".".join(out) or "problem"
-
-
-def _item_name(data: object, parents: list, index: int) -> str | None:
-    """The ``name`` of ``data[section][index]`` for the named lists, when it is a string."""
-    if not isinstance(data, dict) or parents[0] not in ("drafters", "workloads"):
-        return None
-    items = data.get(parents[0])
-    if not isinstance(items, list) or not 0 <= index < len(items):
-        return None
-    item = items[index]
-    name = item.get("name") if isinstance(item, dict) else None
-    return name if isinstance(name, str) and name else None
-
-
-def _shown(value: object) -> str:
-    """A user's value as YAML shows it, cut short."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, float):
-        return _number_text(value)
-    text = repr(value) if isinstance(value, str) else str(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _kind(value: object) -> str:
-    kinds = {
-        bool: "a boolean",
-        str: "text",
-        list: "a list",
-        dict: "a mapping",
-        int: "a number",
-        float: "a number",
-    }
-    return kinds.get(type(value), type(value).__name__)
-
-
-_TYPE_ERRORS = {
-    "float_type": "a number",
-    "int_type": "an integer",
-    "string_type": "a string",
-    "list_type": "a list",
-    "dict_type": "a mapping",
-    "model_type": "a mapping",
-    "bool_type": "true or false",
-}
-
-#: Bound errors of pydantic, as a rule on the value.
-_BOUNDS = {
-    "greater_than": ("gt", "greater than"),
-    "greater_than_equal": ("ge", "greater than or equal to"),
-    "less_than": ("lt", "less than"),
-    "less_than_equal": ("le", "less than or equal to"),
-}
-
-
-def _branch_kind(loc: tuple) -> str | None:
-    """What a union branch in ``loc`` takes: ``"list"``, ``"dict"``, ``"scalar"`` or
-    ``None`` (no branch in ``loc``). A branch with a validator is named
-    ``function-after[<validator>, <type>]``: its type decides."""
-    for part in loc:
-        if _is_branch(part):
-            text = str(part)
-            if text.startswith("function-"):
-                text = text.rsplit(", ", 1)[-1]
-            if text.startswith("list["):
-                return "list"
-            return "dict" if text.startswith("dict[") else "scalar"
-    return None
-
-
-def _union_prefix(loc: tuple) -> tuple:
-    """``loc`` up to its first union branch (the field the union is for)."""
-    for i, part in enumerate(loc):
-        if _is_branch(part):
-            return tuple(loc[:i])
-    return tuple(loc)
-
-
-def _at(data: object, loc: tuple) -> object:
-    """The raw value at a (branch-free) location, or ``None``."""
-    for part in loc:
-        if isinstance(data, dict) and part in data:
-            data = data[part]
-        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
-            data = data[part]
-        else:
-            return None
-    return data
-
-
-def _pick(errors: list, data: object) -> dict:
-    """The error to report: a misspelt field first (the "field required" pydantic adds for
-    the intended spelling follows from it); else, when the first error is one branch of a
-    union (``acceptance``: a number or a list), the branch that takes what the user gave
-    (a list's element out of range, not "a list is not a number"), the deepest first."""
-    unknown = next((e for e in errors if e["type"] == "extra_forbidden"), None)
-    if unknown is not None:
-        return unknown
-    first = errors[0]
-    if _branch_kind(first["loc"]) is None:
-        return first
-    prefix = _union_prefix(first["loc"])
-    given = _at(data, tuple(p for p in prefix if not _is_branch(p)))
-    want = "list" if isinstance(given, list) else "dict" if isinstance(given, dict) else "scalar"
-    same = [e for e in errors if _union_prefix(e["loc"]) == prefix]
-    matching = [e for e in same if _branch_kind(e["loc"]) == want] or same
-    depth = _list_depth(given)
-    nested = [e for e in matching if _branch_depth(e["loc"]) == depth] or matching
-    return max(nested, key=lambda e: len(e["loc"]))
-
-
-def _list_depth(value: object) -> int:
-    """How deep lists nest in ``value``, by first elements (``[[0.1, 0.2]]``: 2)."""
-    depth = 0
-    while isinstance(value, list):
-        depth += 1
-        value = value[0] if value else None
-    return depth
-
-
-def _branch_depth(loc: tuple) -> int:
-    """How deep the lists of the union branch in ``loc`` nest (``list[list[float]]``: 2)."""
-    for part in loc:
-        if _is_branch(part):
-            return str(part).count("list[")
-    return 0
-
-
-def _element_note(loc: tuple, data: object) -> str:
-    """`` (value 2 of the list)`` when ``loc`` ends at an element of a list the user
-    wrote (not a mapping's key, not a drafter of ``drafters``), else ``""``."""
-    parts = [p for p in loc if not _is_branch(p)]
-    if len(parts) < 2 or not isinstance(parts[-1], int):
-        return ""
-    if len(parts) == 2 and parts[0] in ("drafters", "workloads"):
-        return ""
-    if not isinstance(_at(data, tuple(parts[:-1])), list):
-        return ""
-    return f" (value {parts[-1] + 1:,} of the list)"
-
-
-def validation_error_to_input_error(err: ValidationError, data: object = None) -> InputError:
-    """One error of a pydantic ``ValidationError`` as one ``InputError``.
-
-    An unknown (misspelt) field is reported before anything else; a value that one
-    branch of a union takes (``acceptance`` is a number or a list of numbers) is judged
-    by that branch, so a list's element out of range is named with its bound. ``data``,
-    the raw mapping validated, lets drafters and workloads be named by their names.
-    """
-    errors = err.errors(include_url=False)
-    first = _pick(errors, data)
-    ctx = first.get("ctx") or {}
-    inner = ctx.get("error")
-    if isinstance(inner, _FieldError):
-        return InputError(inner.field, inner.message)
-    msg = first["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-    field = _loc_to_field(first["loc"], data)
-    got = first.get("input")
-    kind = first["type"]
-    note = _element_note(first["loc"], data)
-    if "[key]" in first["loc"]:
-        field = field.removesuffix(".[key]")
-        want = _TYPE_ERRORS.get(kind.replace("_parsing", "_type"), "valid")
-        msg = f"the key {_shown(got)} is not {want}"
-    elif kind == "extra_forbidden":
-        msg = "unknown field (check its spelling against `allocator schema`)"
-    elif isinstance(got, float) and got != got:
-        msg = "nan is not a number a problem file may hold"
-    elif kind == "finite_number":
-        msg = f"{_shown(got)} is not a finite number{note}"
-    elif kind in _BOUNDS:
-        key, rule = _BOUNDS[kind]
-        msg = f"{_shown(got)} must be {rule} {_shown(ctx.get(key))}{note}"
-    elif kind == "too_long" and isinstance(got, list | dict):
-        most = ctx.get("max_length")
-        msg = f"holds {len(got):,} values; at most {most:,}" if most else msg
-        if isinstance(got, list) and field.endswith(("acceptance", "acceptance_interval")):
-            msg += f" (k is at most {MAX_K:,}, so a later position is never used)"
-    elif kind == "too_short" and isinstance(got, list | dict):
-        least = ctx.get("min_length", 1)
-        n = len(got)
-        msg = "is empty" if not n else f"holds {n:,} value{'s' if n != 1 else ''}"
-        msg += f"; give at least {least:,}"
-    elif kind.endswith("_type"):
-        want = _TYPE_ERRORS.get(kind, kind.removesuffix("_type"))
-        if _branch_kind(first["loc"]) == "scalar" and isinstance(got, list | dict):
-            want += " or a list of numbers" if want == "a number" else ""
-        msg = (
-            f"has no value (null); give {want}"
-            if got is None
-            else f"{_shown(got)} is {_kind(got)}, not {want}{note}"
-        )
-    elif kind == "value_error" and note:
-        msg += note
-    return InputError(field, msg[0].lower() + msg[1:] if msg else "invalid")
+        raise FieldError(f"{where}.{problem[0]}", problem[1])
 
 
 def parse_problem(data: object, *, source: str = "problem") -> ProblemSpec:

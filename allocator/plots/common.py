@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import io
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -17,6 +18,7 @@ from typing import ParamSpec, TypeVar
 import numpy as np
 
 from ..exceptions import InputError
+from ..io.quoting import UNSAFE, escape_text
 from ..io.staged import check_writable, write_atomic
 
 _P = ParamSpec("_P")
@@ -54,7 +56,10 @@ def literal_text(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         from matplotlib import rc_context
 
-        with rc_context({"text.parse_math": False}):
+        with rc_context({"text.parse_math": False}), warnings.catch_warnings():
+            # a name's characters the font lacks are drawn as boxes; matplotlib's warning
+            # would print each (a control character raw) and a line of this package
+            warnings.filterwarnings("ignore", message="Glyph .* missing from")
             return fn(*args, **kwargs)
 
     return wrapper
@@ -89,13 +94,18 @@ def save(fig, path: str | Path, fmt: str, option: str) -> None:
     Every text of the figure is drawn as written (``$x^$`` in a name is not TeX), but
     matplotlib's own tick labels and offsets keep their mathtext: a log axis writes
     ``$\\mathdefault{2^{3}}$``, to be drawn as 2³ (turning mathtext off for every text
-    printed that markup raw)."""
+    printed that markup raw). Control characters of every text are shown escaped
+    (:func:`allocator.io.quoting.escape_text`)."""
     from matplotlib import rc_context
     from matplotlib.text import Text
 
     own = _axis_texts(fig)
     for text in fig.findobj(Text):  # drawn as written, whoever made the figure
         text.set_parse_math(id(text) in own)
+        # a control character of a name is shown escaped (\x1b), never drawn as a box
+        shown = text.get_text()
+        if isinstance(shown, str) and UNSAFE.search(shown):
+            text.set_text(escape_text(shown, keep="\n"))
     buf = io.BytesIO()
     meta = {"Software": None} if fmt == "png" else {"Date": None}
     # SVG text stays text (searchable, selectable); hashsalt makes SVG ids reproducible;

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..io.quoting import escape_text
+
 #: Candidate label directions, in order of preference. On a front that rises with
 #: cost, up-left and down-right keep a label off the curve.
 _DIRECTIONS = tuple(
@@ -126,7 +128,8 @@ def place_labels(
     obstacles = np.unique(np.round(obstacles), axis=0)
     frame = ax.get_window_extent(renderer)
     placed: list[PlacedLabel] = []
-    texts = list(texts)
+    # measured as drawn: control characters shown escaped (``\x1b``), as ``save`` shows them
+    texts = [escape_text(t, keep="\n") for t in texts]
     for i in label_candidates(len(texts), most):
         i, text = int(i), texts[i]
         best = None  # (penalty, offset, ha, va, box, radius)
