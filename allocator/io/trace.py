@@ -7,13 +7,17 @@ The reader takes the Azure LLM inference trace 2023 format as published
 is what vLLM's ``timed_trace`` dataset does with per-request timestamps
 (``vllm/benchmarks/datasets/datasets.py``, ``TimedTrace``, line 1417: timestamps times
 ``--timed-trace-sec-multiplier``, sent at that offset from the start by ``get_request``
-with ``self_timed``), here from the CSV directly and relative to the first row.
+with ``self_timed``), here from the CSV directly and relative to the first row. A
+``TIMESTAMP`` that is a plain number is seconds since the epoch. An error quotes at most a
+short, escaped prefix of what it could not read, anything shaped like ``KEY=VALUE`` masked
+(a file such as ``/proc/self/environ`` is not echoed).
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +25,7 @@ import numpy as np
 from ..exceptions import ParameterError
 from ..sim.requests import MAX_TOKENS, Requests
 from .inputs import MAX_LOG_BYTES, check_regular_file
+from .quoting import excerpt, mask_secrets
 
 #: Column names of the Azure LLM inference trace 2023.
 TRACE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
@@ -66,12 +71,15 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
         except StopIteration:
             raise ParameterError("trace", f"{p} is empty (no header)") from None
         except (csv.Error, UnicodeDecodeError) as exc:
-            raise ParameterError("trace", f"{p}: unreadable header: {exc}") from None
+            raise ParameterError(
+                "trace", f"{p}: unreadable header: {mask_secrets(str(exc))}"
+            ) from None
         names = [h.strip() for h in header]
         missing = [c for c in TRACE_COLUMNS if c not in names]
         if missing:
             raise ParameterError(
-                "trace", f"{p}: missing column {', '.join(missing)} (header: {','.join(names)})"
+                "trace",
+                f"{p}: missing column {', '.join(missing)} (header: {excerpt(','.join(names))})",
             )
         cols = [names.index(c) for c in TRACE_COLUMNS]
         width = max(cols) + 1
@@ -88,7 +96,9 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
                     if len(rows) == want:
                         break
             except (csv.Error, UnicodeDecodeError) as exc:
-                raise ParameterError("trace", f"{p}: row {done + len(rows) + 1}: {exc}") from None
+                raise ParameterError(
+                    "trace", f"{p}: row {done + len(rows) + 1}: {mask_secrets(str(exc))}"
+                ) from None
             if not rows:
                 break
             ts, pr, out = _parse_chunk(rows, cols, width, done, p)
@@ -115,6 +125,23 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
     return Requests(seconds, np.concatenate(prompts), np.concatenate(outputs))
 
 
+#: A number-only TIMESTAMP is read as seconds since the epoch (Unix time, a fraction
+#: allowed), as traces exported by other tools write it; numpy alone would read
+#: ``1700000000`` as the year 1700000000.
+_EPOCH = re.compile(r"^[+]?\d+(\.\d*)?$")
+
+
+def _epoch_seconds(raw: list[str]) -> np.ndarray | None:
+    """``raw`` as ``datetime64[ns]`` when every entry is a plain non-negative number of
+    seconds since the epoch (at most year 2262, numpy's nanosecond range); else ``None``."""
+    if not raw or not all(_EPOCH.match(s) for s in raw):
+        return None
+    secs = np.array([float(s) for s in raw])
+    if not np.all(secs < 9.2e9):  # datetime64[ns] holds up to 2262-04-11
+        return None
+    return (np.round(secs * 1e9).astype(np.int64)).astype("datetime64[ns]")
+
+
 def _parse_chunk(
     rows: list[list[str]], cols: list[int], width: int, offset: int, path: Path
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -125,10 +152,12 @@ def _parse_chunk(
                 "trace", f"{path}: row {offset + i + 1}: {len(row)} fields, expected {width}"
             )
     raw_ts = [row[cols[0]].strip() for row in rows]
-    try:
-        ts = np.array(raw_ts, dtype="datetime64[ns]")
-    except ValueError:
-        ts = None
+    ts = _epoch_seconds(raw_ts)
+    if ts is None:
+        try:
+            ts = np.array(raw_ts, dtype="datetime64[ns]")
+        except ValueError:
+            ts = None
     if ts is None or np.isnat(ts).any():
         for i, s in enumerate(raw_ts):
             try:
@@ -136,7 +165,8 @@ def _parse_chunk(
                     raise ValueError
             except ValueError:
                 raise ParameterError(
-                    "trace", f"{path}: row {offset + i + 1}: TIMESTAMP {s!r} is not a timestamp"
+                    "trace",
+                    f"{path}: row {offset + i + 1}: TIMESTAMP {excerpt(s)} is not a timestamp",
                 ) from None
         raise AssertionError("unreachable")  # pragma: no cover
     counts = []
@@ -156,7 +186,7 @@ def _parse_chunk(
                     raise ParameterError(
                         "trace",
                         f"{path}: row {offset + i + 1}: {name} must be a positive integer of "
-                        f"at most {MAX_TOKENS:,} tokens, got {s!r}",
+                        f"at most {MAX_TOKENS:,} tokens, got {excerpt(s)}",
                     )
         assert arr is not None
         counts.append(arr)

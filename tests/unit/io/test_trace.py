@@ -152,3 +152,36 @@ def test_bundled_files_carry_license_and_attribution():
     assert "b469a113cedca53ddc3bdea71a143dc4b7d8700c" in readme
     assert "CC-BY 4.0" in readme and "Splitwise" in readme and "unchanged" in readme
     assert "Attribution 4.0 International" in (TRACES / "LICENSE").read_text(encoding="utf-8-sig")
+
+
+def test_epoch_second_timestamps_are_seconds_not_years(tmp_path):
+    """A plain-number TIMESTAMP is Unix time: 1700000000 and 1700000002.5 arrive 2.5 s
+    apart (numpy alone reads ``1700000000`` as a year and refuses or wraps it)."""
+    p = tmp_path / "t.csv"
+    p.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n1700000000,10,5\n1700000002.5,7,3\n"
+        "1700000010,4,2\n"
+    )
+    r = read_trace(p)
+    assert r.arrival_s.tolist() == [0.0, 2.5, 10.0]
+    assert r.prompt_tokens.tolist() == [10, 7, 4]
+
+
+def test_a_file_that_is_not_a_trace_is_not_echoed(tmp_path):
+    """An environment-like file (``/proc/self/environ``) is refused with a short prefix of
+    its header, every ``KEY=VALUE`` value masked, never the values themselves."""
+    p = tmp_path / "environ"
+    p.write_bytes(b"API_KEY=s3cr3t-value\0DB_PASSWORD=hunter2\0" + b"X=y\0" * 500 + b"\n")
+    with pytest.raises(InputError) as e:
+        read_trace(p)
+    text = str(e.value)
+    assert "s3cr3t" not in text and "hunter2" not in text
+    assert "API_KEY=***" in text and len(text) < 400
+
+
+def test_a_bad_timestamp_is_quoted_short_and_masked(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\nTOKEN=abcdef" + "z" * 500 + ",1,1\n")
+    with pytest.raises(InputError) as e:
+        read_trace(p)
+    assert "abcdef" not in str(e.value) and len(str(e.value)) < 400
