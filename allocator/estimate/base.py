@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from ..io.quoting import mask_secrets
 from .counts import MIN_TRIALS
 
 if TYPE_CHECKING:
@@ -45,20 +46,20 @@ EXCERPT_CHARS = 60
 
 def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
     """``text`` as a message may quote it: its first ``limit`` characters, with how many
-    there were when it is longer (an input's content is not repeated back whole)."""
+    there were when it is longer (an input's content is not repeated back whole), control
+    characters escaped and the value of anything shaped like ``KEY=VALUE`` masked
+    (:func:`allocator.io.quoting.mask_secrets`)."""
     text = str(text)
+    head = mask_secrets(text[:limit], limit)
     if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... ({len(text):,} characters)"
+        return head
+    return f"{head}... ({len(text):,} characters)"
 
 
 def quote(value: object, limit: int = EXCERPT_CHARS) -> str:
-    """``repr(value)`` for a message, cut to its first ``limit`` characters (with how many
-    there were) when longer: a name or value read from an input."""
-    text = repr(value)
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... ({len(text):,} characters)"
+    """``repr(value)`` for a message, as :func:`excerpt` shows text: a name or value read
+    from an input."""
+    return excerpt(repr(value), limit)
 
 
 @dataclass(frozen=True)

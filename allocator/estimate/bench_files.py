@@ -73,6 +73,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..exceptions import InputError
+from .base import quote
 from .jsonl import finite_number, parse_json_text, read_text, whole_count
 
 ENGINES = ("vllm", "sglang")
@@ -216,14 +217,15 @@ def _count(obj: Mapping, key: str, where: str, *, optional: bool = False) -> int
 def _number(obj: Mapping, key: str, where: str, *, positive: bool = False) -> float:
     v = finite_number(_need(obj, key, where), f"{where}: {key}")
     if v < 0 or (positive and v == 0):
-        raise InputError(f"{where}: {key}", f"{v!r} must be {'positive' if positive else '>= 0'}")
+        sign = "positive" if positive else ">= 0"
+        raise InputError(f"{where}: {key}", f"{quote(v)} must be {sign}")
     return v
 
 
 def _text(obj: Mapping, key: str, where: str) -> str:
     v = _need(obj, key, where)
     if not isinstance(v, str) or not v.strip():
-        raise InputError(f"{where}: {key}", f"{v!r} is not a name")
+        raise InputError(f"{where}: {key}", f"{quote(v)} is not a name")
     return v
 
 
@@ -232,7 +234,7 @@ def _optional_text(obj: Mapping, key: str, where: str) -> str | None:
     if v is None:
         return None
     if not isinstance(v, str) or not v.strip():
-        raise InputError(f"{where}: {key}", f"{v!r} is not a name")
+        raise InputError(f"{where}: {key}", f"{quote(v)} is not a name")
     return v
 
 
@@ -243,10 +245,10 @@ def _rate(value: object, where: str) -> float:
     if isinstance(value, int | float) and not isinstance(value, bool) and value == math.inf:
         return math.inf
     if isinstance(value, str):
-        raise InputError(where, f"{value!r} is not a request rate (a number, or inf)")
+        raise InputError(where, f"{quote(value)} is not a request rate (a number, or inf)")
     v = finite_number(value, where)
     if v <= 0:
-        raise InputError(where, f"{v!r} must be positive")
+        raise InputError(where, f"{quote(v)} must be positive")
     return v
 
 
@@ -267,7 +269,7 @@ def _statistics(obj: Mapping, where: str) -> dict[str, dict[str, float]]:
         metric = "e2el" if m.group(2) == "e2e_latency" else m.group(2)
         v = finite_number(value, f"{where}: {key}")
         if v < 0:
-            raise InputError(f"{where}: {key}", f"{v!r} is negative; a time cannot be")
+            raise InputError(f"{where}: {key}", f"{quote(v)} is negative; a time cannot be")
         out[metric][m.group(1)] = v
     return out
 
@@ -488,13 +490,13 @@ def _sglang_run(obj: Mapping, where: str) -> BenchRun:
         tokens = _count(info, "speculative_num_draft_tokens", wi, optional=True)
         adaptive_raw = info.get("speculative_adaptive", False)
         if not isinstance(adaptive_raw, bool):
-            raise InputError(f"{wi}: speculative_adaptive", f"{adaptive_raw!r} is not a bool")
+            raise InputError(f"{wi}: speculative_adaptive", f"{quote(adaptive_raw)} is not a bool")
         adaptive = adaptive_raw
         draft_model = _optional_text(info, "speculative_draft_model_path", wi)
         if steps is None and tokens is None:
             raise InputError(
                 wi,
-                f"speculative_algorithm {algorithm!r} without speculative_num_steps or "
+                f"speculative_algorithm {quote(algorithm)} without speculative_num_steps or "
                 "speculative_num_draft_tokens",
             )
         k = steps if steps is not None else (tokens or 1) - 1
@@ -616,18 +618,24 @@ def read_bench_run(obj: object, where: str) -> BenchRun:
 
 
 def _same(runs: Sequence[BenchRun], attr: str, what: str) -> None:
-    seen: dict[object, str] = {}
-    for r in runs:
-        v = getattr(r, attr)
-        if v is None:
-            continue
-        seen.setdefault(v, r.source)
-        if len(seen) > 1:
-            (v1, s1), (v2, s2) = list(seen.items())[:2]
-            raise InputError(
-                s2,
-                f"{what} {v2!r}, but {s1} has {v1!r}: one read calibrates one deployment",
-            )
+    """All ``runs`` state one ``attr`` (where they state it), or an :class:`InputError`
+    naming the odd file: the first whose value differs from the one most files share (the
+    first file's on a tie), beside a file that has the shared value."""
+    stated = [(getattr(r, attr), r.source) for r in runs if getattr(r, attr) is not None]
+    counts: dict[object, int] = {}
+    for v, _ in stated:
+        counts[v] = counts.get(v, 0) + 1
+    if len(counts) < 2:
+        return
+    common = max(counts, key=lambda v: counts[v])  # first seen wins a tie (dict order)
+    odd_v, odd_s = next((v, s) for v, s in stated if v != common)
+    ref = next(s for v, s in stated if v == common)
+    others = counts[common] - 1
+    shared = f"{ref} and {others} other file(s) have" if others else f"{ref} has"
+    raise InputError(
+        odd_s,
+        f"{what} {quote(odd_v)}, but {shared} {quote(common)}: one read calibrates one deployment",
+    )
 
 
 def read_bench_files(paths: Sequence[str | Path], drafter: str | None = None) -> list[BenchRun]:

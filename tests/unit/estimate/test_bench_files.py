@@ -268,6 +268,27 @@ def test_mixed_deployments_refused_naming_both(tmp_path):
     assert len(read_bench_files([base, dump(tmp_path / "n.json", no_gpu)])) == 2
 
 
+def test_the_odd_file_is_named_even_when_it_comes_first(tmp_path):
+    """Three files, the first on another GPU: the message names the first (the odd one),
+    not the second, beside the files that agree."""
+    odd = dump(tmp_path / "odd.json", vllm_by_hand(hardware="a100-80g"))
+    b = dump(tmp_path / "b.json", vllm_by_hand())
+    c = dump(tmp_path / "c.json", vllm_by_hand())
+    with pytest.raises(InputError) as info:
+        read_bench_files([odd, b, c])
+    text = str(info.value)
+    assert text.startswith("odd.json: hardware 'a100-80g', but b.json and 1 other file(s) have")
+
+
+def test_a_long_value_is_quoted_short(tmp_path):
+    """A name read from a file is quoted as a short prefix with its length, never whole."""
+    a = dump(tmp_path / "a.json", vllm_by_hand())
+    b = dump(tmp_path / "b.json", vllm_by_hand(model_id="SECRET=" + "x" * 5000))
+    with pytest.raises(InputError) as info:
+        read_bench_files([a, b])
+    assert "xxxxx" * 20 not in str(info.value) and len(str(info.value)) < 400
+
+
 def test_calibration_rows_need_the_drafter(tmp_path):
     path = dump(tmp_path / "v.json", vllm_by_hand())
     with pytest.raises(InputError, match="needs its drafter's name"):
