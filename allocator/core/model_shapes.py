@@ -48,7 +48,8 @@ not counted).
 **Sliding windows**, per layer (0: full attention): ``layer_types`` when given
 (``sliding_attention`` / ``full_attention``, as Gemma-3 and GPT-OSS write it); else for
 Qwen2/Qwen3 layouts the layers ``i >= max_window_layers`` when ``use_sliding_window`` is
-true (Hugging Face's Qwen2Config: ``sliding_window`` is null otherwise); else with
+true (Hugging Face's Qwen2Config: ``sliding_window`` is null otherwise; vLLM 0.33.0's
+``qwen2.py`` serves only the case where every layer slides); else with
 ``sliding_window_pattern`` ``p`` every layer but each ``p``-th (Gemma-3); GPT-OSS without
 ``layer_types`` the even layers (vLLM's ``gpt_oss.py``); any other layout every layer
 (vLLM's model-level window). A ``sliding_window`` of null or 0 is no window (vLLM 0.33.0
@@ -377,9 +378,10 @@ def _moe_layers(c: _Config, model_type: str, layers: int) -> set[int]:
     only_raw = c.cfg.get("mlp_only_layers") or []
     if not isinstance(only_raw, list):
         raise c.fail("mlp_only_layers", f"{_shown(only_raw)} is not a list of layers")
-    only = {int(v) for v in only_raw if isinstance(v, int) and not isinstance(v, bool)}
-    if len(only) != len(only_raw):
-        raise c.fail("mlp_only_layers", "must list whole layer numbers")
+    for j, v in enumerate(only_raw):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise c.fail(f"mlp_only_layers.{j}", f"{_shown(v)} is not a layer number")
+    only = set(only_raw)
     return {i for i in range(layers) if i not in only and (i + 1) % step == 0}
 
 

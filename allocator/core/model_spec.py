@@ -31,9 +31,10 @@ sequence of ``C`` tokens holds ``min(C, window)`` of them on a sliding-window la
 
 **Bytes read per step.** A decoding step reads every weight except the input embedding
 table (only the rows of the step's tokens): ``dense_read_bytes`` is that, less the routed
-experts; each routed expert (over all its layers) is ``expert_bytes``. FLOPs per token
-are ``2 · (active params − embedding params)``; attention adds ``4 · layers · heads ·
-head_dim`` FLOPs per (query token × cached token).
+experts; each routed expert (over all its layers) is ``expert_bytes`` (both by component
+when :attr:`ModelSpec.parts` gives the bytes). FLOPs per token are ``2 · (active params −
+embedding params)``; attention adds ``4 · layers · heads · head_dim`` FLOPs per (query
+token × cached token) (latent attention: :attr:`ModelSpec.attention_flops_per_context`).
 
 **Memory cap** (:func:`max_batch`): with ``M`` the replica's memory, ``u`` the fraction the
 engine may use, ``W`` the weights and ``W_d`` the hosted drafters' weights,

@@ -35,6 +35,17 @@ all-reduce latency) and ``seq_ms`` (per decoding sequence per pass: scheduling, 
 block tables). ``fixed_ms`` and ``seq_ms`` sit inside the memory side, as today's ``v0``
 and ``v1`` do, so a compute-bound pass hides them.
 
+**Shapes** (:class:`~allocator.core.model_spec.ModelSpec`, set by the spec, never fitted).
+On a layer with a sliding window ``w`` a decoding token reads and attends to
+``min(C, w)`` cached tokens and a prompt token to at most ``w``: with ``s_w`` the share of
+the layers of window ``w``, ``C`` above becomes ``C·(1 − Σ s_w) + Σ s_w·min(C, w)``
+(:meth:`PeakTerms.attended`) and ``P(P + 1)/2`` the windowed count of
+:meth:`PeakTerms.prefill_pairs`. Latent attention (DeepSeek-V2/V3) caches one latent per
+token and layer (``κ``), decodes in vLLM's absorbed form (``α``) and prefills in the
+per-head form, ``prefill_attn`` times ``α`` per pair. On ``count`` GPUs ``κ`` is the
+replica's: times the copies tensor parallelism keeps
+(:meth:`~allocator.core.model_spec.ModelSpec.tp_kv_factor`).
+
 **A step** (:meth:`RooflinePredictor.step_ms`)::
 
     step_ms = verifier pass + draft_steps · D + overhead_ms · [speculative]
