@@ -138,11 +138,15 @@ def memory_notes(problem: Problem, contexts: list[float] | tuple[float, ...]) ->
             "no memory cap: serving.model gives the KV bytes per token but no context was "
             "given (--context, --contexts), so the batch is not capped"
         ]
-    return [
+    note = (
         f"memory cap from the specs: {UTILISATION:g} of the replica's memory (vLLM's default "
         "gpu_memory_utilization) less the weights, over the KV bytes per token times the "
         "context; the engine's activations are not counted, so the cap is an upper bound"
-    ]
+    )
+    s = problem.serving
+    if s is not None and s.model is not None and s.model.windows:
+        note += " (a sliding-window layer holds at most its window of tokens)"
+    return [note]
 
 
 def hosting_room(problem: Problem, batch: int, option: str = "batch") -> tuple[np.ndarray, float]:

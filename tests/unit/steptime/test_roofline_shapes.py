@@ -10,14 +10,19 @@ keeps the figures round; by hand, for 16 layers, 16 heads and 4 KV heads of 128 
     token_ms = 10³ · 2·10⁹ / 10¹⁴                    = 0.02 ms per token
 """
 
+import shutil
+from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 import pytest
+import yaml
 
 from allocator.core.hardware import GPU, Hardware
 from allocator.core.model_spec import ModelSpec
 from allocator.exceptions import InputError
+from allocator.io.build import problem_from_file
+from allocator.model.memory import max_batch, memory_notes
 from allocator.model.steptime.base import step_inputs
 from allocator.model.steptime.roofline import PeakTerms, RooflinePredictor
 
@@ -96,3 +101,20 @@ def test_kv_heads_fewer_than_the_gpus_are_replicated():
     """4 KV heads on 8 GPUs: each held twice, 2 x 32,768 bytes a token over 8 TB/s."""
     r = RooflinePredictor.from_specs(Hardware(TOY_HW.gpu, 8), FULL)
     assert r.peak.kv_ms == pytest.approx(1e3 * 2 * 32_768 / 8e12, rel=1e-12)
+
+
+def test_a_problem_file_with_gpt_oss_caps_the_batch_by_its_windows(tmp_path):
+    """The bundled GPT-OSS-120B config under serving.model on one H100, no drafter
+    hosted: 27 sequences of 8,192 tokens (tests/unit/core/test_model_shapes.py works it
+    out), and the note says the windows hold less."""
+    root = Path(__file__).resolve().parents[3]
+    shutil.copy(
+        root / "tests/support/fixtures/configs/gpt-oss-120b.config.json", tmp_path / "c.json"
+    )
+    data = yaml.safe_load((root / "problems/roofline-llama31-8b.yaml").read_text())
+    data["serving"]["model"] = {"config": "c.json"}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(data))
+    problem = problem_from_file(tmp_path / "p.yaml")
+    none = np.zeros((1, len(problem.drafters)), dtype=bool)
+    assert max_batch(problem, none, 8192.0)[0] == 27
+    assert "sliding-window layer" in memory_notes(problem, [8192.0])[0]
