@@ -20,17 +20,21 @@ MLP, RMSNorm) and their mixture-of-experts forms Mixtral, Qwen2-MoE and Qwen3-Mo
 
 and the active parameters per token replace ``E·3·h·I_e`` by ``k_e·3·h·I_e``. Any other
 ``model_type``, or a config without a field these need, is an :class:`InputError` naming
-the field. Multi-head latent attention (DeepSeek-V2/V3, ``kv_lora_rank``) is refused: its
-KV cache is a compressed latent, not ``2·K·d`` per layer, which this model does not
-describe.
+the field. A config with this year's shapes (multi-head latent attention, sliding-window
+layers, weights quantised by component, DeepSeek's shared experts and first dense layers,
+GPT-OSS) is read by :mod:`allocator.core.model_shapes` instead, which keeps the weights'
+bytes by component (:attr:`ModelSpec.parts`).
 
-**KV cache** per token: ``2 · layers · kv_heads · head_dim · bytes(kv_dtype)`` bytes.
+**KV cache** per token: ``2 · layers · kv_heads · head_dim · bytes(kv_dtype)`` bytes, or
+``layers · (kv_lora_rank + qk_rope_head_dim) · bytes(kv_dtype)`` for latent attention; a
+sequence of ``C`` tokens holds ``min(C, window)`` of them on a sliding-window layer.
 
 **Bytes read per step.** A decoding step reads every weight except the input embedding
 table (only the rows of the step's tokens): ``dense_read_bytes`` is that, less the routed
-experts; each routed expert (over all its layers) is ``expert_bytes``. FLOPs per token
-are ``2 · (active params − embedding params)``; attention adds ``4 · layers · heads ·
-head_dim`` FLOPs per (query token × cached token).
+experts; each routed expert (over all its layers) is ``expert_bytes`` (both by component
+when :attr:`ModelSpec.parts` gives the bytes). FLOPs per token are ``2 · (active params −
+embedding params)``; attention adds ``4 · layers · heads · head_dim`` FLOPs per (query
+token × cached token) (latent attention: :attr:`ModelSpec.attention_flops_per_context`).
 
 **Memory cap** (:func:`max_batch`): with ``M`` the replica's memory, ``u`` the fraction the
 engine may use, ``W`` the weights and ``W_d`` the hosted drafters' weights,
@@ -51,6 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import InputError
+from .model_shapes import needs_shapes, read_shapes
 
 if TYPE_CHECKING:
     from .hardware import Hardware
@@ -72,6 +77,10 @@ DTYPE_BYTES: Mapping[str, float] = {
     "float8_e5m2": 1.0,
     "int8": 1.0,
     "int4": 0.5,
+    # 4-bit floats with their scales: MXFP4 an 8-bit scale per 32 values, NVFP4 an fp8
+    # scale per 16 (allocator/core/model_shapes.py)
+    "mxfp4": 0.53125,
+    "nvfp4": 0.5625,
 }
 
 _CANONICAL = {
@@ -88,6 +97,8 @@ _CANONICAL = {
     "float8_e5m2": "fp8",
     "int8": "int8",
     "int4": "int4",
+    "mxfp4": "mxfp4",
+    "nvfp4": "nvfp4",
 }
 
 _DENSE_TYPES = ("llama", "mistral", "qwen2", "qwen3")
@@ -111,11 +122,13 @@ def dtype_bytes(dtype: str, field_name: str = "serving.model.dtype") -> float:
 def compute_dtype(dtype: str, field_name: str = "serving.model.dtype") -> str:
     """The tensor-core dtype a model stored in ``dtype`` computes in: ``bf16``/``fp16``
     as stored, ``fp8`` and ``int8`` as stored (weights and activations quantised),
-    ``int4`` in ``bf16`` (weight-only). ``fp32`` has no tensor figure: refused."""
+    ``int4`` in ``bf16`` (weight-only), and so ``mxfp4``/``nvfp4`` (the GPU table gives
+    no fp4 figure: on a GPU with fp4 tensor cores an upper bound on the arithmetic's
+    time). ``fp32`` has no tensor figure: refused."""
     d = _canonical(dtype, field_name)
     if d == "fp32":
         raise InputError(field_name, "fp32 has no tensor-core throughput in the hardware table")
-    return "bf16" if d == "int4" else d
+    return "bf16" if d in ("int4", "mxfp4", "nvfp4") else d
 
 
 def _shown(value: Any) -> str:
@@ -143,6 +156,10 @@ class ModelSpec:
     dense). expert_params : parameters of all routed experts of all layers together.
     embedding_params : the input embedding table (not read by a step; 0 when unknown or
     tied to the output layer). name : for messages.
+    kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, v_head_dim : multi-head latent
+    attention's dimensions (all 0: per-head K and V). windows : each layer's sliding
+    window in tokens, 0 for full attention (empty: every layer full). parts : ``(component,
+    parameters, bytes)`` of the weights by component (empty: every weight in ``dtype``).
     """
 
     params: float
@@ -160,6 +177,12 @@ class ModelSpec:
     embedding_params: float = 0.0
     name: str = ""
     field: str = "serving.model"
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
+    windows: tuple[int, ...] = ()
+    parts: tuple[tuple[str, float, float], ...] = ()
 
     def __post_init__(self) -> None:
         f = self.field
@@ -207,6 +230,7 @@ class ModelSpec:
                 f"{f}.active_params_b",
                 f"{self.active_params:g} active parameters for {self.params:g} in total",
             )
+        self._check_shapes()
         if not 0 <= self.expert_params <= self.params or not (
             0 <= self.embedding_params < self.params - self.expert_params
         ):
@@ -215,6 +239,35 @@ class ModelSpec:
                 "expert and embedding parameters do not fit in the total "
                 f"({self.expert_params:g} + {self.embedding_params:g} of {self.params:g})",
             )
+
+    def _check_shapes(self) -> None:
+        f = self.field
+        if bool(self.kv_lora_rank) != bool(self.qk_rope_head_dim):
+            raise InputError(
+                f"{f}.qk_rope_head_dim",
+                f"kv_lora_rank {self.kv_lora_rank} with qk_rope_head_dim "
+                f"{self.qk_rope_head_dim}: latent attention needs both",
+            )
+        mla = ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+        for key in mla:
+            v = getattr(self, key)
+            if isinstance(v, bool) or int(v) != v or v < 0:
+                raise InputError(f"{f}.{key}", f"{v!r} is not a whole number >= 0")
+        windows = tuple(self.windows)
+        if windows and (
+            len(windows) != self.layers
+            or any(isinstance(w, bool) or int(w) != w or w < 0 for w in windows)
+        ):
+            raise InputError(
+                f"{f}.windows", f"needs {self.layers} whole numbers >= 0 (one a layer)"
+            )
+        object.__setattr__(self, "windows", tuple(int(w) for w in windows))
+        if self.parts:
+            got = sum(p for _, p, _ in self.parts)
+            if not math.isclose(got, self.params, rel_tol=1e-9) or any(
+                not (p >= 0 and b >= 0) for _, p, b in self.parts
+            ):
+                raise InputError(f"{f}.params_b", "weights by component do not add up")
 
     # ------------------------------------------------------------ constructors
     @classmethod
@@ -296,12 +349,13 @@ class ModelSpec:
         if not isinstance(inner, dict):
             raise InputError(f"{field}.text_config", "must be a JSON object")
         cfg = {**outer, **inner}
-        if "kv_lora_rank" in cfg or str(cfg.get("model_type", "")).startswith("deepseek"):
-            raise InputError(
-                f"{field}.kv_lora_rank",
-                "multi-head latent attention (DeepSeek-V2/V3) caches a compressed latent, not "
-                "2 x kv_heads x head_dim per layer: not modelled; give serving.model fields",
+        if needs_shapes(cfg):
+            shaped = read_shapes(
+                cfg, field=field, dtype=dtype, kv_dtype=kv_dtype, bytes_of=dtype_bytes
             )
+            named = cfg.get("_name_or_path")
+            named = name or (named if isinstance(named, str) else "")
+            return cls(**shaped, name=named, field=field)
 
         def need(key: str, *alts: str) -> Any:
             for k in (key, *alts):
@@ -456,11 +510,17 @@ class ModelSpec:
         )
 
     def with_dtype(self, dtype: str | None = None, kv_dtype: str | None = None) -> ModelSpec:
-        """The same architecture stored in another ``dtype`` and/or ``kv_dtype``."""
+        """The same architecture stored in another ``dtype`` (every weight in it) and/or
+        ``kv_dtype``."""
+        parts = self.parts
+        if dtype is not None and parts:
+            b = dtype_bytes(dtype, f"{self.field}.dtype")
+            parts = tuple((n, p, p * b) for n, p, _ in parts)
         return replace(
             self,
             dtype=dtype or self.dtype,
             kv_dtype=kv_dtype or (self.kv_dtype if dtype is None else ""),
+            parts=parts,
         )
 
     # ------------------------------------------------------------ derived figures
@@ -473,24 +533,95 @@ class ModelSpec:
     def bytes_per_param(self) -> float:
         return DTYPE_BYTES[self.dtype]
 
+    def part_bytes(self) -> dict[str, float]:
+        """Bytes of the weights by component (:data:`model_shapes.PARTS`; ``{}`` when
+        every weight is in ``dtype`` and no config said otherwise)."""
+        return {n: b for n, _, b in self.parts}
+
     @property
     def weight_bytes(self) -> float:
-        """Memory the weights take, bytes (every parameter)."""
+        """Memory the weights take, bytes (every parameter; by component when known)."""
+        if self.parts:
+            return float(sum(b for _, _, b in self.parts))
         return self.params * self.bytes_per_param
 
     @property
     def kv_bytes_per_token(self) -> float:
-        """KV cache per token, bytes: ``2 · layers · kv_heads · head_dim · bytes(kv_dtype)``."""
+        """KV cache per token over every layer, bytes (at a context within every window):
+        ``2 · layers · kv_heads · head_dim · bytes(kv_dtype)``, or with latent attention
+        ``layers · (kv_lora_rank + qk_rope_head_dim) · bytes(kv_dtype)``."""
+        if self.kv_lora_rank:
+            per_layer = self.kv_lora_rank + self.qk_rope_head_dim
+            return float(self.layers * per_layer) * DTYPE_BYTES[self.kv_dtype]
         return 2.0 * self.layers * self.kv_heads * self.head_dim * DTYPE_BYTES[self.kv_dtype]
+
+    @property
+    def window_shares(self) -> tuple[tuple[int, float], ...]:
+        """``(window, share of the layers)`` of each sliding window (``()``: none); every
+        layer caches as much per token, so it is also their share of KV bytes and of
+        attention arithmetic."""
+        if not self.windows:
+            return ()
+        sizes = sorted({w for w in self.windows if w})
+        return tuple((w, self.windows.count(w) / self.layers) for w in sizes)
+
+    def attended(self, context: float) -> float:
+        """Cached tokens a sequence of ``context`` tokens reads per layer, on average:
+        ``context`` on full layers, ``min(context, window)`` on windowed ones (vLLM
+        0.33.0's SlidingWindowManager frees the blocks before the window,
+        ``vllm/v1/core/single_type_kv_cache_manager.py``, so this is also what it
+        holds, within one block per layer)."""
+        shares = self.window_shares
+        if not shares:
+            return context
+        full = 1.0 - sum(s for _, s in shares)
+        return context * full + sum(s * min(context, w) for w, s in shares)
+
+    def kv_bytes_at(self, context: float) -> float:
+        """KV bytes one sequence of ``context`` cached tokens holds (:meth:`attended`)."""
+        return self.kv_bytes_per_token * self.attended(context)
+
+    def tp_kv_factor(self, tp: int, field: str = "serving.hardware.count") -> float:
+        """How many times a replica of ``tp`` GPUs under tensor parallelism stores each
+        token's KV: the heads are split between the GPUs (``tp`` must divide the
+        attention heads, vLLM 0.33.0 ``vllm/config/model.py``); KV heads fewer than the
+        GPUs are replicated (``tp`` a multiple of them, ``tp / kv_heads`` copies, vLLM's
+        ``qwen2.py``/``llama.py``); the latent cache of latent attention, one
+        ``num_kv_heads = 1`` head, is on every GPU (``tp`` copies)."""
+        if tp == 1:
+            return 1.0
+        name = self.name or self.field
+        if self.heads % tp:
+            raise InputError(
+                field, f"tensor parallelism {tp} does not divide the {self.heads} heads of {name}"
+            )
+        if self.kv_lora_rank:
+            return float(tp)
+        k = self.kv_heads
+        if (k >= tp and k % tp) or (k < tp and tp % k):
+            raise InputError(
+                field,
+                f"tensor parallelism {tp} neither divides nor is a multiple of the {k} KV "
+                f"heads of {name}",
+            )
+        return max(1.0, tp / k)
 
     @property
     def dense_read_bytes(self) -> float:
         """Bytes of non-expert weights a step reads (all but the input embedding), bytes."""
+        if self.parts:
+            b = self.part_bytes()
+            skip = b.get("experts", 0.0) + (
+                b.get("embedding", 0.0) if self.embedding_params else 0.0
+            )
+            return self.weight_bytes - skip
         return (self.params - self.expert_params - self.embedding_params) * self.bytes_per_param
 
     @property
     def expert_bytes(self) -> float:
         """Bytes of one routed expert over all its layers (0 for a dense model)."""
+        if self.parts and self.experts:
+            return self.part_bytes().get("experts", 0.0) / self.experts
         return self.expert_params / self.experts * self.bytes_per_param if self.experts else 0.0
 
     @property
@@ -501,8 +632,25 @@ class ModelSpec:
     @property
     def attention_flops_per_context(self) -> float:
         """Attention FLOPs per (query token × cached token): ``4 · layers · heads · head_dim``
-        (QKᵀ and AV, a multiply-add each)."""
+        (QKᵀ and AV, a multiply-add each). Latent attention decodes in vLLM's
+        data-movement form ("forward_mqa", ``mla_attention.py``): every head scores the
+        ``kv_lora_rank + qk_rope_head_dim`` latent and sums ``kv_lora_rank`` values,
+        ``2 · layers · heads · (2·kv_lora_rank + qk_rope_head_dim)``."""
+        if self.kv_lora_rank:
+            r, rope = self.kv_lora_rank, self.qk_rope_head_dim
+            return 2.0 * self.layers * self.heads * (2 * r + rope)
         return 4.0 * self.layers * self.heads * self.head_dim
+
+    @property
+    def prefill_attention_ratio(self) -> float:
+        """Prefill's attention FLOPs per pair over :attr:`attention_flops_per_context`: 1,
+        but for latent attention, which vLLM prefills in the compute form ("forward_mha":
+        keys of ``qk_nope_head_dim + qk_rope_head_dim``, values of ``v_head_dim`` per
+        head), ``(nope + rope + v) / (2·kv_lora_rank + rope)``."""
+        if not self.kv_lora_rank:
+            return 1.0
+        r, rope = self.kv_lora_rank, self.qk_rope_head_dim
+        return (self.qk_nope_head_dim + rope + self.v_head_dim) / (2 * r + rope)
 
     @property
     def compute_dtype(self) -> str:
@@ -528,7 +676,8 @@ def max_batch(
     ``utilisation`` in ``(0, 1]``: the share of the replica's memory the engine may take
     (vLLM's ``gpu_memory_utilization``); ``drafters``: hosted draft models (their weights
     leave the KV cache, their KV per token adds to the verifier's). 0 when the weights
-    leave no room for one sequence.
+    leave no room for one sequence. A sequence holds :meth:`ModelSpec.kv_bytes_at` its
+    context (sliding windows), times :meth:`ModelSpec.tp_kv_factor` on several GPUs.
     """
     if not 0 < utilisation <= 1:
         raise InputError("serving.memory.utilisation", f"{utilisation} is not in (0, 1]")
@@ -536,7 +685,14 @@ def max_batch(
         raise InputError("context", f"{context} tokens: must be > 0")
     room = hardware.memory_bytes * utilisation - model.weight_bytes
     room -= sum(d.weight_bytes for d in drafters)
-    per_token = model.kv_bytes_per_token + sum(d.kv_bytes_per_token for d in drafters)
+    tp = hardware.count
+    models = (model, *drafters)
     if room <= 0:
         return 0
+    if any(m.windows for m in models):
+        per_seq = sum(m.kv_bytes_at(context) * m.tp_kv_factor(tp) for m in models)
+        return int(math.floor(room / per_seq * (1 + 1e-12)))
+    per_token = model.kv_bytes_per_token * model.tp_kv_factor(tp) + sum(
+        d.kv_bytes_per_token * d.tp_kv_factor(tp) for d in drafters
+    )
     return int(math.floor(room / (per_token * context) * (1 + 1e-12)))

@@ -17,7 +17,11 @@ Two sources, in this order:
    a hosted drafter's (its ``architecture``'s weights, else its ``memory_gb``; none for an
    n-gram drafter), ``κ`` and ``κ_i`` KV bytes per token (a draft model keeps its own KV
    cache). The engine's activations and CUDA graphs are not counted, so this is an upper
-   bound on what the engine admits. At context 0 (none given) it caps nothing.
+   bound on what the engine admits. At context 0 (none given) it caps nothing. A model
+   with sliding windows holds ``min(C, window)`` tokens on those layers
+   (:meth:`~allocator.core.model_spec.ModelSpec.kv_bytes_at`), and a replica of several
+   GPUs stores KV replicated where tensor parallelism replicates it
+   (:meth:`~allocator.core.model_spec.ModelSpec.tp_kv_factor`).
 
 Without either nothing caps the batch.
 """
@@ -61,11 +65,26 @@ def spec_room(serving: Serving, members: np.ndarray) -> tuple[np.ndarray, np.nda
     weights = np.array(
         [m.weight_bytes if m is not None else 1e9 * g for m, g in zip(models, gb, strict=True)]
     )
-    kv = np.array([m.kv_bytes_per_token if m is not None else 0.0 for m in models])
-    room = serving.hardware.memory_bytes * UTILISATION - serving.model.weight_bytes
-    return room - members.astype(float) @ weights, serving.model.kv_bytes_per_token + (
-        members.astype(float) @ kv
+    tp = serving.hardware.count
+    kv = np.array(
+        [m.kv_bytes_per_token * m.tp_kv_factor(tp) if m is not None else 0.0 for m in models]
     )
+    room = serving.hardware.memory_bytes * UTILISATION - serving.model.weight_bytes
+    own = serving.model.kv_bytes_per_token * serving.model.tp_kv_factor(tp)
+    return room - members.astype(float) @ weights, own + (members.astype(float) @ kv)
+
+
+def _windowed_seq_bytes(serving: Serving, members: np.ndarray, context: float) -> np.ndarray:
+    """KV bytes one sequence of ``context`` tokens holds on the replica, each row of
+    ``members``, when a model has sliding windows (:meth:`ModelSpec.kv_bytes_at`)."""
+    assert serving.hardware is not None and serving.model is not None
+    tp = serving.hardware.count
+    models = serving.drafter_models or (None,) * members.shape[1]
+    kv = np.array(
+        [m.kv_bytes_at(context) * m.tp_kv_factor(tp) if m is not None else 0.0 for m in models]
+    )
+    own = serving.model.kv_bytes_at(context) * serving.model.tp_kv_factor(tp)
+    return own + members.astype(float) @ kv
 
 
 def spec_max_batch(serving: Serving, members: np.ndarray, context: float) -> np.ndarray:
@@ -78,7 +97,11 @@ def spec_max_batch(serving: Serving, members: np.ndarray, context: float) -> np.
     if context == 0:
         return np.full(members.shape[0], UNCAPPED, dtype=np.int64)
     room, per_token = spec_room(serving, members)
-    fits = np.floor(room / (per_token * context) * (1.0 + FIT_SLACK) + FIT_SLACK)
+    per_seq = per_token * context
+    assert serving.model is not None
+    if serving.model.windows or any(m is not None and m.windows for m in serving.drafter_models):
+        per_seq = _windowed_seq_bytes(serving, members, context)
+    fits = np.floor(room / per_seq * (1.0 + FIT_SLACK) + FIT_SLACK)
     return np.maximum(fits, 0.0).astype(np.int64)
 
 
@@ -115,11 +138,15 @@ def memory_notes(problem: Problem, contexts: list[float] | tuple[float, ...]) ->
             "no memory cap: serving.model gives the KV bytes per token but no context was "
             "given (--context, --contexts), so the batch is not capped"
         ]
-    return [
+    note = (
         f"memory cap from the specs: {UTILISATION:g} of the replica's memory (vLLM's default "
         "gpu_memory_utilization) less the weights, over the KV bytes per token times the "
         "context; the engine's activations are not counted, so the cap is an upper bound"
-    ]
+    )
+    s = problem.serving
+    if s is not None and s.model is not None and s.model.windows:
+        note += " (a sliding-window layer holds at most its window of tokens)"
+    return [note]
 
 
 def hosting_room(problem: Problem, batch: int, option: str = "batch") -> tuple[np.ndarray, float]:

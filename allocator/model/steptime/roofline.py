@@ -35,6 +35,17 @@ all-reduce latency) and ``seq_ms`` (per decoding sequence per pass: scheduling, 
 block tables). ``fixed_ms`` and ``seq_ms`` sit inside the memory side, as today's ``v0``
 and ``v1`` do, so a compute-bound pass hides them.
 
+**Shapes** (:class:`~allocator.core.model_spec.ModelSpec`, set by the spec, never fitted).
+On a layer with a sliding window ``w`` a decoding token reads and attends to
+``min(C, w)`` cached tokens and a prompt token to at most ``w``: with ``s_w`` the share of
+the layers of window ``w``, ``C`` above becomes ``C·(1 − Σ s_w) + Σ s_w·min(C, w)``
+(:meth:`PeakTerms.attended`) and ``P(P + 1)/2`` the windowed count of
+:meth:`PeakTerms.prefill_pairs`. Latent attention (DeepSeek-V2/V3) caches one latent per
+token and layer (``κ``), decodes in vLLM's absorbed form (``α``) and prefills in the
+per-head form, ``prefill_attn`` times ``α`` per pair. On ``count`` GPUs ``κ`` is the
+replica's: times the copies tensor parallelism keeps
+(:meth:`~allocator.core.model_spec.ModelSpec.tp_kv_factor`).
+
 **A step** (:meth:`RooflinePredictor.step_ms`)::
 
     step_ms = verifier pass + draft_steps · D + overhead_ms · [speculative]
@@ -146,6 +157,10 @@ class PeakTerms:
     layers) read once. kv_ms : one token of KV cache read or written. token_ms : linear
     layers' arithmetic per token. attn_ms : attention arithmetic per (query token × cached
     token). experts, experts_per_token : ``E`` and ``k_e`` (0 for a dense model).
+    windows : ``(window, share of the layers)`` of the model's sliding windows (``()``:
+    full attention everywhere; :meth:`attended`). prefill_attn : prefill's attention
+    arithmetic per pair over ``attn_ms``'s (1 but for latent attention). The last four
+    are the model's shape, set by its spec, never fitted.
     """
 
     weights_ms: float = 0.0
@@ -155,22 +170,52 @@ class PeakTerms:
     attn_ms: float = 0.0
     experts: int = 0
     experts_per_token: int = 0
+    windows: tuple[tuple[int, float], ...] = ()
+    prefill_attn: float = 1.0
 
     @classmethod
     def from_specs(cls, hardware: Hardware, model: ModelSpec) -> PeakTerms:
         """The peak terms of ``model`` on ``hardware``: bytes over the replica's bandwidth
-        and FLOPs over its dense throughput in the model's compute dtype, in ms."""
+        and FLOPs over its dense throughput in the model's compute dtype, in ms. The KV
+        bytes are the replica's: times :meth:`ModelSpec.tp_kv_factor` of its GPUs."""
         bw = hardware.bandwidth_bytes_s
         flops = hardware.flops(model.compute_dtype, f"{model.field}.dtype")
+        kv = model.kv_bytes_per_token * model.tp_kv_factor(hardware.count)
         return cls(
             weights_ms=1e3 * model.dense_read_bytes / bw,
             expert_ms=1e3 * model.expert_bytes / bw,
-            kv_ms=1e3 * model.kv_bytes_per_token / bw,
+            kv_ms=1e3 * kv / bw,
             token_ms=1e3 * model.flops_per_token / flops,
             attn_ms=1e3 * model.attention_flops_per_context / flops,
             experts=model.experts,
             experts_per_token=model.experts_per_token,
+            windows=model.window_shares,
+            prefill_attn=model.prefill_attention_ratio,
         )
+
+    def attended(self, context: np.ndarray) -> np.ndarray:
+        """Cached tokens a decoding token reads and attends to, per layer on average:
+        ``C·(1 − Σ s_w) + Σ s_w·min(C, w)`` over the windows ``w`` of layer share ``s_w``
+        (``C`` itself without windows)."""
+        if not self.windows:
+            return context
+        full = 1.0 - sum(s for _, s in self.windows)
+        return context * full + sum(s * np.minimum(context, w) for w, s in self.windows)
+
+    def prefill_pairs(self, prompt: np.ndarray) -> np.ndarray:
+        """(query, key) pairs of a prompt chunk of ``P`` tokens without a cached prefix,
+        per layer on average, times :attr:`prefill_attn`: ``P(P + 1)/2`` on full layers,
+        ``Σ_{i≤P} min(i, w)`` on a window ``w`` (``P(P + 1)/2`` up to ``P = w``, then
+        ``w(w + 1)/2 + (P − w)·w``)."""
+        pairs = prompt * (prompt + 1.0) / 2.0
+        if self.windows:
+            full = 1.0 - sum(s for _, s in self.windows)
+            pairs = pairs * full
+            for w, s in self.windows:
+                inside = prompt * (prompt + 1.0) / 2.0
+                past = w * (w + 1.0) / 2.0 + (prompt - w) * w
+                pairs = pairs + s * np.where(prompt <= w, inside, past)
+        return pairs if self.prefill_attn == 1.0 else pairs * self.prefill_attn
 
     def values(self) -> tuple[float, ...]:
         return tuple(float(getattr(self, k)) for k in PEAK_NAMES)
@@ -365,7 +410,7 @@ class RooflinePredictor(StepTimePredictor):
         traffic = (
             peak.weights_ms
             + peak.expert_ms * expected_experts(n, peak.experts, peak.experts_per_token)
-            + peak.kv_ms * (b * ctx + written)
+            + peak.kv_ms * (b * peak.attended(ctx) + written)
         )
         memory = traffic / self.mem_eff + fixed_ms + seq_ms * b
         compute = (peak.token_ms * n + peak.attn_ms * attn_pairs) / self.compute_eff
@@ -379,7 +424,7 @@ class RooflinePredictor(StepTimePredictor):
         :meth:`from_linear` gives today's step times to the last bit."""
         b, t, c, pre = x.decode_seqs, x.verified.astype(float), x.context, x.prefill
         n = b * t + pre
-        pairs = b * t * c + pre * (pre + 1.0) / 2.0
+        pairs = b * t * self.peak.attended(c) + self.peak.prefill_pairs(pre)
         memory, _ = self._memory_compute(self.peak, n, b, c, pairs, self.fixed_ms, self.seq_ms)
         pk = self.peak
         compute = (pk.token_ms * b * t + pk.token_ms * pre + pk.attn_ms * pairs) / self.compute_eff
@@ -402,7 +447,8 @@ class RooflinePredictor(StepTimePredictor):
         nd = b * q
         out = np.zeros(x.members.shape)
         for i, d in enumerate(self.drafters):
-            memory, compute = self._memory_compute(d.peak, nd, b, c, nd * c, d.fixed_ms, d.seq_ms)
+            pairs = nd * d.peak.attended(c)
+            memory, compute = self._memory_compute(d.peak, nd, b, c, pairs, d.fixed_ms, d.seq_ms)
             out[:, i] = combine(memory, compute, self.form, self.p)
         return np.where((s > 0)[:, None] & (b > 0)[:, None], out, 0.0)
 
@@ -441,18 +487,22 @@ class RooflinePredictor(StepTimePredictor):
         pk, em, ec = self.peak, self.mem_eff, self.compute_eff
         w = pk.kv_ms / em if self.kv_write else 0.0
 
+        def seen(p: PeakTerms) -> float:
+            return float(p.attended(np.asarray(float(context)))) if p.windows else context
+
         def d1(d: DrafterCost) -> float:
-            return d.seq_ms + d.peak.kv_ms * (context + (1.0 if self.kv_write else 0.0)) / em
+            written = 1.0 if self.kv_write else 0.0
+            return d.seq_ms + d.peak.kv_ms * (seen(d.peak) + written) / em
 
         return LinearForm(
             v0=pk.weights_ms / em + self.fixed_ms,
-            v1=self.seq_ms + pk.kv_ms * context / em,
+            v1=self.seq_ms + pk.kv_ms * seen(pk) / em,
             w=w,
-            c=(pk.token_ms + pk.attn_ms * context) / ec,
+            c=(pk.token_ms + pk.attn_ms * seen(pk)) / ec,
             d0=np.array([d.peak.weights_ms / em + d.fixed_ms for d in self.drafters]),
             d1=np.array([d1(d) for d in self.drafters]),
             c_d=np.array(
-                [(d.peak.token_ms + d.peak.attn_ms * context) / ec for d in self.drafters]
+                [(d.peak.token_ms + d.peak.attn_ms * seen(d.peak)) / ec for d in self.drafters]
             ),
             overhead=self.overhead_ms,
         )
