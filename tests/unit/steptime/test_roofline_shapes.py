@@ -22,7 +22,7 @@ from allocator.core.hardware import GPU, Hardware
 from allocator.core.model_spec import ModelSpec
 from allocator.exceptions import InputError
 from allocator.io.build import problem_from_file
-from allocator.model.memory import max_batch, memory_notes
+from allocator.model.memory_fit import max_batch, memory_notes
 from allocator.model.steptime.base import step_inputs
 from allocator.model.steptime.roofline import PeakTerms, RooflinePredictor
 
