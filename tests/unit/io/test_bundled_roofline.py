@@ -25,7 +25,7 @@ H100_BANDWIDTH = 3.35e12  # bytes/s, 'GPU Memory Bandwidth 3.35TB/s'
 H100_MEMORY = 80e9  # bytes, 'GPU Memory 80GB'
 H100_BF16 = 1979e12 / 2  # FLOP/s dense, 'BFLOAT16 Tensor Core* 1,979 teraFLOPS', sparse
 BF16_BYTES = 2
-VLLM_GPU_MEMORY_UTILIZATION = 0.92  # allocator/model/memory_fit.py UTILISATION, as the file says
+VLLM_GPU_MEMORY_UTILIZATION = 0.92  # allocator/core/model_spec.py UTILISATION, as the file says
 
 
 @pytest.fixture(scope="module")
