@@ -255,14 +255,15 @@ def read_measured(path: str | Path, problem: Problem, text: str | None = None) -
     if missing:
         raise InputError(
             f"measured.{missing[0]}",
-            f"missing column (needed: {', '.join(REQUIRED_COLUMNS)}; optional: "
-            f"{', '.join(OPTIONAL_COLUMNS)}; the header has {len(header)} column(s))",
+            f"missing column in {p} (needed: {', '.join(REQUIRED_COLUMNS)}; optional: "
+            f"{', '.join(OPTIONAL_COLUMNS)}; the header has {len(header)} column(s); a "
+            "measured file is a CSV of those columns, or an engine's benchmark JSON)",
         )
     unknown = [(i, c) for i, c in enumerate(header) if c not in known]
     if unknown:
         i, c = unknown[0]
         where = f"measured.{c}" if _SHOWN.match(c) else f"measured (column {i + 1})"
-        raise InputError(where, f"unknown column (known: {', '.join(known)})")
+        raise InputError(where, f"unknown column in {p} (known: {', '.join(known)})")
     if len(set(header)) != len(header):
         raise InputError("measured", "a column is named twice")
     col = {c: header.index(c) for c in header}

@@ -349,8 +349,8 @@ def estimate_outcomes(
     if errors == "empirical" and path.suffix.lower() != ".csv":
         raise ParameterError(
             "errors",
-            "the empirical error model reads CSV logs; convert INPUT to CSV or choose "
-            "--errors factor or independent",
+            f"the empirical error model reads CSV logs, and {path} is not a .csv file: "
+            "convert it to CSV, or choose the factor or independent error model",
         )
     if errors == "empirical":
         # the model reads the log at every logged position, and the file's acceptance
