@@ -12,7 +12,7 @@ and each row's step time (docs/design.md §8.7).
 - the engines' benchmark files (``vllm bench serve --save-result`` JSON, SGLang
   ``bench_serving`` output; :mod:`allocator.estimate.bench_files`): a closed-loop run at a
   fixed concurrency with fixed lengths is one row by the steady-state relation
-  (:func:`~allocator.estimate.bench_files.steady_state`: batch by Little's law, context
+  (:func:`~allocator.calibration.steady_state.steady_state`: batch by Little's law, context
   ``input + output/2``, the prefill that shared the steps, ``E`` the engine's acceptance
   length). Runs at a request rate (or with a ramp-up, or varied lengths) are left out
   with a note: fitting them needs the serving simulator inside the fit, which is not
@@ -351,7 +351,8 @@ def _bench_rows(
     paths: Sequence[Path], problem: Problem, drafter: str | None
 ) -> tuple[Measured | None, list[str]]:
     """The steady-state runs of benchmark files as rows, and notes on the runs left out."""
-    from ..estimate.bench_files import STEADY, read_bench_files, steady_state
+    from ..estimate.bench_files import STEADY, read_bench_files
+    from .steady_state import steady_state
 
     name = _drafter_name(problem, drafter)
     runs = read_bench_files(paths, drafter=name)

@@ -9,11 +9,8 @@ import re
 
 import pytest
 
-from allocator.estimate.bench_files import (
-    calibration_rows,
-    read_bench_files,
-    steady_state,
-)
+from allocator.calibration.steady_state import calibration_rows, steady_state
+from allocator.estimate.bench_files import read_bench_files
 from allocator.exceptions import InputError
 from tests.support.synthetic_bench import (
     Roofline,

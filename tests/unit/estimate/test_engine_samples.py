@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from allocator.estimate.bench_files import read_bench_files, steady_state
+from allocator.calibration.steady_state import steady_state
+from allocator.estimate.bench_files import read_bench_files
 from allocator.estimate.sglang_requests import estimate_sglang_requests
 from allocator.estimate.vllm_requests import estimate_vllm_requests
 
