@@ -12,12 +12,12 @@ in memory at the context (the specs' cap, :func:`allocator.model.memory_fit.spec
 at every context asked for, at ``k`` in ``{0, 1, 2, 4, k_max}`` (``k_max`` the largest of
 the search space, at most :data:`MAX_K`), for each drafter the engine serves. A set of
 runs *determines* the parameters the roofline fits (:meth:`RooflinePredictor.parameters`,
-``fitted``) when :func:`~allocator.calibration.roofline.undetermined` finds nothing
+``fitted``) when :func:`~allocator.calibration.roofline_fit.undetermined` finds nothing
 its axes cannot separate and the runs' step times, at the file's factors
 (``serving.roofline``, else the defaults: every peak reached), move along every
 parameter independently: the Jacobian of their logarithms with respect to the
 parameters (each on its own scale) has full column rank
-(:func:`~allocator.calibration.roofline.identify`). So a compute-bound run is needed
+(:func:`~allocator.calibration.roofline_fit.identify`). So a compute-bound run is needed
 for ``compute_eff``, two batch sizes for ``seq_ms``, two contexts (or prefill sizes) for
 ``fixed_ms`` against ``mem_eff``, speculation off and a drafter at two ``k`` for
 ``overhead_ms``. The set is built greedily (each step the run that leaves the fewest
@@ -228,7 +228,7 @@ def _flat(
     log-Jacobian at ``model``'s values), and the largest standard error the others would
     have, relative to their scale, were each run's step time measured to within
     :data:`NOISE` (``NOISE · sqrt((JᵀJ)⁻¹_jj)``; ``inf`` while any is undetermined)."""
-    from ..calibration.roofline import identify, log_jacobian, undetermined
+    from ..calibration.roofline_fit import identify, log_jacobian, undetermined
 
     why = undetermined(model, rows, names)
     rest = [n for n in names if n not in why]

@@ -28,7 +28,7 @@ from .calibration import MAX_SEED, Calibration, calibrate, check_seed
 from .fit import Fit, StepModel, fit_form, form_of
 from .holdout import GROUPS, hold_out_groups, holdout_mask, parse_holdout, predictable
 from .report import MODEL_FORM, ROOFLINE_FORM, CalibrationReport, calibration_report
-from .roofline import RooflineFit, fit_roofline, identify, log_jacobian, undetermined
+from .roofline_fit import RooflineFit, fit_roofline, identify, log_jacobian, undetermined
 from .rows import MAX_ROWS, Measured, concat, read_inputs, read_measured, step_times
 from .write import calibrated_from, calibrated_problem_data, check_paths, serving_section
 

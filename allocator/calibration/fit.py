@@ -9,7 +9,7 @@ here computes a step time):
 - the *roofline from specs* (``serving.hardware`` and ``serving.model`` given): the
   efficiency factors (``mem_eff``, ``compute_eff``, ``fixed_ms``, ``seq_ms``,
   ``overhead_ms``) and each drafter's ``fixed_ms``/``seq_ms`` fitted by
-  :func:`~allocator.calibration.roofline.fit_roofline`, with the rows' contexts and
+  :func:`~allocator.calibration.roofline_fit.fit_roofline`, with the rows' contexts and
   prefill, and written as ``serving.roofline``.
 
 **Today's fit.** :func:`scipy.optimize.least_squares` on relative residuals
@@ -26,7 +26,7 @@ note says so); predictions at the measured points are unaffected.
 **Parameters and intervals.** Every parameter is reported with its value, its standard
 error from the fit's Jacobian (``s²·(JᵀJ)⁻¹``) and a 95% interval (Student's ``t`` on the
 residual degrees of freedom, clipped at the lower bound); a parameter the rows cannot
-determine (:func:`~allocator.calibration.roofline.undetermined`, a flat direction of the
+determine (:func:`~allocator.calibration.roofline_fit.undetermined`, a flat direction of the
 Jacobian, or a standard error above its value) is reported as undetermined, with no
 value.
 """
@@ -41,7 +41,7 @@ import numpy as np
 from ..core.problem import Problem
 from ..model.steptime import RooflinePredictor, StepInputs, roofline_of
 from .confounded import combinations
-from .roofline import fit_roofline, identify
+from .roofline_fit import fit_roofline, identify
 from .rows import Measured
 
 __all__ = [

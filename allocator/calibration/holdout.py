@@ -21,7 +21,7 @@ from ..core.problem import Problem
 from ..exceptions import InputError, ParameterError
 from ..model.steptime import RooflinePredictor, StepInputs
 from .fit import fit_form
-from .roofline import log_jacobian
+from .roofline_fit import log_jacobian
 from .rows import Measured, quoted
 
 __all__ = [

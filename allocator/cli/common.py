@@ -6,6 +6,7 @@ import contextlib
 import functools
 import inspect
 import io
+import os
 import re
 import signal
 import sys
@@ -13,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from pathlib import Path
-from typing import IO, ParamSpec, TypeVar, cast
+from typing import IO, Any, ParamSpec, TypeVar, cast
 
 import typer
 from rich.console import Console
@@ -263,8 +264,32 @@ def flag_message(exc: InputError, flags: dict[str, str]) -> str:
 TERMINATED = 128 + signal.SIGTERM
 
 
+#: Seconds after which a swallowed ``SIGTERM`` is sent again (:func:`_redeliver`).
+REDELIVER_S = 0.01
+
+
 def _terminated(signum: int, frame: object) -> None:
     raise SystemExit(TERMINATED)
+
+
+def _redeliver(hook: Callable[[Any], object]) -> Callable[[Any], None]:
+    """A ``sys.unraisablehook`` that sends ``SIGTERM`` again when the ``SystemExit`` of
+    :func:`_terminated` was raised where Python cannot propagate it (an ``os.fork``
+    hook such as logging's lock release, a ``__del__``), from a timer thread after
+    :data:`REDELIVER_S`, so that it arrives in ordinary code and ends the command there.
+    Anything else goes to ``hook``."""
+
+    def unraisable(info: Any) -> None:
+        exc = info.exc_value
+        if isinstance(exc, SystemExit) and exc.code == TERMINATED:
+            # not from here: a handler run inside this hook would be swallowed again
+            again = threading.Timer(REDELIVER_S, os.kill, (os.getpid(), signal.SIGTERM))
+            again.daemon = True
+            again.start()
+            return
+        hook(info)
+
+    return unraisable
 
 
 @contextlib.contextmanager
@@ -273,16 +298,21 @@ def terminate_as_exit() -> Iterator[None]:
     ending the process where it stands, so that what a ``with`` block holds is released
     as for Ctrl-C (``SIGINT``, Python's ``KeyboardInterrupt``): staged output files
     are removed (:func:`~allocator.io.staged.staged_outputs`), local worker processes
-    terminated (:class:`~allocator.analysis.capacity.workers.Workers`). The handler before is
-    restored on the way out."""
+    terminated (:class:`~allocator.analysis.capacity.workers.Workers`). Where the exit is
+    raised inside code that swallows exceptions (it printed "Exception ignored" and the
+    command ran on to exit 0), the signal is sent again (:func:`_redeliver`). The handler
+    and ``sys.unraisablehook`` before are restored on the way out."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     before = signal.signal(signal.SIGTERM, _terminated)
+    hook = sys.unraisablehook
+    sys.unraisablehook = _redeliver(hook)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, before)
+        sys.unraisablehook = hook
 
 
 def handles_input_errors(fn: Callable[P, R]) -> Callable[P, R]:

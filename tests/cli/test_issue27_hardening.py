@@ -414,7 +414,7 @@ def test_a_port_that_is_not_rays_ends_ray_init(monkeypatch, capfd):
     import time
     import types
 
-    from allocator.analysis import workers
+    from allocator.analysis.capacity import workers
     from allocator.exceptions import ParameterError
 
     def init(**kw):
@@ -433,3 +433,35 @@ def test_a_port_that_is_not_rays_ends_ray_init(monkeypatch, capfd):
             workers.Workers(ray=f"127.0.0.1:{server.getsockname()[1]}")._connect()
     assert time.monotonic() - start < 5
     assert "Failed to connect" not in capfd.readouterr().err
+
+
+def test_a_term_swallowed_where_exceptions_cannot_propagate_still_ends_the_command():
+    """SIGTERM arriving inside a ``__del__`` (or an ``os.fork`` hook, where it once
+    arrived in logging's lock release) raised SystemExit where Python only prints
+    "Exception ignored": the command ran on and exited 0. The signal is sent again and
+    ends it with 143."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import gc, os, signal, sys, time
+        from allocator.cli.common import terminate_as_exit
+
+        class Trip:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.2)  # the handler runs here, inside __del__
+
+        with terminate_as_exit():
+            Trip()
+            gc.collect()
+            for _ in range(50):
+                time.sleep(0.01)
+            print("ran on")
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 143, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert "ran on" not in r.stdout

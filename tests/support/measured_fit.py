@@ -7,7 +7,7 @@ Run from the repository root::
 For each bundled table that gives a step time per row (``problems/measured/README.md``):
 rows → step times (``step_ms = 1000 · b · E / tokens_per_s``, ``E`` the row's
 ``mean_accepted`` or, where the table has none, the problem's acceptance), then four
-forms fitted by :func:`~allocator.calibration.roofline.fit_roofline`:
+forms fitted by :func:`~allocator.calibration.roofline_fit.fit_roofline`:
 
 - ``today``: calibrate's form, ``max(v0 + v1·b, c·b·t) + k·Σ(d0 + d1·b) + overhead``
   (the roofline without specs, :meth:`RooflinePredictor.from_linear`);
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from allocator.calibration.roofline import fit_roofline
+from allocator.calibration.roofline_fit import fit_roofline
 from allocator.core.hardware import Hardware
 from allocator.core.model_spec import ModelSpec
 from allocator.model.steptime.base import StepInputs, step_inputs

@@ -78,7 +78,7 @@ an H100. At a fixed context ``C`` the same holds with ``v1 = seq_ms + κ·C/η_m
 values, bounds, which the specs determine, which are fitted by default) and
 :meth:`RooflinePredictor.with_parameters` its inverse; the fit itself (which parameters a
 set of rows determines, the least squares) is calibration's,
-:mod:`allocator.calibration.roofline`.
+:mod:`allocator.calibration.roofline_fit`.
 """
 
 from __future__ import annotations
@@ -260,8 +260,8 @@ class ParameterSpace:
 
     names ``(K,)``; values, lower, upper ``(K,)`` float; spec_determined ``(K,)`` bool:
     set by hardware and model specs (peak terms of a model with a spec); fitted ``(K,)``
-    bool: fitted by default (:func:`allocator.calibration.roofline.fit_roofline`'s ``free``
-    when none is given, before :func:`~allocator.calibration.roofline.undetermined`
+    bool: fitted by default (:func:`allocator.calibration.roofline_fit.fit_roofline`'s ``free``
+    when none is given, before :func:`~allocator.calibration.roofline_fit.undetermined`
     removes what the rows cannot determine).
     """
 

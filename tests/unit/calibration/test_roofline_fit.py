@@ -1,4 +1,4 @@
-"""Fitting the roofline (allocator.calibration.roofline): which parameters a grid of rows
+"""Fitting the roofline (allocator.calibration.roofline_fit): which parameters a grid of rows
 leaves undetermined by its axes, recovery of known parameters from noisy synthetic step
 times with standard errors from the fit's Jacobian, and refusals; and calibrate's
 today's-form step model, whose step times are the roofline's without specs.
