@@ -30,10 +30,10 @@ Simplifications, all stated:
   ``long_prefill_token_threshold`` 0 (its default), no ``max_model_len`` cap, no extra
   drafting slots in the budget (``max_num_new_slots_for_drafting`` is 0 for EAGLE, MTP and
   n-gram), no pipeline or data parallelism;
-* the step's ``k`` is the policy's at the number of decoding requests running when the
-  step is scheduled (vLLM's dynamic schedule picks the ``k`` of the drafts proposed after a
-  step from the number of requests scheduled in it, line 1711, and verifies them in the
-  next step); a budget cut or a preemption in the step does not change it;
+* every decoding request of a step verifies the same ``k``, the policy's at the number of
+  requests the previous step scheduled (vLLM's ``dynamic_sd_lookup``, line 1712): a
+  request the budget left out of the previous step keeps, in vLLM, the drafts of the step
+  before it (the same ``k`` unless the scheduled count crossed a range);
 * drafting costs what ``step_ms`` says (no separate drafter); no stop tokens (every
   request runs to its output length, as the benchmark's ``ignore_eos`` makes it); no
   merging of several steps' tokens into one chunk by a slow client; a padded 1-token

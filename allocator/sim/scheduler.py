@@ -54,8 +54,11 @@ vLLM 0.33.0, ``vllm/v1/core/sched/scheduler.py``. :func:`schedule` follows
   lines 2744-2770). The request finishes in the step that emits its last token and frees
   its blocks.
 
-The step's ``k`` is the policy's at the number of decoding requests running when the step
-is scheduled (a stated simplification: see :mod:`allocator.sim.engine`).
+* **The step's k** (dynamic speculative decoding): the drafts a decoding request verifies
+  were proposed after the previous step, ``num_spec_tokens_to_schedule =
+  dynamic_sd_lookup[len(num_scheduled_tokens)]`` of that step (line 1710-1713: every request
+  it scheduled counts, prefill chunks and admissions included); the step's pmf is the
+  policy's entry at that count. With one range (a static ``k``) it is that ``k``.
 """
 
 from __future__ import annotations
@@ -113,9 +116,12 @@ def schedule_running(state: State, out: Scheduled) -> bool:
     n = state.n
     budget = state.budget
     out.plain = plain = state.n_pref == 0  # every running request is decoding
+    # the drafts verified now were proposed after the previous step, as many as the
+    # policy gives at the number of requests scheduled in it (dynamic_sd_lookup)
+    prev = state.prev_count
     if plain:
-        out.entry = state.entry_of[n]
-        out.k = k = state.k_of[n]
+        out.entry = state.entry_of[prev]
+        out.k = k = state.k_of[prev]
         if n * (1 + k) <= budget:
             m, s, scheduled = n, 1 + k, n * (1 + k)
         else:  # the budget cuts the decode batch
@@ -126,8 +132,8 @@ def schedule_running(state: State, out: Scheduled) -> bool:
     else:
         pref = run.prefilling[:n] != 0
         decoding = n - state.n_pref
-        out.entry = state.entry_of[decoding]
-        k = state.k_of[decoding] if decoding else 0
+        out.entry = state.entry_of[prev]
+        k = state.k_of[prev] if decoding else 0
         out.k = k
         demand = np.where(pref, run.target[:n] - run.computed[:n], 1 + k)
         cum = demand.cumsum()
@@ -370,6 +376,7 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
     if not prefill_tokens:
         state.dt_decode = dt
     state.steps += 1
+    state.prev_count = M
     if finished:
         done = run.emitted[:M] >= run.output[:M]
         if done.any():

@@ -159,6 +159,7 @@ class State:
         self.area = 0.0
         self.steps = 0
         self.max_running = 0
+        self.prev_count = 0  # requests scheduled in the last step played (its k is next)
         #: when a list, every step played appends its scheduled tokens (for tests)
         self.step_tokens: list[int] | None = None
 

@@ -3,11 +3,11 @@
 ``tests/support/reference_scheduler.py`` plays the same requests one ``Request`` object at a
 time (a waiting deque, a running list, a free-block count). On random seeded workloads
 chosen to reach the corners (KV caches of a few blocks that force preemption, 1-token
-prompts, token budgets below ``max_num_seqs`` and below ``1 + k``, chunked prefill, ``k``
-from 0 to 7, static and by-batch-size policies, the client's ``max_concurrency``) the
-simulator, with its decode-only fast path on and off, must give identical per-request send,
-first-scheduled, first-token and finish times, preemption counts, per-step scheduled
-tokens and KV peak.
+prompts, token budgets from ``max_num_seqs`` (vLLM's least) to below
+``max_num_seqs · (1 + k)``, chunked prefill, ``k`` from 0 to 7, static and by-batch-size
+policies, the client's ``max_concurrency``) the simulator, with its decode-only fast path on
+and off, must give identical per-request send, first-scheduled, first-token and finish times, preemption
+counts, per-step scheduled tokens and KV peak.
 """
 
 from __future__ import annotations
@@ -82,7 +82,9 @@ def _workload(seed: int):
     worst = int(np.max(-(-(prompt + output - 1 + policy.max_k + lookahead) // block_size)))
     num_blocks = worst + 1 + int(rng.integers(0, worst + 1))
     max_num_seqs = int(rng.integers(1, 9))
-    budget = int(rng.choice([rng.integers(1, max_num_seqs + 1), rng.integers(1, 200)]))
+    # vLLM refuses a budget below max_num_seqs; small ones cut decodes of 1 + k tokens
+    small = max_num_seqs * (1 + policy.max_k) + 1
+    budget = int(rng.choice([rng.integers(max_num_seqs, small), rng.integers(max_num_seqs, 200)]))
     concurrency = None if rng.random() < 0.6 else int(rng.integers(1, 6))
     sched = Scheduler(max_num_seqs, budget, num_blocks * block_size, block_size, concurrency)
     step = LinearStep(rng)
@@ -136,7 +138,7 @@ def _compare(seed: int) -> dict[str, int]:
     return {
         "preemptions": int(expected["num_preemptions"].sum()),
         "padded": int(ref.num_padded > 0),
-        "cut": int(sched.max_num_batched_tokens < sched.max_num_seqs),
+        "cut": int(sched.max_num_batched_tokens < sched.max_num_seqs * (1 + policy.max_k)),
         "steps": len(ref.step_tokens),
     }
 

@@ -38,9 +38,10 @@ The rules, each from the vLLM 0.33.0 file named:
   one token.
 
 The modelling choices the simulator states, taken here as they are stated there: no
-prefix caching, watermark, async scheduling or ``max_model_len``; a step's ``k`` and the
-pmf of accepted tokens are the policy's at the number of decoding requests running when
-the step is scheduled (a single range: a static ``k``; several: a dynamic schedule);
+prefix caching, watermark or ``max_model_len``; every decoding request of a step verifies
+the ``k`` the policy gives at the number of requests the previous step scheduled, with that
+entry's pmf (a single range: a static ``k``; several: a dynamic schedule, vLLM's
+``dynamic_sd_lookup[len(num_scheduled_tokens)]``, ``scheduler.py`` line 1712);
 request ``i``'s ``d``-th decode step emits ``bisect_right(cdf, u)`` tokens, ``cdf`` the
 running sum of the pmf with its last entry set to 1 and ``u`` the ``d``-th of request
 ``i``'s ``output - 1`` uniforms from ``numpy.random.default_rng(seed).random``, laid out
@@ -162,6 +163,7 @@ class Replica:
         self.t = 0.0
         self.step_tokens: list[int] = []
         self.num_padded = 0  # new requests padded to 1 + num_speculative_tokens
+        self.prev_count = 0  # requests scheduled in the last step
         # the client: requests not yet sent, and the times its slots free up
         self.unsent: deque[Request] = deque(self.requests)
         free_slots = len(self.requests) if max_concurrency is None else max_concurrency
@@ -204,9 +206,10 @@ class Replica:
 
     def schedule(self) -> Scheduled:
         out = Scheduled()
-        num_decoding = sum(1 for r in self.running if r.decoding)
-        if num_decoding:
-            out.entry = self.entry_at(num_decoding)
+        # the drafts were proposed after the previous step: num_spec_tokens_to_schedule =
+        # dynamic_sd_lookup[len(num_scheduled_tokens)] of that step (scheduler.py 1710)
+        if any(r.decoding for r in self.running):
+            out.entry = self.entry_at(self.prev_count)
             out.k = self.ks[out.entry]
         token_budget = self.budget
         preempted = False
@@ -277,6 +280,7 @@ class Replica:
             ms = self.step_ms(0, 0, 0.0, prefill)
         self.t = self.t + float(ms) / 1000.0
         self.step_tokens.append(sum(out.tokens.values()))
+        self.prev_count = len(out.tokens)
         finished = []
         for i, n in out.tokens.items():
             r = reqs[i]
