@@ -6,8 +6,8 @@ chosen to reach the corners (KV caches of a few blocks that force preemption, 1-
 prompts, token budgets from ``max_num_seqs`` (vLLM's least) to below
 ``max_num_seqs · (1 + k)``, chunked prefill, ``k`` from 0 to 7, static and by-batch-size
 policies, the client's ``max_concurrency``) the simulator, with its decode-only fast path on
-and off, must give identical per-request send, first-scheduled, first-token and finish times, preemption
-counts, per-step scheduled tokens and KV peak.
+and off, must give identical per-request send, first-scheduled, first-token and finish
+times, preemption counts, per-step scheduled tokens and KV peak.
 """
 
 from __future__ import annotations
