@@ -61,6 +61,7 @@ from __future__ import annotations
 import math
 
 from ..exceptions import ParameterError
+from .async_steps import run_async
 from .config import Scheduler, StepTime
 from .fast_path import STRETCH_CELLS, STRETCH_STEPS, decode_stretch
 from .policy import SpecPolicy
@@ -119,6 +120,7 @@ class _Engine:
     ) -> None:
         self.state = State(requests, policy, sched, seed)
         self.step_ms = step_ms
+        stretches = stretches and not sched.async_scheduling  # (step by step under async)
         self.many = getattr(step_ms, "many", None) if stretches else None
         self.stretches = stretches
 
@@ -136,6 +138,9 @@ class _Engine:
         decode-only stretch of steps)."""
         state = self.state
         step_ms, many = self.step_ms, self.many
+        if state.async_sched:
+            run_async(state, step_ms)
+            return
         client = state.client
         while client.finished < state.N:
             state.take_sends()

@@ -80,7 +80,8 @@ class Scheduled:
     Running columns ``[0, m)`` scheduled, ``s`` tokens each (an int when all decode
     ``1 + k``, else ``(m,)``); ``plain``: every running request was decoding; ``k`` and
     ``entry``: the policy's ``k`` and pmf index at the decode batch; ``admitted``: the
-    waiting requests admitted, ``(column, request, prompt chunk, tokens to compute)``;
+    waiting requests admitted, ``(column, request, prompt chunk, tokens to compute, tokens
+    taken)`` (taken: the chunk, or ``1 + k`` for a padded 1-token prompt);
     ``tokens``: tokens scheduled in all, padding included.
     """
 
@@ -92,7 +93,7 @@ class Scheduled:
         self.plain = True
         self.k = 0
         self.entry = 0
-        self.admitted: list[tuple[int, int, int, int]] = []
+        self.admitted: list[tuple[int, int, int, int, int]] = []
         self.tokens = 0
 
 
@@ -115,7 +116,9 @@ def schedule_running(state: State, out: Scheduled) -> bool:
     run = state.running
     n = state.n
     budget = state.budget
-    out.plain = plain = state.n_pref == 0  # every running request is decoding
+    # every running request decoding (under async scheduling some may be skipped: the
+    # general path)
+    out.plain = plain = state.n_pref == 0 and not state.async_sched
     # the drafts verified now were proposed after the previous step, as many as the
     # policy gives at the number of requests scheduled in it (dynamic_sd_lookup)
     prev = state.prev_count
@@ -136,6 +139,12 @@ def schedule_running(state: State, out: Scheduled) -> bool:
         k = state.k_of[prev] if decoding else 0
         out.k = k
         demand = np.where(pref, run.target[:n] - run.computed[:n], 1 + k)
+        if state.async_sched:
+            # AsyncScheduler: a request whose step in flight is sure to reach its max_tokens
+            # is skipped, no budget taken (line 800-815: ``num_computed_tokens + 2 -
+            # num_output_placeholders >= num_prompt_tokens + max_tokens``, that is, its
+            # known output plus the one token the step in flight surely samples)
+            demand[(run.pending[:n] > 0) & (run.emitted[:n] + 1 >= run.output[:n])] = 0
         cum = demand.cumsum()
         if cum[-1] <= budget:
             m, s, scheduled = n, demand, int(cum[-1])
@@ -205,6 +214,7 @@ def preempt(state: State) -> int:
     state.saved.table[:, i] = run.table[:, row]
     state.saved_last[i] = state.last[row]
     state.preemptions[i] += 1
+    state.saved.pending[i] = 0  # vLLM: num_output_placeholders = 0 (line 1836)
     if run.prefilling[row]:
         state.n_pref -= 1
     state.waiting.appendleft(i)
@@ -222,8 +232,12 @@ def schedule_waiting(state: State, out: Scheduled) -> None:
     pool = state.pool
     bs, L = pool.block_size, state.L
     pad = state.pad_to
-    if pad and (out.m == 0 or (not out.plain and run.prefilling[: out.m].any())):
-        pad = 0  # no running request scheduled, or one of them a prefill chunk
+    if pad:
+        scheduled = out.m > 0
+        if scheduled and state.async_sched:  # skipped requests are not scheduled
+            scheduled = bool((out.s[: out.m] > 0).any())  # type: ignore[index]
+        if not scheduled or (not out.plain and run.prefilling[: out.m].any()):
+            pad = 0  # no running request scheduled, or one of them a prefill chunk
     free = pool.free
     while budget_left > 0 and waiting and state.n < state.max_seqs:
         i = waiting[0]
@@ -254,7 +268,7 @@ def schedule_waiting(state: State, out: Scheduled) -> None:
             state.first_sched[i] = state.t
         budget_left -= taken
         out.tokens += taken
-        out.admitted.append((row, i, chunk, tokens))
+        out.admitted.append((row, i, chunk, tokens, taken))
     pool.used = pool.usable - free
 
 
@@ -304,7 +318,7 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
         sd = s[di]  # type: ignore[index]
         s_run = s[pi]  # type: ignore[index]
         prefill_tokens = int(s_run.sum())
-    for _, _, chunk, _ in admitted:
+    for _, _, chunk, _, _ in admitted:
         prefill_tokens += chunk
     if b:
         dt = step_seconds(step_ms, b, k, int(run.computed[di].sum()) / b, prefill_tokens)
@@ -355,7 +369,7 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
             last[complete] = t1
             state.n_pref -= complete.size
             finished = True
-    for row, i, chunk, tokens in admitted:
+    for row, i, chunk, tokens, _ in admitted:
         run.computed[row] = chunk  # a padded request's placeholder drafts are rejected
         if chunk == tokens:  # the whole prompt (and output so far) in one chunk
             if run.emitted[row]:
