@@ -15,18 +15,23 @@ pmf. The pieces, each beside the vLLM code it follows:
 * :mod:`allocator.sim.state`: the state they share (running and waiting requests, the
   pool, the client, the clock, what the run records);
 * :mod:`allocator.sim.fast_path`: decode-only stretches played several steps at once,
-  with the same result as step by step.
+  with the same result as step by step;
+* :mod:`allocator.sim.async_steps`: under ``Scheduler.async_scheduling`` (vLLM's
+  ``AsyncScheduler`` and its batch queue of two) each step is scheduled while the step
+  before it runs and its output processed a step later, every step on its own.
 
 Time starts at 0 (the benchmark's start) and advances by each step's ``step_ms``; with
 nothing running or waiting it jumps to the next request the client sends. Requests the
-client sends during a step are seen at the next ``schedule()``. Every step's tokens of one
-request reach the client as one streamed chunk at the end of the step.
+client sends during a step are seen at the next ``schedule()`` (under async scheduling that
+is the scheduling of the step after the next). Every step's tokens of one request reach
+the client as one streamed chunk at the end of the step.
 
 Simplifications, all stated:
 
 * no prefix caching (every admission computes its prompt from scratch; vLLM's default
-  enables it), no async scheduling overlap (one ``schedule()`` per step, requests sent
-  during a step are seen at the next), no watermark (vLLM's default 0),
+  enables it), no time on the CPU (without async scheduling a step's scheduling and
+  output processing take no time; with it the GPU never waits for them either), no
+  watermark (vLLM's default 0),
   ``long_prefill_token_threshold`` 0 (its default), no ``max_model_len`` cap, no extra
   drafting slots in the budget (``max_num_new_slots_for_drafting`` is 0 for EAGLE, MTP and
   n-gram), no pipeline or data parallelism;
