@@ -62,7 +62,7 @@ class InFlight:
     drafts a padded prompt rolls back (``roll``), its ``k``, pmf ``entry``, tokens and
     end time."""
 
-    __slots__ = ("end", "entry", "ids", "k", "kind", "roll", "s", "tokens")
+    __slots__ = ("end", "entry", "ids", "k", "kind", "plain", "roll", "s", "tokens")
 
     def __init__(self, out: Scheduled) -> None:
         self.k = out.k
@@ -73,6 +73,7 @@ class InFlight:
         self.s = self.ids
         self.kind = self.ids
         self.roll = self.ids
+        self.plain = False  # running columns [0, len(ids)) all decoding, nothing else
 
 
 def launch(state: State, out: Scheduled, step_ms: StepTime, start: float) -> InFlight:
@@ -82,6 +83,8 @@ def launch(state: State, out: Scheduled, step_ms: StepTime, start: float) -> InF
     run = state.running
     m = out.m
     s = out.s if isinstance(out.s, np.ndarray) else np.full(m, out.s, dtype=np.int64)
+    if not out.admitted and state.n_pref == 0 and int(s[:m].min()) > 0:
+        return _launch_decodes(state, out, s[:m], step_ms, start)
     cols = np.flatnonzero(s[:m] > 0)
     sc = s[cols]
     pref = run.prefilling[cols] != 0
@@ -131,6 +134,30 @@ def launch(state: State, out: Scheduled, step_ms: StepTime, start: float) -> InF
     return f
 
 
+def _launch_decodes(
+    state: State, out: Scheduled, sc: np.ndarray, step_ms: StepTime, start: float
+) -> InFlight:
+    """:func:`launch` when the step only decodes running columns ``[0, m)`` (the common
+    case, with fewer array operations; the same result)."""
+    run = state.running
+    m = sc.size
+    comp = run.computed[:m]
+    f = InFlight(out)
+    f.end = start + step_seconds(step_ms, m, out.k, int(comp.sum()) / m, 0)
+    comp += sc
+    run.pending[:m] += 1
+    f.ids = run.req_id[:m].copy()
+    f.s = sc.copy()
+    f.kind = state.zeros[:m]
+    f.roll = f.kind
+    f.plain = True
+    state.steps += 1
+    if state.step_tokens is not None:
+        state.step_tokens.append(out.tokens)
+    state.prev_count = m
+    return f
+
+
 def process(state: State, f: InFlight) -> None:
     """vLLM's ``update_from_output`` for the step in flight, at its end: tokens emitted
     (the drafts rejected rolled back), first tokens, gaps, finishes; a request preempted
@@ -140,6 +167,10 @@ def process(state: State, f: InFlight) -> None:
     t1 = f.end
     state.area += (n + len(state.waiting)) * (t1 - state.t)
     state.t = t1
+    size = f.ids.size
+    if f.plain and n >= size and bool((run.req_id[:size] == f.ids).all()):
+        _process_decodes(state, f, size, t1)  # every column where it was, all decoding
+        return
     if n:
         where = state.col_of
         where[run.req_id[:n]] = state.cols[:n]
@@ -201,6 +232,36 @@ def process(state: State, f: InFlight) -> None:
         done = run.emitted[:M] >= run.output[:M]
         if done.any():
             state.finish_rows(done, t1)
+
+
+def _process_decodes(state: State, f: InFlight, size: int, t1: float) -> None:
+    """:func:`process` when the step only decoded running columns ``[0, size)`` and they
+    are still there (fewer array operations; the same result)."""
+    run = state.running
+    di = slice(0, size)
+    sd = f.s
+    J = np.searchsorted(state.cdfs[f.entry], state.U[run.draw[di]], side="right")
+    e = run.emitted[di]
+    rem = run.output[di] - e
+    em = np.minimum(np.minimum(J, sd), rem)
+    state.hist += np.bincount(
+        em + (sd - 1) * state.W + (rem >= sd) * state.H, minlength=2 * state.H
+    )
+    e = e + em  # (a new array: ``e`` was a view of the table)
+    run.emitted[di] = e
+    run.computed[di] -= sd - em
+    run.chunks[di] += 1
+    run.draw[di] += 1
+    run.pending[di] -= 1
+    pos = state.pos
+    state.itl[pos : pos + size] = t1 - state.last[di]
+    state.itl_req[pos : pos + size] = run.req_id[di]
+    state.pos = pos + size
+    state.last[di] = t1
+    if (em == rem).any():
+        n = state.n
+        done = run.emitted[:n] >= run.output[:n]
+        state.finish_rows(done, t1)
 
 
 def _stale(state: State, f: InFlight, which: np.ndarray, cdf: np.ndarray, t1: float) -> None:

@@ -116,9 +116,16 @@ def schedule_running(state: State, out: Scheduled) -> bool:
     run = state.running
     n = state.n
     budget = state.budget
-    # every running request decoding (under async scheduling some may be skipped: the
-    # general path)
-    out.plain = plain = state.n_pref == 0 and not state.async_sched
+    out.plain = plain = state.n_pref == 0  # every running request is decoding
+    skip = None
+    if state.async_sched:
+        # AsyncScheduler: a request whose step in flight is sure to reach its max_tokens
+        # is skipped, no budget taken (line 800-815: ``num_computed_tokens + 2 -
+        # num_output_placeholders >= num_prompt_tokens + max_tokens``, that is, its
+        # known output plus the one token the step in flight surely samples)
+        skip = (run.pending[:n] > 0) & (run.emitted[:n] + 1 >= run.output[:n])
+        if skip.any():
+            out.plain = plain = False  # (the general path, the skipped asking for 0)
     # the drafts verified now were proposed after the previous step, as many as the
     # policy gives at the number of requests scheduled in it (dynamic_sd_lookup)
     prev = state.prev_count
@@ -139,12 +146,8 @@ def schedule_running(state: State, out: Scheduled) -> bool:
         k = state.k_of[prev] if decoding else 0
         out.k = k
         demand = np.where(pref, run.target[:n] - run.computed[:n], 1 + k)
-        if state.async_sched:
-            # AsyncScheduler: a request whose step in flight is sure to reach its max_tokens
-            # is skipped, no budget taken (line 800-815: ``num_computed_tokens + 2 -
-            # num_output_placeholders >= num_prompt_tokens + max_tokens``, that is, its
-            # known output plus the one token the step in flight surely samples)
-            demand[(run.pending[:n] > 0) & (run.emitted[:n] + 1 >= run.output[:n])] = 0
+        if skip is not None:
+            demand[skip] = 0
         cum = demand.cumsum()
         if cum[-1] <= budget:
             m, s, scheduled = n, demand, int(cum[-1])
@@ -234,8 +237,8 @@ def schedule_waiting(state: State, out: Scheduled) -> None:
     pad = state.pad_to
     if pad:
         scheduled = out.m > 0
-        if scheduled and state.async_sched:  # skipped requests are not scheduled
-            scheduled = bool((out.s[: out.m] > 0).any())  # type: ignore[index]
+        if scheduled and isinstance(out.s, np.ndarray) and state.async_sched:
+            scheduled = bool((out.s[: out.m] > 0).any())  # (skipped: not scheduled)
         if not scheduled or (not out.plain and run.prefilling[: out.m].any()):
             pad = 0  # no running request scheduled, or one of them a prefill chunk
     free = pool.free

@@ -168,6 +168,7 @@ class State:
         # async scheduling: a request's running column, looked up by request
         self.col_of = np.zeros(n_req, dtype=np.int64)
         self.cols = np.arange(self.max_seqs)
+        self.zeros = np.zeros(self.max_seqs, dtype=np.int64)
         #: when a list, every step played appends its scheduled tokens (for tests)
         self.step_tokens: list[int] | None = None
 
