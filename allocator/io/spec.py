@@ -380,6 +380,16 @@ class SchedulerSpec(_Frozen):
     kv_cache_tokens: Annotated[int, Field(ge=1, le=MAX_KV_TOKENS)] | None = None
     block_size: Annotated[int, Field(ge=1, le=4096)] = 16
 
+    @model_validator(mode="after")
+    def _budget_holds_the_batch(self) -> SchedulerSpec:
+        # vLLM refuses it at start-up: vllm/config/scheduler.py (0.33.0) lines 331-336
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise _FieldError(
+                "serving.scheduler.max_num_batched_tokens",
+                f"must be >= max_num_seqs ({self.max_num_seqs}), as vLLM requires",
+            )
+        return self
+
 
 class PrefillTable(_Frozen):
     """Measured wall time of prefilling ``tokens[i]`` prompt tokens in one step, ms

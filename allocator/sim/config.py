@@ -7,7 +7,9 @@
 blocks of ``block_size`` tokens (``kv_cache_tokens // block_size`` blocks, vLLM's
 ``num_gpu_blocks``, all but the null block usable), and the benchmark client's
 ``max_concurrency`` (``vllm bench serve --max-concurrency``: requests in flight at the
-client, ``None``: unlimited).
+client, ``None``: unlimited) and ``async_scheduling`` (vLLM's ``--async-scheduling``:
+step ``n + 1`` scheduled before step ``n``'s output is processed,
+:mod:`allocator.sim.engine`).
 """
 
 from __future__ import annotations
@@ -50,7 +52,16 @@ class Scheduler:
     scheduled per step, prefill chunks and verified tokens together (>= 1);
     ``kv_cache_tokens``: KV-cache capacity in tokens (at least one block);
     ``block_size``: tokens per KV block (vLLM's default 16); ``max_concurrency``: requests
-    the client keeps in flight at most (``None``: no limit).
+    the client keeps in flight at most (``None``: no limit); ``async_scheduling``: vLLM's
+    ``AsyncScheduler`` (``vllm/v1/core/sched/async_scheduler.py``), each step scheduled
+    while the one before it runs. vLLM 0.33.0 turns it on by default
+    (``VllmConfig``, ``vllm/config/vllm.py`` lines 1685-1719: ``None`` becomes ``True``
+    unless an option is incompatible); here it defaults to ``False`` so that the callers
+    choose it in one place.
+
+    Refused as vLLM refuses it: ``max_num_batched_tokens < max_num_seqs``
+    (``SchedulerConfig.verify_max_model_len``, ``vllm/config/scheduler.py`` lines 331-336,
+    called from ``__post_init__`` whatever the other settings).
     """
 
     max_num_seqs: int
@@ -58,12 +69,23 @@ class Scheduler:
     kv_cache_tokens: int
     block_size: int = 16
     max_concurrency: int | None = None
+    async_scheduling: bool = False
 
     def __post_init__(self) -> None:
         for field in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "block_size"):
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ParameterError(field, f"must be an integer >= 1, got {value!r}")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ParameterError(
+                "max_num_batched_tokens",
+                f"must be >= max_num_seqs ({self.max_num_seqs}), as vLLM requires, got "
+                f"{self.max_num_batched_tokens}",
+            )
+        if not isinstance(self.async_scheduling, bool):
+            raise ParameterError(
+                "async_scheduling", f"must be True or False, got {self.async_scheduling!r}"
+            )
         if self.kv_cache_tokens < self.block_size:
             raise ParameterError(
                 "kv_cache_tokens",

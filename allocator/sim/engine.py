@@ -15,25 +15,30 @@ pmf. The pieces, each beside the vLLM code it follows:
 * :mod:`allocator.sim.state`: the state they share (running and waiting requests, the
   pool, the client, the clock, what the run records);
 * :mod:`allocator.sim.fast_path`: decode-only stretches played several steps at once,
-  with the same result as step by step.
+  with the same result as step by step;
+* :mod:`allocator.sim.async_steps`: under ``Scheduler.async_scheduling`` (vLLM's
+  ``AsyncScheduler`` and its batch queue of two) each step is scheduled while the step
+  before it runs and its output processed a step later, every step on its own.
 
 Time starts at 0 (the benchmark's start) and advances by each step's ``step_ms``; with
 nothing running or waiting it jumps to the next request the client sends. Requests the
-client sends during a step are seen at the next ``schedule()``. Every step's tokens of one
-request reach the client as one streamed chunk at the end of the step.
+client sends during a step are seen at the next ``schedule()`` (under async scheduling that
+is the scheduling of the step after the next). Every step's tokens of one request reach
+the client as one streamed chunk at the end of the step.
 
 Simplifications, all stated:
 
 * no prefix caching (every admission computes its prompt from scratch; vLLM's default
-  enables it), no async scheduling overlap (one ``schedule()`` per step, requests sent
-  during a step are seen at the next), no watermark (vLLM's default 0),
+  enables it), no time on the CPU (without async scheduling a step's scheduling and
+  output processing take no time; with it the GPU never waits for them either), no
+  watermark (vLLM's default 0),
   ``long_prefill_token_threshold`` 0 (its default), no ``max_model_len`` cap, no extra
   drafting slots in the budget (``max_num_new_slots_for_drafting`` is 0 for EAGLE, MTP and
   n-gram), no pipeline or data parallelism;
-* the step's ``k`` is the policy's at the number of decoding requests running when the
-  step is scheduled (vLLM's dynamic schedule picks the ``k`` of the drafts proposed after a
-  step from the number of requests scheduled in it, line 1711, and verifies them in the
-  next step); a budget cut or a preemption in the step does not change it;
+* every decoding request of a step verifies the same ``k``, the policy's at the number of
+  requests the previous step scheduled (vLLM's ``dynamic_sd_lookup``, line 1712): a
+  request the budget left out of the previous step keeps, in vLLM, the drafts of the step
+  before it (the same ``k`` unless the scheduled count crossed a range);
 * drafting costs what ``step_ms`` says (no separate drafter); no stop tokens (every
   request runs to its output length, as the benchmark's ``ignore_eos`` makes it); no
   merging of several steps' tokens into one chunk by a slow client; a padded 1-token
@@ -61,6 +66,7 @@ from __future__ import annotations
 import math
 
 from ..exceptions import ParameterError
+from .async_steps import run_async
 from .config import Scheduler, StepTime
 from .fast_path import STRETCH_CELLS, STRETCH_STEPS, decode_stretch
 from .policy import SpecPolicy
@@ -119,6 +125,7 @@ class _Engine:
     ) -> None:
         self.state = State(requests, policy, sched, seed)
         self.step_ms = step_ms
+        stretches = stretches and not sched.async_scheduling  # (step by step under async)
         self.many = getattr(step_ms, "many", None) if stretches else None
         self.stretches = stretches
 
@@ -136,6 +143,9 @@ class _Engine:
         decode-only stretch of steps)."""
         state = self.state
         step_ms, many = self.step_ms, self.many
+        if state.async_sched:
+            run_async(state, step_ms)
+            return
         client = state.client
         while client.finished < state.N:
             state.take_sends()

@@ -3,8 +3,10 @@
 Stretches of steps in which nothing but decoding can happen (every running request
 decoding, no admission possible, the budget not binding) are played several steps at once
 as ``(H, b)`` matrices of steps by sequences, cut at the first step in which a request
-arrives, the policy's ``k`` changes, the KV cache would overflow or (when a finish could let
-another request in) a request finishes. The rules are those of
+arrives, the policy's ``k`` changes (a step's ``k`` is the policy's at the number of
+requests the step before scheduled: a stretch starts only where that is the ``k`` at its
+batch), the KV cache would overflow or (when a finish could let another request in) a
+request finishes. The rules are those of
 :mod:`allocator.sim.scheduler` played for ``H`` steps: each running request schedules
 ``1 + k`` tokens (the budget holds them all: vLLM's ``schedule``, the running loop), its
 blocks grow to ``⌈(computed + 1 + k + lookahead) / block_size⌉`` and are never given back
@@ -53,11 +55,13 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     n = state.n
     if n == 0 or state.n_pref:
         return False
+    r = state.entry_of[n]
+    if state.entry_of[state.prev_count] != r:
+        return False  # the first step's k (from the step before) is not the stretch's
     k = state.k_of[n]
     per_step = n * (1 + k)
     if per_step > state.budget:
         return False
-    r = state.entry_of[n]
     pool = state.pool
     bs = pool.block_size
     t = state.t
@@ -202,6 +206,7 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     state.t = ends[-1]
     state.dt_decode = dts[-1]
     state.steps += hc
+    state.prev_count = sizes[last]
     done = fin <= last
     if done.any():
         state.finish_rows(done, ends_arr[fin[done]])

@@ -54,8 +54,11 @@ vLLM 0.33.0, ``vllm/v1/core/sched/scheduler.py``. :func:`schedule` follows
   lines 2744-2770). The request finishes in the step that emits its last token and frees
   its blocks.
 
-The step's ``k`` is the policy's at the number of decoding requests running when the step
-is scheduled (a stated simplification: see :mod:`allocator.sim.engine`).
+* **The step's k** (dynamic speculative decoding): the drafts a decoding request verifies
+  were proposed after the previous step, ``num_spec_tokens_to_schedule =
+  dynamic_sd_lookup[len(num_scheduled_tokens)]`` of that step (line 1710-1713: every request
+  it scheduled counts, prefill chunks and admissions included); the step's pmf is the
+  policy's entry at that count. With one range (a static ``k``) it is that ``k``.
 """
 
 from __future__ import annotations
@@ -77,7 +80,8 @@ class Scheduled:
     Running columns ``[0, m)`` scheduled, ``s`` tokens each (an int when all decode
     ``1 + k``, else ``(m,)``); ``plain``: every running request was decoding; ``k`` and
     ``entry``: the policy's ``k`` and pmf index at the decode batch; ``admitted``: the
-    waiting requests admitted, ``(column, request, prompt chunk, tokens to compute)``;
+    waiting requests admitted, ``(column, request, prompt chunk, tokens to compute, tokens
+    taken)`` (taken: the chunk, or ``1 + k`` for a padded 1-token prompt);
     ``tokens``: tokens scheduled in all, padding included.
     """
 
@@ -89,7 +93,7 @@ class Scheduled:
         self.plain = True
         self.k = 0
         self.entry = 0
-        self.admitted: list[tuple[int, int, int, int]] = []
+        self.admitted: list[tuple[int, int, int, int, int]] = []
         self.tokens = 0
 
 
@@ -113,9 +117,21 @@ def schedule_running(state: State, out: Scheduled) -> bool:
     n = state.n
     budget = state.budget
     out.plain = plain = state.n_pref == 0  # every running request is decoding
+    skip = None
+    if state.async_sched:
+        # AsyncScheduler: a request whose step in flight is sure to reach its max_tokens
+        # is skipped, no budget taken (line 800-815: ``num_computed_tokens + 2 -
+        # num_output_placeholders >= num_prompt_tokens + max_tokens``, that is, its
+        # known output plus the one token the step in flight surely samples)
+        skip = (run.pending[:n] > 0) & (run.emitted[:n] + 1 >= run.output[:n])
+        if skip.any():
+            out.plain = plain = False  # (the general path, the skipped asking for 0)
+    # the drafts verified now were proposed after the previous step, as many as the
+    # policy gives at the number of requests scheduled in it (dynamic_sd_lookup)
+    prev = state.prev_count
     if plain:
-        out.entry = state.entry_of[n]
-        out.k = k = state.k_of[n]
+        out.entry = state.entry_of[prev]
+        out.k = k = state.k_of[prev]
         if n * (1 + k) <= budget:
             m, s, scheduled = n, 1 + k, n * (1 + k)
         else:  # the budget cuts the decode batch
@@ -126,10 +142,12 @@ def schedule_running(state: State, out: Scheduled) -> bool:
     else:
         pref = run.prefilling[:n] != 0
         decoding = n - state.n_pref
-        out.entry = state.entry_of[decoding]
-        k = state.k_of[decoding] if decoding else 0
+        out.entry = state.entry_of[prev]
+        k = state.k_of[prev] if decoding else 0
         out.k = k
         demand = np.where(pref, run.target[:n] - run.computed[:n], 1 + k)
+        if skip is not None:
+            demand[skip] = 0
         cum = demand.cumsum()
         if cum[-1] <= budget:
             m, s, scheduled = n, demand, int(cum[-1])
@@ -199,6 +217,7 @@ def preempt(state: State) -> int:
     state.saved.table[:, i] = run.table[:, row]
     state.saved_last[i] = state.last[row]
     state.preemptions[i] += 1
+    state.saved.pending[i] = 0  # vLLM: num_output_placeholders = 0 (line 1836)
     if run.prefilling[row]:
         state.n_pref -= 1
     state.waiting.appendleft(i)
@@ -216,8 +235,12 @@ def schedule_waiting(state: State, out: Scheduled) -> None:
     pool = state.pool
     bs, L = pool.block_size, state.L
     pad = state.pad_to
-    if pad and (out.m == 0 or (not out.plain and run.prefilling[: out.m].any())):
-        pad = 0  # no running request scheduled, or one of them a prefill chunk
+    if pad:
+        scheduled = out.m > 0
+        if scheduled and isinstance(out.s, np.ndarray) and state.async_sched:
+            scheduled = bool((out.s[: out.m] > 0).any())  # (skipped: not scheduled)
+        if not scheduled or (not out.plain and run.prefilling[: out.m].any()):
+            pad = 0  # no running request scheduled, or one of them a prefill chunk
     free = pool.free
     while budget_left > 0 and waiting and state.n < state.max_seqs:
         i = waiting[0]
@@ -248,7 +271,7 @@ def schedule_waiting(state: State, out: Scheduled) -> None:
             state.first_sched[i] = state.t
         budget_left -= taken
         out.tokens += taken
-        out.admitted.append((row, i, chunk, tokens))
+        out.admitted.append((row, i, chunk, tokens, taken))
     pool.used = pool.usable - free
 
 
@@ -298,7 +321,7 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
         sd = s[di]  # type: ignore[index]
         s_run = s[pi]  # type: ignore[index]
         prefill_tokens = int(s_run.sum())
-    for _, _, chunk, _ in admitted:
+    for _, _, chunk, _, _ in admitted:
         prefill_tokens += chunk
     if b:
         dt = step_seconds(step_ms, b, k, int(run.computed[di].sum()) / b, prefill_tokens)
@@ -349,7 +372,7 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
             last[complete] = t1
             state.n_pref -= complete.size
             finished = True
-    for row, i, chunk, tokens in admitted:
+    for row, i, chunk, tokens, _ in admitted:
         run.computed[row] = chunk  # a padded request's placeholder drafts are rejected
         if chunk == tokens:  # the whole prompt (and output so far) in one chunk
             if run.emitted[row]:
@@ -370,6 +393,7 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
     if not prefill_tokens:
         state.dt_decode = dt
     state.steps += 1
+    state.prev_count = M
     if finished:
         done = run.emitted[:M] >= run.output[:M]
         if done.any():

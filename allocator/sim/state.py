@@ -15,7 +15,9 @@ A request's state, vLLM's ``Request`` fields (``vllm/v1/request.py``) in
 (the blocks it holds), ``target`` (tokens to compute before it samples: prompt plus output
 so far at admission), ``prefilling`` (vLLM's ``is_prefill_chunk``: 1 until its prefill
 completes), ``chunks`` (chunks streamed), ``draw`` (index of its next decode step's
-uniform). A preempted or waiting request keeps its column in :attr:`State.saved`.
+uniform), ``pending`` (under async scheduling: 1 while a step that samples for it is in
+flight, vLLM's ``num_output_placeholders > 0``). A preempted or waiting request keeps its
+column in :attr:`State.saved`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ FIELDS = (
     "prefilling",
     "chunks",
     "draw",
+    "pending",
 )
 #: Largest number of steps played at once by the decode-only fast path.
 STRETCH_STEPS = 512
@@ -64,6 +67,7 @@ class Rows:
     prefilling: np.ndarray
     chunks: np.ndarray
     draw: np.ndarray
+    pending: np.ndarray
 
     def __init__(self, capacity: int) -> None:
         self.table = np.zeros((len(FIELDS), capacity), dtype=np.int64)
@@ -101,6 +105,7 @@ class State:
         self.O = requests.output_tokens
         self.budget = sched.max_num_batched_tokens
         self.max_seqs = sched.max_num_seqs
+        self.async_sched = sched.async_scheduling
         self.pool = BlockPool(sched.num_blocks, sched.block_size)
         self.client = Client(requests.arrival_s, sched.max_concurrency)
         # the policy as tables by decode batch size 0..max_num_seqs
@@ -159,6 +164,11 @@ class State:
         self.area = 0.0
         self.steps = 0
         self.max_running = 0
+        self.prev_count = 0  # requests scheduled in the last step played (its k is next)
+        # async scheduling: a request's running column, looked up by request
+        self.col_of = np.zeros(n_req, dtype=np.int64)
+        self.cols = np.arange(self.max_seqs)
+        self.zeros = np.zeros(self.max_seqs, dtype=np.int64)
         #: when a list, every step played appends its scheduled tokens (for tests)
         self.step_tokens: list[int] | None = None
 

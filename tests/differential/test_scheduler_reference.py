@@ -3,11 +3,11 @@
 ``tests/support/reference_scheduler.py`` plays the same requests one ``Request`` object at a
 time (a waiting deque, a running list, a free-block count). On random seeded workloads
 chosen to reach the corners (KV caches of a few blocks that force preemption, 1-token
-prompts, token budgets below ``max_num_seqs`` and below ``1 + k``, chunked prefill, ``k``
-from 0 to 7, static and by-batch-size policies, the client's ``max_concurrency``) the
-simulator, with its decode-only fast path on and off, must give identical per-request send,
-first-scheduled, first-token and finish times, preemption counts, per-step scheduled
-tokens and KV peak.
+prompts, token budgets from ``max_num_seqs`` (vLLM's least) to below
+``max_num_seqs · (1 + k)``, chunked prefill, ``k`` from 0 to 7, static and by-batch-size
+policies, the client's ``max_concurrency``) the simulator, with its decode-only fast path on
+and off, must give identical per-request send, first-scheduled, first-token and finish
+times, preemption counts, per-step scheduled tokens and KV peak.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from allocator.sim import Requests, Scheduler, SpecPolicy
 from allocator.sim.engine import _Engine
-from tests.support.reference_scheduler import Replica
+from tests.support.reference_scheduler import AsyncReplica, Replica
 
 WORKLOADS = 520
 
@@ -65,7 +65,7 @@ class LinearStep:
         return c[0] + c[1] * b + 0.1 * c[2] * k + 1e-3 * c[3] * b * ctx + 0.01 * c[4] * prefill
 
 
-def _workload(seed: int):
+def _workload(seed: int, async_scheduling: bool = False):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 25))
     if rng.random() < 0.3:
@@ -82,9 +82,13 @@ def _workload(seed: int):
     worst = int(np.max(-(-(prompt + output - 1 + policy.max_k + lookahead) // block_size)))
     num_blocks = worst + 1 + int(rng.integers(0, worst + 1))
     max_num_seqs = int(rng.integers(1, 9))
-    budget = int(rng.choice([rng.integers(1, max_num_seqs + 1), rng.integers(1, 200)]))
+    # vLLM refuses a budget below max_num_seqs; small ones cut decodes of 1 + k tokens
+    small = max_num_seqs * (1 + policy.max_k) + 1
+    budget = int(rng.choice([rng.integers(max_num_seqs, small), rng.integers(max_num_seqs, 200)]))
     concurrency = None if rng.random() < 0.6 else int(rng.integers(1, 6))
-    sched = Scheduler(max_num_seqs, budget, num_blocks * block_size, block_size, concurrency)
+    sched = Scheduler(
+        max_num_seqs, budget, num_blocks * block_size, block_size, concurrency, async_scheduling
+    )
     step = LinearStep(rng)
     if rng.random() < 0.5:
         step_fn = step.__call__  # the per-step path of the stretches
@@ -94,7 +98,8 @@ def _workload(seed: int):
 
 
 def _reference(reqs, policy, sched, step, seed) -> Replica:
-    return Replica(
+    cls = AsyncReplica if sched.async_scheduling else Replica
+    return cls(
         reqs.arrival_s.tolist(),
         reqs.prompt_tokens.tolist(),
         reqs.output_tokens.tolist(),
@@ -116,8 +121,8 @@ FIELDS = ("sent", "first_scheduled", "first_token", "finish", "num_preemptions")
 SIM_FIELDS = ("sent_s", "first_scheduled_s", "first_token_s", "finish_s", "preemptions")
 
 
-def _compare(seed: int) -> dict[str, int]:
-    reqs, policy, sched, step_fn, step = _workload(seed)
+def _compare(seed: int, async_scheduling: bool) -> dict[str, int]:
+    reqs, policy, sched, step_fn, step = _workload(seed, async_scheduling)
     ref = _reference(reqs, policy, sched, step, seed)
     expected = {f: np.array([getattr(r, f) for r in ref.requests]) for f in FIELDS}
     usable = ref.pool.usable
@@ -126,7 +131,7 @@ def _compare(seed: int) -> dict[str, int]:
         engine.step_tokens = []
         engine.run()
         got = engine.result()
-        where = f"workload {seed}, fast path {'on' if stretches else 'off'}"
+        where = f"workload {seed}, async {async_scheduling}, fast path {stretches}"
         for f, g in zip(FIELDS, SIM_FIELDS, strict=True):
             assert np.array_equal(getattr(got, g), expected[f]), f"{where}: {g}"
         assert engine.step_tokens == ref.step_tokens, f"{where}: scheduled tokens per step"
@@ -136,20 +141,26 @@ def _compare(seed: int) -> dict[str, int]:
     return {
         "preemptions": int(expected["num_preemptions"].sum()),
         "padded": int(ref.num_padded > 0),
-        "cut": int(sched.max_num_batched_tokens < sched.max_num_seqs),
+        "cut": int(sched.max_num_batched_tokens < sched.max_num_seqs * (1 + policy.max_k)),
         "steps": len(ref.step_tokens),
+        "dropped": int(getattr(ref, "num_dropped", 0) > 0),
+        "stale": int(getattr(ref, "num_stale", 0) > 0),
     }
 
 
 @pytest.mark.slow
-def test_engine_matches_the_reference_scheduler():
-    totals = {"preemptions": 0, "padded": 0, "cut": 0, "steps": 0, "preempting": 0}
+@pytest.mark.parametrize("async_scheduling", [False, True], ids=["sync", "async"])
+def test_engine_matches_the_reference_scheduler(async_scheduling):
+    totals = dict.fromkeys(("preemptions", "padded", "cut", "steps", "dropped", "stale"), 0)
+    totals["preempting"] = 0
     for seed in range(WORKLOADS):
-        seen = _compare(seed)
-        for key in ("preemptions", "padded", "cut", "steps"):
+        seen = _compare(seed, async_scheduling)
+        for key in seen:
             totals[key] += seen[key]
         totals["preempting"] += seen["preemptions"] > 0
     # the workloads reached the corners they are drawn for
     assert totals["preempting"] > WORKLOADS // 5, totals
     assert totals["padded"] > WORKLOADS // 10 and totals["cut"] > WORKLOADS // 10, totals
     assert math.isfinite(totals["steps"]) and totals["steps"] > 20 * WORKLOADS, totals
+    if async_scheduling:  # extra steps dropped, output delivered to preempted requests
+        assert totals["dropped"] > WORKLOADS // 10 and totals["stale"] > WORKLOADS // 20, totals

@@ -38,9 +38,10 @@ The rules, each from the vLLM 0.33.0 file named:
   one token.
 
 The modelling choices the simulator states, taken here as they are stated there: no
-prefix caching, watermark, async scheduling or ``max_model_len``; a step's ``k`` and the
-pmf of accepted tokens are the policy's at the number of decoding requests running when
-the step is scheduled (a single range: a static ``k``; several: a dynamic schedule);
+prefix caching, watermark or ``max_model_len``; every decoding request of a step verifies
+the ``k`` the policy gives at the number of requests the previous step scheduled, with that
+entry's pmf (a single range: a static ``k``; several: a dynamic schedule, vLLM's
+``dynamic_sd_lookup[len(num_scheduled_tokens)]``, ``scheduler.py`` line 1712);
 request ``i``'s ``d``-th decode step emits ``bisect_right(cdf, u)`` tokens, ``cdf`` the
 running sum of the pmf with its last entry set to 1 and ``u`` the ``d``-th of request
 ``i``'s ``output - 1`` uniforms from ``numpy.random.default_rng(seed).random``, laid out
@@ -77,6 +78,9 @@ class Request:
     decoding: bool = False  # sampled in its last step (vLLM proposes drafts after it)
     num_preemptions: int = 0
     num_decode_steps: int = 0
+    num_output_placeholders: int = 0  # async: tokens a step in flight will sample
+    num_in_flight_tokens: int = 0  # async: tokens of steps scheduled, not yet processed
+    num_stale_output_tokens: int = 0  # async: of those, scheduled before a preemption
     sent: float = float("nan")
     first_scheduled: float = float("nan")
     first_token: float = float("nan")
@@ -111,6 +115,10 @@ class Scheduled:
     k: int = 0
     entry: int = 0
     padded: set[int] = field(default_factory=set)
+    decoders: set[int] = field(default_factory=set)  # running requests decoding
+    # async scheduling: the requests that sample in the step, with their drafts scheduled
+    samples: dict[int, int] = field(default_factory=dict)
+    end: float = 0.0  # async: when the step ends
 
 
 class Replica:
@@ -162,6 +170,7 @@ class Replica:
         self.t = 0.0
         self.step_tokens: list[int] = []
         self.num_padded = 0  # new requests padded to 1 + num_speculative_tokens
+        self.prev_count = 0  # requests scheduled in the last step
         # the client: requests not yet sent, and the times its slots free up
         self.unsent: deque[Request] = deque(self.requests)
         free_slots = len(self.requests) if max_concurrency is None else max_concurrency
@@ -204,9 +213,10 @@ class Replica:
 
     def schedule(self) -> Scheduled:
         out = Scheduled()
-        num_decoding = sum(1 for r in self.running if r.decoding)
-        if num_decoding:
-            out.entry = self.entry_at(num_decoding)
+        # the drafts were proposed after the previous step: num_spec_tokens_to_schedule =
+        # dynamic_sd_lookup[len(num_scheduled_tokens)] of that step (scheduler.py 1710)
+        if any(r.decoding for r in self.running):
+            out.entry = self.entry_at(self.prev_count)
             out.k = self.ks[out.entry]
         token_budget = self.budget
         preempted = False
@@ -214,8 +224,20 @@ class Replica:
         index = 0
         while index < len(self.running) and token_budget > 0:
             request = self.running[index]
+            if (
+                request.num_output_placeholders > 0
+                and request.num_computed_tokens + 2 - request.num_output_placeholders
+                >= request.num_prompt_tokens + request.max_tokens
+            ):
+                index += 1  # async: the step in flight surely reaches max_tokens
+                continue
             spec = out.k if request.decoding else 0
-            num_new = request.num_tokens + spec - request.num_computed_tokens
+            num_new = (
+                request.num_tokens
+                + spec
+                + request.num_output_placeholders
+                - request.num_computed_tokens
+            )
             num_new = min(num_new, token_budget)
             scheduled = True
             while not self.allocate_slots(request, num_new):
@@ -232,6 +254,7 @@ class Replica:
             token_budget -= num_new
             index += 1
         scheduled_running_reqs = list(out.tokens)
+        out.decoders = {i for i in out.tokens if self.requests[i].decoding}
         if not preempted:
             while token_budget > 0 and self.waiting and len(self.running) < self.max_num_seqs:
                 request = self.waiting[0]
@@ -277,6 +300,7 @@ class Replica:
             ms = self.step_ms(0, 0, 0.0, prefill)
         self.t = self.t + float(ms) / 1000.0
         self.step_tokens.append(sum(out.tokens.values()))
+        self.prev_count = len(out.tokens)
         finished = []
         for i, n in out.tokens.items():
             r = reqs[i]
@@ -332,4 +356,141 @@ class Replica:
         return self
 
 
-__all__ = ["BlockPool", "Replica", "Request", "Scheduled"]
+class AsyncReplica(Replica):
+    """The reference replica under async scheduling (vLLM 0.33.0's ``AsyncScheduler``,
+    ``vllm/v1/core/sched/async_scheduler.py``, run by ``EngineCore.step_with_batch_queue``,
+    ``vllm/v1/engine/core.py``, with a batch queue of two: ``VllmConfig.
+    max_concurrent_batches``). What differs from :class:`Replica`, from those sources:
+
+    * ``_update_after_schedule`` (``scheduler.py``): right after scheduling, each request's
+      ``num_computed_tokens`` grows by its scheduled tokens, ``is_prefill_chunk`` is decided,
+      and ``AsyncScheduler._update_after_schedule`` adds ``1 + len(scheduled drafts)``
+      output placeholders to each request that is not a prefill chunk;
+    * ``update_from_output`` comes a step later: a request no longer known (finished) is
+      skipped; the rejected drafts come off ``num_computed_tokens`` and the placeholders;
+      ``_update_request_with_output`` trims at ``max_tokens`` and takes the generated tokens
+      off the placeholders; output scheduled before a preemption (stale) is appended and may
+      finish the request in the waiting queue, its rollbacks not applied;
+    * ``_preempt_request``: ``num_stale_output_tokens = num_in_flight_tokens``,
+      ``num_output_placeholders = 0``;
+    * the loop: schedule; put the step in the queue; if the queue held nothing, schedule
+      again at once; otherwise wait for the oldest step, process its output.
+
+    A step's time is ``step_ms`` at the scheduler's view when it is scheduled, and it starts
+    when the step before it ends (or when scheduled, if the engine was idle).
+    """
+
+    num_dropped = 0  # requests' extra steps whose tokens were dropped (finished before)
+    num_stale = 0  # outputs delivered to a request preempted while they were in flight
+
+    def preempt(self, request: Request) -> None:
+        super().preempt(request)
+        request.num_stale_output_tokens = request.num_in_flight_tokens
+        request.num_output_placeholders = 0
+
+    def schedule(self) -> Scheduled:
+        out = super().schedule()
+        reqs = self.requests
+        # the step's time, from the scheduler's view now
+        decoders = [reqs[i] for i in out.decoders]
+        prefill = sum(
+            1 if i in out.padded else n for i, n in out.tokens.items() if i not in out.decoders
+        )
+        if decoders:
+            ctx = sum(r.num_computed_tokens for r in decoders) / len(decoders)
+            ms = self.step_ms(len(decoders), out.k, ctx, prefill)
+        else:
+            ms = self.step_ms(0, 0, 0.0, prefill)
+        out.end = float(ms) / 1000.0  # (a duration until the step is placed)
+        # _update_after_schedule, Scheduler's then AsyncScheduler's
+        for i, n in out.tokens.items():
+            r = reqs[i]
+            r.num_computed_tokens += n
+            r.num_in_flight_tokens += n
+            r.is_prefill_chunk = r.num_computed_tokens < r.num_tokens + r.num_output_placeholders
+            if r.is_prefill_chunk:
+                continue
+            if i in out.padded:
+                drafts = self.num_spec_tokens
+            elif i in out.decoders:
+                drafts = n - 1
+            else:
+                drafts = 0
+            r.num_output_placeholders += 1 + drafts
+            r.decoding = True
+            out.samples[i] = drafts
+        if out.tokens:
+            self.step_tokens.append(sum(out.tokens.values()))
+            self.prev_count = len(out.tokens)
+        return out
+
+    def update_from_output(self, out: Scheduled) -> None:
+        reqs = self.requests
+        for i, n in out.tokens.items():
+            r = reqs[i]
+            if r.finish == r.finish:  # finished: no longer in self.requests
+                self.num_dropped += 1
+                continue
+            r.num_in_flight_tokens -= n
+            stale = r.num_stale_output_tokens > 0
+            if stale:
+                r.num_stale_output_tokens -= n
+                self.num_stale += i in out.samples
+            if i not in out.samples:
+                continue  # a prefill chunk: nothing sampled
+            drafts = out.samples[i]
+            if i in out.decoders:
+                u = self.uniforms[r.first_uniform + r.num_decode_steps]
+                r.num_decode_steps += 1
+                generated = min(bisect.bisect_right(self.cdfs[out.entry], u), n)
+            else:
+                generated = 1
+            num_rejected = drafts - (generated - 1)
+            if drafts and not stale:
+                if r.num_computed_tokens > 0:
+                    r.num_computed_tokens -= num_rejected
+                if r.num_output_placeholders > 0:
+                    r.num_output_placeholders -= num_rejected
+            emitted = min(generated, r.max_tokens - r.num_output_tokens)
+            stopped = emitted == r.max_tokens - r.num_output_tokens
+            if stopped and not stale:
+                r.num_computed_tokens -= generated - emitted
+            if not stale and r.num_output_placeholders > 0:
+                r.num_output_placeholders -= generated
+            if r.num_output_tokens == 0:
+                r.first_token = self.t
+            r.num_output_tokens += emitted
+            if stopped:
+                r.finish = self.t
+                if r in self.running:
+                    self.running.remove(r)
+                else:
+                    self.waiting.remove(r)
+                self.free_blocks(r)
+                self.slots.append(self.t)
+                self.num_finished += 1
+
+    def run(self) -> Replica:
+        queue: deque[Scheduled] = deque()
+        gpu_free = 0.0
+        while self.num_finished < len(self.requests):
+            self.take_sends()
+            if not self.running and not self.waiting and not queue:
+                self.t = self.next_send()
+                continue
+            if self.running or self.waiting:
+                out = self.schedule()
+                if out.tokens:
+                    out.end += max(self.t, gpu_free)
+                    gpu_free = out.end
+                queue.appendleft(out)
+                if len(queue) < 2:
+                    continue
+            out = queue.pop()
+            if out.tokens:
+                self.t = out.end
+                self.update_from_output(out)
+        return self
+
+
+__all__ = ["AsyncReplica", "BlockPool", "Replica", "Request", "Scheduled"]

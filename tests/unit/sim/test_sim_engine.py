@@ -287,6 +287,9 @@ def test_stretches_equal_step_by_step(name, sched, speedup, policy):
         ({"kv_cache_tokens": 8}, "kv_cache_tokens"),
         ({"block_size": 0}, "block_size"),
         ({"max_concurrency": 0}, "max_concurrency"),
+        # vLLM 0.33.0 refuses a token budget below max_num_seqs (config/scheduler.py 331)
+        ({"max_num_seqs": 65}, "max_num_batched_tokens"),
+        ({"async_scheduling": 1}, "async_scheduling"),
     ],
 )
 def test_bad_scheduler(kwargs, field):

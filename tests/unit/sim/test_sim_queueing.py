@@ -98,6 +98,9 @@ def little_runs():
     pol = SpecPolicy.fixed(3, chain_pmf(3))
     yield "trace", simulate(trace, pol, step, Scheduler(64, 2048, 200_000), seed=1)
     yield "preempting", simulate(trace, pol, step, Scheduler(64, 2048, 20_000), seed=2)
+    # async scheduling: stale output to preempted requests, extra steps, late frees
+    tight = Scheduler(64, 2048, 20_000, async_scheduling=True)
+    yield "preempting async", simulate(trace, pol, step, tight, seed=2)
     yield (
         "client-limited",
         simulate(trace, pol, step, Scheduler(64, 2048, 200_000, max_concurrency=5), seed=3),
@@ -124,7 +127,7 @@ def test_littles_law(name, run):
     assert s["mean_concurrency"] == pytest.approx(
         s["request_throughput"] * s["mean_e2el_ms"] / 1000, rel=1e-9
     )
-    if name == "preempting":
+    if name.startswith("preempting"):
         assert s["preemptions"] > 0
     if name == "client-limited":
         assert np.any(run.sent_s > run.requests.arrival_s + 1e-9)

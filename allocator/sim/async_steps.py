@@ -1,0 +1,327 @@
+"""Async scheduling: each step scheduled while the step before it runs.
+
+vLLM 0.33.0 runs its engine with a batch queue of two steps when ``async_scheduling`` is on
+(``VllmConfig.max_concurrent_batches``, ``vllm/config/vllm.py`` lines 588-598: 2 without
+pipeline parallelism) and ``AsyncScheduler`` (``vllm/v1/core/sched/async_scheduler.py``).
+``EngineCore.step_with_batch_queue`` (``vllm/v1/engine/core.py`` lines 708-817) schedules a
+step and, when the queue was empty, returns at once and schedules the next; once the queue
+holds two steps it waits for the older one's output and processes it
+(``update_from_output``). So, with no time spent on the CPU, step ``n + 1`` is scheduled
+when step ``n`` starts on the GPU, from what steps up to ``n - 1`` returned, and it runs
+when step ``n`` ends. What follows, each as the source has it:
+
+* **Tokens in flight count as computed.** ``_update_after_schedule`` (``scheduler.py``
+  lines 1845-1877) adds a step's scheduled tokens to ``num_computed_tokens`` when it is
+  scheduled and decides ``is_prefill_chunk`` then; ``AsyncScheduler._update_after_schedule``
+  adds ``1 + drafts`` output placeholders to each request that samples in it and gives it
+  placeholder drafts (``_spec_token_placeholders``, as many as the step's
+  ``num_spec_tokens_to_schedule``). So the next step asks for ``1 + k`` tokens and for KV
+  blocks as if every draft in flight were accepted (``allocate_slots`` counts
+  ``num_computed_tokens``): more KV, preemption sooner.
+* **Output processed one step late.** ``update_from_output`` of step ``n`` rolls back the
+  rejected drafts and the placeholders (lines 2355-2366, 2766-2769), emits the tokens and
+  finishes requests; a finished request frees its blocks (``_free_request``) and its client
+  slot only then, after step ``n + 1`` was scheduled without them.
+* **An extra step.** A request is scheduled again while a step that samples for it is in
+  flight unless that step surely reaches ``max_tokens`` (lines 800-815); when it does reach
+  it (drafts accepted), the extra step's tokens are computed and dropped
+  (``update_from_output`` skips a request already freed, lines 2322-2331).
+* **Preempted in flight.** A request preempted while a step of it is in flight
+  (``_preempt_request``, lines 1799-1843) gets its tokens from that step all the same
+  (``num_stale_output_tokens``: appended, streamed, ``check_stop`` may finish it in the
+  waiting queue; its rollback is not applied, lines 2312-2366), and is re-admitted only
+  after that output (it is preempted by the scheduling of the next step, which admits
+  nothing, line 1050).
+* **Arrivals wait one more step.** Requests sent while step ``n`` runs are seen by the
+  scheduling of step ``n + 2``, at step ``n``'s end, and run after step ``n + 1``.
+* **An empty step resynchronises.** When a scheduling finds nothing to run it still takes
+  its place in the queue (``step_with_batch_queue``): the engine waits for the step in
+  flight and processes it, and the next step is scheduled with nothing in flight.
+
+Each step's wall time is ``step_ms`` at the scheduler's view when it is scheduled (the
+context of a decoding request counts the tokens of the step in flight). The decode-only
+stretches (:mod:`allocator.sim.fast_path`) are not used here: every step is played on its
+own.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .config import StepTime
+from .scheduler import Scheduled, schedule, step_seconds
+from .state import State
+
+
+class InFlight:
+    """A step scheduled and not yet processed: the requests it scheduled (``ids``), their
+    tokens (``s``), what each does (``kind``: 0 decodes, 1 a prefill chunk that leaves
+    prompt to compute, 2 a chunk that completes the prompt and samples), the placeholder
+    drafts a padded prompt rolls back (``roll``), its ``k``, pmf ``entry``, tokens and
+    end time."""
+
+    __slots__ = ("end", "entry", "ids", "k", "kind", "plain", "roll", "s", "tokens")
+
+    def __init__(self, out: Scheduled) -> None:
+        self.k = out.k
+        self.entry = out.entry
+        self.tokens = out.tokens
+        self.end = 0.0
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.s = self.ids
+        self.kind = self.ids
+        self.roll = self.ids
+        self.plain = False  # running columns [0, len(ids)) all decoding, nothing else
+
+
+def launch(state: State, out: Scheduled, step_ms: StepTime, start: float) -> InFlight:
+    """The step's wall time (the scheduler's view now), then vLLM's
+    ``_update_after_schedule``: the scheduled tokens computed, prefills that complete no
+    longer prefill, placeholders for the requests that sample."""
+    run = state.running
+    m = out.m
+    s = out.s if isinstance(out.s, np.ndarray) else np.full(m, out.s, dtype=np.int64)
+    if not out.admitted and state.n_pref == 0 and int(s[:m].min()) > 0:
+        return _launch_decodes(state, out, s[:m], step_ms, start)
+    cols = np.flatnonzero(s[:m] > 0)
+    sc = s[cols]
+    pref = run.prefilling[cols] != 0
+    dec = cols[~pref]
+    prefill = int(sc[pref].sum())
+    rows = [a[0] for a in out.admitted]
+    for _, _, chunk, _, _ in out.admitted:
+        prefill += chunk
+    b = dec.size
+    if b:
+        ctx = int(run.computed[dec].sum()) / b
+        dt = step_seconds(step_ms, b, out.k, ctx, prefill)
+    else:
+        dt = step_seconds(step_ms, 0, 0, 0.0, prefill)
+    f = InFlight(out)
+    f.end = start + dt
+    # the tokens scheduled count as computed now
+    run.computed[cols] += sc
+    kind = np.where(pref, 1, 0)
+    done = pref & (run.computed[cols] >= run.target[cols])
+    kind[done] = 2
+    run.prefilling[cols[done]] = 0
+    state.n_pref -= int(done.sum())
+    roll = np.zeros(cols.size + len(rows), dtype=np.int64)
+    kinds = [kind]
+    taken = []
+    for j, (row, _, chunk, tokens, took) in enumerate(out.admitted):
+        run.computed[row] = took
+        taken.append(took)
+        if chunk == tokens:  # completes the prompt (and output so far): it samples
+            run.prefilling[row] = 0
+            state.n_pref -= 1
+            roll[cols.size + j] = took - chunk  # a padded prompt's placeholder drafts
+            kinds.append(np.array([2]))
+        else:
+            kinds.append(np.array([1]))
+    every = np.concatenate((cols, np.asarray(rows, dtype=np.int64)))
+    f.kind = np.concatenate(kinds)
+    f.ids = run.req_id[every].copy()
+    f.s = np.concatenate((sc, np.asarray(taken, dtype=np.int64)))
+    f.roll = roll
+    run.pending[every[f.kind != 1]] += 1
+    state.steps += 1  # (an extra step still in flight when the last request finishes counts)
+    if state.step_tokens is not None:
+        state.step_tokens.append(out.tokens)
+    state.prev_count = every.size  # the next step's k (dynamic_sd_lookup)
+    return f
+
+
+def _launch_decodes(
+    state: State, out: Scheduled, sc: np.ndarray, step_ms: StepTime, start: float
+) -> InFlight:
+    """:func:`launch` when the step only decodes running columns ``[0, m)`` (the common
+    case, with fewer array operations; the same result)."""
+    run = state.running
+    m = sc.size
+    comp = run.computed[:m]
+    f = InFlight(out)
+    f.end = start + step_seconds(step_ms, m, out.k, int(comp.sum()) / m, 0)
+    comp += sc
+    run.pending[:m] += 1
+    f.ids = run.req_id[:m].copy()
+    f.s = sc.copy()
+    f.kind = state.zeros[:m]
+    f.roll = f.kind
+    f.plain = True
+    state.steps += 1
+    if state.step_tokens is not None:
+        state.step_tokens.append(out.tokens)
+    state.prev_count = m
+    return f
+
+
+def process(state: State, f: InFlight) -> None:
+    """vLLM's ``update_from_output`` for the step in flight, at its end: tokens emitted
+    (the drafts rejected rolled back), first tokens, gaps, finishes; a request preempted
+    meanwhile gets its tokens in the waiting queue; one finished meanwhile gets nothing."""
+    run = state.running
+    n = state.n
+    t1 = f.end
+    state.area += (n + len(state.waiting)) * (t1 - state.t)
+    state.t = t1
+    size = f.ids.size
+    if f.plain and n >= size and bool((run.req_id[:size] == f.ids).all()):
+        _process_decodes(state, f, size, t1)  # every column where it was, all decoding
+        return
+    if n:
+        where = state.col_of
+        where[run.req_id[:n]] = state.cols[:n]
+        col = np.minimum(where[f.ids], n - 1)
+        here = run.req_id[col] == f.ids  # (an entry left by a request gone is stale)
+    else:
+        col = np.zeros(f.ids.size, dtype=np.int64)
+        here = col != 0
+    pos = state.pos
+    itl, itl_req, last = state.itl, state.itl_req, state.last
+    cdf = state.cdfs[f.entry]
+    finished = False
+    sel = here & (f.kind == 0)
+    di = col[sel]
+    if di.size:
+        sd = f.s[sel]
+        J = np.searchsorted(cdf, state.U[run.draw[di]], side="right")
+        e = run.emitted[di]
+        rem = run.output[di] - e
+        em = np.minimum(np.minimum(J, sd), rem)
+        state.hist += np.bincount(
+            em + (sd - 1) * state.W + (rem >= sd) * state.H, minlength=2 * state.H
+        )
+        run.emitted[di] = e + em
+        run.computed[di] -= sd - em  # rejected drafts, and tokens past max_tokens
+        run.chunks[di] += 1
+        run.draw[di] += 1
+        run.pending[di] -= 1
+        b = di.size
+        itl[pos : pos + b] = t1 - last[di]
+        itl_req[pos : pos + b] = run.req_id[di]
+        pos += b
+        last[di] = t1
+        finished = bool((em == rem).any())
+    sel = here & (f.kind == 2)
+    ci = col[sel]
+    if ci.size:
+        run.computed[ci] -= f.roll[sel]
+        again = ci[run.emitted[ci] > 0]
+        fresh = ci[run.emitted[ci] == 0]
+        if fresh.size:
+            state.first_token[run.req_id[fresh]] = t1
+        g = again.size
+        if g:
+            itl[pos : pos + g] = t1 - last[again]
+            itl_req[pos : pos + g] = run.req_id[again]
+            pos += g
+        run.emitted[ci] += 1
+        run.chunks[ci] += 1
+        run.pending[ci] -= 1
+        last[ci] = t1
+        finished = True
+    state.pos = pos
+    gone = ~here & (f.kind != 1)
+    if gone.any():
+        _stale(state, f, np.flatnonzero(gone), cdf, t1)
+    if finished:
+        M = state.n
+        done = run.emitted[:M] >= run.output[:M]
+        if done.any():
+            state.finish_rows(done, t1)
+
+
+def _process_decodes(state: State, f: InFlight, size: int, t1: float) -> None:
+    """:func:`process` when the step only decoded running columns ``[0, size)`` and they
+    are still there (fewer array operations; the same result)."""
+    run = state.running
+    di = slice(0, size)
+    sd = f.s
+    J = np.searchsorted(state.cdfs[f.entry], state.U[run.draw[di]], side="right")
+    e = run.emitted[di]
+    rem = run.output[di] - e
+    em = np.minimum(np.minimum(J, sd), rem)
+    state.hist += np.bincount(
+        em + (sd - 1) * state.W + (rem >= sd) * state.H, minlength=2 * state.H
+    )
+    e = e + em  # (a new array: ``e`` was a view of the table)
+    run.emitted[di] = e
+    run.computed[di] -= sd - em
+    run.chunks[di] += 1
+    run.draw[di] += 1
+    run.pending[di] -= 1
+    pos = state.pos
+    state.itl[pos : pos + size] = t1 - state.last[di]
+    state.itl_req[pos : pos + size] = run.req_id[di]
+    state.pos = pos + size
+    state.last[di] = t1
+    if (em == rem).any():
+        n = state.n
+        done = run.emitted[:n] >= run.output[:n]
+        state.finish_rows(done, t1)
+
+
+def _stale(state: State, f: InFlight, which: np.ndarray, cdf: np.ndarray, t1: float) -> None:
+    """Tokens of the step in flight for requests no longer running: finished ones (an
+    extra step, dropped) and preempted ones (delivered as they wait, vLLM's stale
+    output; their computed tokens stay 0)."""
+    saved = state.saved
+    for j in which.tolist():
+        i = int(f.ids[j])
+        if not math.isnan(state.finish[i]):
+            continue  # finished while this step ran: its tokens are dropped
+        e = int(saved.emitted[i])
+        if f.kind[j] == 0:
+            sd = int(f.s[j])
+            J = int(np.searchsorted(cdf, state.U[saved.draw[i]], side="right"))
+            rem = int(saved.output[i]) - e
+            em = min(J, sd, rem)
+            state.hist[em + (sd - 1) * state.W + (rem >= sd) * state.H] += 1
+            saved.draw[i] += 1
+        else:
+            em = 1
+        if e == 0:
+            state.first_token[i] = t1
+        else:
+            state.itl[state.pos] = t1 - state.saved_last[i]
+            state.itl_req[state.pos] = i
+            state.pos += 1
+        saved.emitted[i] = e + em
+        saved.chunks[i] += 1
+        state.saved_last[i] = t1
+        if e + em >= saved.output[i]:  # finished in the waiting queue
+            state.finish[i] = t1
+            state.waiting.remove(i)
+            state.client.finish(t1, 1)
+
+
+def run_async(state: State, step_ms: StepTime) -> None:
+    """The engine loop with a batch queue of two (``step_with_batch_queue``): schedule;
+    with nothing in flight launch it and schedule the next at once; otherwise wait for
+    the step in flight, process it, and the step just scheduled runs next."""
+    client = state.client
+    flight: InFlight | None = None
+    while client.finished < state.N:
+        state.take_sends()
+        if flight is None and state.n == 0 and not state.waiting:
+            state.t = client.next_send_time()
+            if math.isinf(state.t):  # pragma: no cover (every request was sent)
+                raise AssertionError("nothing to run and nothing to send")
+            continue
+        nxt: InFlight | None = None
+        if state.n or state.waiting:
+            out = schedule(state)
+            if out.tokens:
+                start = state.t if flight is None else flight.end
+                nxt = launch(state, out, step_ms, start)
+        if flight is None:
+            flight = nxt  # nothing in flight: the next is scheduled at once
+            continue
+        process(state, flight)
+        flight = nxt
+
+
+__all__ = ["InFlight", "launch", "process", "run_async"]
