@@ -384,7 +384,7 @@ class SchedulerSpec(_Frozen):
     def _budget_holds_the_batch(self) -> SchedulerSpec:
         # vLLM refuses it at start-up: vllm/config/scheduler.py (0.33.0) lines 331-336
         if self.max_num_batched_tokens < self.max_num_seqs:
-            raise _FieldError(
+            raise FieldError(
                 "serving.scheduler.max_num_batched_tokens",
                 f"must be >= max_num_seqs ({self.max_num_seqs}), as vLLM requires",
             )
