@@ -28,7 +28,6 @@ Without either nothing caps the batch.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +35,7 @@ import numpy as np
 from ..core.memory import FIT_SLACK, UNCAPPED, MemoryModel
 from ..core.model_spec import UTILISATION
 from ..exceptions import InputError
+from ..validate import finite
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -92,8 +92,7 @@ def spec_max_batch(serving: Serving, members: np.ndarray, context: float) -> np.
     tokens per sequence: ``(B,)`` int64, 0 where the weights leave no room;
     :data:`UNCAPPED` at context 0."""
     members = np.atleast_2d(np.asarray(members, dtype=bool))
-    if not math.isfinite(context) or context < 0:
-        raise InputError("context", f"{context} tokens: must be >= 0")
+    finite(context, "context", lo=0, unit="tokens", error=InputError)
     if context == 0:
         return np.full(members.shape[0], UNCAPPED, dtype=np.int64)
     room, per_token = spec_room(serving, members)

@@ -17,6 +17,7 @@ import numpy as np
 from ..core.problem import MAX_K
 from ..core.result import Front, Point
 from ..exceptions import InputError, ParameterError
+from ..validate import finite
 from .metrics import evaluate_configs
 
 
@@ -128,8 +129,7 @@ def evaluate_configuration(
     if context is not None:
         if batch is None:
             raise ParameterError("context", "needs a batch size (the step time under load)")
-        if not np.isfinite(context) or context < 0:
-            raise ParameterError("context", f"{context} tokens: must be a number >= 0")
+        finite(context, "context", lo=0, unit="tokens")
     if k > MAX_K:
         raise ParameterError("k", f"must be at most {MAX_K:,}")
     if batch is None:
