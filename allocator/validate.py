@@ -62,9 +62,20 @@ def _is_number(value: object) -> bool:
     return isinstance(value, int | float | np.integer | np.floating) and not isinstance(value, bool)
 
 
+def _whole_text(n: int) -> str:
+    """``n`` as a message writes it: ``2**53`` and ``2**63 - 1`` for the powers of two that
+    bound counts and seeds, digits grouped by thousands otherwise."""
+    for k in range(33, 129):
+        if n == 2**k:
+            return f"2**{k}"
+        if n == 2**k - 1:
+            return f"2**{k} - 1"
+    return f"{n:,}"
+
+
 def _range(lo: float | None, hi: float | None, integer: bool) -> str:
     def num(v: float) -> str:
-        return f"{int(v):,}" if integer else f"{v:g}"
+        return _whole_text(int(v)) if integer else f"{v:g}"
 
     if lo is not None and hi is not None:
         return f" in {num(lo)}..{num(hi)}" if integer else f" in [{num(lo)}, {num(hi)}]"
