@@ -312,26 +312,35 @@ def drop(obj, key):
 
 BAD_FILES = [
     (drop(vllm_by_hand(), "total_output_tokens"), "v.json: total_output_tokens: missing"),
-    (vllm_by_hand(completed=-3), "v.json: completed: -3 is negative"),
-    (vllm_by_hand(output_throughput=float("nan")), "output_throughput: nan is not a finite"),
+    (vllm_by_hand(completed=-3), "v.json: completed: must be an integer in 0..2**53, got -3"),
+    (
+        vllm_by_hand(output_throughput=float("nan")),
+        "output_throughput: must be a finite number >= 0, got nan",
+    ),
     (vllm_by_hand(model_id=7), "v.json: model_id: 7 is not a name"),
-    (vllm_by_hand(request_rate="fast"), "request_rate: 'fast' is not a request rate"),
-    (vllm_by_hand(request_rate=-1), "request_rate: -1.0 must be positive"),
-    (vllm_by_hand(max_concurrency=0), "max_concurrency: 0 must be at least 1"),
-    (vllm_by_hand(max_concurrency=2.5), "max_concurrency: 2.5 is not a whole number"),
-    (vllm_by_hand(duration=0), "duration: 0.0 must be positive"),
+    (
+        vllm_by_hand(request_rate="fast"),
+        "request_rate: must be a number > 0 requests/s (or inf), got 'fast'",
+    ),
+    (
+        vllm_by_hand(request_rate=-1),
+        "request_rate: must be a number > 0 requests/s (or inf), got -1",
+    ),
+    (vllm_by_hand(max_concurrency=0), "max_concurrency: must be an integer >= 1, got 0"),
+    (vllm_by_hand(max_concurrency=2.5), "max_concurrency: must be an integer in 0..2**53, got 2.5"),
+    (vllm_by_hand(duration=0), "duration: must be a finite number > 0, got 0"),
     (vllm_by_hand(completed=0), "completed: 0: no request completed"),
     (vllm_by_hand(output_throughput=400.0), "output_throughput: 400 given, but total_output/dur"),
     (vllm_by_hand(request_throughput=3.0), "request_throughput: 3 given, but completed/duration"),
     (vllm_by_hand(mean_ttft_ms=-1.0), "mean_ttft_ms: -1.0 is negative"),
-    (vllm_by_hand(p99_itl_ms="slow"), "p99_itl_ms: 'slow' is not a finite number"),
+    (vllm_by_hand(p99_itl_ms="slow"), "p99_itl_ms: must be a finite number, got 'slow'"),
     (
         vllm_by_hand(spec_decode_per_position_acceptance_rates=[0.5, 0.7, 0.3]),
         "rates[1]: 0.7 exceeds position 0's 0.5",
     ),
     (
         vllm_by_hand(spec_decode_per_position_acceptance_rates=[1.2, 0.5, 0.3]),
-        "rates[0]: 1.2 is not a rate in [0, 1]",
+        "rates[0]: must be a number in [0, 1], got 1.2",
     ),
     (vllm_by_hand(spec_decode_per_position_acceptance_rates=[]), "must be a non-empty list"),
     (vllm_by_hand(spec_decode_draft_tokens=20000), "spec_decode_draft_tokens: 20000 is not"),
@@ -343,7 +352,7 @@ BAD_FILES = [
     (sglang_by_hand(server_info=None), "server_info: is not an object"),
     (sglang_by_hand(server_info={"tp_size": 1}), "server_info: model_path: missing"),
     (sglang_by_hand(accept_length=5.5), "accept_length: 5.5 is outside [1, 4]"),
-    (sglang_by_hand(accept_length=float("inf")), "accept_length: inf is not a finite number"),
+    (sglang_by_hand(accept_length=float("inf")), "accept_length: must be a finite number, got inf"),
     (
         sglang_by_hand(server_info=sglang_by_hand()["server_info"] | {"speculative_adaptive": 1}),
         "speculative_adaptive: 1 is not a bool",
