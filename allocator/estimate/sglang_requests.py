@@ -483,8 +483,8 @@ class SGLangRequestsReader(Reader):
     options = ("k", "topk", "adaptive", "adaptive_steps")
 
     def read(self, path: Path, options: ReadOptions) -> Estimate:
-        if options.k is not None and options.k < 1:
-            raise ParameterError("k", "must be at least 1")
+        if options.k is not None:
+            whole(options.k, "k", lo=1)
         return estimate_sglang_requests(
             path,
             options.drafter,

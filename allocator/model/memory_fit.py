@@ -35,7 +35,7 @@ import numpy as np
 from ..core.memory import FIT_SLACK, UNCAPPED, MemoryModel
 from ..core.model_spec import UTILISATION
 from ..exceptions import InputError
-from ..validate import finite
+from ..validate import finite, whole
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -156,8 +156,7 @@ def hosting_room(problem: Problem, batch: int, option: str = "batch") -> tuple[n
     model = memory_model(problem)
     if model is None:
         raise InputError(option, "needs serving.memory (kv_cache_gb, kv_per_seq_gb)")
-    if batch < 1:
-        raise InputError(option, f"must be at least 1 (got {batch})")
+    whole(batch, option, lo=1, error=InputError)
     room = model.kv_cache_gb - batch * model.kv_per_seq_gb
     if room < -FIT_SLACK * model.kv_cache_gb:
         most = int(model.max_batch(np.zeros((1, model.drafter_gb.size), bool))[0])
