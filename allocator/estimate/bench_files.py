@@ -225,10 +225,7 @@ def _statistics(obj: Mapping, where: str) -> dict[str, dict[str, float]]:
         if not m:
             continue
         metric = "e2el" if m.group(2) == "e2e_latency" else m.group(2)
-        v = finite_number(value, f"{where}: {key}")
-        if v < 0:
-            raise InputError(f"{where}: {key}", f"{quote(v)} is negative; a time cannot be")
-        out[metric][m.group(1)] = v
+        out[metric][m.group(1)] = finite(value, f"{where}: {key}", lo=0, error=InputError)
     return out
 
 

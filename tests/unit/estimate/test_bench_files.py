@@ -332,8 +332,8 @@ BAD_FILES = [
     (vllm_by_hand(completed=0), "completed: 0: no request completed"),
     (vllm_by_hand(output_throughput=400.0), "output_throughput: 400 given, but total_output/dur"),
     (vllm_by_hand(request_throughput=3.0), "request_throughput: 3 given, but completed/duration"),
-    (vllm_by_hand(mean_ttft_ms=-1.0), "mean_ttft_ms: -1.0 is negative"),
-    (vllm_by_hand(p99_itl_ms="slow"), "p99_itl_ms: must be a finite number, got 'slow'"),
+    (vllm_by_hand(mean_ttft_ms=-1.0), "mean_ttft_ms: must be a finite number >= 0, got -1.0"),
+    (vllm_by_hand(p99_itl_ms="slow"), "p99_itl_ms: must be a finite number >= 0, got 'slow'"),
     (
         vllm_by_hand(spec_decode_per_position_acceptance_rates=[0.5, 0.7, 0.3]),
         "rates[1]: 0.7 exceeds position 0's 0.5",
