@@ -10,8 +10,9 @@ one message shape::
 
 ``<what>`` names the kind and the range (``an integer in 1..200,000``, ``an integer >= 0``,
 ``a number > 0 requests/s (or inf)``, ``a finite number >= 0``, ``a number in (0, 1)``);
-``<value>`` is the ``repr`` of what was given, a numpy scalar shown as the Python number it
-holds, cut to 40 characters. What is a number: an ``int``, ``float`` or numpy number, never
+``<value>`` is the ``repr`` of what was given (:func:`shown`: a numpy scalar as the Python
+number it holds; text only when short and shaped like nothing secret; other objects by
+their type). What is a number: an ``int``, ``float`` or numpy number, never
 a ``bool`` (``True`` is not 1 here) and never a string (``"5"`` is text, not a count).
 
 Path checks are not here: the files the package reads and writes are checked in one
@@ -33,17 +34,28 @@ from .exceptions import InputError, ParameterError
 #: any, and ``0 .. 2**63 - 1`` is what an ``int64`` column or a JSON reader keeps exactly).
 MAX_SEED = 2**63 - 1
 
-#: Longest ``repr`` of a refused value shown in a message.
+#: Longest ``repr`` of refused text shown in a message.
 SHOWN = 40
 
 
 def shown(value: object) -> str:
-    """``value`` as a message shows it: its ``repr``, a numpy scalar's as the Python number
-    it holds, cut to :data:`SHOWN` characters."""
+    """``value`` as a message shows it. A number (a numpy scalar as the Python number it
+    holds), ``None`` or a bool: its ``repr``. Text: its ``repr`` when short (at most
+    :data:`SHOWN` characters) and shaped like nothing secret (no ``=`` as in ``KEY=VALUE``,
+    no ``@`` as in ``user:password@host``: a value read from an input may be anything,
+    ``/proc/self/environ`` included), else only its length. Anything else: its type."""
     if isinstance(value, np.generic):
         value = value.item()
-    text = repr(value)
-    return text if len(text) <= SHOWN else text[: SHOWN - 3] + "..."
+    if isinstance(value, int) and value.bit_length() > 128:  # repr fails past 4,300 digits
+        return f"an integer of {value.bit_length():,} bits"
+    if value is None or isinstance(value, bool | int | float | complex):
+        return repr(value)
+    if isinstance(value, str):
+        text = repr(value)  # control characters, bidi overrides, U+2028 escaped
+        if len(text) <= SHOWN and "=" not in value and "@" not in value:
+            return text
+        return f"text of {len(value):,} characters (not shown)"
+    return f"a {type(value).__name__}"
 
 
 def refuse(
