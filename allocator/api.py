@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import validate
 from .core.problem import Problem
 from .core.result import Point, SolveResult
 from .exceptions import ParameterError
@@ -170,8 +171,8 @@ def sample_uncertainty(
     """
     from .analysis.uncertainty import analyse
 
-    if samples is not None and not 1 <= samples <= MAX_SAMPLES:
-        raise ParameterError("samples", f"must be in 1..{MAX_SAMPLES:,}")
+    if samples is not None:
+        validate.whole(samples, "samples", lo=1, hi=MAX_SAMPLES)
     n = DEFAULT_SAMPLES if samples is None else samples
     try:
         report = analyse(problem, result.front, n, seed=seed, quantile=robust, progress=progress)

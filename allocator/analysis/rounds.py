@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..exceptions import NotModelledError, ParameterError
+from ..exceptions import NotModelledError
 from ..model.acceptance import extend_positions
 from ..model.errors import IndependentErrors
 from ..model.metrics import evaluate_configs
 from ..model.token_tree import Tree, node_depths
+from ..validate import whole
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -138,14 +139,8 @@ def simulate(
     problem: Problem, drafters: list[str], k: int, rounds: int, seed: int = 0
 ) -> Simulation:
     """Play ``rounds`` rounds of configuration (``drafters``, ``k``); compare with the model."""
-    if k < 1:
-        raise ParameterError("k", "must be at least 1")
-    if rounds < 2:
-        raise ParameterError("rounds", "must be at least 2 (the interval needs a spread)")
-    if rounds > MAX_ROUNDS:
-        raise ParameterError(
-            "rounds", f"at most {MAX_ROUNDS:,} (the interval is then already ~1e-4 wide)"
-        )
+    whole(k, "k", lo=1)
+    whole(rounds, "rounds", lo=2, hi=MAX_ROUNDS)  # 2: the interval needs a spread
     members = problem.mask(drafters, "drafters")
     try:
         model = evaluate_configs(problem, members[None], np.array([k]))
@@ -262,10 +257,7 @@ def simulate_tree(tree: Tree, p: np.ndarray, rounds: int, seed: int = 0) -> Tree
     (:func:`simulate_tree_rounds`); ``2 <= rounds <= MAX_ROUNDS``."""
     from scipy.special import ndtri
 
-    if rounds < 2:
-        raise ParameterError("rounds", "must be at least 2 (the interval needs a spread)")
-    if rounds > MAX_ROUNDS:
-        raise ParameterError("rounds", f"at most {MAX_ROUNDS:,}")
+    whole(rounds, "rounds", lo=2, hi=MAX_ROUNDS)
     units = simulate_tree_rounds(tree.parents, tree.ranks, p, rounds, seed)
     mean = float(units.mean())
     half = float(ndtri(0.5 + LEVEL / 2) * units.std(ddof=1) / np.sqrt(rounds))

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import validate
 from ..core.problem import Problem
 from ..engines.sglang import check_triple, sglang_tree, sglang_triples
 from ..exceptions import NotModelledError, ParameterError
@@ -49,8 +50,6 @@ MAX_TOPK = 64
 #: ``topk + (steps - 1)·topk²`` candidates per setting, so a drafter with hundreds of
 #: measured ranks would take minutes; SGLang's own defaults stay below 10.
 ENGINE_TOPK = 16
-#: Largest seed of ``rounds`` (seeds are non-negative 63-bit integers).
-MAX_SEED = 2**63 - 1
 
 
 # ---------------------------------------------------------------- ranks the programme needs
@@ -118,17 +117,6 @@ def programme_values(p: np.ndarray, nodes: int, depth: int, width: int | None) -
     return TreeProgramme(programme_ranks(p, nodes, width).p, nodes, depth).values()
 
 
-def check_seed(seed: int) -> None:
-    """Refuse a seed outside ``0 .. 2**63 - 1`` (a :class:`ParameterError` naming
-    ``seed``)."""
-    if (
-        isinstance(seed, bool)
-        or not isinstance(seed, int | np.integer)
-        or not (0 <= int(seed) <= MAX_SEED)
-    ):
-        raise ParameterError("seed", f"{seed!r} is not a seed in 0..{MAX_SEED}")
-
-
 # ---------------------------------------------------------------- arguments
 def check_tree_options(
     *,
@@ -137,15 +125,14 @@ def check_tree_options(
     depth: int = DEFAULT_DEPTH,
     width: int | None = None,
 ) -> None:
-    """Refuse tree sizes outside ``1..MAX_NODES``, a depth outside ``1..MAX_DEPTH`` and a
-    width below 1 (:class:`ParameterError` naming the parameter)."""
+    """Refuse tree sizes (speculated nodes) outside ``1..MAX_NODES``, a depth outside
+    ``1..MAX_DEPTH`` and a width below 1 (:class:`ParameterError` naming the parameter)."""
     for name, value, top in (("nodes", nodes, MAX_NODES), ("max_nodes", max_nodes, MAX_NODES)):
-        if value is not None and not 1 <= value <= top:
-            raise ParameterError(name, f"{value} is outside 1..{top} (speculated nodes)")
-    if not 1 <= depth <= MAX_DEPTH:
-        raise ParameterError("depth", f"{depth} is outside 1..{MAX_DEPTH}")
-    if width is not None and width < 1:
-        raise ParameterError("width", f"{width} is below 1")
+        if value is not None:
+            validate.whole(value, name, lo=1, hi=top)
+    validate.whole(depth, "depth", lo=1, hi=MAX_DEPTH)
+    if width is not None:
+        validate.whole(width, "width", lo=1)
 
 
 def tree_drafter(problem: Problem, drafters: str | Sequence[str]) -> tuple[int, np.ndarray]:
@@ -465,7 +452,7 @@ def best_tree(
     given."""
     check_tree_options(nodes=nodes, depth=depth, width=width)
     if rounds is not None:
-        check_seed(seed)
+        validate.seed(seed)
     index, p = tree_drafter(problem, drafters)
     tree = best_programme_tree(p, nodes, depth, width)
     t = float(drafter_round_time(problem, index, tree.nodes, tree.depth))
@@ -551,7 +538,7 @@ def engine_tree(
     the setting to export for a server planned for ``batch``."""
     check_tree_options(nodes=nodes, depth=depth, width=width)
     if rounds is not None:
-        check_seed(seed)
+        validate.seed(seed)
     if batch is not None and eagle is not None:
         raise ParameterError(
             "batch",
@@ -643,7 +630,7 @@ def simulate_best_tree(
     """Play the optimal tree of at most ``nodes`` nodes and depth at most ``depth`` for
     ``rounds`` steps (:func:`allocator.analysis.rounds.simulate_tree`)."""
     check_tree_options(nodes=nodes, depth=depth)
-    check_seed(seed)
+    validate.seed(seed)
     index, p = tree_drafter(problem, drafters)
     tree = best_programme_tree(p, nodes, depth, None)
     t = float(drafter_round_time(problem, index, tree.nodes, tree.depth))
@@ -754,12 +741,10 @@ __all__ = [
     "SimulatedTree",
     "TreeFront",
     "TreeServingRow",
-    "MAX_SEED",
     "ProgrammeRanks",
     "best_programme_tree",
     "best_tree",
     "check_eagle",
-    "check_seed",
     "check_tree_options",
     "drafter_round_time",
     "engine_tree",

@@ -47,6 +47,7 @@ from ..model.acceptance import expected_accepted, extend_positions
 from ..model.errors import EmpiricalErrors
 from ..model.evaluator import BestPerKey, Chunk, FrontKeeper, Pass, evaluate_space
 from ..model.metrics import evaluate_configs, evaluate_subsets
+from ..validate import probability, whole
 
 if TYPE_CHECKING:
     from ..core.problem import Problem, Workload
@@ -135,8 +136,7 @@ def posterior_draws(problem: Problem, n_draws: int, seed: int) -> tuple[np.ndarr
     the others keep ``problem.acceptance``. Both are read from ``problem`` as it is (a
     :meth:`~allocator.core.problem.Problem.replace` of either is sampled as replaced).
     """
-    if n_draws < 1:
-        raise ParameterError("samples", "must be at least 1")
+    whole(n_draws, "samples", lo=1)
     acc, lo, hi, has = _interval_rows(problem)
     rng = np.random.default_rng(seed)
     out = np.broadcast_to(acc, (n_draws,) + acc.shape).copy()
@@ -400,8 +400,8 @@ def analyse(
     then every configuration of the reported front under every draw (``total`` grows or
     shrinks when the robust front replaces ``front``).
     """
-    if quantile is not None and not 0.0 < quantile < 1.0:
-        raise ParameterError("robust", f"{quantile} is not a quantile strictly between 0 and 1")
+    if quantile is not None:
+        probability(quantile, "robust", zero=False, one=False)
     problems, resampled = draw_problems(problem, n_draws, seed)
     if not resampled:
         raise ParameterError(

@@ -15,15 +15,16 @@ from rich.progress import (
 )
 
 from ..exceptions import InputError
+from ..validate import rate, whole
 from .common import err
 
 
 def check_search_options(trials: int | None, timeout: float | None) -> None:
     """``--trials`` and ``--timeout`` must be positive when given."""
-    if trials is not None and trials < 1:
-        raise InputError("--trials", f"must be at least 1, got {trials}")
-    if timeout is not None and not timeout > 0:
-        raise InputError("--timeout", f"must be a positive number of seconds, got {timeout:g}")
+    if trials is not None:
+        whole(trials, "--trials", lo=1, error=InputError)
+    if timeout is not None:
+        rate(timeout, "--timeout", inf=True, unit="seconds", error=InputError)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from ..core.problem import Problem
 from ..core.result import SolveResult
 from ..exceptions import InputError
 from ..io.staged import front_csv, write_atomic
+from ..validate import probability, whole
 from .common import (
     MAX_SEED,
     BudgetOption,
@@ -198,10 +199,10 @@ def _check_options(samples, robust, export, pick, json_path) -> None:
     """Refuse option combinations that make no sense, before any work."""
     from ..engines import TARGETS  # the engines import the tree and serving models: lazily
 
-    if samples is not None and not 1 <= samples <= MAX_SAMPLES:
-        raise InputError("--samples", f"must be in 1..{MAX_SAMPLES:,}")
-    if robust is not None and not 0.0 < robust < 1.0:
-        raise InputError("--robust", f"{robust} is not a quantile strictly between 0 and 1")
+    if samples is not None:
+        whole(samples, "--samples", lo=1, hi=MAX_SAMPLES, error=InputError)
+    if robust is not None:
+        probability(robust, "--robust", zero=False, one=False, error=InputError)
     if export is not None and export not in TARGETS:
         raise InputError("--export", f"{export!r} is not one of {', '.join(TARGETS)}")
     if pick is not None and export is None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ..exceptions import InputError
+from ..validate import whole
 
 __all__ = ["GPU", "GPUS", "Hardware", "gpu", "known_gpus"]
 
@@ -243,8 +244,7 @@ class Hardware:
     count: int = 1
 
     def __post_init__(self) -> None:
-        if isinstance(self.count, bool) or int(self.count) != self.count or self.count < 1:
-            raise InputError("serving.hardware.count", f"{self.count!r} is not a GPU count >= 1")
+        whole(self.count, "serving.hardware.count", lo=1, floats=True, error=InputError)
 
     @classmethod
     def from_fields(cls, gpu_name: str, count: int = 1) -> Hardware:

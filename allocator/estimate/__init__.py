@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..exceptions import ParameterError
+from ..validate import whole
 from .base import FORMAT_SPECIFIC, Reader, ReadOptions
 from .counts import (
     LEVEL,
@@ -124,8 +125,7 @@ def estimate(
     → new name, any format (:func:`rename_drafters`). At most :data:`MAX_POSITIONS`
     positions are kept; the notes say which positions the counts only bound.
     """
-    if min_trials < 1:
-        raise ParameterError("min_count", "must be at least 1")
+    whole(min_trials, "min_count", lo=1)
     if drafter_name is not None and rename:
         raise ParameterError("drafter", "names the one drafter; give --drafter or --rename")
     reader = get_reader(fmt)

@@ -73,6 +73,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..exceptions import InputError
+from ..validate import finite, probability, rate, whole
 from .base import quote
 from .jsonl import finite_number, parse_json_text, read_text, whole_count
 
@@ -182,11 +183,10 @@ def _count(obj: Mapping, key: str, where: str, *, optional: bool = False) -> int
 
 
 def _number(obj: Mapping, key: str, where: str, *, positive: bool = False) -> float:
-    v = finite_number(_need(obj, key, where), f"{where}: {key}")
-    if v < 0 or (positive and v == 0):
-        sign = "positive" if positive else ">= 0"
-        raise InputError(f"{where}: {key}", f"{quote(v)} must be {sign}")
-    return v
+    v, field_name = _need(obj, key, where), f"{where}: {key}"
+    if positive:
+        return rate(v, field_name, error=InputError)
+    return finite(v, field_name, lo=0, error=InputError)
 
 
 def _text(obj: Mapping, key: str, where: str) -> str:
@@ -209,21 +209,12 @@ def _rate(value: object, where: str) -> float:
     """``request_rate``: a positive number, or infinity (``"inf"``, ``Infinity``)."""
     if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
         return math.inf
-    if isinstance(value, int | float) and not isinstance(value, bool) and value == math.inf:
-        return math.inf
-    if isinstance(value, str):
-        raise InputError(where, f"{quote(value)} is not a request rate (a number, or inf)")
-    v = finite_number(value, where)
-    if v <= 0:
-        raise InputError(where, f"{quote(v)} must be positive")
-    return v
+    return rate(value, where, inf=True, unit="requests/s", error=InputError)
 
 
 def _concurrency(obj: Mapping, where: str) -> int | None:
     c = _count(obj, "max_concurrency", where, optional=True)
-    if c is not None and c < 1:
-        raise InputError(f"{where}: max_concurrency", f"{c} must be at least 1")
-    return c
+    return None if c is None else whole(c, f"{where}: max_concurrency", lo=1, error=InputError)
 
 
 def _statistics(obj: Mapping, where: str) -> dict[str, dict[str, float]]:
@@ -234,10 +225,7 @@ def _statistics(obj: Mapping, where: str) -> dict[str, dict[str, float]]:
         if not m:
             continue
         metric = "e2el" if m.group(2) == "e2e_latency" else m.group(2)
-        v = finite_number(value, f"{where}: {key}")
-        if v < 0:
-            raise InputError(f"{where}: {key}", f"{quote(v)} is negative; a time cannot be")
-        out[metric][m.group(1)] = v
+        out[metric][m.group(1)] = finite(value, f"{where}: {key}", lo=0, error=InputError)
     return out
 
 
@@ -311,10 +299,10 @@ def _vllm_run(obj: Mapping, where: str) -> BenchRun:
         key_rates = f"{where}: spec_decode_per_position_acceptance_rates"
         if not isinstance(rates, list) or not rates:
             raise InputError(key_rates, "must be a non-empty list of rates")
-        per_position = tuple(finite_number(r, f"{key_rates}[{i}]") for i, r in enumerate(rates))
+        per_position = tuple(
+            probability(r, f"{key_rates}[{i}]", error=InputError) for i, r in enumerate(rates)
+        )
         for i, r in enumerate(per_position):
-            if not 0.0 <= r <= 1.0:
-                raise InputError(f"{key_rates}[{i}]", f"{r!r} is not a rate in [0, 1]")
             if i and r > per_position[i - 1] + BOUND_SLACK:
                 raise InputError(
                     f"{key_rates}[{i}]",

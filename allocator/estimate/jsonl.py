@@ -14,13 +14,13 @@ naming the file and line.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..exceptions import InputError
 from ..io.inputs import INT_LIMIT, MAX_DEPTH, MAX_LOG_BYTES, MAX_NUMBER_CHARS, read_input_text
+from ..validate import finite, whole
 from .base import quote
 
 
@@ -112,29 +112,15 @@ MAX_COUNT = 2**53
 def whole_count(value: object, where: str) -> int:
     """``value`` as a count: a whole, finite, non-negative JSON number of at most 2**53.
 
-    (JSON lines may hold ``NaN`` and ``Infinity``: not counts either.)
+    (JSON lines may hold ``NaN`` and ``Infinity``: not counts either. Past 2**53 a JSON
+    number is no longer an exact count, and sums of such counts overflow the int64 totals.)
     """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value != int(value)
-    ):
-        raise InputError(where, f"{quote(value)} is not a whole number")
-    if value < 0:
-        raise InputError(where, f"{quote(value)} is negative; counts cannot be")
-    if value > MAX_COUNT:
-        # past 2**53 a JSON number is no longer an exact count, and sums of such
-        # counts overflow the int64 totals
-        raise InputError(where, f"{quote(value)} is too large to be a count (more than 2**53)")
-    return int(value)
+    return whole(value, where, lo=0, hi=MAX_COUNT, floats=True, error=InputError)
 
 
 def finite_number(value: object, where: str) -> float:
     """``value`` as a finite float (a JSON number; not a bool, NaN or infinity)."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(where, f"{quote(value)} is not a finite number")
-    return float(value)
+    return finite(value, where, error=InputError)
 
 
 __all__ = [

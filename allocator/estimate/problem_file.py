@@ -18,6 +18,7 @@ import yaml
 from ..exceptions import ParameterError
 from ..io.inputs import parse_document, read_input_text
 from ..io.spec import parse_problem
+from ..validate import finite
 from .counts import DrafterCounts, Estimate
 
 FILL_IN = "FILL IN"
@@ -40,9 +41,7 @@ def _cost(value, where: str) -> float:
         v = float(value)
     except (TypeError, ValueError):
         raise ParameterError(where, f"{value!r} is not a number") from None
-    if not np.isfinite(v) or v < 0:
-        raise ParameterError(where, f"{value!r} must be a finite number >= 0")
-    return v
+    return finite(v, where, lo=0)
 
 
 def read_costs(path: str | Path | None, unit_costs: list[str]) -> dict:

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..exceptions import InputError, ParameterError
 from ..model.acceptance import expected_accepted
+from ..validate import whole
 from .base import Reader, ReadOptions
 from .counts import LEVEL, DrafterCounts, Estimate, read_text
 
@@ -85,8 +86,7 @@ def estimate_sglang_log(path: str | Path, k: int | None, name: str = "draft") ->
         raise ParameterError(
             "k", "sglang-log needs the draft length (--speculative-num-steps) as --k K"
         )
-    if k < 1:
-        raise ParameterError("k", "must be at least 1")
+    whole(k, "k", lo=1)
     lengths = read_lengths(path)
     if lengths.size < 2:
         raise InputError(

@@ -77,6 +77,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import InputError, ParameterError
+from ..validate import whole
 from .base import Reader, ReadOptions, quote
 from .counts import MIN_TRIALS, DrafterCounts, Estimate, WorkloadCounts
 from .jsonl import MAX_COUNT, json_lines, whole_count
@@ -263,9 +264,7 @@ def adaptive_counts(
 def _steps(adaptive_steps: Sequence[int]) -> tuple[int, ...]:
     steps = []
     for s in adaptive_steps:
-        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-            raise ParameterError("adaptive_steps", f"{s!r} is not a whole number of steps >= 0")
-        steps.append(s)
+        steps.append(whole(s, "adaptive_steps", lo=0))
     if not steps or max(steps) < 1:
         raise ParameterError("adaptive_steps", "needs a candidate of at least 1 step")
     return tuple(sorted(set(steps)))
@@ -290,10 +289,10 @@ def estimate_sglang_requests(
     ``adaptive``; default :data:`DEFAULT_ADAPTIVE_STEPS`). The modes: module docstring.
     """
     path = Path(path)
-    if topk is not None and (isinstance(topk, bool) or not isinstance(topk, int) or topk < 1):
-        raise ParameterError("topk", f"{topk!r}; must be at least 1")
-    if k is not None and k < 1:
-        raise ParameterError("k", "must be at least 1")
+    if topk is not None:
+        whole(topk, "topk", lo=1)
+    if k is not None:
+        whole(k, "k", lo=1)
     requests, lengths, skipped = read_requests(path)
     if not requests:
         raise InputError(
@@ -484,8 +483,8 @@ class SGLangRequestsReader(Reader):
     options = ("k", "topk", "adaptive", "adaptive_steps")
 
     def read(self, path: Path, options: ReadOptions) -> Estimate:
-        if options.k is not None and options.k < 1:
-            raise ParameterError("k", "must be at least 1")
+        if options.k is not None:
+            whole(options.k, "k", lo=1)
         return estimate_sglang_requests(
             path,
             options.drafter,

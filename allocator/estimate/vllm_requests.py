@@ -60,7 +60,6 @@ stream chunks without ``metrics``), a bare ``speculative_decoding`` object (an o
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,7 +68,7 @@ import numpy as np
 from ..exceptions import InputError
 from .base import VLLM_EXACT, Reader, ReadOptions, quote
 from .counts import MIN_TRIALS, DrafterCounts, Estimate, WorkloadCounts
-from .jsonl import json_lines, whole_count
+from .jsonl import finite_number, json_lines, whole_count
 
 METRICS = "speculative_decoding"
 HISTOGRAM = "acceptance_histogram"
@@ -159,8 +158,7 @@ def _count_list(raw: object, where: str) -> np.ndarray:
 def _close(value: object, expected: float, where: str) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise InputError(where, f"{quote(value)} is not a finite number")
+    value = finite_number(value, where)
     if abs(value - expected) > FLOAT_TOLERANCE * max(1.0, abs(expected)):
         raise InputError(where, f"{quote(value)}, but the counts give {expected:.6g}")
 

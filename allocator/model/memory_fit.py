@@ -28,7 +28,6 @@ Without either nothing caps the batch.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +35,7 @@ import numpy as np
 from ..core.memory import FIT_SLACK, UNCAPPED, MemoryModel
 from ..core.model_spec import UTILISATION
 from ..exceptions import InputError
+from ..validate import finite, whole
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -92,8 +92,7 @@ def spec_max_batch(serving: Serving, members: np.ndarray, context: float) -> np.
     tokens per sequence: ``(B,)`` int64, 0 where the weights leave no room;
     :data:`UNCAPPED` at context 0."""
     members = np.atleast_2d(np.asarray(members, dtype=bool))
-    if not math.isfinite(context) or context < 0:
-        raise InputError("context", f"{context} tokens: must be >= 0")
+    finite(context, "context", lo=0, unit="tokens", error=InputError)
     if context == 0:
         return np.full(members.shape[0], UNCAPPED, dtype=np.int64)
     room, per_token = spec_room(serving, members)
@@ -157,8 +156,7 @@ def hosting_room(problem: Problem, batch: int, option: str = "batch") -> tuple[n
     model = memory_model(problem)
     if model is None:
         raise InputError(option, "needs serving.memory (kv_cache_gb, kv_per_seq_gb)")
-    if batch < 1:
-        raise InputError(option, f"must be at least 1 (got {batch})")
+    whole(batch, option, lo=1, error=InputError)
     room = model.kv_cache_gb - batch * model.kv_per_seq_gb
     if room < -FIT_SLACK * model.kv_cache_gb:
         most = int(model.max_batch(np.zeros((1, model.drafter_gb.size), bool))[0])

@@ -17,6 +17,7 @@ import numpy as np
 from ..core.problem import MAX_K
 from ..core.result import Front, Point
 from ..exceptions import InputError, ParameterError
+from ..validate import finite, whole
 from .metrics import evaluate_configs
 
 
@@ -128,10 +129,8 @@ def evaluate_configuration(
     if context is not None:
         if batch is None:
             raise ParameterError("context", "needs a batch size (the step time under load)")
-        if not np.isfinite(context) or context < 0:
-            raise ParameterError("context", f"{context} tokens: must be a number >= 0")
-    if k > MAX_K:
-        raise ParameterError("k", f"must be at most {MAX_K:,}")
+        finite(context, "context", lo=0, unit="tokens")
+    whole(k, "k", lo=0, hi=MAX_K)
     if batch is None:
         if k < 1:
             raise ParameterError("k", "must be >= 1 (k = 0, no speculation, needs --batch)")
@@ -140,8 +139,6 @@ def evaluate_configuration(
         raise InputError(
             "serving", "--batch needs a serving section in the problem (step times by batch)"
         )
-    if k < 0:
-        raise ParameterError("k", "must be >= 0")
     members = np.zeros(problem.n, bool) if k == 0 else problem.mask(drafters, field)
     return evaluate_point(problem, members, k, batch, context)
 

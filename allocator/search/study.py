@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import validate
 from ..core.budget import budget_limit, feasible_mask, infeasible_error
 from ..core.pareto import front_order, nondominated
 from ..core.result import Front, SolveResult
@@ -78,11 +79,10 @@ def sampler_seed(seed: int | None, worker: int | None = None) -> int | None:
     """
     if seed is None:
         return None
-    if not 0 <= seed < 2**63:
-        raise ParameterError("seed", f"must be in 0..2**63 - 1, got {seed}")
+    seed = validate.seed(seed)
     if seed < SAMPLER_SEEDS and not worker:
-        return int(seed)
-    digest = hashlib.sha256(f"{int(seed)}:{int(worker or 0)}".encode()).digest()
+        return seed
+    digest = hashlib.sha256(f"{seed}:{int(worker or 0)}".encode()).digest()
     return int.from_bytes(digest[:4], "little")
 
 

@@ -125,7 +125,10 @@ def good(**meta):
 
 BAD_REQUESTS = [
     ('{"meta_info": {"spec_verify_ct": 3,\n', "line 1: not JSON"),
-    (good(spec_correct_drafts_histogram=[5, -3, 2]), "correct_drafts_histogram[1]: -3 is neg"),
+    (
+        good(spec_correct_drafts_histogram=[5, -3, 2]),
+        "correct_drafts_histogram[1]: must be an integer in 0..2**53, got -3",
+    ),
     (good(spec_verify_ct=11), "spec_verify_ct: 11 rounds, but the histogram counts 10"),
     (good(spec_accept_histogram=[5, 3, 1]), "spec_accept_histogram: differs"),
     (good(spec_num_correct_drafts=8), "spec_num_correct_drafts: 8 correct drafts"),
@@ -137,11 +140,20 @@ BAD_REQUESTS = [
     (json.dumps(sglang_response([5, 3, 1, 1], k=2)), "accepted 3 drafts, more than the 2"),
     (json.dumps({"text": "", "meta_info": {}}), "no response with speculative rounds"),
     # Python's json reads NaN and Infinity: neither is a count
-    (good().replace("[5, 3, 2]", "[5, NaN, 2]", 1), "histogram[1]: nan is not a whole"),
-    (good(spec_verify_ct=float("inf")), "spec_verify_ct: inf is not a whole number"),
+    (
+        good().replace("[5, 3, 2]", "[5, NaN, 2]", 1),
+        "histogram[1]: must be an integer in 0..2**53, got nan",
+    ),
+    (good(spec_verify_ct=float("inf")), "spec_verify_ct: must be an integer in 0..2**53, got inf"),
     # past 2**53: int64 overflow (a traceback, or totals wrapping to negative) before
-    (good().replace("[5, 3, 2]", "[1e+30, 3, 2]", 1), "histogram[0]: 1e+30 is too large"),
-    (good().replace("[5, 3, 2]", f"[{2**62}, {2**62}, 1]", 1), "is too large to be a count"),
+    (
+        good().replace("[5, 3, 2]", "[1e+30, 3, 2]", 1),
+        "histogram[0]: must be an integer in 0..2**53, got 1e+30",
+    ),
+    (
+        good().replace("[5, 3, 2]", f"[{2**62}, {2**62}, 1]", 1),
+        f"histogram[0]: must be an integer in 0..2**53, got {2**62}",
+    ),
     (good() + "\n" + json.dumps({**json.loads(good()), "workload": "chat"}), "workload: some"),
 ]
 

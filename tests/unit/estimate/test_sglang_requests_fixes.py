@@ -128,7 +128,7 @@ def test_adaptive_candidate_steps_given(tmp_path):
         estimate_sglang_requests(path, min_trials=1, adaptive=True, topk=2)
     with pytest.raises(InputError, match="declared not adaptive"):
         estimate_sglang_requests(path, min_trials=1, adaptive=False)
-    with pytest.raises(InputError, match="adaptive_steps: -1 is not a whole number"):
+    with pytest.raises(InputError, match="adaptive_steps: must be an integer >= 0, got -1"):
         estimate_sglang_requests(path, min_trials=1, adaptive_steps=[-1, 3])
 
 
