@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import validate
 from ..core.problem import Problem
 from ..exceptions import InputError, ParameterError
 from ..model.steptime import RooflinePredictor, StepInputs
 from ..model.under_load import tokens_per_s
+from ..validate import MAX_SEED
 from .fit import StepModel, fit_form, form_of
 from .holdout import hold_out_groups, holdout_mask, parse_holdout
 from .rows import Measured, step_times
@@ -35,9 +37,6 @@ __all__ = [
     "calibrate",
     "check_seed",
 ]
-
-#: Largest seed (non-negative 63-bit integers, as every seeded command).
-MAX_SEED = 2**63 - 1
 
 
 @dataclass
@@ -96,9 +95,7 @@ class Calibration:
 def check_seed(seed: object) -> None:
     """A seed is an integer (not a bool) in ``0..``:data:`MAX_SEED`; a
     :class:`ParameterError` naming ``seed`` otherwise."""
-    ok = isinstance(seed, int | np.integer) and not isinstance(seed, bool)
-    if not ok or not 0 <= int(seed) <= MAX_SEED:  # type: ignore[call-overload]
-        raise ParameterError("seed", f"{seed} is not a seed in 0..{MAX_SEED}")
+    validate.seed(seed)
 
 
 def _refuse_varied_context(data: Measured) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 from ..core.methods import resolve_method
 from ..exceptions import ParameterError
 from ..io.quoting import shell_join
+from ..validate import whole
 from .base import DrafterLike, Engine
 from .sglang import SGLang
 from .vllm import VLLM
@@ -130,9 +131,7 @@ def pick_point(points: list[dict], pick: int | None) -> dict:
         raise ParameterError("export", "the front is empty: nothing to export")
     if pick is None:
         return max(points, key=lambda p: p["throughput"])
-    if not 1 <= pick <= len(points):
-        raise ParameterError("pick", f"{pick} is not a point of the front (1..{len(points)})")
-    return points[pick - 1]
+    return points[whole(pick, "pick", lo=1, hi=len(points)) - 1]
 
 
 def settings(

@@ -24,6 +24,8 @@ import numpy as np
 
 from ..exceptions import ParameterError
 from ..sim.requests import MAX_TOKENS, Requests
+from ..validate import rate as positive
+from ..validate import whole
 from .inputs import MAX_LOG_BYTES, check_regular_file
 from .quoting import excerpt, mask_secrets
 
@@ -46,15 +48,9 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
     (1-based data row, the header is row 0) and column: a missing column, an unparsable or
     decreasing timestamp, a token count that is not a positive integer, no data rows.
     """
-    if num_prompts is not None and (
-        isinstance(num_prompts, bool) or not isinstance(num_prompts, int | np.integer)
-    ):
-        raise ParameterError("num_prompts", "must be an integer")
-    if num_prompts is not None and num_prompts < 1:
-        raise ParameterError("num_prompts", "must be >= 1")
-    factor = float(speedup)
-    if not math.isfinite(factor) or factor <= 0:
-        raise ParameterError("speedup", f"must be finite and > 0, got {speedup}")
+    if num_prompts is not None:
+        num_prompts = whole(num_prompts, "num_prompts", lo=1)
+    factor = positive(speedup, "speedup")
     p = check_regular_file(path, "trace", MAX_LOG_BYTES)
     try:
         handle = p.open(newline="", encoding="utf-8-sig")

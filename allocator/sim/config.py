@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..exceptions import ParameterError
+from ..validate import whole
 
 
 class StepTime(Protocol):
@@ -73,9 +74,7 @@ class Scheduler:
 
     def __post_init__(self) -> None:
         for field in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "block_size"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ParameterError(field, f"must be an integer >= 1, got {value!r}")
+            whole(getattr(self, field), field, lo=1)
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ParameterError(
                 "max_num_batched_tokens",
@@ -93,8 +92,8 @@ class Scheduler:
                 f"{self.kv_cache_tokens}",
             )
         c = self.max_concurrency
-        if c is not None and (isinstance(c, bool) or not isinstance(c, int) or c < 1):
-            raise ParameterError("max_concurrency", f"must be an integer >= 1 or None, got {c!r}")
+        if c is not None:
+            whole(c, "max_concurrency", lo=1)
 
     @property
     def num_blocks(self) -> int:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import ParameterError
+from ..validate import whole
 
 #: Tolerance on a pmf's total before it is renormalised.
 PMF_TOL = 1e-9
@@ -72,8 +73,8 @@ class SpecPolicy:
         pmfs = tuple(_check_pmf(k, p) for k, p in zip(self.ks, self.pmfs, strict=True))
         object.__setattr__(self, "pmfs", pmfs)
         la = self.lookahead_tokens
-        if la is not None and (isinstance(la, bool) or not isinstance(la, int) or la < 0):
-            raise ParameterError("lookahead_tokens", f"must be an integer >= 0, got {la!r}")
+        if la is not None:
+            whole(la, "lookahead_tokens", lo=0)
 
     @classmethod
     def off(cls) -> SpecPolicy:
@@ -137,8 +138,7 @@ class SpecPolicy:
 
 
 def _check_pmf(k: int, pmf: np.ndarray) -> np.ndarray:
-    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 0:
-        raise ParameterError("k", f"must be an integer >= 0, got {k!r}")
+    whole(k, "k", lo=0)
     p = np.asarray(pmf, dtype=np.float64)
     if p.shape != (k + 2,):
         raise ParameterError(

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import ParameterError
+from ..validate import rate as positive
+from ..validate import whole
 
 #: Most prompt or output tokens one request may have (the longest contexts served are a few
 #: million tokens; past this the KV-block counts of a run would overflow).
@@ -108,17 +110,9 @@ def arrival_times(
     Poisson; ``inf``: constant gaps). Gaps are rescaled so the last arrival is at
     ``num_prompts / request_rate``, as vLLM does.
     """
-    if isinstance(num_prompts, bool) or not isinstance(num_prompts, int | np.integer):
-        raise ParameterError("num_prompts", "must be an integer")
-    if num_prompts < 1:
-        raise ParameterError("num_prompts", "must be >= 1")
-    rate = float(request_rate)
-    shape = float(burstiness)
-    if math.isnan(rate) or rate <= 0:
-        raise ParameterError("request_rate", f"must be > 0 requests/s (or inf), got {request_rate}")
-    if math.isnan(shape) or shape <= 0:
-        raise ParameterError("burstiness", f"must be > 0 (or inf), got {burstiness}")
-    n = int(num_prompts)
+    n = whole(num_prompts, "num_prompts", lo=1)
+    rate = positive(request_rate, "request_rate", inf=True, unit="requests/s")
+    shape = positive(burstiness, "burstiness", inf=True)
     if math.isinf(rate):
         return np.zeros(n)
     if math.isinf(shape):
@@ -141,11 +135,7 @@ def arrival_times(
 def check_tokens(field: str, value: object) -> int:
     """One request's prompt or output length: an integer in ``1..MAX_TOKENS``;
     :class:`ParameterError` on ``field`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-        raise ParameterError(field, f"must be an integer >= 1 tokens, got {value!r}")
-    if value > MAX_TOKENS:
-        raise ParameterError(field, f"at most {MAX_TOKENS:,} tokens per request, got {value:,}")
-    return int(value)
+    return whole(value, field, lo=1, hi=MAX_TOKENS)
 
 
 def fixed_requests(

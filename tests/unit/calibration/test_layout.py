@@ -13,6 +13,7 @@ ALLOWED = {
     "allocator.core",
     "allocator.estimate",
     "allocator.exceptions",
+    "allocator.validate",
     "allocator.io",
     "allocator.model",
 }

@@ -1,5 +1,7 @@
 """The simulator stands alone: ``allocator/sim`` imports numpy, the standard library and
-``allocator.exceptions``, nothing else of the package (files are read in ``allocator.io``)."""
+``allocator.exceptions`` and ``allocator.validate`` (the argument checks, which import no
+more than that themselves), nothing else of the package (files are read in
+``allocator.io``)."""
 
 from __future__ import annotations
 
@@ -26,7 +28,12 @@ def _absolute_imports(path: Path) -> set[str]:
 
 
 def test_sim_imports_only_numpy_the_standard_library_and_exceptions():
-    allowed = set(sys.stdlib_module_names) | {"__future__", "numpy", "allocator.exceptions"}
+    allowed = set(sys.stdlib_module_names) | {
+        "__future__",
+        "numpy",
+        "allocator.exceptions",
+        "allocator.validate",
+    }
     outside = {
         f"{path.name}: {module}"
         for path in sorted(SIM.glob("*.py"))
