@@ -79,7 +79,11 @@ class Step:
     """One played step: its index, the tokens scheduled per request (``{request: n}``),
     the requests scheduled as decoding (past their prefill) with the drafts each verified,
     the prompt (prefill or recomputation) tokens scheduled, the decoding requests' computed
-    tokens summed before the step, and the requests preempted in it."""
+    tokens summed before the step, the requests preempted in it, and the requests whose
+    last prompt token vLLM padded with placeholder drafts to ``1 + k`` tokens
+    (``Scheduler.schedule``, "Pad new decode requests to uniform spec decoding size");
+    ``pad_blocked``: admission stopped at a request that would have been padded so but for
+    the budget left ("Prefer to not schedule than schedule un-padded")."""
 
     index: int
     scheduled: dict[int, int]
@@ -87,6 +91,8 @@ class Step:
     prefill_tokens: int
     decode_context: int
     preempted: list[int]
+    padded: list[int] = field(default_factory=list)
+    pad_blocked: bool = False
 
 
 @dataclass
@@ -316,6 +322,7 @@ def run(
             step = arrival[nxt]
             continue
         before = {}
+        running_before = {int(r.request_id) for r in sched.running}
         for rid, req in sched.requests.items():
             before[int(rid)] = (req.num_computed_tokens, req.num_tokens, req.num_preemptions)
         out = sched.schedule()
@@ -343,10 +350,14 @@ def run(
                 acc = accepted[i][d] if accepted is not None and d < len(accepted[i]) else 0
                 emit[i] = min(acc, drafts) + 1
             else:
-                record.prefill_tokens += s
+                left = tokens - computed
+                if s > left:  # padded: the prompt's last token and placeholder drafts
+                    record.padded.append(i)
+                record.prefill_tokens += min(s, left)
                 if computed + s >= tokens:  # the prefill (or recomputation) completes
                     emit[i] = 1
                     decoding.add(i)
+        record.pad_blocked = _pad_blocked(sched, limits, out, record, running_before)
         if out.total_num_scheduled_tokens == 0:
             trace.empty_schedules += 1
             process(out, step, emit)
@@ -364,6 +375,31 @@ def run(
     while pending:
         process(*pending.pop(0))
     return trace
+
+
+def _pad_blocked(sched, limits: Limits, out, record: Step, running_before: set[int]) -> bool:
+    """Whether admission stopped at the head of the waiting queue only because vLLM pads a
+    request with one token left to ``1 + k`` tokens (``Scheduler.schedule``: "Pad new
+    decode requests to uniform spec decoding size"): the padding applies, and one unpadded
+    token with its lookahead would have fitted the budget and the free blocks."""
+    if not limits.k or record.preempted or not len(sched.waiting):
+        return False
+    if len(sched.running) >= limits.max_num_seqs:
+        return False
+    head = sched.waiting.peek_request()
+    if head.num_tokens - head.num_computed_tokens != 1:
+        return False
+    running_scheduled = [i for i in record.scheduled if i in running_before]
+    if not (running_scheduled or head.num_computed_tokens > 0):
+        return False
+    if any(i not in record.decoding for i in running_scheduled):
+        return False  # a running prefill chunk this step: no padding
+    if limits.max_num_batched_tokens - out.total_num_scheduled_tokens < 1:
+        return False
+    bs = limits.block_size
+    free = sched.kv_cache_manager.block_pool.get_num_free_blocks()
+    need = -(-(head.num_computed_tokens + 1 + sched.num_lookahead_tokens) // bs)
+    return max(need, -(-head.num_tokens // bs)) <= free
 
 
 def _has_work(sched, pending) -> bool:
