@@ -118,7 +118,10 @@ def play_sim(c: dict):
     return res, steps.calls
 
 
-def play_vllm(c: dict):
+def play_vllm(c: dict, schedule: bool = False):
+    """vLLM on case ``c``; ``schedule``: ``k`` as a one-range dynamic schedule (which turns
+    vLLM's padding of one-token admissions off)."""
+    k = c["k"]
     return run(
         Workload(c["arrival"].tolist(), c["prompt"].tolist(), c["output"].tolist()),
         Limits(
@@ -128,6 +131,7 @@ def play_vllm(c: dict):
             num_gpu_blocks=c["blocks"] + 1,
             k=c["k"],
             lookahead_tokens=c["lookahead"],
+            k_schedule=((1, c["seqs"], k),) if schedule and k else None,
         ),
         accepted=draws(c["seed"], c["output"], c["pmf"]),
     )
@@ -168,11 +172,11 @@ def request_rows_vllm(trace) -> list[tuple]:
     ]
 
 
-def compare(c: dict) -> tuple[bool, bool, bool, str]:
+def compare(c: dict, schedule: bool = False) -> tuple[bool, bool, bool, str]:
     """(steps agree, requests agree, vLLM padded a one-token admission, the first
     difference)."""
     res, calls = play_sim(c)
-    trace = play_vllm(c)
+    trace = play_vllm(c, schedule)
     a, b = calls, step_rows(trace)
     steps_ok = a == b
     ra, rb = request_rows_sim(res), request_rows_vllm(trace)
@@ -228,3 +232,17 @@ def test_simulator_agrees_with_vllm_scheduler():
     print(f"{elapsed:.1f} s: {counts}")
     assert not failures, f"{len(failures)} of {CASES} disagree:\n" + "\n".join(failures[:20])
     assert counts["padded"] < CASES // 2
+
+
+@pytest.mark.slow
+def test_without_padding_every_case_agrees():
+    """With ``k`` given as a one-range dynamic schedule, vLLM does not pad one-token
+    admissions (``dynamic_sd_lookup`` is set), and then every case agrees exactly: the
+    padding is the only difference."""
+    failures = []
+    for seed in range(CASES):
+        s_ok, r_ok, padded, why = compare(random_case(seed), schedule=True)
+        assert not padded
+        if not (s_ok and r_ok):
+            failures.append(f"seed {seed}: {why}")
+    assert not failures, f"{len(failures)} of {CASES} disagree:\n" + "\n".join(failures[:20])

@@ -61,7 +61,11 @@ class Limits:
     so ``num_gpu_blocks - 1`` hold KV (``vllm/v1/core/block_pool.py``). ``k``: drafts per
     decoding request and step (0: speculation off); ``lookahead_tokens``: ``None`` keeps
     vLLM's value for n-gram drafting (0), an integer overrides
-    ``Scheduler.num_lookahead_tokens``."""
+    ``Scheduler.num_lookahead_tokens``; ``k_schedule``: vLLM's
+    ``num_speculative_tokens_per_batch_size``, inclusive ``(start, end, k)`` ranges of
+    scheduled requests (``None``: ``k`` at every batch size). Any schedule turns off the
+    padding of one-token admissions to ``1 + k`` (``Scheduler.schedule``, only when
+    ``dynamic_sd_lookup is None``)."""
 
     max_num_seqs: int
     max_num_batched_tokens: int
@@ -72,6 +76,7 @@ class Limits:
     prefix_caching: bool = False
     async_scheduling: bool = False
     max_model_len: int = 1 << 15
+    k_schedule: tuple[tuple[int, int, int], ...] | None = None
 
 
 @dataclass
@@ -176,7 +181,15 @@ def make_scheduler(limits: Limits):
         enable_prefix_caching=limits.prefix_caching,
     )
     speculative_config = (
-        SpeculativeConfig(model="ngram", num_speculative_tokens=limits.k) if limits.k else None
+        SpeculativeConfig(
+            model="ngram",
+            num_speculative_tokens=limits.k,
+            num_speculative_tokens_per_batch_size=(
+                [list(r) for r in limits.k_schedule] if limits.k_schedule else None
+            ),
+        )
+        if limits.k
+        else None
     )
     vllm_config = VllmConfig(
         scheduler_config=scheduler_config,
@@ -298,9 +311,11 @@ def run(
                     done += 1
         if not limits.async_scheduling and limits.k:
             live = [r for r in ids if int(r) in decoding and sched.requests.get(r) is not None]
+            # the drafter proposes the step's k (a dynamic schedule's, else num_spec_tokens)
+            k = getattr(out, "num_spec_tokens_to_schedule", None) or limits.k
             if live:
                 sched.update_draft_token_ids(
-                    DraftTokenIds(req_ids=live, draft_token_ids=[[TOKEN] * limits.k for _ in live])
+                    DraftTokenIds(req_ids=live, draft_token_ids=[[TOKEN] * k for _ in live])
                 )
 
     while done < n:
@@ -382,7 +397,7 @@ def _pad_blocked(sched, limits: Limits, out, record: Step, running_before: set[i
     request with one token left to ``1 + k`` tokens (``Scheduler.schedule``: "Pad new
     decode requests to uniform spec decoding size"): the padding applies, and one unpadded
     token with its lookahead would have fitted the budget and the free blocks."""
-    if not limits.k or record.preempted or not len(sched.waiting):
+    if not limits.k or limits.k_schedule or record.preempted or not len(sched.waiting):
         return False
     if len(sched.running) >= limits.max_num_seqs:
         return False
