@@ -146,7 +146,14 @@ def model_dir() -> str:
 
 def make_scheduler(limits: Limits):
     """vLLM's ``Scheduler`` (or ``AsyncScheduler``) for ``limits``, built as
-    ``create_scheduler`` in vLLM's ``tests/v1/core/utils.py`` builds it."""
+    ``create_scheduler`` in vLLM's ``tests/v1/core/utils.py`` builds it.
+
+    Asynchronous scheduling takes ``k = 0`` only: vLLM refuses it with n-gram drafting
+    ("Async scheduling is not supported by the V1 model runner with ngram-based
+    speculative decoding", ``VllmConfig``'s validation), and the other drafters need
+    their weights."""
+    if limits.async_scheduling and limits.k:
+        raise ValueError("asynchronous scheduling is played with k = 0 only (see docstring)")
     import torch
     from vllm.config import (
         CacheConfig,
@@ -355,7 +362,10 @@ def run(
             record.scheduled[i] = s
             if trace.first_scheduled[i] is None:
                 trace.first_scheduled[i] = step
-            computed, tokens, _ = before[i]
+            # computed tokens at the step's start, prefix-cache hits of an admission included
+            # (``schedule()`` has already added the scheduled tokens)
+            computed = sched.requests[rid].num_computed_tokens - s
+            tokens = before[i][1]
             if i in decoding:
                 drafts = len(out.scheduled_spec_decode_tokens.get(rid, ()))
                 record.decoding[i] = drafts
@@ -375,6 +385,8 @@ def run(
         record.pad_blocked = _pad_blocked(sched, limits, out, record, running_before)
         if out.total_num_scheduled_tokens == 0:
             trace.empty_schedules += 1
+            while pending:  # async: nothing more to schedule until the queue drains
+                process(*pending.pop(0))
             process(out, step, emit)
             continue
         trace.steps.append(record)
