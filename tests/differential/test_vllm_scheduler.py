@@ -31,7 +31,31 @@ Set so that the two model the same thing:
 Left out of the comparison, because the simulator says it does not model them (its
 docstring, "Simplifications"): prefix caching, asynchronous scheduling, stop tokens,
 ``max_model_len`` (set far above every request here), the watermark and
-``long_prefill_token_threshold`` (both at vLLM's defaults, 0).
+``long_prefill_token_threshold`` (both at vLLM's defaults, 0). The driver plays prefix
+caching and asynchronous scheduling (``k = 0``); :func:`test_other_modes_deliver_every_token`
+only checks that they run to the end.
+
+One difference, a vLLM rule the simulator does not play: with speculation on and no
+dynamic ``k`` schedule, a waiting request with exactly one token left to compute (a
+one-token prompt) admitted while running requests were scheduled and none of them is
+prefilling is padded to ``1 + k`` tokens, its ``k`` extra rows placeholder drafts
+(``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``, lines 1308-1330 "Pad new
+decode requests to uniform spec decoding size", and 1578-1582). The padded admission takes
+``1 + k`` tokens of the budget and blocks for ``1 + k`` slots plus the lookahead, so it
+can preempt nothing but can keep the next request out or leave less budget to it; and when
+``1 + k`` exceeds the budget left, admission stops there ("Prefer to not schedule than
+schedule un-padded", lines 1326-1328) where the simulator admits the one token. The
+simulator charges such an admission one token and ``ceil((1 + lookahead) / block_size)``
+blocks. The driver marks every step where the padding applied or blocked an admission that
+one unpadded token would have passed (``Step.padded``, ``Step.pad_blocked``).
+
+Found on 1000 seeds: 880 agree in every step and 884 in every request; all 675 cases where
+vLLM padded nothing agree exactly; of the 325 where it padded, 205 agree anyway and 120
+differ, each from a padded or padding-blocked admission. With ``k`` given as a one-range
+dynamic schedule (``num_speculative_tokens_per_batch_size``, which turns the padding off)
+all 1000 agree in every step and request. :func:`test_simulator_agrees_with_vllm_scheduler`
+asserts exact agreement on the cases without padding;
+:func:`test_without_padding_every_case_agrees` asserts it on all under the schedule.
 """
 
 from __future__ import annotations
@@ -115,6 +139,7 @@ def play_sim(c: dict):
         Scheduler(c["seqs"], c["budget"], c["blocks"] * c["block_size"], c["block_size"]),
         seed=c["seed"],
     )
+    assert len(steps.calls) == res.steps
     return res, steps.calls
 
 
@@ -246,3 +271,31 @@ def test_without_padding_every_case_agrees():
         if not (s_ok and r_ok):
             failures.append(f"seed {seed}: {why}")
     assert not failures, f"{len(failures)} of {CASES} disagree:\n" + "\n".join(failures[:20])
+
+
+@pytest.mark.slow
+def test_other_modes_deliver_every_token():
+    """Prefix caching and asynchronous scheduling (``k = 0``: vLLM refuses it with n-gram
+    drafting) run every case to its end, each request receiving its output length."""
+    for seed in range(CASES // 5):
+        c = random_case(seed)
+        modes = [dict(prefix_caching=True)]
+        if c["k"] == 0:
+            modes.append(dict(async_scheduling=True))
+        for mode in modes:
+            trace = run(
+                Workload(c["arrival"].tolist(), c["prompt"].tolist(), c["output"].tolist()),
+                Limits(
+                    max_num_seqs=c["seqs"],
+                    max_num_batched_tokens=c["budget"],
+                    block_size=c["block_size"],
+                    num_gpu_blocks=c["blocks"] + 1,
+                    k=c["k"],
+                    lookahead_tokens=c["lookahead"],
+                    **mode,
+                ),
+                accepted=draws(c["seed"], c["output"], c["pmf"]),
+                max_steps=100_000,
+            )
+            assert trace.tokens == c["output"].tolist(), (seed, mode)
+            assert all(f is not None for f in trace.finish), (seed, mode)
