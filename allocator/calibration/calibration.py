@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import validate
 from ..core.problem import Problem
 from ..exceptions import InputError, ParameterError
 from ..model.steptime import RooflinePredictor, StepInputs
 from ..model.under_load import tokens_per_s
 from ..validate import MAX_SEED
+from ..validate import seed as valid_seed
 from .fit import StepModel, fit_form, form_of
 from .holdout import hold_out_groups, holdout_mask, parse_holdout
 from .rows import Measured, step_times
@@ -95,7 +95,7 @@ class Calibration:
 def check_seed(seed: object) -> None:
     """A seed is an integer (not a bool) in ``0..``:data:`MAX_SEED`; a
     :class:`ParameterError` naming ``seed`` otherwise."""
-    validate.seed(seed)
+    valid_seed(seed)
 
 
 def _refuse_varied_context(data: Measured) -> None:

@@ -1,0 +1,437 @@
+"""Drive vLLM's own V1 scheduler step by step with mock model outputs.
+
+The scheduler is built as vLLM's unit tests build it (``tests/v1/core/utils.py``,
+``create_scheduler``): a ``VllmConfig`` from ``SchedulerConfig``, ``CacheConfig`` and a
+``ModelConfig`` read from a tiny ``config.json`` written to a temporary folder (nothing is
+downloaded), a ``KVCacheConfig`` of one full-attention group with ``num_gpu_blocks``
+blocks, and n-gram speculation for ``k > 0`` (vLLM's tests use the same; its
+``num_lookahead_tokens`` is 0, ``lookahead_tokens`` overrides it to play an EAGLE-like
+drafter without its weights). No model runs: each step's ``ModelRunnerOutput`` is made up
+from the schedule and the accepted-token counts given, and the drafts are ``k`` dummy
+tokens for every request that is past its prefill, as ``EngineCore.step`` and
+``post_step`` hand them to the scheduler (``vllm/v1/engine/core.py``).
+
+Steps are counted from 0; requests join the waiting queue at the start of their arrival
+step (before that step's ``schedule()``). A step in which nothing is scheduled and nothing
+runs (an idle gap before the next arrival) is skipped without playing. A ``schedule()``
+that schedules no token (the only running request preempted itself) is recorded but does
+not advance the step counter: it takes no model pass.
+
+Synchronous scheduling (``Scheduler``): ``schedule()`` then ``update_from_output()`` then
+``update_draft_token_ids()``, one step at a time. Asynchronous scheduling
+(``AsyncScheduler``): step ``s`` is scheduled before step ``s - 1``'s output is processed,
+as ``EngineCore.step_with_batch_queue`` does with a batch queue of two; its drafts are the
+scheduler's own placeholders.
+
+Needs vLLM and torch; import it only where vLLM is installed (the ``vllm`` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+# vLLM reads these when first imported: a CPU platform, and no hub look-ups
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+#: Token id every prompt, sampled token and draft carries (content is irrelevant here).
+TOKEN = 7
+
+
+@dataclass(frozen=True)
+class Workload:
+    """``N`` requests: arrival step, prompt tokens and output tokens (``max_tokens``),
+    each a sequence of length ``N``, arrivals non-decreasing."""
+
+    arrival_step: Sequence[int]
+    prompt_tokens: Sequence[int]
+    output_tokens: Sequence[int]
+
+    def __len__(self) -> int:
+        return len(self.arrival_step)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The scheduler's settings. ``num_gpu_blocks`` is vLLM's: one block is its null block,
+    so ``num_gpu_blocks - 1`` hold KV (``vllm/v1/core/block_pool.py``). ``k``: drafts per
+    decoding request and step (0: speculation off); ``lookahead_tokens``: ``None`` keeps
+    vLLM's value for n-gram drafting (0), an integer overrides
+    ``Scheduler.num_lookahead_tokens``; ``k_schedule``: vLLM's
+    ``num_speculative_tokens_per_batch_size``, inclusive ``(start, end, k)`` ranges of
+    scheduled requests (``None``: ``k`` at every batch size). Any schedule turns off the
+    padding of one-token admissions to ``1 + k`` (``Scheduler.schedule``, only when
+    ``dynamic_sd_lookup is None``)."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    num_gpu_blocks: int
+    k: int = 0
+    lookahead_tokens: int | None = None
+    prefix_caching: bool = False
+    async_scheduling: bool = False
+    max_model_len: int = 1 << 15
+    k_schedule: tuple[tuple[int, int, int], ...] | None = None
+
+
+@dataclass
+class Step:
+    """One played step: its index, the tokens scheduled per request (``{request: n}``),
+    the requests scheduled as decoding (past their prefill) with the drafts each verified,
+    the prompt (prefill or recomputation) tokens scheduled, the decoding requests' computed
+    tokens summed before the step, the requests preempted in it, and the requests whose
+    last prompt token vLLM padded with placeholder drafts to ``1 + k`` tokens
+    (``Scheduler.schedule``, "Pad new decode requests to uniform spec decoding size");
+    ``pad_blocked``: admission stopped at a request that would have been padded so but for
+    the budget left ("Prefer to not schedule than schedule un-padded")."""
+
+    index: int
+    scheduled: dict[int, int]
+    decoding: dict[int, int]
+    prefill_tokens: int
+    decode_context: int
+    preempted: list[int]
+    padded: list[int] = field(default_factory=list)
+    pad_blocked: bool = False
+
+
+@dataclass
+class Trace:
+    """What the scheduler did: ``steps`` (played steps in order) and per request the step
+    first scheduled, the step of its first token, the step of its last (finish), the
+    steps in which it received tokens (``chunks``), tokens received and preemptions."""
+
+    steps: list[Step] = field(default_factory=list)
+    first_scheduled: list[int | None] = field(default_factory=list)
+    first_token: list[int | None] = field(default_factory=list)
+    finish: list[int | None] = field(default_factory=list)
+    chunks: list[list[int]] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    preemptions: list[int] = field(default_factory=list)
+    empty_schedules: int = 0
+
+
+_MODEL_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "num_hidden_layers": 1,
+    "vocab_size": 1024,
+    "max_position_embeddings": 1 << 16,
+    "rms_norm_eps": 1e-5,
+    "torch_dtype": "float32",
+}
+
+_MODEL_DIR: str | None = None
+
+
+def model_dir() -> str:
+    """A folder holding a tiny Llama ``config.json`` (made once per process)."""
+    global _MODEL_DIR
+    if _MODEL_DIR is None:
+        path = tempfile.mkdtemp(prefix="tiny-llama-")
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(_MODEL_CONFIG, f)
+        _MODEL_DIR = path
+    return _MODEL_DIR
+
+
+def make_scheduler(limits: Limits):
+    """vLLM's ``Scheduler`` (or ``AsyncScheduler``) for ``limits``, built as
+    ``create_scheduler`` in vLLM's ``tests/v1/core/utils.py`` builds it.
+
+    Asynchronous scheduling takes ``k = 0`` only: vLLM refuses it with n-gram drafting
+    ("Async scheduling is not supported by the V1 model runner with ngram-based
+    speculative decoding", ``VllmConfig``'s validation), and the other drafters need
+    their weights."""
+    if limits.async_scheduling and limits.k:
+        raise ValueError("asynchronous scheduling is played with k = 0 only (see docstring)")
+    import torch
+    from vllm.config import (
+        CacheConfig,
+        ModelConfig,
+        SchedulerConfig,
+        SpeculativeConfig,
+        VllmConfig,
+    )
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+    from vllm.v1.core.sched.scheduler import Scheduler
+    from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
+    from vllm.v1.structured_output import StructuredOutputManager
+
+    model_config = ModelConfig(
+        model=model_dir(),
+        dtype="float32",
+        seed=0,
+        skip_tokenizer_init=True,
+        max_model_len=limits.max_model_len,
+    )
+    scheduler_config = SchedulerConfig(
+        max_num_seqs=limits.max_num_seqs,
+        max_num_batched_tokens=limits.max_num_batched_tokens,
+        max_model_len=limits.max_model_len,
+        enable_chunked_prefill=True,
+        async_scheduling=limits.async_scheduling,
+        is_encoder_decoder=False,
+    )
+    cache_config = CacheConfig(
+        block_size=limits.block_size,
+        cache_dtype="auto",
+        enable_prefix_caching=limits.prefix_caching,
+    )
+    speculative_config = (
+        SpeculativeConfig(
+            model="ngram",
+            num_speculative_tokens=limits.k,
+            num_speculative_tokens_per_batch_size=(
+                [list(r) for r in limits.k_schedule] if limits.k_schedule else None
+            ),
+        )
+        if limits.k
+        else None
+    )
+    vllm_config = VllmConfig(
+        scheduler_config=scheduler_config,
+        model_config=model_config,
+        cache_config=cache_config,
+        speculative_config=speculative_config,
+    )
+    kv_cache_config = KVCacheConfig(
+        num_blocks=limits.num_gpu_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[
+            KVCacheGroupSpec(
+                ["layer"],
+                FullAttentionSpec(
+                    block_size=limits.block_size,
+                    num_kv_heads=1,
+                    head_size=1,
+                    dtype=torch.float32,
+                ),
+            )
+        ],
+    )
+    cache_config.num_gpu_blocks = limits.num_gpu_blocks
+    cls = AsyncScheduler if limits.async_scheduling else Scheduler
+    scheduler = cls(
+        vllm_config=vllm_config,
+        kv_cache_config=kv_cache_config,
+        block_size=limits.block_size,
+        log_stats=False,
+        structured_output_manager=StructuredOutputManager(vllm_config),
+    )
+    if limits.lookahead_tokens is not None:
+        scheduler.num_lookahead_tokens = limits.lookahead_tokens
+    return scheduler
+
+
+def _make_request(i: int, prompt: int, output: int, block_size: int, arrival: float):
+    from vllm.sampling_params import SamplingParams
+    from vllm.utils.hashing import sha256
+    from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
+    from vllm.v1.request import Request
+
+    global _HASH_READY
+    if not _HASH_READY:
+        init_none_hash(sha256)
+        _HASH_READY = True
+    params = SamplingParams(max_tokens=int(output), ignore_eos=True)
+    # distinct prompts: no request shares a prefix block with another
+    return Request(
+        request_id=str(i),
+        prompt_token_ids=[i % 1000 + 1] * int(prompt),
+        sampling_params=params,
+        pooling_params=None,
+        arrival_time=arrival,
+        block_hasher=get_request_block_hasher(block_size, sha256),
+    )
+
+
+_HASH_READY = False
+
+
+def run(
+    workload: Workload,
+    limits: Limits,
+    accepted: Sequence[Sequence[int]] | None = None,
+    max_steps: int = 1_000_000,
+) -> Trace:
+    """Play ``workload`` on vLLM's scheduler and return its :class:`Trace`.
+
+    ``accepted[i][d]``: drafts accepted in request ``i``'s ``d``-th decode step (steps it
+    was scheduled past its prefill, counted over its whole life, recomputations included);
+    the step emits ``min(accepted, drafts scheduled) + 1`` tokens, and vLLM's own
+    ``check_stop`` cuts them at ``max_tokens``. ``None``: every draft rejected.
+    """
+    from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput
+
+    n = len(workload)
+    arrival = [int(a) for a in workload.arrival_step]
+    if any(b < a for a, b in zip(arrival, arrival[1:], strict=False)):
+        raise ValueError("arrival steps must be non-decreasing")
+    sched = make_scheduler(limits)
+    trace = Trace(
+        first_scheduled=[None] * n,
+        first_token=[None] * n,
+        finish=[None] * n,
+        chunks=[[] for _ in range(n)],
+        tokens=[0] * n,
+        preemptions=[0] * n,
+    )
+    decode_count = [0] * n
+    decoding: set[int] = set()  # requests past their prefill (since the last admission)
+    nxt = 0
+    step = 0
+    done = 0
+    pending: list[tuple[object, int, dict[int, int]]] = []  # async: scheduled, not yet output
+    guard = 0
+
+    def process(out, index: int, emit: dict[int, int]) -> None:
+        nonlocal done
+        ids = list(out.num_scheduled_tokens)
+        sampled = [[TOKEN] * emit.get(int(r), 0) for r in ids]
+        mro = ModelRunnerOutput(
+            req_ids=ids,
+            req_id_to_index={r: j for j, r in enumerate(ids)},
+            sampled_token_ids=sampled,
+        )
+        results = sched.update_from_output(out, mro)
+        for eco in results.values():
+            for o in eco.outputs:
+                i = int(o.request_id)
+                if o.new_token_ids:
+                    if trace.first_token[i] is None:
+                        trace.first_token[i] = index
+                    trace.chunks[i].append(index)
+                    trace.tokens[i] += len(o.new_token_ids)
+                if o.finish_reason is not None:
+                    trace.finish[i] = index
+                    decoding.discard(i)
+                    done += 1
+        if not limits.async_scheduling and limits.k:
+            live = [r for r in ids if int(r) in decoding and sched.requests.get(r) is not None]
+            # the drafter proposes the step's k (a dynamic schedule's, else num_spec_tokens)
+            k = getattr(out, "num_spec_tokens_to_schedule", None) or limits.k
+            if live:
+                sched.update_draft_token_ids(
+                    DraftTokenIds(req_ids=live, draft_token_ids=[[TOKEN] * k for _ in live])
+                )
+
+    while done < n:
+        guard += 1
+        if guard > max_steps:
+            raise RuntimeError(f"no end after {max_steps} schedules")
+        while nxt < n and arrival[nxt] <= step:
+            sched.add_request(
+                _make_request(
+                    nxt,
+                    workload.prompt_tokens[nxt],
+                    workload.output_tokens[nxt],
+                    limits.block_size,
+                    float(arrival[nxt]),
+                )
+            )
+            nxt += 1
+        if not sched.has_requests() and not pending:
+            step = arrival[nxt]
+            continue
+        before = {}
+        running_before = {int(r.request_id) for r in sched.running}
+        for rid, req in sched.requests.items():
+            before[int(rid)] = (req.num_computed_tokens, req.num_tokens, req.num_preemptions)
+        out = sched.schedule()
+        preempted = []
+        for rid, req in sched.requests.items():
+            i = int(rid)
+            if i in before and req.num_preemptions > before[i][2]:
+                preempted.append(i)
+                trace.preemptions[i] += req.num_preemptions - before[i][2]
+                decoding.discard(i)
+        record = Step(step, {}, {}, 0, 0, sorted(preempted))
+        emit: dict[int, int] = {}
+        for rid, s in out.num_scheduled_tokens.items():
+            i = int(rid)
+            record.scheduled[i] = s
+            if trace.first_scheduled[i] is None:
+                trace.first_scheduled[i] = step
+            # computed tokens at the step's start, prefix-cache hits of an admission included
+            # (``schedule()`` has already added the scheduled tokens)
+            computed = sched.requests[rid].num_computed_tokens - s
+            tokens = before[i][1]
+            if i in decoding:
+                drafts = len(out.scheduled_spec_decode_tokens.get(rid, ()))
+                record.decoding[i] = drafts
+                record.decode_context += computed
+                d = decode_count[i]
+                decode_count[i] += 1
+                acc = accepted[i][d] if accepted is not None and d < len(accepted[i]) else 0
+                emit[i] = min(acc, drafts) + 1
+            else:
+                left = tokens - computed
+                if s > left:  # padded: the prompt's last token and placeholder drafts
+                    record.padded.append(i)
+                record.prefill_tokens += min(s, left)
+                if computed + s >= tokens:  # the prefill (or recomputation) completes
+                    emit[i] = 1
+                    decoding.add(i)
+        record.pad_blocked = _pad_blocked(sched, limits, out, record, running_before)
+        if out.total_num_scheduled_tokens == 0:
+            trace.empty_schedules += 1
+            while pending:  # async: nothing more to schedule until the queue drains
+                process(*pending.pop(0))
+            process(out, step, emit)
+            continue
+        trace.steps.append(record)
+        if limits.async_scheduling:
+            pending.append((out, step, emit))
+            if len(pending) == 2:
+                process(*pending.pop(0))
+        else:
+            process(out, step, emit)
+        step += 1
+        if limits.async_scheduling and pending and not _has_work(sched, pending):
+            process(*pending.pop(0))
+    while pending:
+        process(*pending.pop(0))
+    return trace
+
+
+def _pad_blocked(sched, limits: Limits, out, record: Step, running_before: set[int]) -> bool:
+    """Whether admission stopped at the head of the waiting queue only because vLLM pads a
+    request with one token left to ``1 + k`` tokens (``Scheduler.schedule``: "Pad new
+    decode requests to uniform spec decoding size"): the padding applies, and one unpadded
+    token with its lookahead would have fitted the budget and the free blocks."""
+    if not limits.k or limits.k_schedule or record.preempted or not len(sched.waiting):
+        return False
+    if len(sched.running) >= limits.max_num_seqs:
+        return False
+    head = sched.waiting.peek_request()
+    if head.num_tokens - head.num_computed_tokens != 1:
+        return False
+    running_scheduled = [i for i in record.scheduled if i in running_before]
+    if not (running_scheduled or head.num_computed_tokens > 0):
+        return False
+    if any(i not in record.decoding for i in running_scheduled):
+        return False  # a running prefill chunk this step: no padding
+    if limits.max_num_batched_tokens - out.total_num_scheduled_tokens < 1:
+        return False
+    bs = limits.block_size
+    free = sched.kv_cache_manager.block_pool.get_num_free_blocks()
+    need = -(-(head.num_computed_tokens + 1 + sched.num_lookahead_tokens) // bs)
+    return max(need, -(-head.num_tokens // bs)) <= free
+
+
+def _has_work(sched, pending) -> bool:
+    """Async: whether another ``schedule()`` could schedule something now."""
+    return any(
+        r.num_tokens_with_spec + r.num_output_placeholders > r.num_computed_tokens
+        for r in sched.running
+    ) or bool(len(sched.waiting))
