@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from ..io.quoting import mask_secrets
 from .counts import MIN_TRIALS
+from .messages import EXCERPT_CHARS, excerpt, quote
 
 if TYPE_CHECKING:
     from .counts import Estimate
@@ -39,27 +39,6 @@ if TYPE_CHECKING:
 #: the ones it takes in :attr:`Reader.options` (``drafter``, ``min_count`` and ``rename``
 #: apply to every format).
 FORMAT_SPECIFIC = ("errors", "convention", "k", "topk", "adaptive", "adaptive_steps")
-
-#: The longest stretch of an input's own text a message quotes (:func:`excerpt`).
-EXCERPT_CHARS = 60
-
-
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """``text`` as a message may quote it: its first ``limit`` characters, with how many
-    there were when it is longer (an input's content is not repeated back whole), control
-    characters escaped and the value of anything shaped like ``KEY=VALUE`` masked
-    (:func:`allocator.io.quoting.mask_secrets`)."""
-    text = str(text)
-    head = mask_secrets(text[:limit], limit)
-    if len(text) <= limit:
-        return head
-    return f"{head}... ({len(text):,} characters)"
-
-
-def quote(value: object, limit: int = EXCERPT_CHARS) -> str:
-    """``repr(value)`` for a message, as :func:`excerpt` shows text: a name or value read
-    from an input."""
-    return excerpt(repr(value), limit)
 
 
 @dataclass(frozen=True)

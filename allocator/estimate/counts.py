@@ -21,6 +21,7 @@ import numpy as np
 
 from ..exceptions import InputError
 from ..io.inputs import MAX_LOG_BYTES, read_input_text
+from .messages import quote
 
 #: Positions reached by fewer rounds than this are dropped from the end of the
 #: per-position list (the last kept value then repeats, docs/design.md §1).
@@ -131,7 +132,6 @@ class DrafterCounts:
     def trimmed(self, min_trials: int) -> DrafterCounts:
         if self.summary is not None:
             return self
-        from .base import quote  # base reads MIN_TRIALS from here
 
         sure = self.trials if self.trials_low is None else self.trials_low
         j = kept_positions(sure, min_trials, f"drafter {quote(self.name)}")
