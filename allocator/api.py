@@ -547,8 +547,14 @@ def calibrate(
     """``allocator calibrate``: the step-time predictor fitted to the rows of ``measured``
     (CSV files and the engines' benchmark files, in any mix) for the problem file
     ``problem``, and the calibrated problem (``.data``, and ``.text()`` to write as
-    ``out``; nothing is written here): today's form, or the roofline's factors where the
-    problem gives ``serving.hardware`` and ``serving.model``. ``holdout``: a fraction of
+    ``out``): today's form, or the roofline's factors where the problem gives
+    ``serving.hardware`` and ``serving.model``. ``out`` itself is not written here, but
+    to check that the file is the fit its text is staged in a temporary file beside
+    ``out`` (beside ``problem`` when ``out`` is ``None``), read back by the problem
+    loader and removed. It raises :class:`~allocator.exceptions.InputError` naming
+    ``out`` when that folder cannot be written or the file's step time at a row differs
+    from the fit's by more than 10⁻⁶ relative; the rows' predictions reported are the
+    file's. ``holdout``: a fraction of
     rows (chosen by ``seed``) held out, or ``"by-k"``/``"by-batch"`` (each group predicted
     by the fit of the others); ``drafters``: the drafter of the speculative benchmark runs
     (default the problem's only one)

@@ -312,15 +312,33 @@ QUOTES.update(
         + [
             (
                 G + "calibration.md",
-                "its rows are at one batch size: the batch slope is fixed at 0",
-                "verify_per_seq_ms undetermined its rows are at one batch size: the batch "
-                "slope is fixed at 0",
+                f"| `{name}` | {value} | not separately determined; determined: `{combo}` |",
+                f"{name} {value} not separately determined; determined: {combo}",
+            )
+            for name, value, combo in (
+                ("verify_per_seq_ms", "0 (written)", "verify_fixed_ms + verify_per_seq_ms = 7.07"),
+                (
+                    "drafters.eagle1.per_seq_ms",
+                    "0 (written)",
+                    "drafters.eagle1.fixed_ms + drafters.eagle1.per_seq_ms = 0.690039",
+                ),
+                (
+                    "drafters.eagle3.per_seq_ms",
+                    "0 (written)",
+                    "drafters.eagle3.fixed_ms + drafters.eagle3.per_seq_ms = 1.10509",
+                ),
+            )
+        ]
+        + [
+            (
+                G + "calibration.md",
+                "| `compute_ms_per_token` | 1e-10 (written) | not separately determined |",
+                "compute_ms_per_token 1e-10 (written) not separately determined overhead_ms",
             ),
             (
                 G + "calibration.md",
-                "the fitted step times do not depend on it (no fitted row shows it)",
-                "compute_ms_per_token undetermined the fitted step times do not depend on it "
-                "(no fitted row shows it)",
+                'the note "one batch size measured\n(1)"',
+                "one batch size measured (1): the batch slopes are not fitted",
             ),
         ],
         "allocator calibrate problems/measured/vllm-issue20780-bs1.csv --problem "
@@ -339,6 +357,24 @@ QUOTES.update(
             (G + "calibration.md", "(3.78643 ms,", "verify_fixed_ms 3.78643"),
             (G + "calibration.md", "0.799657 ms per sequence", "verify_per_seq_ms 0.799657"),
             (G + "calibration.md", "0.51137 ms per verified token", "compute_ms_per_token 0.51137"),
+            (
+                G + "calibration.md",
+                "`overhead_ms + 3·drafters.eagle3.fixed_ms + 3·drafters.eagle3.per_seq_ms\n= "
+                "7.05492`",
+                "overhead_ms (determined: overhead_ms + 3·drafters.eagle3.fixed_ms + "
+                "3·drafters.eagle3.per_seq_ms = 7.05492)",
+            ),
+            (
+                G + "calibration.md",
+                "(0.000376024, 2.19885 and 0.152667 ms)",
+                "overhead_ms 0.000376024 (written)",
+            ),
+            (G + "calibration.md", "2.19885 and", "drafters.eagle3.fixed_ms 2.19885 (written)"),
+            (
+                G + "calibration.md",
+                "and 0.152667 ms",
+                "drafters.eagle3.per_seq_ms 0.152667 (written)",
+            ),
             (G + "calibration.md", "(447.90\nagainst 566.21", "eagle3 3 4 1.860 447.90"),
             (G + "calibration.md", "566.21 tokens/s at batch 4", "- 0 4 1.000 566.21"),
         ],
@@ -347,10 +383,10 @@ QUOTES.update(
             (
                 G + "calibration.md",
                 "(speedup\n1.0658, 1.1187, 1.1676)",
-                "4 eagle3 1 610.321 152.58 6.554 1.0658",
+                "4 eagle3 1 610.322 152.58 6.554 1.0658",
             ),
-            (G + "calibration.md", "1.1187", "8 eagle3 1 878.853 109.857 9.103 1.1187"),
-            (G + "calibration.md", "1.1676", "16 eagle3 1 1126.73 70.4204 14.2 1.1676"),
+            (G + "calibration.md", "1.1187", "8 eagle3 1 878.854 109.857 9.103 1.1187"),
+            (G + "calibration.md", "1.1676", "16 eagle3 1 1126.72 70.4203 14.2 1.1676"),
             (
                 G + "calibration.md",
                 "speculative step times at batch 8..16\nextrapolate the fitted form: speculation "
@@ -384,8 +420,21 @@ QUOTES.update(
             (G + "calibration.md", "slope 0.0101039 ms", "drafters.eagle.per_seq_ms 0.0101039"),
             (
                 G + "calibration.md",
-                "written at batch 1, 4, 15 and 16",
-                "nearest whole ones (1, 4, 15, 16)",
+                "written at batch 1, 3, 4, 15 and 16, the whole batch sizes either side of each "
+                "run's",
+                "the calibrated tables are written at the whole batch sizes either side of each "
+                "(1, 3, 4, 15, 16)",
+            ),
+            (
+                G + "calibration.md",
+                "`overhead_ms + 3·drafters.eagle.fixed_ms = 1.45077`",
+                "overhead_ms 1e-10 (written) not separately determined; determined: overhead_ms "
+                "+ 3·drafters.eagle.fixed_ms = 1.45077",
+            ),
+            (
+                G + "calibration.md",
+                "which the fit splits as 10⁻¹⁰ and 0.483589 ms",
+                "drafters.eagle.fixed_ms 0.483589 (written) not separately determined",
             ),
             (G + "calibration.md", "0.9793, 3.836 and 15.43", "at batch 0.9793, 3.836, 15.43"),
         ],
