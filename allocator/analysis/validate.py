@@ -619,6 +619,7 @@ def replay(
 
     seqs = max_num_seqs if max_num_seqs is not None else run.max_num_seqs
     config, notes = _configuration(problem, run, drafter, seqs)
+    notes = [n for n in notes if "--pooled" not in n]  # the run's configuration, not a search
     arrival_seed, _ = derived_seeds(seed)
     source = RequestSource(run.prompt_tokens, run.output_tokens, run.burstiness, arrival_seed)
     result = bench(
