@@ -301,7 +301,7 @@ def _fixed(
 
 def _engine_run(obj: dict, where: str) -> MeasuredRun:
     """A vLLM or SGLang result object (:func:`read_bench_run`) as a measured run."""
-    from ..estimate.bench_files import RATE, VARIED, read_bench_run
+    from ..estimate.bench_files import VARIED, read_bench_run
     from ..estimate.jsonl import finite_number
 
     run = read_bench_run(obj, where)
@@ -325,7 +325,7 @@ def _engine_run(obj: dict, where: str) -> MeasuredRun:
                 f"{run.completed} completed: the arrays' requests are replayed"
             )
     else:
-        if run.kind == RATE and run.lengths == VARIED:
+        if math.isfinite(run.request_rate) and run.lengths == VARIED:
             raise InputError(
                 f"{where}: input_lens",
                 "missing: a run at a request rate whose lengths vary, without its per-request "
@@ -348,6 +348,11 @@ def _engine_run(obj: dict, where: str) -> MeasuredRun:
         notes = [n for n in notes if not n.startswith("lengths taken as fixed: the file")]
     if run.failed:
         notes.append(f"only the {run.completed} completed requests are replayed")
+    if obj.get("ramp_up_strategy") is not None:
+        notes.append(
+            "the run ramped its rate up (ramp_up_strategy): replayed at request_rate "
+            "throughout, which the simulated client does not ramp"
+        )
     metrics: dict[str, float] = {
         "request_throughput": run.request_throughput,
         "output_throughput": run.tokens_per_s,
@@ -455,9 +460,8 @@ def _allocator_run(obj: dict, where: str) -> MeasuredRun:
         notes.append(fixed_note)
     metrics: dict[str, float] = {}
     for key, value in obj.items():
-        if (key in THROUGHPUTS or _LATENCY_KEY.match(key) or key == ACCEPTANCE) and (
-            value is not None
-        ):
+        speculative = key == ACCEPTANCE and (k > 0 or schedule)  # the engines' files: so
+        if (key in THROUGHPUTS or _LATENCY_KEY.match(key) or speculative) and value is not None:
             metrics[key] = _number(obj, key, where)
             if metrics[key] < 0:
                 raise InputError(f"{where}: {key}", f"{metrics[key]!r} is negative")
