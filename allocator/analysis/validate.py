@@ -216,7 +216,10 @@ def _documents(path: Path) -> list[tuple[str, object]]:
     is; a file that is not JSON (a CSV of ``calibrate``'s rows) is refused."""
     from ..estimate.jsonl import parse_json_text, read_text
 
-    text = read_text(path)
+    try:
+        text = read_text(path)
+    except InputError as exc:  # the reader names its input INPUT; here it is a FILE
+        raise InputError("FILE" if exc.field == "INPUT" else exc.field, exc.message) from None
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not lines:
         raise InputError(path.name, "is empty")
