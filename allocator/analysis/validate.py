@@ -288,6 +288,26 @@ def _per_request(obj: Mapping, where: str) -> tuple[np.ndarray, np.ndarray] | No
     return prompt[done].astype(np.int64), output[done].astype(np.int64)
 
 
+def _workload(
+    prompt: np.ndarray, output: np.ndarray, where: str, keys: tuple[str, str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Refuse a workload the simulator does not take: more requests than one run plays,
+    or a request longer than :data:`allocator.sim.requests.MAX_TOKENS`."""
+    from ..sim.requests import MAX_TOKENS
+    from .request_source import MAX_PROMPTS
+
+    if prompt.size > MAX_PROMPTS:
+        raise InputError(
+            f"{where}: completed", f"{prompt.size:,} requests: at most {MAX_PROMPTS:,} are replayed"
+        )
+    for key, a in zip(keys, (prompt, output), strict=True):
+        if int(a.max()) > MAX_TOKENS:
+            raise InputError(
+                f"{where}: {key}", f"{int(a.max()):,} tokens: at most {MAX_TOKENS:,} per request"
+            )
+    return prompt, output
+
+
 def _fixed(
     n: int, total_in: float, total_out: float, why: str
 ) -> tuple[np.ndarray, np.ndarray, str]:
@@ -370,6 +390,10 @@ def _engine_run(obj: dict, where: str) -> MeasuredRun:
                 metrics[key] = float(value)
     if run.k > 0 and run.mean_accepted is not None:
         metrics[ACCEPTANCE] = float(run.mean_accepted)
+    keys = (
+        ("input_lens", "output_lens") if arrays else ("total_input_tokens", "total_output_tokens")
+    )
+    prompt, output = _workload(prompt, output, where, keys)
     return MeasuredRun(
         source=where,
         engine=run.engine,
@@ -461,6 +485,10 @@ def _allocator_run(obj: dict, where: str) -> MeasuredRun:
             "the document records no per-request lengths",
         )
         notes.append(fixed_note)
+    keys = (
+        ("input_lens", "output_lens") if arrays else ("total_input_tokens", "total_output_tokens")
+    )
+    prompt, output = _workload(prompt, output, where, keys)
     metrics: dict[str, float] = {}
     for key, value in obj.items():
         speculative = key == ACCEPTANCE and (k > 0 or schedule)  # the engines' files: so
@@ -671,6 +699,18 @@ def compare(
     return out
 
 
+def _named(exc: ParameterError, run: MeasuredRun) -> ParameterError | InputError:
+    """A refusal of the replay, named as the user gave it: this command's own parameters
+    (``drafter``, ``max_num_seqs``; the drafters of an engine's run are ``drafter``) as
+    they are, anything else the run asked for (its rate, lengths, ``k``, an ``allocator
+    bench`` label's drafters) as the file's field."""
+    if exc.field == "drafters" and run.drafters is None:
+        return ParameterError("drafter", exc.message)
+    if exc.field in ("drafter", "max_num_seqs", "seed"):
+        return exc
+    return InputError(f"{run.source}: {exc.field}", exc.message)
+
+
 def validate(
     problem: Problem,
     files: Sequence[str | Path],
@@ -697,9 +737,12 @@ def validate(
         check_deployment(problem, run)
     answers = []
     for i, run in enumerate(runs):
-        result, replayed = replay(
-            problem, run, drafter=drafter, max_num_seqs=max_num_seqs, seed=seed
-        )
+        try:
+            result, replayed = replay(
+                problem, run, drafter=drafter, max_num_seqs=max_num_seqs, seed=seed
+            )
+        except ParameterError as exc:
+            raise _named(exc, run) from None
         metrics = compare(run.metrics, plain_metrics(result.metrics))
         run_notes = list(run.notes) + [n for n in result.notes if n not in notes]
         answers.append(RunComparison(run.source, metrics, replayed, tuple(run_notes)))

@@ -338,3 +338,33 @@ def test_the_plot_draws_every_metric_in_its_family(tmp_path):
     assert drawn["TPOT"]["mean"][1] == pytest.approx([TPOT, TPOT])
     assert drawn["throughput"]["request"][1] == pytest.approx([REQ_S, REQ_S])
     assert (tmp_path / "v.svg").stat().st_size > 0
+
+
+def _relabelled(label: str) -> dict:
+    doc = api.bench(
+        rp.problem(), drafters=["eagle"], k=2, input_len=10, output_len=5, num_prompts=4
+    ).to_dict()
+    doc["label"] = label
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        (vllm_doc(request_rate=1e-9, max_concurrency=None), "x.json: request_rate"),
+        (
+            vllm_doc(
+                input_lens=[20_000_000] * 10, output_lens=[20] * 10, total_input_tokens=200_000_000
+            ),
+            "x.json: input_lens",
+        ),
+        (_relabelled("eagle, k=99; max_num_seqs 16"), "x.json: k"),
+        (_relabelled("medusa, k=2; max_num_seqs 16"), "x.json: drafters"),
+        (_relabelled("eagle k 2"), "x.json: label"),
+    ],
+    ids=["rate too slow to send", "request too long", "k past the largest", "unknown", "label"],
+)
+def test_what_the_run_asks_that_the_simulator_cannot_play_names_the_file(tmp_path, doc, field):
+    with pytest.raises(InputError) as exc:
+        validate(rp.problem(), [write(tmp_path, "x.json", doc)])
+    assert exc.value.field == field
