@@ -78,6 +78,7 @@ ROUND_TRIPS = {
     "speculation off, closed loop": dict(max_concurrency=4),
     "ngram k=3, max_num_seqs 8": dict(drafters=["ngram"], k=3, request_rate=20.0, max_num_seqs=8),
     "bursty arrivals": dict(drafters=["eagle"], k=1, request_rate=15.0, burstiness=0.5),
+    "k by batch size": dict(drafters=["eagle"], schedule=True, request_rate=30.0),
 }
 
 
@@ -94,7 +95,9 @@ def test_a_bench_document_validated_against_its_problem_has_no_error(tmp_path, o
     for name in ("ttft", "tpot", "itl", "e2el"):
         assert {f"mean_{name}_ms", f"median_{name}_ms", f"p99_{name}_ms"} <= keys
     assert {"request_throughput", "output_throughput", "total_token_throughput"} <= keys
-    assert ("spec_decode_acceptance_length" in keys) == ("k" in options)
+    speculative = "k" in options or "schedule" in options
+    assert ("spec_decode_acceptance_length" in keys) == speculative
+    assert run.replayed["configuration"] == doc["label"].split(";")[0]
     for key, m in run.metrics.items():
         assert m.measured == pytest.approx(doc[key], rel=1e-12), key
         assert m.error_pct == pytest.approx(0.0, abs=1e-9), key
