@@ -29,7 +29,8 @@ rates; SGLang: ``speculative_num_steps``); an ``allocator bench`` document's own
 
 **Refused**, one line naming the file: a model, GPU or tensor-parallel size other than
 the problem's where both state one (``serving.model``'s name, ``serving.hardware.gpu``,
-``serving.hardware.count`` or else a ``serving.gpus_per_replica`` above 1); a run at a
+``serving.hardware.count`` or else a ``serving.gpus_per_replica`` above 1), or than
+another file's; a run at a
 request rate whose lengths are known to vary but are not recorded per request; per-request
 arrays of unequal length; a token tree (top-k above 1), an adaptive run or a trace replay,
 which the simulator does not play.
@@ -578,6 +579,29 @@ def check_deployment(problem: Problem, run: MeasuredRun) -> None:
         )
 
 
+def check_same_deployment(runs: Sequence[MeasuredRun]) -> None:
+    """Refuse runs that state different models, GPUs or tensor-parallel sizes, naming both
+    files: one problem describes one deployment (the problem may state none of them)."""
+    for attr, what, key in (
+        ("model", "model", _model_key),
+        ("hardware", "hardware", str.casefold),
+        ("tensor_parallel", "tensor-parallel size", lambda v: v),
+    ):
+        first: MeasuredRun | None = None
+        for run in runs:
+            value = getattr(run, attr)
+            if value is None:
+                continue
+            if first is None:
+                first = run
+            elif key(value) != key(getattr(first, attr)):
+                raise InputError(
+                    run.source,
+                    f"{what} {value!r}, but {first.source} has {getattr(first, attr)!r}: "
+                    "validate runs of one deployment against its problem",
+                )
+
+
 def _configuration(
     problem: Problem, run: MeasuredRun, drafter: str | None, max_num_seqs: int | None
 ) -> tuple[Configuration, list[str]]:
@@ -735,6 +759,7 @@ def validate(
     runs = measured_runs(files)
     for run in runs:
         check_deployment(problem, run)
+    check_same_deployment(runs)
     answers = []
     for i, run in enumerate(runs):
         try:
@@ -765,6 +790,7 @@ __all__ = [
     "RunComparison",
     "ValidationReport",
     "check_deployment",
+    "check_same_deployment",
     "compare",
     "error_pct",
     "family",

@@ -231,6 +231,17 @@ def test_the_same_deployment_written_differently_passes():
     assert check_deployment(_problem(), _run(tensor_parallel=8)) is None  # type: ignore[arg-type]
 
 
+def test_runs_of_two_deployments_are_refused_naming_both_files(tmp_path):
+    files = [
+        write(tmp_path, "a.json", vllm_doc(model_id="meta-llama/Llama-3.1-8B")),
+        write(tmp_path, "b.json", vllm_doc(model_id="Qwen/Qwen3-8B")),
+    ]
+    with pytest.raises(InputError) as exc:
+        validate(rp.problem(), files)
+    assert exc.value.field == "b.json"
+    assert "'Qwen/Qwen3-8B'" in exc.value.message and "a.json" in exc.value.message
+
+
 def test_unequal_per_request_arrays_are_refused(tmp_path):
     doc = vllm_doc(input_lens=[100] * 10, output_lens=[20] * 9)
     with pytest.raises(InputError) as exc:
