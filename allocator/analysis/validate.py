@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -112,11 +112,7 @@ class MetricError:
     error_pct: float | None
 
     def to_dict(self) -> dict:
-        return {
-            "measured": self.measured,
-            "predicted": self.predicted,
-            "error_pct": self.error_pct,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -146,11 +142,7 @@ class MetricSummary:
     runs: int
 
     def to_dict(self) -> dict:
-        return {
-            "mean_abs_error_pct": self.mean_abs_error_pct,
-            "median_abs_error_pct": self.median_abs_error_pct,
-            "runs": self.runs,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
