@@ -776,7 +776,7 @@ def validate(
     problem: Problem | str | Path | dict, files: Sequence[str | Path], **options
 ) -> ValidationReport:
     """``allocator validate``: each measured run of ``files`` beside its replay on the
-    problem's replica (options ``drafter``, ``max_num_seqs``, ``seed``, ``progress``:
+    problem's replica (options ``drafters``, ``max_num_seqs``, ``seed``, ``progress``:
     :func:`allocator.analysis.validate.validate`)."""
     from .analysis.validate import validate as compare_runs
 

@@ -22,7 +22,7 @@ model's error on them).
 requests with their per-request lengths where the file has them, else that many requests
 at the mean input and output lengths, rounded, taken as fixed (a note says so). The
 configuration: speculation off when the run did not draft; else the problem's drafter
-(the only one, or ``drafter``) at the run's ``k`` (vLLM: the number of per-position
+(the only one, or ``drafters``, one name) at the run's ``k`` (vLLM: the number of per-position
 rates; SGLang: ``speculative_num_steps``); an ``allocator bench`` document's own label.
 ``max_num_seqs``: ``max_num_seqs``, else the document's label, else
 ``serving.scheduler.max_num_seqs``. Every run is replayed from the same ``seed``.
@@ -595,7 +595,7 @@ def check_same_deployment(runs: Sequence[MeasuredRun]) -> None:
 
 
 def _configuration(
-    problem: Problem, run: MeasuredRun, drafter: str | None, max_num_seqs: int | None
+    problem: Problem, run: MeasuredRun, drafters: str | None, max_num_seqs: int | None
 ) -> tuple[Configuration, list[str]]:
     """The configuration the run served (module docstring)."""
     from .replica import configuration
@@ -613,15 +613,15 @@ def _configuration(
         )
     if run.k == 0:
         return configuration(problem, None, None, engine=engine)
-    if drafter is None:
+    if drafters is None:
         if problem.n != 1:
             raise ParameterError(
-                "drafter",
+                "drafters",
                 f"the problem has {problem.n} drafters ({', '.join(problem.names)}): name the "
                 f"one the speculative runs served ({run.source} drafts k = {run.k})",
             )
-        drafter = problem.names[0]
-    return configuration(problem, [drafter], run.k, engine=engine)
+        drafters = problem.names[0]
+    return configuration(problem, [drafters], run.k, engine=engine)
 
 
 def _basis(problem: Problem) -> list[str]:
@@ -659,7 +659,7 @@ def replay(
     problem: Problem,
     run: MeasuredRun,
     *,
-    drafter: str | None = None,
+    drafters: str | None = None,
     max_num_seqs: int | None = None,
     seed: int = 0,
 ) -> tuple[BenchResult, dict]:
@@ -669,7 +669,7 @@ def replay(
     from .request_source import RequestSource, derived_seeds
 
     seqs = max_num_seqs if max_num_seqs is not None else run.max_num_seqs
-    config, notes = _configuration(problem, run, drafter, seqs)
+    config, notes = _configuration(problem, run, drafters, seqs)
     notes = [n for n in notes if "--pooled" not in n]  # the run's configuration, not a search
     arrival_seed, _ = derived_seeds(seed)
     source = RequestSource(run.prompt_tokens, run.output_tokens, run.burstiness, arrival_seed)
@@ -717,12 +717,10 @@ def compare(
 
 def _named(exc: ParameterError, run: MeasuredRun) -> ParameterError | InputError:
     """A refusal of the replay, named as the user gave it: this command's own parameters
-    (``drafter``, ``max_num_seqs``; the drafters of an engine's run are ``drafter``) as
-    they are, anything else the run asked for (its rate, lengths, ``k``, an ``allocator
+    (``drafters``, unless a label named them, ``max_num_seqs``, ``seed``) as they are,
+    anything else the run asked for (its rate, lengths, ``k``, an ``allocator
     bench`` label's drafters) as the file's field."""
-    if exc.field == "drafters" and run.drafters is None:
-        return ParameterError("drafter", exc.message)
-    if exc.field in ("drafter", "max_num_seqs", "seed"):
+    if exc.field in ("max_num_seqs", "seed") or (exc.field == "drafters" and not run.drafters):
         return exc
     return InputError(f"{run.source}: {exc.field}", exc.message)
 
@@ -731,7 +729,7 @@ def validate(
     problem: Problem,
     files: Sequence[str | Path],
     *,
-    drafter: str | None = None,
+    drafters: str | None = None,
     max_num_seqs: int | None = None,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
@@ -743,9 +741,11 @@ def validate(
     from .request_source import derived_seeds
 
     derived_seeds(seed)  # the seed checked before any file is read
-    if drafter is not None and drafter not in problem.names:
+    if drafters is not None and drafters not in problem.names:
         raise ParameterError(
-            "drafter", f"{drafter!r} is not a drafter of the problem ({', '.join(problem.names)})"
+            "drafters",
+            f"{drafters!r} is not a drafter of the problem ({', '.join(problem.names)}): name "
+            "the one the speculative runs served",
         )
     notes = _basis(problem)
     runs = measured_runs(files)
@@ -756,7 +756,7 @@ def validate(
     for i, run in enumerate(runs):
         try:
             result, replayed = replay(
-                problem, run, drafter=drafter, max_num_seqs=max_num_seqs, seed=seed
+                problem, run, drafters=drafters, max_num_seqs=max_num_seqs, seed=seed
             )
         except ParameterError as exc:
             raise _named(exc, run) from None

@@ -139,9 +139,9 @@ FilesArg = typer.Argument(
 def validate_command(
     problem: Path = ProblemArg,
     files: list[Path] = FilesArg,
-    drafter: str = typer.Option(
+    drafters: str = typer.Option(
         None,
-        "--drafter",
+        "--drafters",
         "-d",
         help="The drafter the speculative runs served (default: the problem's only one).",
         metavar="NAME",
@@ -175,7 +175,7 @@ def validate_command(
         report = api.validate(
             problem,
             [str(f) for f in files],
-            drafter=drafter,
+            drafters=drafters,
             max_num_seqs=max_num_seqs,
             seed=seed,
             progress=progress,

@@ -318,14 +318,14 @@ def test_a_speculative_run_needs_the_drafter_when_the_problem_has_several(tmp_pa
     path = write(tmp_path, "spec.json", doc)
     with pytest.raises(ParameterError) as exc:
         validate(problem, [path])
-    assert exc.value.field == "drafter" and "eagle, ngram" in exc.value.message
-    report = validate(problem, [path], drafter="eagle")
+    assert exc.value.field == "drafters" and "eagle, ngram" in exc.value.message
+    report = validate(problem, [path], drafters="eagle")
     assert report.runs[0].replayed["configuration"] == "eagle, k=2"
     m = report.runs[0].metrics["spec_decode_acceptance_length"]
     assert m.measured == 2.5 and 1.0 < (m.predicted or 0.0) <= 3.0
     with pytest.raises(ParameterError) as exc:
-        validate(problem, [path], drafter="medusa")
-    assert exc.value.field == "drafter"
+        validate(problem, [path], drafters="medusa")
+    assert exc.value.field == "drafters"
 
 
 # ---------------------------------------------------------------- notes and the plot
