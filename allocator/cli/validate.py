@@ -1,5 +1,5 @@
 """``allocator validate``: measured benchmark runs beside the same runs simulated on the
-problem's replica (:mod:`allocator.analysis.validate`)."""
+problem's replica (:mod:`allocator.analysis.validation`)."""
 
 from __future__ import annotations
 
@@ -172,7 +172,7 @@ def validate_command(
 
         check_plot_path(plot_path, "--plot")
     with run_progress(len(files)) as progress:
-        report = api.validate(
+        report = api.validate_runs(
             problem,
             [str(f) for f in files],
             drafters=drafters,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis.validate import FAMILIES, family
+from ..analysis.validation import FAMILIES, family
 from .bench import plain_number
 from .common import check_plot_path, figure, literal_text, save
 

@@ -60,7 +60,7 @@ def test_files_written_by_bench_validate_with_no_error(tmp_path):
     assert png.stat().st_size > 0
     assert "p99_ttft_ms" in r.stdout and "+0.0%" in r.stdout and "|error| over the runs" in r.stdout
     assert "step times from the measured step_ms tables" in r.stderr
-    want = api.validate(p, files, seed=5).to_dict()
+    want = api.validate_runs(p, files, seed=5).to_dict()
     assert doc == json.loads(json.dumps(want))
 
 

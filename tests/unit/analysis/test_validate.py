@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from allocator import api
-from allocator.analysis.validate import (
+from allocator.analysis.validation import (
     MeasuredRun,
     check_deployment,
     error_pct,
