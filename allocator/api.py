@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .analysis.schedule import ContextSchedules, Schedule
     from .analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
     from .analysis.uncertainty import Progress
+    from .analysis.validation import ValidationReport
     from .calibration import CalibrationReport
     from .estimate import EstimateReport
 
@@ -771,6 +772,17 @@ def drafter_fronts(problem: Problem | str | Path | dict) -> dict[str, SolveResul
     return single_drafter_fronts(_problem(problem))
 
 
+def validate_runs(
+    problem: Problem | str | Path | dict, files: Sequence[str | Path], **options
+) -> ValidationReport:
+    """``allocator validate``: each measured run of ``files`` beside its replay on the
+    problem's replica (options ``drafters``, ``max_num_seqs``, ``seed``, ``progress``:
+    :func:`allocator.analysis.validation.validate`)."""
+    from .analysis.validation import validate as compare_runs
+
+    return compare_runs(_problem(problem), files, **options)
+
+
 __all__ = [
     "DEFAULT_SAMPLES",
     "MAX_SAMPLES",
@@ -802,4 +814,5 @@ __all__ = [
     "solve_at_batch",
     "sweep_hosting",
     "tree_front",
+    "validate_runs",
 ]

@@ -23,6 +23,7 @@ COMMANDS = (
     "plan",
     "capacity",
     "bench",
+    "validate",
     "estimate",
     "calibrate",
     "profile_plan",
@@ -61,6 +62,11 @@ SUMMARIES = {
         "preemption), each decoding sequence's tokens drawn from the configuration's "
         "acceptance; the JSON has vLLM's --save-result keys, so a measurement can be diffed "
         "against it."
+    ),
+    "validate": (
+        "Replay each measured benchmark run (its rate or concurrency, prompts and lengths) on "
+        "the problem's simulated replica and report every metric beside the measured one, "
+        "with its error: check the model on your own runs before trusting capacity."
     ),
     "estimate": ("Estimate drafter acceptance (with 95% intervals) and write a problem file."),
     "calibrate": ("Fit the step times to measured tokens/s and write the problem with `serving`."),

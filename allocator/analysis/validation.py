@@ -1,0 +1,793 @@
+"""``allocator validate``: measured benchmark runs beside the same runs simulated on the
+problem's replica (docs/design.md §8.14), so that the model is checked on a deployment's
+own measurements before ``capacity`` is trusted.
+
+**Measured runs.** Every JSON object of the files given, one per file or one per line:
+
+* ``vllm bench serve --save-result`` JSON and SGLang ``bench_serving --output-file``
+  lines, read by :func:`allocator.estimate.bench_files.read_bench_run` (every key it
+  checks, with its one-line refusals), and the per-request ``input_lens`` /
+  ``output_lens`` of ``--save-detailed`` / ``--output-details`` where the file has them;
+* ``allocator bench --json`` documents (vLLM's keys, no ``model_id``; recognised by the
+  simulator's own ``kv_cache_peak_fraction``): their ``label`` names the configuration and
+  ``max_num_seqs`` they ran.
+
+A CSV of ``calibrate``'s measured rows is refused: its rows are batch sizes and tokens/s,
+with no requests, rate or lengths to replay (``calibrate --holdout`` reports the step
+model's error on them).
+
+**The replay.** Each run's workload is sent again, as ``allocator bench`` sends it
+(:func:`allocator.analysis.bench.bench`): its ``request_rate`` (``inf``: all at once) and
+``max_concurrency``, its ``burstiness`` (1 when the file does not say), its completed
+requests with their per-request lengths where the file has them, else that many requests
+at the mean input and output lengths, rounded, taken as fixed (a note says so). The
+configuration: speculation off when the run did not draft; else the problem's drafter
+(the only one, or ``drafters``, one name) at the run's ``k`` (vLLM: the number of per-position
+rates; SGLang: ``speculative_num_steps``); an ``allocator bench`` document's own label.
+``max_num_seqs``: ``max_num_seqs``, else the document's label, else
+``serving.scheduler.max_num_seqs``. Every run is replayed from the same ``seed``.
+
+**Refused**, one line naming the file: a model, GPU or tensor-parallel size other than
+the problem's where both state one (``serving.model``'s name, ``serving.hardware.gpu``,
+``serving.hardware.count`` or else a ``serving.gpus_per_replica`` above 1), or than
+another file's; a run at a
+request rate whose lengths are known to vary but are not recorded per request; per-request
+arrays of unequal length; a token tree (top-k above 1), an adaptive run or a trace replay,
+which the simulator does not play.
+
+**Compared**: every metric key both documents have, under vLLM's names:
+``request_throughput``, ``output_throughput``, ``total_token_throughput``,
+``{mean,median,pNN}_{ttft,tpot,itl,e2el}_ms`` and ``spec_decode_acceptance_length``
+(SGLang's ``e2e_latency``, ``total_throughput`` and ``accept_length`` under those
+names); ``error_pct = 100 · (predicted / measured − 1)`` (``None`` for a measured 0). The
+summary gives, per key, the mean and median ``|error_pct|`` over the runs that have it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..exceptions import InputError, ParameterError
+from ..sim import LATENCIES
+
+if TYPE_CHECKING:
+    from ..core.problem import Problem
+    from .bench import BenchResult
+    from .replica import Configuration
+
+#: Throughput keys compared, in the order reported.
+THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
+#: The acceptance length key (tokens per decode step, bonus included).
+ACCEPTANCE = "spec_decode_acceptance_length"
+#: Statistics of a latency compared (``std`` is not: its error is not a latency's).
+_LATENCY_KEY = re.compile(r"^(mean|median|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
+#: ``allocator bench``'s label: the configuration, then ``; max_num_seqs S``.
+_LABEL = re.compile(r"^(?P<config>.+); max_num_seqs (?P<seqs>\d+)$")
+_CHAIN = re.compile(r"^(?P<names>[^,]+), k=(?P<k>\d+)(?P<pooled> \(pooled.*\))?$")
+_SCHEDULE = re.compile(r"^(?P<names>[^,]+), k by batch size .*?(?P<pooled> \(pooled.*\))?$")
+#: The metric families of the plot and the table, by key.
+FAMILIES = ("TTFT", "TPOT", "ITL", "E2EL", "throughput")
+
+
+def family(key: str) -> str | None:
+    """The family a compared key is drawn in (``None``: the acceptance length)."""
+    if key in THROUGHPUTS:
+        return "throughput"
+    m = _LATENCY_KEY.match(key)
+    return m.group(3).upper() if m else None
+
+
+def _key_order(key: str) -> tuple:
+    if key in THROUGHPUTS:
+        return (0, THROUGHPUTS.index(key), 0.0)
+    m = _LATENCY_KEY.match(key)
+    if m:
+        stat = m.group(1)
+        rank = -2.0 if stat == "mean" else -1.0 if stat == "median" else float(m.group(2))
+        return (1, LATENCIES.index(m.group(3)), rank)
+    return (2, 0, 0.0)
+
+
+def error_pct(measured: float, predicted: float | None) -> float | None:
+    """``100 · (predicted / measured − 1)``; ``None`` for a measured 0 or no prediction."""
+    if predicted is None or measured == 0 or not math.isfinite(predicted):
+        return None
+    return 100.0 * (predicted / measured - 1.0)
+
+
+# ---------------------------------------------------------------- answers
+@dataclass(frozen=True)
+class MetricError:
+    """One metric of one run: measured, predicted, ``error_pct``."""
+
+    measured: float
+    predicted: float | None
+    error_pct: float | None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """One measured run beside its replay: ``replayed`` says what was sent again."""
+
+    source: str
+    metrics: Mapping[str, MetricError]
+    replayed: Mapping[str, object]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "replayed": dict(self.replayed),
+            "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class MetricSummary:
+    """One key over the runs: the mean and median ``|error_pct|``, and how many runs."""
+
+    mean_abs_error_pct: float
+    median_abs_error_pct: float
+    runs: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """``allocator validate``'s answer (``to_dict()`` is its ``--json``)."""
+
+    problem: str
+    seed: int
+    runs: tuple[RunComparison, ...]
+    summary: Mapping[str, MetricSummary]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "problem": self.problem,
+            "seed": self.seed,
+            "runs": [r.to_dict() for r in self.runs],
+            "summary": {k: v.to_dict() for k, v in self.summary.items()},
+            "notes": list(self.notes),
+        }
+
+
+def summarise(runs: Sequence[RunComparison]) -> dict[str, MetricSummary]:
+    """Per key, in the report's order, the mean and median ``|error_pct|`` over the runs
+    where it has one."""
+    errors: dict[str, list[float]] = {}
+    for run in runs:
+        for key, m in run.metrics.items():
+            if m.error_pct is not None:
+                errors.setdefault(key, []).append(abs(m.error_pct))
+    return {
+        key: MetricSummary(float(np.mean(v)), float(np.median(v)), len(v))
+        for key, v in sorted(errors.items(), key=lambda kv: _key_order(kv[0]))
+    }
+
+
+# ---------------------------------------------------------------- measured runs
+@dataclass(frozen=True)
+class MeasuredRun:
+    """What one measured run says: the deployment (where stated), the configuration, the
+    workload to send again and the metrics under vLLM's keys."""
+
+    source: str
+    engine: str
+    model: str | None
+    hardware: str | None
+    tensor_parallel: int | None
+    k: int
+    request_rate: float
+    max_concurrency: int | None
+    burstiness: float
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    metrics: Mapping[str, float]
+    drafters: tuple[str, ...] | None = None
+    schedule: bool = False
+    pooled: bool = False
+    max_num_seqs: int | None = None
+    notes: tuple[str, ...] = ()
+
+
+def _documents(path: Path) -> list[tuple[str, object]]:
+    """The JSON objects of one file (the whole file, or one per line), each with where it
+    is; a file that is not JSON (a CSV of ``calibrate``'s rows) is refused."""
+    from ..estimate.jsonl import parse_json_text, read_text
+
+    try:
+        text = read_text(path)
+    except InputError as exc:  # the reader names its input INPUT; here it is a FILE
+        raise InputError("FILE" if exc.field == "INPUT" else exc.field, exc.message) from None
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    if not lines:
+        raise InputError(path.name, "is empty")
+    if not lines[0][1].lstrip().startswith("{"):
+        raise InputError(
+            path.name,
+            "is not a benchmark result (JSON): a CSV of calibrate's rows (batch, tokens/s) "
+            "records no requests to replay; calibrate --holdout reports the step model's "
+            "error on such rows",
+        )
+    one_per_line = len(lines) > 1 and all(
+        line.lstrip().startswith("{") and line.rstrip().endswith("}") for _, line in lines
+    )
+    if not one_per_line:
+        return [(path.name, parse_json_text(text, path.name))]
+    return [
+        (f"{path.name} line {n}", parse_json_text(line, f"{path.name} line {n}"))
+        for n, line in lines
+    ]
+
+
+def _burstiness(obj: Mapping, where: str) -> float:
+    from ..estimate.jsonl import finite_number
+
+    raw = obj.get("burstiness")
+    if raw is None:
+        return 1.0
+    if isinstance(raw, str) and raw.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    if raw == math.inf and not isinstance(raw, bool):
+        return math.inf
+    value = finite_number(raw, f"{where}: burstiness")
+    if value <= 0:
+        raise InputError(f"{where}: burstiness", f"{value!r} must be positive")
+    return value
+
+
+def _per_request(obj: Mapping, where: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """The completed requests' ``input_lens`` and ``output_lens`` (a failed request has
+    output length 0), or ``None`` when the file has none; unequal lengths refused."""
+    from ..estimate.jsonl import whole_count
+
+    ins, outs = obj.get("input_lens"), obj.get("output_lens")
+    if ins is None and outs is None:
+        return None
+    if ins is None or outs is None:
+        given, missing = (
+            ("input_lens", "output_lens") if outs is None else ("output_lens", "input_lens")
+        )
+        raise InputError(f"{where}: {missing}", f"missing, but {given} is given")
+    for key, v in (("input_lens", ins), ("output_lens", outs)):
+        if not isinstance(v, list):
+            raise InputError(f"{where}: {key}", "must be a list of token counts")
+    if len(ins) != len(outs):
+        raise InputError(
+            f"{where}: output_lens", f"{len(outs)} entries for {len(ins)} input_lens entries"
+        )
+    prompt = np.array([whole_count(v, f"{where}: input_lens[{i}]") for i, v in enumerate(ins)])
+    output = np.array([whole_count(v, f"{where}: output_lens[{i}]") for i, v in enumerate(outs)])
+    done = output > 0
+    if not done.any():
+        raise InputError(f"{where}: output_lens", "no request generated a token")
+    if (prompt[done] < 1).any():
+        i = int(np.flatnonzero(done & (prompt < 1))[0])
+        raise InputError(f"{where}: input_lens[{i}]", "0 tokens: a prompt has at least one")
+    return prompt[done].astype(np.int64), output[done].astype(np.int64)
+
+
+def _workload(
+    prompt: np.ndarray, output: np.ndarray, where: str, keys: tuple[str, str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Refuse a workload the simulator does not take: more requests than one run plays,
+    or a request longer than :data:`allocator.sim.requests.MAX_TOKENS`."""
+    from ..sim.requests import MAX_TOKENS
+    from .request_source import MAX_PROMPTS
+
+    if prompt.size > MAX_PROMPTS:
+        raise InputError(
+            f"{where}: completed", f"{prompt.size:,} requests: at most {MAX_PROMPTS:,} are replayed"
+        )
+    for key, a in zip(keys, (prompt, output), strict=True):
+        if int(a.max()) > MAX_TOKENS:
+            raise InputError(
+                f"{where}: {key}", f"{int(a.max()):,} tokens: at most {MAX_TOKENS:,} per request"
+            )
+    return prompt, output
+
+
+def _fixed(
+    n: int, total_in: float, total_out: float, why: str
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """``n`` requests at the mean lengths, rounded; the note saying so."""
+    mean_in, mean_out = total_in / n, total_out / n
+    i, o = max(1, round(mean_in)), max(1, round(mean_out))
+    rounded = "" if (i, o) == (mean_in, mean_out) else f" (means {mean_in:.6g}, {mean_out:.6g})"
+    note = (
+        f"lengths taken as fixed: {n} requests of {i} input and {o} output tokens, the "
+        f"run's means{rounded}; {why}"
+    )
+    return np.full(n, i, np.int64), np.full(n, o, np.int64), note
+
+
+def _engine_run(obj: dict, where: str) -> MeasuredRun:
+    """A vLLM or SGLang result object (:func:`read_bench_run`) as a measured run."""
+    from ..estimate.bench_files import VARIED, read_bench_run
+    from ..estimate.jsonl import finite_number
+
+    run = read_bench_run(obj, where)
+    if math.isnan(run.request_rate):
+        raise InputError(
+            f"{where}: request_rate",
+            "'trace': a trace replay's arrival times are not in the file, so it cannot be "
+            "sent again",
+        )
+    if run.adaptive:
+        raise InputError(where, "an adaptive run (k changes per round): the simulator plays one k")
+    if (run.topk or 1) > 1:
+        raise InputError(where, f"a token tree (top-k {run.topk}): the simulator plays chains only")
+    notes = list(run.notes)
+    arrays = _per_request(obj, where)
+    if arrays is not None:
+        prompt, output = arrays
+        if prompt.size != run.completed:
+            notes.append(
+                f"{prompt.size} requests with output in input_lens/output_lens, "
+                f"{run.completed} completed: the arrays' requests are replayed"
+            )
+    else:
+        if math.isfinite(run.request_rate) and run.lengths == VARIED:
+            raise InputError(
+                f"{where}: input_lens",
+                "missing: a run at a request rate whose lengths vary, without its per-request "
+                "lengths, cannot be replayed (vLLM --save-detailed, SGLang --output-details "
+                "save them)",
+            )
+        why = (
+            "their spread is not recorded (vLLM --save-detailed, SGLang --output-details "
+            "save per-request lengths)"
+            if run.lengths != VARIED
+            else "they vary and the spread is not recorded: percentiles may differ"
+        )
+        prompt, output, fixed_note = _fixed(
+            run.completed,
+            run.mean_input * run.completed,
+            run.mean_output * run.completed,
+            why,
+        )
+        notes.append(fixed_note)
+        notes = [n for n in notes if not n.startswith("lengths taken as fixed: the file")]
+    if run.failed:
+        notes.append(f"only the {run.completed} completed requests are replayed")
+    if obj.get("ramp_up_strategy") is not None:
+        notes.append(
+            "the run ramped its rate up (ramp_up_strategy): replayed at request_rate "
+            "throughout, which the simulated client does not ramp"
+        )
+    metrics: dict[str, float] = {
+        "request_throughput": run.request_throughput,
+        "output_throughput": run.tokens_per_s,
+    }
+    total = obj.get("total_token_throughput", obj.get("total_throughput"))
+    if total is not None:
+        metrics["total_token_throughput"] = finite_number(total, f"{where}: total throughput")
+    for name in LATENCIES:
+        for stat, value in getattr(run, f"{name}_ms").items():
+            key = f"{stat}_{name}_ms"
+            if _LATENCY_KEY.match(key):
+                metrics[key] = float(value)
+    if run.k > 0 and run.mean_accepted is not None:
+        metrics[ACCEPTANCE] = float(run.mean_accepted)
+    keys = (
+        ("input_lens", "output_lens") if arrays else ("total_input_tokens", "total_output_tokens")
+    )
+    prompt, output = _workload(prompt, output, where, keys)
+    return MeasuredRun(
+        source=where,
+        engine=run.engine,
+        model=run.model,
+        hardware=run.hardware,
+        tensor_parallel=run.tensor_parallel,
+        k=run.k,
+        request_rate=run.request_rate,
+        max_concurrency=run.max_concurrency,
+        burstiness=_burstiness(obj, where),
+        prompt_tokens=prompt,
+        output_tokens=output,
+        metrics=metrics,
+        notes=tuple(notes),
+    )
+
+
+def _label(label: object, where: str) -> tuple[tuple[str, ...] | None, int, bool, bool, int]:
+    """An ``allocator bench`` label as ``(drafters, k, schedule, pooled, max_num_seqs)``."""
+    m = _LABEL.match(label) if isinstance(label, str) else None
+    if m is None:
+        raise InputError(
+            f"{where}: label",
+            f"{label!r} is not allocator bench's label ('CONFIGURATION; max_num_seqs S')",
+        )
+    config, seqs = m.group("config"), int(m.group("seqs"))
+    if config == "speculation off":
+        return None, 0, False, False, seqs
+    chain = _CHAIN.match(config)
+    if chain is not None:
+        names = tuple(chain.group("names").split("+"))
+        return names, int(chain.group("k")), False, bool(chain.group("pooled")), seqs
+    sched = _SCHEDULE.match(config)
+    if sched is not None:
+        return tuple(sched.group("names").split("+")), 0, True, bool(sched.group("pooled")), seqs
+    raise InputError(f"{where}: label", f"{config!r}: no configuration allocator bench writes")
+
+
+def _number(obj: Mapping, key: str, where: str) -> float:
+    from ..estimate.jsonl import finite_number
+
+    if key not in obj:
+        raise InputError(f"{where}: {key}", "missing")
+    return finite_number(obj[key], f"{where}: {key}")
+
+
+def _count(obj: Mapping, key: str, where: str) -> int:
+    from ..estimate.jsonl import whole_count
+
+    if key not in obj:
+        raise InputError(f"{where}: {key}", "missing")
+    return whole_count(obj[key], f"{where}: {key}")
+
+
+def _rate(obj: Mapping, where: str) -> float:
+    """``request_rate``: ``"inf"`` (all at once) or a positive number."""
+    raw = obj.get("request_rate")
+    if isinstance(raw, str) and raw.strip().lower() in ("inf", "infinity"):
+        return math.inf
+    value = _number(obj, "request_rate", where)
+    if value <= 0:
+        raise InputError(f"{where}: request_rate", f"{value!r} must be positive (or inf)")
+    return value
+
+
+def _allocator_run(obj: dict, where: str) -> MeasuredRun:
+    """An ``allocator bench --json`` document as a measured run."""
+    drafters, k, schedule, pooled, seqs = _label(obj.get("label"), where)
+    completed = _count(obj, "completed", where)
+    if completed == 0:
+        raise InputError(f"{where}: completed", "0: no request completed")
+    concurrency = obj.get("max_concurrency")
+    if concurrency is not None:
+        concurrency = _count(obj, "max_concurrency", where)
+        if concurrency < 1:
+            raise InputError(f"{where}: max_concurrency", f"{concurrency} must be at least 1")
+    arrays = _per_request(obj, where)
+    notes: list[str] = [
+        "written by allocator bench (a simulated run): no model, GPU or tensor-parallel "
+        "size to check"
+    ]
+    if arrays is not None:
+        prompt, output = arrays
+    else:
+        prompt, output, fixed_note = _fixed(
+            completed,
+            _count(obj, "total_input_tokens", where),
+            _count(obj, "total_output_tokens", where),
+            "the document records no per-request lengths",
+        )
+        notes.append(fixed_note)
+    keys = (
+        ("input_lens", "output_lens") if arrays else ("total_input_tokens", "total_output_tokens")
+    )
+    prompt, output = _workload(prompt, output, where, keys)
+    metrics: dict[str, float] = {}
+    for key, value in obj.items():
+        speculative = key == ACCEPTANCE and (k > 0 or schedule)  # the engines' files: so
+        if (key in THROUGHPUTS or _LATENCY_KEY.match(key) or speculative) and value is not None:
+            metrics[key] = _number(obj, key, where)
+            if metrics[key] < 0:
+                raise InputError(f"{where}: {key}", f"{metrics[key]!r} is negative")
+    return MeasuredRun(
+        source=where,
+        engine="vllm",
+        model=None,
+        hardware=None,
+        tensor_parallel=None,
+        k=k,
+        request_rate=_rate(obj, where),
+        max_concurrency=concurrency,
+        burstiness=_burstiness(obj, where),
+        prompt_tokens=prompt,
+        output_tokens=output,
+        metrics=metrics,
+        drafters=drafters,
+        schedule=schedule,
+        pooled=pooled,
+        max_num_seqs=seqs,
+        notes=tuple(notes),
+    )
+
+
+def measured_runs(paths: Sequence[str | Path]) -> list[MeasuredRun]:
+    """Every run of the files, in file order (module docstring)."""
+    if not paths:
+        raise ParameterError("files", "no benchmark file given")
+    runs: list[MeasuredRun] = []
+    for p in paths:
+        for where, obj in _documents(Path(p)):
+            if not isinstance(obj, dict):
+                raise InputError(where, "expected one benchmark result object")
+            if "server_info" in obj or "model_id" in obj:
+                runs.append(_engine_run(obj, where))
+            elif "kv_cache_peak_fraction" in obj and "label" in obj:
+                runs.append(_allocator_run(obj, where))
+            else:
+                raise InputError(
+                    where,
+                    "neither a vllm bench serve result (model_id), SGLang bench_serving "
+                    "output (server_info) nor an allocator bench --json document",
+                )
+    return runs
+
+
+# ---------------------------------------------------------------- the deployment
+def _model_key(name: str) -> str:
+    """A model name compared: its last path component, case folded
+    (``meta-llama/Llama-3.1-8B-Instruct`` and ``Llama-3.1-8B-Instruct`` agree)."""
+    return name.strip().rstrip("/").split("/")[-1].casefold()
+
+
+def check_deployment(problem: Problem, run: MeasuredRun) -> None:
+    """Refuse a run whose model, GPU or tensor-parallel size differs from the problem's,
+    where both state one, naming both."""
+    serving = problem.serving
+    if serving is None:
+        return
+    named = serving.model.name if serving.model is not None else ""
+    if run.model and named and _model_key(run.model) != _model_key(named):
+        raise InputError(
+            run.source,
+            f"model {run.model!r}, but the problem's serving.model is {named!r}: validate "
+            "runs of the deployment the problem describes",
+        )
+    if serving.hardware is not None:
+        gpu = serving.hardware.gpu.name
+        if run.hardware is not None and run.hardware.strip().casefold() != gpu.casefold():
+            raise InputError(
+                run.source,
+                f"hardware {run.hardware!r}, but the problem's serving.hardware.gpu is {gpu!r}",
+            )
+        count, where = serving.hardware.count, "serving.hardware.count"
+    else:
+        count, where = serving.gpus_per_replica, "serving.gpus_per_replica"
+        if count == 1:
+            return  # the default: the problem states no size
+    tp = run.tensor_parallel
+    if tp is not None and tp != count:
+        raise InputError(
+            run.source, f"tensor-parallel size {tp}, but the problem's {where} is {count}"
+        )
+
+
+def check_same_deployment(runs: Sequence[MeasuredRun]) -> None:
+    """Refuse runs that state different models, GPUs or tensor-parallel sizes, naming both
+    files: one problem describes one deployment (the problem may state none of them)."""
+    for attr, what, key in (
+        ("model", "model", _model_key),
+        ("hardware", "hardware", str.casefold),
+        ("tensor_parallel", "tensor-parallel size", lambda v: v),
+    ):
+        first: MeasuredRun | None = None
+        for run in runs:
+            value = getattr(run, attr)
+            if value is None:
+                continue
+            if first is None:
+                first = run
+            elif key(value) != key(getattr(first, attr)):
+                raise InputError(
+                    run.source,
+                    f"{what} {value!r}, but {first.source} has {getattr(first, attr)!r}: "
+                    "validate runs of one deployment against its problem",
+                )
+
+
+def _configuration(
+    problem: Problem, run: MeasuredRun, drafters: str | None, max_num_seqs: int | None
+) -> tuple[Configuration, list[str]]:
+    """The configuration the run served (module docstring)."""
+    from .replica import configuration
+
+    engine = "sglang" if run.engine == "sglang" else "vllm"
+    if run.drafters is not None:
+        return configuration(
+            problem,
+            list(run.drafters),
+            None if run.schedule else run.k,
+            schedule=run.schedule,
+            max_num_seqs=max_num_seqs,
+            engine=engine,
+            pooled=run.pooled,
+        )
+    if run.k == 0:
+        return configuration(problem, None, None, engine=engine)
+    if drafters is None:
+        if problem.n != 1:
+            raise ParameterError(
+                "drafters",
+                f"the problem has {problem.n} drafters ({', '.join(problem.names)}): name the "
+                f"one the speculative runs served ({run.source} drafts k = {run.k})",
+            )
+        drafters = problem.names[0]
+    return configuration(problem, [drafters], run.k, engine=engine)
+
+
+def _basis(problem: Problem) -> list[str]:
+    """Where the predicted numbers come from."""
+    from ..model.under_load import need_serving, roofline_answers
+
+    serving = need_serving(problem, "validate replays the runs on the simulated replica")
+    notes = []
+    if serving.calibrated_from is not None:
+        rows = serving.calibrated_from.get("rows")
+        notes.append(
+            "step times from a calibrated file (serving.calibrated_from"
+            + (f": {rows} rows" if rows is not None else "")
+            + "); runs outside its measured domain extrapolate the fitted form"
+        )
+    elif roofline_answers(serving):
+        notes.append(
+            "step times from the specs-only roofline at serving.roofline's factors: "
+            "uncalibrated (allocator calibrate fits them to measured runs), so errors of "
+            "tens of percent are expected"
+        )
+    elif serving.tables:
+        notes.append("step times from the measured step_ms tables of serving")
+    else:
+        notes.append("step times from the component model of serving (verify_ms, draft_ms)")
+    notes.append(
+        "tokens per step from the problem's acceptance, not the run's measured acceptance "
+        f"length ({ACCEPTANCE} compares them where both have it)"
+    )
+    return notes
+
+
+# ---------------------------------------------------------------- the replay
+def replay(
+    problem: Problem,
+    run: MeasuredRun,
+    *,
+    drafters: str | None = None,
+    max_num_seqs: int | None = None,
+    seed: int = 0,
+) -> tuple[BenchResult, dict]:
+    """The run's workload sent again on the problem's replica (module docstring), and what
+    was sent (``replayed``)."""
+    from .bench import bench
+    from .request_source import RequestSource, derived_seeds
+
+    seqs = max_num_seqs if max_num_seqs is not None else run.max_num_seqs
+    config, notes = _configuration(problem, run, drafters, seqs)
+    notes = [n for n in notes if "--pooled" not in n]  # the run's configuration, not a search
+    arrival_seed, _ = derived_seeds(seed)
+    source = RequestSource(run.prompt_tokens, run.output_tokens, run.burstiness, arrival_seed)
+    result = bench(
+        problem,
+        source,
+        config,
+        run.request_rate,
+        max_num_seqs=seqs,
+        max_concurrency=run.max_concurrency,
+        seed=seed,
+        notes=notes,
+    )
+    rate = run.request_rate
+    burst = run.burstiness
+    replayed = {
+        "configuration": result.config.label(),
+        "max_num_seqs": result.scheduler.max_num_seqs,
+        "request_rate": "inf" if math.isinf(rate) else rate,
+        "burstiness": "inf" if math.isinf(burst) else burst,
+        "max_concurrency": run.max_concurrency,
+        "num_prompts": int(run.prompt_tokens.size),
+        "mean_input_tokens": float(run.prompt_tokens.mean()),
+        "mean_output_tokens": float(run.output_tokens.mean()),
+    }
+    return result, replayed
+
+
+def compare(
+    measured: Mapping[str, float], predicted: Mapping[str, object]
+) -> dict[str, MetricError]:
+    """Every key both have, in the report's order."""
+    out = {}
+    for key in sorted(measured, key=_key_order):
+        value = predicted.get(key)
+        if key not in predicted:
+            continue
+        p = None if value is None else float(value)  # type: ignore[arg-type]
+        if p is not None and math.isnan(p):
+            p = None
+        m = float(measured[key])
+        out[key] = MetricError(m, p, error_pct(m, p))
+    return out
+
+
+def _named(exc: ParameterError, run: MeasuredRun) -> ParameterError | InputError:
+    """A refusal of the replay, named as the user gave it: this command's own parameters
+    (``drafters``, unless a label named them, ``max_num_seqs``, ``seed``) as they are,
+    anything else the run asked for (its rate, lengths, ``k``, an ``allocator
+    bench`` label's drafters) as the file's field."""
+    if exc.field in ("max_num_seqs", "seed") or (exc.field == "drafters" and not run.drafters):
+        return exc
+    return InputError(f"{run.source}: {exc.field}", exc.message)
+
+
+def validate(
+    problem: Problem,
+    files: Sequence[str | Path],
+    *,
+    drafters: str | None = None,
+    max_num_seqs: int | None = None,
+    seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> ValidationReport:
+    """Each measured run of ``files`` beside its replay on the problem's replica, and the
+    summary over the runs (module docstring). ``progress(done, total)`` is called after
+    each run."""
+    from .bench import plain_metrics
+    from .request_source import derived_seeds
+
+    derived_seeds(seed)  # the seed checked before any file is read
+    if drafters is not None and drafters not in problem.names:
+        raise ParameterError(
+            "drafters",
+            f"{drafters!r} is not a drafter of the problem ({', '.join(problem.names)}): name "
+            "the one the speculative runs served",
+        )
+    notes = _basis(problem)
+    runs = measured_runs(files)
+    for run in runs:
+        check_deployment(problem, run)
+    check_same_deployment(runs)
+    answers = []
+    for i, run in enumerate(runs):
+        try:
+            result, replayed = replay(
+                problem, run, drafters=drafters, max_num_seqs=max_num_seqs, seed=seed
+            )
+        except ParameterError as exc:
+            raise _named(exc, run) from None
+        metrics = compare(run.metrics, plain_metrics(result.metrics))
+        run_notes = list(run.notes) + [n for n in result.notes if n not in notes]
+        answers.append(RunComparison(run.source, metrics, replayed, tuple(run_notes)))
+        if progress is not None:
+            progress(i + 1, len(runs))
+    notes.append(
+        f"predicted: each run's workload sent again on the simulated replica (allocator "
+        f"bench, seed {seed}); error_pct = 100 x (predicted / measured - 1)"
+    )
+    return ValidationReport(problem.name, seed, tuple(answers), summarise(answers), tuple(notes))
+
+
+__all__ = [
+    "ACCEPTANCE",
+    "FAMILIES",
+    "THROUGHPUTS",
+    "MeasuredRun",
+    "MetricError",
+    "MetricSummary",
+    "RunComparison",
+    "ValidationReport",
+    "check_deployment",
+    "check_same_deployment",
+    "compare",
+    "error_pct",
+    "family",
+    "measured_runs",
+    "replay",
+    "summarise",
+    "validate",
+]
