@@ -409,11 +409,9 @@ class PrefillTable(_Frozen):
 
 
 class HardwareSpec(_Frozen):
-    """The replica's accelerators: ``gpu`` from the bundled table
-    (:data:`allocator.core.hardware.GPUS`), ``count`` of them under tensor parallelism,
-    joined by ``interconnect`` (:data:`allocator.core.interconnect.LINKS`, checked where
-    the hardware is built; default the GPU's own link). ``pp`` and ``ep``, pipeline- and
-    expert-parallel degrees, are not modelled: only 1 is accepted."""
+    """The replica's accelerators: ``gpu`` from the bundled table, ``count`` of them under
+    tensor parallelism over ``interconnect`` (default the GPU's link; core/interconnect.py).
+    ``pp``, ``ep``: not modelled, only 1 accepted (:class:`allocator.core.hardware.Hardware`)."""
 
     gpu: Annotated[str, Field(min_length=1)]
     count: Annotated[int, Field(ge=1)] = 1
@@ -443,8 +441,7 @@ class DraftFactors(_Frozen):
 
 class RooflineSpec(_Frozen):
     """The roofline's fitted factors (docs/design.md §8.12): the share of peak bandwidth
-    (``mem_eff``), of peak throughput (``compute_eff``) and of the link's peak in
-    tensor-parallel all-reduces (``comm_eff``) reached, ms per pass
+    (``mem_eff``), throughput (``compute_eff``) and link (``comm_eff``) reached, ms per pass
     (``fixed_ms``), per decoding sequence per pass (``seq_ms``) and per speculative step
     (``overhead_ms``), how memory and compute combine (``form``: ``max`` or ``pnorm`` with
     exponent ``p``), whether the KV write of processed tokens is counted, and each

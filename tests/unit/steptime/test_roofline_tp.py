@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from allocator.calibration.roofline import fit_roofline, undetermined
+from allocator.calibration.roofline_fit import fit_roofline, undetermined
 from allocator.core.hardware import Hardware
 from allocator.core.interconnect import LINKS, ring_allreduce_ms
 from allocator.core.model_spec import ModelSpec
