@@ -56,6 +56,9 @@ def undetermined(
       fixed time are one constant; ``mem_eff`` takes it);
     - without specs, ``mem_eff`` and ``compute_eff`` (only their ratio to the peak terms
       shows); ``kv_ms`` and ``attn_ms`` need more than one context length.
+    - ``comm_eff`` (fitted by default only on more than one GPU): no all-reduce, or one
+      token count per pass (``b·t + P``): the all-reduce is then one constant with
+      ``fixed_ms``.
 
     :func:`fit_roofline` adds what the fitted rows still leave flat (its ``undetermined``).
     """
@@ -130,6 +133,16 @@ def undetermined(
         if contexts.size < 2:
             mark("kv_ms", "one context length: the KV read is not separable from seq_ms")
             mark("attn_ms", "one context length: attention is not separable from token_ms")
+    if "comm_eff" in names:
+        tokens = np.unique(x.decode_seqs * x.verified + x.prefill)
+        if not model.has_comm:
+            mark("comm_eff", "no all-reduce to fit: the replica is one GPU")
+        elif tokens.size < 2:
+            mark(
+                "comm_eff",
+                f"one token count per pass measured ({tokens[0]:g}): the all-reduce time is "
+                "one constant with the fixed time per pass",
+            )
     if model.form == "pnorm" and batches.size < 3:
         mark("p", "fewer than three batch sizes: the bend of the p-norm is not determined")
     return out

@@ -9,10 +9,19 @@ sparse one it is halved, as that document's footnote says, and the source text s
 A dtype a document gives no figure for is absent: asking for it is an error, never a
 guess.
 
-A replica of ``count`` GPUs under tensor parallelism is taken to have ``count`` times the
-bandwidth, throughput and memory of one GPU. That is an idealisation: it ignores the
-all-reduce between GPUs (its latency shows up as part of the calibrated fixed time per
-step) and any imbalance of the split.
+A replica of ``count`` GPUs under tensor parallelism has ``count`` times the bandwidth,
+throughput and memory of one GPU: each GPU holds ``1/count`` of the weights and of the
+KV heads (replicated KV heads, :meth:`~allocator.core.model_spec.ModelSpec.tp_kv_factor`,
+count once per copy) and reads them at its own rate, which is the aggregate rate on the
+aggregate bytes. What that leaves out is the all-reduce between the GPUs: it runs over
+the replica's link (:attr:`Hardware.link`: each GPU's default intra-node link of
+:mod:`allocator.core.interconnect`, or ``serving.hardware.interconnect``), and the
+roofline adds it as its own term (docs/design.md §8.12). Any imbalance of the split is
+ignored.
+
+Pipeline parallelism (``pp``) and expert parallelism (``ep``) are not modelled: a value
+above 1 is refused (:class:`~allocator.exceptions.NotModelledError` naming the field),
+never silently treated as tensor parallelism.
 
 Left out for want of a vendor figure for every field: none of the six asked for. GPUs
 not listed here are refused, naming the ones that are.
@@ -24,8 +33,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from ..exceptions import InputError
+from ..exceptions import InputError, NotModelledError
 from ..validate import whole
+from .interconnect import Link, known_links, link
 
 __all__ = ["GPU", "GPUS", "Hardware", "gpu", "known_gpus"]
 
@@ -40,6 +50,8 @@ class GPU:
         ``int8``), TFLOP/s (TOPS for ``int8``).
     bandwidth_tb_s : peak memory bandwidth, TB/s (10¹² bytes/s).
     memory_gb : memory capacity, GB as printed by the vendor.
+    link : its default intra-node link (:data:`allocator.core.interconnect.LINKS`), the one
+        its vendor's 8-GPU platform joins it with (the L40S, a PCIe card: PCIe Gen4 x16).
     sources : for each of ``dense_tflops.<dtype>``, ``bandwidth_tb_s``, ``memory_gb``:
         the document (title, URL, revision or date where printed) and the printed text.
     """
@@ -50,9 +62,10 @@ class GPU:
     bandwidth_tb_s: float
     memory_gb: float
     sources: Mapping[str, str] = field(default_factory=dict)
+    link: str = ""
 
 
-def _gpu(name, product, dense_tflops, bandwidth_tb_s, memory_gb, sources) -> GPU:
+def _gpu(name, product, dense_tflops, bandwidth_tb_s, memory_gb, sources, link_name) -> GPU:
     return GPU(
         name,
         product,
@@ -60,6 +73,7 @@ def _gpu(name, product, dense_tflops, bandwidth_tb_s, memory_gb, sources) -> GPU
         float(bandwidth_tb_s),
         float(memory_gb),
         MappingProxyType(dict(sources)),
+        link_name,
     )
 
 
@@ -116,6 +130,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
                     "bandwidth_tb_s": f"{_H100_DS}: 'GPU Memory Bandwidth 3.35TB/s'",
                     "memory_gb": f"{_H100_DS}: 'GPU Memory 80GB'",
                 },
+                "nvlink4",
             ),
             _gpu(
                 "h200",
@@ -135,6 +150,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
                     "bandwidth_tb_s": f"{_H200_DS}: 'GPU Memory Bandwidth 4.8TB/s'",
                     "memory_gb": f"{_H200_DS}: 'GPU Memory 141GB'",
                 },
+                "nvlink4",
             ),
             _gpu(
                 "a100-80g",
@@ -152,6 +168,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
                     "bandwidth_tb_s": f"{_A100_DS}: 'GPU Memory Bandwidth 2,039GB/s'",
                     "memory_gb": f"{_A100_DS}: 'GPU Memory 80GB HBM2e'",
                 },
+                "nvlink3",
             ),
             _gpu(
                 "l40s",
@@ -170,6 +187,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
                     "bandwidth_tb_s": f"{_L40S_DS}: 'Memory Bandwidth 864GB/s'",
                     "memory_gb": f"{_L40S_DS}: 'GPU Memory 48GB GDDR6 with ECC'",
                 },
+                "pcie4-x16",
             ),
             _gpu(
                 "mi300x",
@@ -191,6 +209,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
                     "8,192-bit bus x 5.2 Gbps / 8; the table's 5.3 is used)",
                     "memory_gb": f"{_MI300X_DS}: footnote MI300-05A '192 GB HBM3 memory capacity'",
                 },
+                "infinity-fabric-mi300x",
             ),
             _gpu(
                 "b200",
@@ -212,6 +231,7 @@ GPUS: Mapping[str, GPU] = MappingProxyType(
                     "7.7 TB/s'",
                     "memory_gb": f"{_B200_DS}: 'GPU Memory | Bandwidth 180 GB HBM3E | 7.7 TB/s'",
                 },
+                "nvlink5",
             ),
         )
     }
@@ -237,19 +257,63 @@ class Hardware:
     """A replica: ``count`` GPUs of one kind under tensor parallelism.
 
     Aggregate figures (:attr:`bandwidth_bytes_s`, :attr:`memory_bytes`,
-    :meth:`flops`) are ``count`` times one GPU's (module docstring: an idealisation).
+    :meth:`flops`) are ``count`` times one GPU's (module docstring). interconnect : the
+    link between its GPUs (:data:`allocator.core.interconnect.LINKS`), ``None`` for the
+    GPU's default. pp, ep : pipeline- and expert-parallel degrees, 1 (anything else is
+    refused as not modelled).
     """
 
     gpu: GPU
     count: int = 1
+    interconnect: str | None = None
+    pp: int = 1
+    ep: int = 1
 
     def __post_init__(self) -> None:
         whole(self.count, "serving.hardware.count", lo=1, floats=True, error=InputError)
+        if self.interconnect is not None:
+            object.__setattr__(self, "interconnect", link(self.interconnect).name)
+        for key, what in (("pp", "pipeline"), ("ep", "expert")):
+            v = whole(
+                getattr(self, key), f"serving.hardware.{key}", lo=1, floats=True, error=InputError
+            )
+            if v > 1:
+                raise NotModelledError(
+                    f"serving.hardware.{key}",
+                    f"{what} parallelism is not modelled (the {self.count} GPUs are one "
+                    f"tensor-parallel group): give {key}: 1",
+                )
 
     @classmethod
-    def from_fields(cls, gpu_name: str, count: int = 1) -> Hardware:
-        """From the problem file's ``serving.hardware: {gpu, count}``."""
-        return cls(gpu(gpu_name), count)
+    def from_fields(
+        cls,
+        gpu_name: str,
+        count: int = 1,
+        interconnect: str | None = None,
+        pp: int = 1,
+        ep: int = 1,
+    ) -> Hardware:
+        """From the problem file's ``serving.hardware: {gpu, count, interconnect, pp,
+        ep}``."""
+        return cls(gpu(gpu_name), count, interconnect, pp, ep)
+
+    @property
+    def tp(self) -> int:
+        """The tensor-parallel degree: every GPU of the replica."""
+        return self.count
+
+    @property
+    def link(self) -> Link:
+        """The link between the replica's GPUs: ``interconnect``, else the GPU's default;
+        :class:`InputError` for a GPU without one (not one of the table's) and none given."""
+        name = self.interconnect or self.gpu.link
+        if not name:
+            known = ", ".join(known_links())
+            raise InputError(
+                "serving.hardware.interconnect",
+                f"{self.gpu.name} has no default link: give one (known: {known})",
+            )
+        return link(name)
 
     @property
     def name(self) -> str:

@@ -179,7 +179,9 @@ def serving_from_spec(spec: ProblemSpec, base_dir: Path | None = None) -> Servin
         prefill_ms=np.asarray([] if s.prefill_ms is None else s.prefill_ms.ms, float),
         hardware=None
         if s.hardware is None
-        else Hardware.from_fields(s.hardware.gpu, s.hardware.count),
+        else Hardware.from_fields(
+            s.hardware.gpu, s.hardware.count, s.hardware.interconnect, s.hardware.pp, s.hardware.ep
+        ),
         model=None if s.model is None else architecture(s.model, "serving.model", base_dir),
         drafter_models=tuple(
             None

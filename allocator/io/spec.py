@@ -409,11 +409,15 @@ class PrefillTable(_Frozen):
 
 
 class HardwareSpec(_Frozen):
-    """The replica's accelerators: ``gpu`` from the bundled table
-    (:data:`allocator.core.hardware.GPUS`), ``count`` of them under tensor parallelism."""
+    """The replica's accelerators: ``gpu`` from the bundled table, ``count`` of them under
+    tensor parallelism over ``interconnect`` (default the GPU's link; core/interconnect.py).
+    ``pp``, ``ep``: not modelled, only 1 accepted (:class:`allocator.core.hardware.Hardware`)."""
 
     gpu: Annotated[str, Field(min_length=1)]
     count: Annotated[int, Field(ge=1)] = 1
+    interconnect: Annotated[str, Field(min_length=1)] | None = None
+    pp: Annotated[int, Field(ge=1)] = 1
+    ep: Annotated[int, Field(ge=1)] = 1
 
     @field_validator("gpu")
     @classmethod
@@ -437,7 +441,7 @@ class DraftFactors(_Frozen):
 
 class RooflineSpec(_Frozen):
     """The roofline's fitted factors (docs/design.md §8.12): the share of peak bandwidth
-    (``mem_eff``) and of peak throughput (``compute_eff``) reached, ms per pass
+    (``mem_eff``), throughput (``compute_eff``) and link (``comm_eff``) reached, ms per pass
     (``fixed_ms``), per decoding sequence per pass (``seq_ms``) and per speculative step
     (``overhead_ms``), how memory and compute combine (``form``: ``max`` or ``pnorm`` with
     exponent ``p``), whether the KV write of processed tokens is counted, and each
@@ -448,6 +452,7 @@ class RooflineSpec(_Frozen):
     p: Annotated[float, Field(ge=1.0, le=64.0)] = 8.0
     mem_eff: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
     compute_eff: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    comm_eff: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
     fixed_ms: NonNegative = 0.0
     seq_ms: NonNegative = 0.0
     overhead_ms: NonNegative = 0.0

@@ -30,10 +30,10 @@ rate (:class:`PeakTerms`, from the specs: ``B`` bytes/s and ``F`` FLOP/s of the 
 
 and the fitted *efficiency factors*: ``η_m = mem_eff`` and ``η_c = compute_eff`` in
 ``(0, 1]`` (the share of peak bandwidth and throughput reached), ``fixed_ms`` (time per
-pass the bandwidth does not explain: launches, synchronisation, tensor-parallel
-all-reduce latency) and ``seq_ms`` (per decoding sequence per pass: scheduling, sampling,
-block tables). ``fixed_ms`` and ``seq_ms`` sit inside the memory side, as today's ``v0``
-and ``v1`` do, so a compute-bound pass hides them.
+pass the bandwidth does not explain: launches, synchronisation, the all-reduces'
+latency where the link has no latency figure) and ``seq_ms`` (per decoding sequence per
+pass: scheduling, sampling, block tables). ``fixed_ms`` and ``seq_ms`` sit inside the
+memory side, as today's ``v0`` and ``v1`` do, so a compute-bound pass hides them.
 
 **Shapes** (:class:`~allocator.core.model_spec.ModelSpec`, set by the spec, never fitted).
 On a layer with a sliding window ``w`` a decoding token reads and attends to
@@ -44,7 +44,47 @@ the layers of window ``w``, ``C`` above becomes ``C·(1 − Σ s_w) + Σ s_w·mi
 token and layer (``κ``), decodes in vLLM's absorbed form (``α``) and prefills in the
 per-head form, ``prefill_attn`` times ``α`` per pair. On ``count`` GPUs ``κ`` is the
 replica's: times the copies tensor parallelism keeps
-(:meth:`~allocator.core.model_spec.ModelSpec.tp_kv_factor`).
+(:meth:`~allocator.core.model_spec.ModelSpec.tp_kv_factor`; "Tensor parallelism" below).
+
+**Tensor parallelism.** On ``count = n > 1`` GPUs the replica's bandwidth and throughput
+are ``n`` times one GPU's (:class:`~allocator.core.hardware.Hardware`): each GPU reads
+``1/n`` of the weights and of the KV heads at its own rate, so ``W``, ``X``, ``φ`` and
+``α`` above are one GPU's times already, and ``κ`` counts replicated KV heads once per
+copy. What the GPUs add is communication: two all-reduces per layer, after attention's
+output projection and after the MLP (or MoE block), each of the step's activations,
+``hidden × n_tok × 2`` bytes (bf16/fp16 activations, also under fp8 or 4-bit weights;
+:func:`activation_bytes`), summed by a ring over the replica's link
+(:func:`~allocator.core.interconnect.ring_allreduce_ms`, ``B`` per direction, ``L``
+per step)::
+
+    comm_ms = [X_ar·n_tok + L_ar] / η_comm
+    X_ar = allreduce_ms       = 10³ · 2·layers · 2(n − 1)/n · hidden·2 / B
+    L_ar = allreduce_fixed_ms = 10³ · 2·layers · 2(n − 1) · L
+    pass_ms = combine(memory_ms, compute_ms) + comm_ms
+
+with ``η_comm = comm_eff`` in ``(0, 1]`` (default 1, fitted by ``calibrate`` where the
+rows determine it). The term is **added**, not put inside the max: in vLLM 0.33.0
+``RowParallelLinear.forward`` (``vllm/model_executor/layers/linear.py``) calls
+``tensor_model_parallel_all_reduce`` on its partial output and returns the sum, which
+the next layer's norm and projections read, so each all-reduce sits on the layer chain
+between one layer's matmuls and the next; nothing of the forward pass runs beside it
+(a fused all-reduce + RMSNorm saves a kernel, not the transfer). vLLM's custom
+all-reduce (``vllm/distributed/device_communicators/custom_all_reduce.py``,
+``should_custom_ar``: messages under ``max_size``, 8 MiB by default, on two GPUs or
+fully connected ones) replaces NCCL's ring for decode-sized messages with its own
+kernels; they are not modelled apart: the ring's time at the link's peak is the model,
+``comm_eff`` takes the difference. Left out: the embedding's all-reduce and the logits'
+gather, one each per pass. On one GPU ``comm_ms = 0`` exactly and every step time is
+what it was. A drafter with a spec all-reduces over the same GPUs (vLLM runs the draft
+model in the verifier's tensor-parallel group), with its own shape.
+
+**Not modelled:** pipeline parallelism (vLLM 0.33.0 keeps ``pp`` batches in flight,
+``VllmConfig.max_concurrent_batches`` in ``vllm/config/vllm.py``, each a different set
+of sequences through the ``pp`` stages, ``EngineCore.step_with_batch_queue`` in
+``vllm/v1/engine/core.py``: a decode step of one micro-batch takes every stage's time
+plus the stages' hand-offs, while ``pp`` of them overlap) and expert parallelism. A
+``serving.hardware.pp`` or ``ep`` above 1 is refused
+(:class:`~allocator.exceptions.NotModelledError`), never taken as tensor parallelism.
 
 **A step** (:meth:`RooflinePredictor.step_ms`)::
 
@@ -90,6 +130,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
+from ...core.interconnect import ring_allreduce_ms
 from ...exceptions import InputError
 from .base import StepInputs, StepTimePredictor, step_inputs
 
@@ -108,9 +149,24 @@ __all__ = [
 ]
 
 #: Peak-term names, in vector order.
-PEAK_NAMES: tuple[str, ...] = ("weights_ms", "expert_ms", "kv_ms", "token_ms", "attn_ms")
+PEAK_NAMES: tuple[str, ...] = (
+    "weights_ms",
+    "expert_ms",
+    "kv_ms",
+    "token_ms",
+    "attn_ms",
+    "allreduce_ms",
+    "allreduce_fixed_ms",
+)
 #: Efficiency-factor names of the verifier, in vector order (``p`` only for "pnorm").
-FACTOR_NAMES: tuple[str, ...] = ("mem_eff", "compute_eff", "fixed_ms", "seq_ms", "overhead_ms")
+FACTOR_NAMES: tuple[str, ...] = (
+    "mem_eff",
+    "compute_eff",
+    "fixed_ms",
+    "seq_ms",
+    "overhead_ms",
+    "comm_eff",
+)
 #: Lower bound of an efficiency factor.
 MIN_EFF = 1e-4
 #: Bounds of the p-norm exponent.
@@ -149,6 +205,38 @@ def combine(memory_ms: np.ndarray, compute_ms: np.ndarray, form: str, p: float) 
     return hi * (1.0 + r**p) ** (1.0 / p)
 
 
+#: All-reduces per layer under tensor parallelism: after attention's output projection and
+#: after the MLP's down projection (or the MoE block), each a row-parallel layer whose
+#: partial sums vLLM 0.33.0 all-reduces (``RowParallelLinear.forward``,
+#: ``vllm/model_executor/layers/linear.py``).
+ALLREDUCES_PER_LAYER = 2
+
+
+def activation_bytes(model: ModelSpec) -> float:
+    """Bytes of one activation value between layers: the model's 16-bit dtype, also for
+    weights quantised to 8 or 4 bits (their layers take and return bf16; vLLM all-reduces
+    the row-parallel layer's output in that dtype); 4 for fp32."""
+    return 4.0 if model.dtype == "fp32" else 2.0
+
+
+def tp_allreduce(hardware: Hardware, model: ModelSpec) -> tuple[float, float]:
+    """``(per token, per pass)`` ms of the tensor-parallel all-reduces of ``model`` on
+    ``hardware`` at the link's peak: ``2·layers`` ring all-reduces
+    (:func:`~allocator.core.interconnect.ring_allreduce_ms`) of ``hidden × activation
+    bytes`` per processed token over ``hardware.tp`` GPUs. Per token the bandwidth term
+    ``2·layers · 2(n − 1)/n · hidden·bytes / B``, per pass the latency term ``2·layers ·
+    2(n − 1) · L`` (0 where the link has no latency figure); ``(0, 0)`` on one GPU."""
+    tp = hardware.tp
+    if tp <= 1:
+        return 0.0, 0.0
+    ln = hardware.link
+    calls = ALLREDUCES_PER_LAYER * model.layers
+    message = model.hidden * activation_bytes(model)
+    per_token = calls * float(ring_allreduce_ms(message, tp, ln.bandwidth_bytes_s))
+    per_pass = calls * 1e3 * 2.0 * (tp - 1) * ln.latency_s
+    return per_token, per_pass
+
+
 @dataclass(frozen=True)
 class PeakTerms:
     """A model's pass costs at the replica's peak rates, ms (module docstring).
@@ -156,7 +244,10 @@ class PeakTerms:
     weights_ms : its non-expert weights read once. expert_ms : one routed expert (all its
     layers) read once. kv_ms : one token of KV cache read or written. token_ms : linear
     layers' arithmetic per token. attn_ms : attention arithmetic per (query token × cached
-    token). experts, experts_per_token : ``E`` and ``k_e`` (0 for a dense model).
+    token). allreduce_ms : the tensor-parallel all-reduces of one processed token over the
+    replica's link, allreduce_fixed_ms : their latency per pass (both 0 on one GPU;
+    module docstring, "Tensor parallelism"). experts, experts_per_token : ``E`` and
+    ``k_e`` (0 for a dense model).
     windows : ``(window, share of the layers)`` of the model's sliding windows (``()``:
     full attention everywhere; :meth:`attended`). prefill_attn : prefill's attention
     arithmetic per pair over ``attn_ms``'s (1 but for latent attention). The last four
@@ -168,6 +259,8 @@ class PeakTerms:
     kv_ms: float = 0.0
     token_ms: float = 0.0
     attn_ms: float = 0.0
+    allreduce_ms: float = 0.0
+    allreduce_fixed_ms: float = 0.0
     experts: int = 0
     experts_per_token: int = 0
     windows: tuple[tuple[int, float], ...] = ()
@@ -177,16 +270,21 @@ class PeakTerms:
     def from_specs(cls, hardware: Hardware, model: ModelSpec) -> PeakTerms:
         """The peak terms of ``model`` on ``hardware``: bytes over the replica's bandwidth
         and FLOPs over its dense throughput in the model's compute dtype, in ms. The KV
-        bytes are the replica's: times :meth:`ModelSpec.tp_kv_factor` of its GPUs."""
+        bytes are the replica's: times :meth:`ModelSpec.tp_kv_factor` of its GPUs. The
+        all-reduces: two per layer of ``hidden × activation bytes`` per token, ring over
+        ``hardware.link`` (:func:`tp_allreduce`)."""
         bw = hardware.bandwidth_bytes_s
         flops = hardware.flops(model.compute_dtype, f"{model.field}.dtype")
         kv = model.kv_bytes_per_token * model.tp_kv_factor(hardware.count)
+        per_token, per_pass = tp_allreduce(hardware, model)
         return cls(
             weights_ms=1e3 * model.dense_read_bytes / bw,
             expert_ms=1e3 * model.expert_bytes / bw,
             kv_ms=1e3 * kv / bw,
             token_ms=1e3 * model.flops_per_token / flops,
             attn_ms=1e3 * model.attention_flops_per_context / flops,
+            allreduce_ms=per_token,
+            allreduce_fixed_ms=per_pass,
             experts=model.experts,
             experts_per_token=model.experts_per_token,
             windows=model.window_shares,
@@ -288,7 +386,8 @@ class RooflinePredictor(StepTimePredictor):
 
     peak : the verifier's :class:`PeakTerms`. drafters : one :class:`DrafterCost` per
     drafter of the problem, in its order (the columns of ``members``). mem_eff,
-    compute_eff, fixed_ms, seq_ms, overhead_ms : the verifier's fitted factors. form :
+    compute_eff, fixed_ms, seq_ms, overhead_ms : the verifier's fitted factors. comm_eff :
+    the share of the link's peak its all-reduces reach (verifier and drafters). form :
     ``"max"`` or ``"pnorm"`` with exponent ``p``. drafting : ``"sequential"`` (members'
     passes add) or ``"parallel"`` (max). kv_write : count the KV write of processed tokens.
     verifier_from_spec : the peak terms come from specs. measured : the calibrated domain
@@ -304,6 +403,7 @@ class RooflinePredictor(StepTimePredictor):
     fixed_ms: float = 0.0
     seq_ms: float = 0.0
     overhead_ms: float = 0.0
+    comm_eff: float = 1.0
     form: Literal["max", "pnorm"] = "max"
     p: float = 8.0
     drafting: Literal["sequential", "parallel"] = "sequential"
@@ -318,7 +418,7 @@ class RooflinePredictor(StepTimePredictor):
             raise InputError("drafting", f"{self.drafting!r} is not sequential or parallel")
         if not P_BOUNDS[0] <= self.p <= P_BOUNDS[1]:
             raise InputError("serving.roofline.p", f"{self.p} is outside {P_BOUNDS}")
-        for key in ("mem_eff", "compute_eff"):
+        for key in ("mem_eff", "compute_eff", "comm_eff"):
             v = getattr(self, key)
             if not MIN_EFF <= v <= 1.0:
                 raise InputError(f"serving.roofline.{key}", f"{v} is outside [{MIN_EFF}, 1]")
@@ -430,10 +530,22 @@ class RooflinePredictor(StepTimePredictor):
         compute = (pk.token_ms * b * t + pk.token_ms * pre + pk.attn_ms * pairs) / self.compute_eff
         return memory, compute
 
+    def _comm(self, peak: PeakTerms, n: np.ndarray) -> np.ndarray:
+        if not (peak.allreduce_ms or peak.allreduce_fixed_ms):
+            return np.zeros_like(n, dtype=float)
+        ar = peak.allreduce_ms * n + peak.allreduce_fixed_ms
+        return np.where(n > 0, ar / self.comm_eff, 0.0)
+
+    def comm_ms(self, x: StepInputs) -> np.ndarray:
+        """The verifier pass's tensor-parallel all-reduces ``(B,)`` ms, added to
+        ``combine(memory, compute)`` (module docstring, "Tensor parallelism"): ``(X_ar·n +
+        L_ar) / comm_eff`` over its ``n = b·t + P`` tokens; 0 on one GPU."""
+        return self._comm(self.peak, x.decode_seqs * x.verified + x.prefill)
+
     def verify_ms(self, x: StepInputs) -> np.ndarray:
         """The verifier's pass ``(B,)`` ms; NaN for an empty step."""
         memory, compute = self.verifier_parts(x)
-        out = combine(memory, compute, self.form, self.p)
+        out = combine(memory, compute, self.form, self.p) + self.comm_ms(x)
         return np.where((x.decode_seqs > 0) | (x.prefill > 0), out, np.nan)
 
     def drafter_pass_ms(self, x: StepInputs) -> np.ndarray:
@@ -449,7 +561,7 @@ class RooflinePredictor(StepTimePredictor):
         for i, d in enumerate(self.drafters):
             pairs = nd * d.peak.attended(c)
             memory, compute = self._memory_compute(d.peak, nd, b, c, pairs, d.fixed_ms, d.seq_ms)
-            out[:, i] = combine(memory, compute, self.form, self.p)
+            out[:, i] = combine(memory, compute, self.form, self.p) + self._comm(d.peak, nd)
         return np.where((s > 0)[:, None] & (b > 0)[:, None], out, 0.0)
 
     def drafting_ms(self, x: StepInputs) -> np.ndarray:
@@ -484,6 +596,12 @@ class RooflinePredictor(StepTimePredictor):
                 "a mixture-of-experts verifier has no linear form: its weight traffic grows "
                 "with the tokens (expert coverage)",
             )
+        if self.has_comm:
+            raise InputError(
+                "serving.hardware.count",
+                "a tensor-parallel replica has no linear form: its all-reduces add to the "
+                "max of memory and compute",
+            )
         pk, em, ec = self.peak, self.mem_eff, self.compute_eff
         w = pk.kv_ms / em if self.kv_write else 0.0
 
@@ -507,17 +625,24 @@ class RooflinePredictor(StepTimePredictor):
             overhead=self.overhead_ms,
         )
 
+    @property
+    def has_comm(self) -> bool:
+        """The verifier or a drafter all-reduces (tensor parallelism on several GPUs)."""
+        peaks = (self.peak, *(d.peak for d in self.drafters))
+        return any(p.allreduce_ms or p.allreduce_fixed_ms for p in peaks)
+
     # ------------------------------------------------------------ parameter vector
     def parameters(self) -> ParameterSpace:
         """The parameter-vector view (:class:`ParameterSpace`).
 
         Order: ``mem_eff, compute_eff, fixed_ms, seq_ms, overhead_ms``, ``p`` (form
-        "pnorm" only), the verifier's peak terms, then per drafter ``draft.<name>.``
-        ``fixed_ms, seq_ms`` and its peak terms. Peak terms from specs are
-        ``spec_determined``. Fitted by default: with a verifier spec its factors (and
-        ``p``); without one ``weights_ms`` (today's ``v0``), ``seq_ms``, ``token_ms``,
-        ``overhead_ms`` (and ``p``; ``expert_ms``, ``kv_ms``, ``attn_ms`` where nonzero),
-        the efficiencies then staying at their values (without specs only their ratio to
+        "pnorm" only), ``comm_eff``, the verifier's peak terms, then per drafter
+        ``draft.<name>.`` ``fixed_ms, seq_ms`` and its peak terms. Peak terms from specs
+        are ``spec_determined``. Fitted by default: with a verifier spec its factors (and
+        ``p``; ``comm_eff`` only where a model all-reduces, on more than one GPU); without
+        one ``weights_ms`` (today's ``v0``), ``seq_ms``, ``token_ms``, ``overhead_ms``
+        (and ``p``; ``expert_ms``, ``kv_ms``, ``attn_ms`` where nonzero), the efficiencies
+        then staying at their values (without specs only their ratio to
         the peak terms shows); each drafter's ``fixed_ms`` and ``seq_ms``.
         """
         names: list[str] = []
@@ -543,9 +668,12 @@ class RooflinePredictor(StepTimePredictor):
         add("overhead_ms", self.overhead_ms, 0.0, np.inf, False, True)
         if self.form == "pnorm":
             add("p", self.p, *P_BOUNDS, False, True)
+        add("comm_eff", self.comm_eff, MIN_EFF, 1.0, False, vs and self.has_comm)
         for key, v in zip(PEAK_NAMES, self.peak.values(), strict=True):
             default = key in ("weights_ms", "token_ms") or v > 0
             if key == "expert_ms" and not self.peak.experts:
+                default = False
+            if key.startswith("allreduce"):
                 default = False
             add(key, v, 0.0, np.inf, vs, not vs and default)
         for d in self.drafters:

@@ -99,7 +99,7 @@ def test_tensor_parallelism_not_dividing_the_heads_is_refused():
 
 def test_kv_heads_fewer_than_the_gpus_are_replicated():
     """4 KV heads on 8 GPUs: each held twice, 2 x 32,768 bytes a token over 8 TB/s."""
-    r = RooflinePredictor.from_specs(Hardware(TOY_HW.gpu, 8), FULL)
+    r = RooflinePredictor.from_specs(Hardware(TOY_HW.gpu, 8, "nvlink4"), FULL)
     assert r.peak.kv_ms == pytest.approx(1e3 * 2 * 32_768 / 8e12, rel=1e-12)
 
 
