@@ -140,7 +140,15 @@ def _roofline_section(problem: Problem, cal: Calibration, previous: dict) -> tup
             _, dname, key = name.split(".", 2)
             if key in ("fixed_ms", "seq_ms"):
                 drafters.setdefault(dname, {})[key] = _round(written, 0.0)
-        elif name in ("mem_eff", "compute_eff", "fixed_ms", "seq_ms", "overhead_ms", "p"):
+        elif name in (
+            "mem_eff",
+            "compute_eff",
+            "comm_eff",
+            "fixed_ms",
+            "seq_ms",
+            "overhead_ms",
+            "p",
+        ):
             lo = 1e-4 if name.endswith("_eff") else 0.0
             v = _round(written, lo)
             roof[name] = min(v, 1.0) if name.endswith("_eff") else v

@@ -78,7 +78,10 @@ def ref_step(b: float, k: int, context: float) -> float:
     alpha = 1e3 * ATTN_FLOPS / FLOPS
     memory = w + kv * (b * context + n)
     compute = phi * n + alpha * b * t * context
-    return max(memory, compute) + k * DRAFT_MS
+    # count 8 over NVLink 4: two ring all-reduces per layer of hidden x 2 bytes per token,
+    # 2(n - 1)/n of it over 450e9 B/s, added outside the max (docs/design.md §8.12)
+    comm = 1e3 * 2 * 32 * (2 * 7 / 8) * 4096 * 2 / 450e9 * n
+    return max(memory, compute) + comm + k * DRAFT_MS
 
 
 def ref_best_k(b: float, context: float) -> int:
@@ -96,14 +99,16 @@ def write(tmp_path, data, name="p.yaml"):
 
 def test_context_trend_speculation_off_short_and_on_long_at_one_batch(tmp_path):
     """At 64 sequences, by hand (ms): W = 6.7e9 B / 26.8e12 B/s = 0.25; κ = 4.8907e-6 per
-    token; φ = 8.4639e-4 per token; α = 6.6231e-8 per pair.
-    Context 128: k = 0: memory 0.25 + κ·(64·128 + 64) = 0.29038, compute 0.05471 → 0.29038,
-    1 / 0.29038 = 3.444 tokens/ms/seq; k = 1: memory 0.29069 + 0.2 = 0.49069, E = 1.6,
-    1.6 / 0.49069 = 3.261 < 3.444: off. Context 16384: k = 0: memory 0.25 + κ·(64·16384
-    + 64) = 5.3786, 0.1859; k = 4: 5.3801 + 0.8 = 6.1801, E = 2.3056, 0.3731: on (k = 4)."""
+    token; φ = 8.4639e-4 per token; α = 6.6231e-8 per pair; the all-reduces over NVLink 4
+    X_ar = 10³·64·(2·7/8)·8192 / 450e9 = 2.0389e-3 per token, outside the max.
+    Context 128: k = 0: memory 0.25 + κ·(64·128 + 64) = 0.29038, compute 0.05471, + 64·X_ar
+    = 0.42087, 1 / 0.42087 = 2.376 tokens/ms/seq; k = 1: 0.29069 + 128·X_ar + 0.2 = 0.75167,
+    E = 1.6, 1.6 / 0.75167 = 2.129 < 2.376: off. Context 16384: k = 0: 0.25 + κ·(64·16384
+    + 64) + 64·X_ar = 5.5091, 0.1815; k = 4: 5.3801 + 320·X_ar + 0.8 = 6.8325, E = 2.3056,
+    0.3374: on (k = 4)."""
     path = write(tmp_path, roofline_problem([64]))
     assert ref_best_k(64, 128) == 0 and ref_best_k(64, 16384) == 4
-    assert ref_step(64, 0, 128) == pytest.approx(0.290378, rel=1e-5)
+    assert ref_step(64, 0, 128) == pytest.approx(0.420867, rel=1e-5)
     r = runner.invoke(app, ["schedule", str(path), "--contexts", "128,16384", "--json", "-"])
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)

@@ -168,3 +168,28 @@ def test_bad_hardware_fields_are_one_line_each(tmp_path):
     with pytest.raises(InputError, match="does not divide"):
         RooflinePredictor.from_specs(Hardware.from_fields("h100-sxm", 3), BIG)
     assert math.isfinite(roof(8).peak.allreduce_ms)
+
+
+def test_calibrate_writes_every_factor_the_roofline_fits(tmp_path):
+    """Every factor the predictor lets a fit move (``comm_eff`` on several GPUs among them)
+    is written into ``serving.roofline``: a factor fitted but not written would make the
+    written file disagree with the fit, and calibrate would refuse to write it."""
+    from types import SimpleNamespace
+
+    from allocator.calibration.write import _roofline_section
+
+    p = _problem(tmp_path, {"gpu": "h100-sxm", "count": 4})
+    r = roofline_of(p.serving, p.names)
+    assert r is not None
+    space = r.parameters()
+    fitted = [n for n, f in zip(space.names, space.fitted, strict=True) if f]
+    assert "comm_eff" in fitted
+    cal = SimpleNamespace(parameters=[{"name": n, "written": 0.5} for n in fitted])
+    serving, _ = _roofline_section(p, cal, {})
+    roof = serving["roofline"]
+    for name in fitted:
+        if name.startswith("draft."):
+            _, drafter, key = name.split(".", 2)
+            assert roof["drafters"][drafter][key] == 0.5, name
+        else:
+            assert roof[name] == 0.5, name
