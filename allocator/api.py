@@ -483,7 +483,7 @@ def size_fleet_for_rate(
     engine: str = "vllm",
     pooled: bool = False,
     budget: Mapping[str, float] | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RateCapacityResult:
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
@@ -496,8 +496,9 @@ def size_fleet_for_rate(
     (default: a ladder); the simulations run on ``workers`` local processes (default: the
     CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
     ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
-    caps of the problem's. ``progress(done)`` is called
-    with the number of candidate searches done so far, as each ends."""
+    caps of the problem's. ``progress(done, total)`` is called
+    as each candidate search ends, with the searches done so far and those expected in all
+    (an upper bound that falls as candidates are pruned)."""
     from .analysis.capacity.by_rate import MAX_SWEEP_RATES, size_for_rate
     from .analysis.capacity.slo import default_num_prompts, parse_slos
     from .analysis.capacity.workers import Workers

@@ -49,7 +49,7 @@ from .common import (
     precheck_outputs,
 )
 from .group import app
-from .progress import count_progress
+from .progress import total_progress
 from .render import narrow_table
 
 #: ``--slo KEY=MS`` (repeatable).
@@ -405,7 +405,7 @@ def _rate_mode(
     if not slo:
         raise InputError("--slo", "missing: at least one SLO, KEY=MS (e.g. p99_ttft_ms=500)")
     label = f"sizing for {request_rate:g} requests/s" if request_rate else "sizing for the trace"
-    with count_progress(label, "candidate searches done", enabled=json_path != "-") as progress:
+    with total_progress(label, "candidate searches", enabled=json_path != "-") as progress:
         result = api.size_fleet_for_rate(
             problem,
             request_rate,

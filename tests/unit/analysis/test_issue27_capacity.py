@@ -1,0 +1,65 @@
+"""Capacity for a request rate on a specs-only (roofline) problem, through the worker pool:
+the problem pickles (its GPU's read-only tables), each worker receives it once, waves are
+sized to the workers, and progress counts toward a total."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import yaml
+
+from allocator import api
+from allocator.analysis.capacity.workers import Workers
+from allocator.api import load
+
+ROOT = Path(__file__).resolve().parents[3]
+ROOFLINE = ROOT / "problems" / "roofline-llama31-8b.yaml"
+#: small enough to run in seconds, through every step of the search
+SMALL = dict(input_len=200, output_len=30, num_prompts=30, max_num_seqs=[1, 2], seed=0)
+
+
+def roofline_with_price() -> dict:
+    data = yaml.safe_load(ROOFLINE.read_text())
+    data["serving"]["gpu_cost_per_hour"] = 2.49
+    return data
+
+
+def test_a_problem_on_a_gpu_of_the_table_pickles():
+    prob = load(ROOFLINE)
+    back = pickle.loads(pickle.dumps(prob))
+    assert back.serving.hardware.gpu == prob.serving.hardware.gpu
+    assert dict(back.serving.hardware.gpu.dense_tflops) == dict(
+        prob.serving.hardware.gpu.dense_tflops
+    )
+
+
+def test_the_roofline_problem_is_sized_on_worker_processes_as_in_this_process():
+    data = roofline_with_price()
+    seen: list[tuple[int, int]] = []
+    here = api.size_fleet_for_rate(data, 4.0, ["p99_ttft_ms=1000"], workers=1, **SMALL)
+    there = api.size_fleet_for_rate(
+        data, 4.0, ["p99_ttft_ms=1000"], workers=2, progress=lambda d, t: seen.append((d, t)),
+        **SMALL,
+    )  # fmt: skip
+    strip = ("simulated runs",)  # how many runs depends on how many ran at once
+
+    def same(doc: dict) -> dict:
+        return {**doc, "notes": [n for n in doc["notes"] if not any(s in n for s in strip)]}
+
+    assert same(here.to_dict()) == same(there.to_dict())
+    # progress: every job counted once, never past the total, which ends exact
+    done = [d for d, _ in seen]
+    assert done == list(range(1, len(seen) + 1))
+    assert all(d <= t for d, t in seen) and seen[-1][0] == seen[-1][1]
+
+
+def square_plus(shared: int, x: int) -> int:
+    return x * x + shared
+
+
+def test_shared_context_is_sent_once_and_reaches_every_job():
+    for workers in (1, 2):
+        with Workers(workers) as pool:
+            assert pool.map(square_plus, range(5), 10) == [x * x + 10 for x in range(5)]
+            assert pool.wave == workers
