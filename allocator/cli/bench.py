@@ -86,7 +86,7 @@ def bench_table(doc: dict) -> Table:
             rows.append((f"{label} {name.upper()} (ms)", _fmt(doc[f"{stat}_{name}_ms"])))
     rows += [
         ("— Simulated replica —", ""),
-        ("Acceptance length (tokens per step)", _fmt(doc["spec_decode_acceptance_length"], ".3f")),
+        ("Acceptance length (tokens per step)", _fmt(doc.get("spec_decode_acceptance_length", 1.0), ".3f")),
         ("Mean queue (ms)", _fmt(doc["mean_queue_ms"])),
         ("Preemptions", _fmt(doc["preemptions"], ",d")),
         ("Max running sequences", _fmt(doc["max_running_seqs"], ",d")),
@@ -213,7 +213,7 @@ def bench_command(
         engine=engine,
         pooled=pooled,
     )
-    doc = result.to_dict()
+    doc = result.to_dict(slos)
     if per_request:
         write_atomic(per_request, result.per_request_csv(), "--per-request")
     if plot_path:
@@ -229,15 +229,20 @@ def bench_command(
             title=f"{result.problem}: {doc['label']}",
             option="--plot",
         )
+    written = [p for p in (json_path, per_request, plot_path) if p and p != "-"]
     if json_path == "-":
         emit_json(doc, "-")
+        for path in written:
+            note(f"wrote {path}")
         return
     emit_json(doc, json_path)
-    for message in result.notes:
+    for message in doc["notes"]:
         note(message)
     for message in slo_notes(result, slos):
         note(message)
     out.print(bench_table(doc))
+    for path in written:
+        out.print(f"wrote {path}", markup=False, highlight=False)
 
 
 __all__ = ["SloOption", "bench_command", "bench_table", "drafter_list", "slo_notes"]

@@ -205,6 +205,66 @@ def acceptance_length(result: SimResult) -> float:
     return float((spec * np.arange(spec.shape[1])).sum() / steps)
 
 
+def spec_decode_counts(result: SimResult) -> dict[str, float | int | list[float]]:
+    """The speculative-decoding keys of ``vllm bench serve --save-result`` (vLLM 0.33.0,
+    serve.py lines 1164-1170 and 1376-1387: the differences of the server's
+    ``vllm:spec_decode_*`` counters over the run), counted over the decode steps that
+    verified drafts: ``num_drafts`` the steps, ``draft_tokens`` the drafts verified,
+    ``accepted_tokens`` the tokens emitted less the bonus token (a step cut at the output
+    length counts what it emitted), ``acceptance_rate`` ``100 · accepted / drafted``,
+    ``acceptance_length`` ``1 + accepted / num_drafts``, ``per_position_acceptance_rates``
+    the drafts accepted at each position over ``num_drafts``. Empty when no step drafted:
+    vLLM then writes none of them."""
+    spec = result.decode_steps[1:]
+    drafts = int(spec.sum())
+    if drafts == 0:
+        return {}
+    k = np.arange(1, spec.shape[0] + 1)[:, None]
+    accepted_each = np.clip(np.arange(spec.shape[1])[None, :] - 1, 0, None)
+    drafted = int((spec * k).sum())
+    accepted = int((spec * accepted_each).sum())
+    positions = int(k.max())
+    per_position = [
+        float((spec * (accepted_each >= p)).sum()) / drafts for p in range(1, positions + 1)
+    ]
+    return {
+        "spec_decode_acceptance_rate": 100.0 * accepted / drafted if drafted else 0.0,
+        "spec_decode_acceptance_length": 1.0 + accepted / drafts,
+        "spec_decode_num_drafts": drafts,
+        "spec_decode_draft_tokens": drafted,
+        "spec_decode_accepted_tokens": accepted,
+        "spec_decode_per_position_acceptance_rates": per_position,
+    }
+
+
+def chunk_times_s(result: SimResult) -> np.ndarray:
+    """The time of every streamed chunk, s: each request's first token, then each of its
+    inter-chunk gaps added in turn (as vLLM rebuilds them, serve.py lines 726-733)."""
+    order = np.argsort(result.itl_request, kind="stable")
+    req = result.itl_request[order]
+    gaps = result.itl_s[order]
+    csum = np.cumsum(gaps)
+    starts = np.r_[0, np.flatnonzero(req[1:] != req[:-1]) + 1] if req.size else np.zeros(0, int)
+    before = np.zeros(req.size)
+    if req.size:
+        offsets = np.r_[0.0, csum][starts]
+        before = offsets[np.searchsorted(starts, np.arange(req.size), side="right") - 1]
+    later = result.first_token_s[req.astype(np.int64)] + csum - before
+    done = np.isfinite(result.first_token_s)
+    return np.concatenate([result.first_token_s[done], later])
+
+
+def max_output_tokens_per_s(result: SimResult) -> float:
+    """vLLM's ``max_output_tokens_per_s`` (serve.py lines 700-752): chunks counted in
+    one-second buckets from the first send, the largest bucket (one per chunk, as vLLM
+    counts them without a tokenizer's recount)."""
+    times = chunk_times_s(result)
+    if times.size == 0:
+        return 0.0
+    t0 = float(result.sent_s.min())
+    return float(np.bincount(np.floor(times - t0).astype(np.int64).clip(0)).max())
+
+
 def summary(
     result: SimResult, percentiles: Sequence[float] = PERCENTILES
 ) -> dict[str, float | int]:
@@ -309,8 +369,11 @@ __all__ = [
     "PERCENTILES",
     "SimResult",
     "acceptance_length",
+    "chunk_times_s",
     "max_concurrent_requests",
+    "max_output_tokens_per_s",
     "metric",
     "percentile_word",
+    "spec_decode_counts",
     "summary",
 ]
