@@ -84,9 +84,10 @@ def bench_table(doc: dict) -> Table:
         for stat in ("mean", "median", "p99"):
             label = "P99" if stat == "p99" else stat.capitalize()
             rows.append((f"{label} {name.upper()} (ms)", _fmt(doc[f"{stat}_{name}_ms"])))
+    accepted = doc.get("spec_decode_acceptance_length", 1.0)  # absent: no step drafted
     rows += [
         ("— Simulated replica —", ""),
-        ("Acceptance length (tokens per step)", _fmt(doc.get("spec_decode_acceptance_length", 1.0), ".3f")),
+        ("Acceptance length (tokens per step)", _fmt(accepted, ".3f")),
         ("Mean queue (ms)", _fmt(doc["mean_queue_ms"])),
         ("Preemptions", _fmt(doc["preemptions"], ",d")),
         ("Max running sequences", _fmt(doc["max_running_seqs"], ",d")),
