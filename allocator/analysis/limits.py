@@ -1,5 +1,6 @@
 """Where the best point of a solved front sits against the search's limits, and which
-answers rest on positions nobody measured.
+answers rest on positions nobody measured, and which drafters the roofline cannot time
+(:func:`untimed_drafters`).
 
 :func:`limit_notes` says when the configuration of most throughput is at ``search.k.max``,
 ``search.m.max`` or ``budget.drafters``, or when a budget cap binds there: the search
@@ -139,6 +140,27 @@ def position_notes(
     return notes
 
 
+def untimed_drafters(problem: Problem) -> list[str]:
+    """The drafters the roofline has no drafting time for: no ``architecture`` and no
+    ``serving.roofline.drafters.NAME`` (a file whose step times come from the roofline
+    alone)."""
+    serving = problem.serving
+    if (
+        serving is None
+        or not serving.has_roofline
+        or serving.tables
+        or (serving.has_component_model)
+    ):
+        return []
+    fitted = dict(serving.roofline).get("drafters", {}) or {}
+    models = serving.drafter_models or (None,) * problem.n
+    return [
+        name
+        for name, model in zip(problem.names, models, strict=True)
+        if model is None and name not in fitted
+    ]
+
+
 def extrapolation_notes(problem: Problem, members: np.ndarray, k: int) -> list[str]:
     """A note for each drafter of ``members`` run at ``k`` past the positions it was
     measured at (:func:`extrapolated`), for an export of that configuration."""
@@ -155,4 +177,5 @@ __all__ = [
     "extrapolation_notes",
     "limit_notes",
     "position_notes",
+    "untimed_drafters",
 ]

@@ -55,7 +55,9 @@ from ..core.methods import resolve_method
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError, NotModelledError, ParameterError
 from ..model.accepted_pmf import emitted_pmf
+from ..model.memory_fit import has_spec_memory, spec_room
 from ..sim import Requests, Scheduler, SimResult, SpecPolicy, simulate
+from .limits import untimed_drafters
 from .request_source import derived_seeds
 
 if TYPE_CHECKING:
@@ -520,6 +522,11 @@ def kv_cache_tokens(problem: Problem, config: Configuration) -> int:
     assert serving is not None
     tokens = limits.kv_cache_tokens
     memory = problem.memory
+    if tokens is None and has_spec_memory(problem):
+        # from the specs, as schedule caps the batch: the memory the weights leave (the
+        # hosted drafters' included) over the KV bytes per token
+        room, per_token = spec_room(serving, config.members[None])
+        return max(0, int(math.floor(float(room[0]) / float(per_token[0]))))
     if tokens is None:
         if memory is None or serving.model is None:
             raise InputError(
@@ -583,6 +590,14 @@ def replica(
 ) -> Replica:
     """The replica running ``config`` (scheduler, policy, step times), checked against the
     step times' measured range (:func:`check_step_range`)."""
+    missing = [n for n in untimed_drafters(problem) if n in config.drafters]
+    if config.speculative and missing:
+        name = missing[0]
+        raise NotModelledError(
+            f"drafters[{name}].architecture",
+            f"missing: the roofline has no drafting time for {name} (give its architecture, "
+            f"its config.json, or serving.roofline.drafters.{name}.fixed_ms)",
+        )
     sched = replica_scheduler(problem, config, max_num_seqs, max_concurrency)
     config = config.truncated(sched.max_num_seqs)
     step = ProblemStepTime(problem, config, sched.max_num_seqs, sched.max_num_batched_tokens)
@@ -598,6 +613,14 @@ def replica(
                 "workloads: each decode step's tokens are drawn from the workloads' "
                 "rounds-weighted mixture (requests are not tied to a workload)"
             )
+    if scheduler_limits(problem).kv_cache_tokens is None and has_spec_memory(problem):
+        notes.append(
+            f"KV cache {sched.kv_cache_tokens:,} tokens, from the specs (no "
+            "serving.scheduler.kv_cache_tokens): the replica's memory at vLLM's "
+            "gpu_memory_utilization less the weights, over the KV bytes per token; an upper "
+            "bound (activations and CUDA graphs not counted; vLLM prints the real figure at "
+            "start-up: `GPU KV cache size: N tokens`)"
+        )
     if not step.exact_lookup:
         notes.append(
             "step times asked of the predictor at every step (it reads the context or does "

@@ -4,14 +4,17 @@ sized to the workers, and progress counts toward a total."""
 
 from __future__ import annotations
 
+import copy
 import pickle
 from pathlib import Path
 
+import pytest
 import yaml
 
 from allocator import api
 from allocator.analysis.capacity.workers import Workers
 from allocator.api import load
+from allocator.exceptions import NotModelledError
 
 ROOT = Path(__file__).resolve().parents[3]
 ROOFLINE = ROOT / "problems" / "roofline-llama31-8b.yaml"
@@ -63,3 +66,39 @@ def test_shared_context_is_sent_once_and_reaches_every_job():
         with Workers(workers) as pool:
             assert pool.map(square_plus, range(5), 10) == [x * x + 10 for x in range(5)]
             assert pool.wave == workers
+
+
+# ---------------------------------------------------------------- specs only, end to end
+def without(data: dict, *path: str) -> dict:
+    """``data`` with the key at ``path`` removed (a deep copy)."""
+    out = copy.deepcopy(data)
+    node = out
+    for key in path[:-1]:
+        node = node[key]
+    del node[path[-1]]
+    return out
+
+
+@pytest.mark.parametrize("name", ["capacity-70b.yaml", "requests-70b.yaml"])
+def test_schedule_runs_on_the_bundled_70b_files_leaving_out_untimed_batch_sizes(name):
+    sched = api.schedule(ROOT / "problems" / name)
+    assert 50 not in [int(b) for b in sched.batch]
+    assert any(n.startswith("batch 50 left out: no configuration") for n in sched.notes)
+
+
+def test_a_missing_drafter_architecture_is_named_as_the_cause():
+    data = without(yaml.safe_load(ROOFLINE.read_text()), "serving", "roofline")
+    with pytest.raises(NotModelledError) as exc:
+        api.schedule(data)
+    assert exc.value.field == "drafters[eagle1].architecture"
+    with pytest.raises(NotModelledError) as exc:
+        api.bench(data, drafters=["eagle1"], k=2, input_len=100, output_len=10, num_prompts=3)
+    assert exc.value.field == "drafters[eagle1].architecture"
+
+
+def test_bench_derives_the_kv_cache_from_the_specs():
+    data = without(yaml.safe_load(ROOFLINE.read_text()), "serving", "scheduler", "kv_cache_tokens")
+    result = api.bench(data, input_len=100, output_len=10, num_prompts=3)
+    # the file's header derives 57,539,477,504 / 131,072 = 438,991 tokens
+    assert result.scheduler.kv_cache_tokens == 438_991
+    assert any(n.startswith("KV cache 438,991 tokens, from the specs") for n in result.notes)
