@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..sim import PERCENTILES, Scheduler, SimResult, summary
+from .limits import acceptance_notes, lengths_note, provenance_notes
 from .replica import Configuration, replica, run
 
 if TYPE_CHECKING:
@@ -238,7 +239,11 @@ def bench(
     rep = replica(problem, config, max_num_seqs, max_concurrency)
     requests = source.at(request_rate)
     result = run(problem, rep, requests, seed)
-    all_notes = list(notes) + list(rep.notes)
+    all_notes = list(notes) + list(rep.notes) + provenance_notes(problem)
+    all_notes += acceptance_notes(problem, rep.config.members, rep.config.max_k)
+    all_notes += lengths_note(
+        source.trace is None, int(source.prompt_tokens[0]), int(source.output_tokens[0])
+    )
     if config.pooled and len(config.drafters) > 1:
         from ..engines import POOLED_BOUND
 

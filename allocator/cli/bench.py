@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from .. import api
+from ..analysis.limits import header_notes
 from ..io.staged import write_atomic
 from .common import (
     MAX_SEED,
@@ -215,6 +216,7 @@ def bench_command(
         pooled=pooled,
     )
     doc = result.to_dict(slos)
+    doc["notes"] += header_notes(problem)
     if per_request:
         write_atomic(per_request, result.per_request_csv(), "--per-request")
     if plot_path:

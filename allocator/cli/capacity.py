@@ -27,6 +27,7 @@ from rich.table import Table
 
 from .. import api
 from ..analysis.capacity.by_load import CapacityResult, LoadSweep
+from ..analysis.limits import header_notes
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError
 from ..io.ranges import parse_load_range
@@ -363,6 +364,7 @@ def capacity_command(
             "--itl-ms", f"{exc.message} (--itl-ms is --tpot-ms: the mean TPOT)"
         ) from None
     doc = result.to_dict()
+    doc["notes"] += header_notes(problem)
     swept = result.sweep
     if swept is not None and plot_path:
         from ..plots import plot_capacity_sweep
@@ -379,7 +381,7 @@ def capacity_command(
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for message in result.notes:
+    for message in doc["notes"]:
         note(message)
     out.print(capacity_table(result, doc))
     if swept is not None:
@@ -427,6 +429,7 @@ def _rate_mode(
             progress=progress,
         )
     doc = result.to_dict()
+    doc["notes"] += header_notes(problem)
     slos = ", ".join(s.text() + " ms" for s in result.slos)
     if result.sweep is not None and plot_path:
         from ..plots import plot_rate_sweep
@@ -445,7 +448,7 @@ def _rate_mode(
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for message in result.notes:
+    for message in doc["notes"]:
         note(message)
     out.print(rate_table(doc, result.request_rate, slos))
     out.print(metrics_table(doc, [s.key for s in result.slos]))

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...exceptions import InfeasibleError, InputError, ParameterError
+from ..limits import acceptance_notes, lengths_note, provenance_notes
 from ..request_source import RequestSource
 from .crossings import crossings
 from .rate_search import (
@@ -376,6 +377,12 @@ def _size(
     ]  # fmt: skip
     if base is None:
         out_notes.append("no configuration without speculation meets the SLOs at any rate")
+    out_notes += provenance_notes(problem)
+    chosen = best_fleet.candidate.config
+    out_notes += acceptance_notes(problem, chosen.members, chosen.max_k)
+    out_notes += lengths_note(
+        source.trace is None, int(source.prompt_tokens[0]), int(source.output_tokens[0])
+    )
     if best_fleet.candidate.config.pooled and len(best_fleet.candidate.config.drafters) > 1:
         from ...engines import POOLED_BOUND
 

@@ -13,6 +13,7 @@ import yaml
 
 from allocator import api
 from allocator.analysis.capacity.workers import Workers
+from allocator.analysis.limits import header_notes
 from allocator.api import load
 from allocator.exceptions import NotModelledError
 
@@ -102,3 +103,40 @@ def test_bench_derives_the_kv_cache_from_the_specs():
     # the file's header derives 57,539,477,504 / 131,072 = 438,991 tokens
     assert result.scheduler.kv_cache_tokens == 438_991
     assert any(n.startswith("KV cache 438,991 tokens, from the specs") for n in result.notes)
+
+
+# ---------------------------------------------------------------- where the numbers come from
+def test_a_specs_only_answer_says_it_is_an_upper_bound_and_its_lengths_are_fixed():
+    data = roofline_with_price()
+    for result in (
+        api.bench(data, drafters=["eagle1"], k=2, input_len=100, output_len=10, num_prompts=3),
+        api.size_fleet_for_rate(data, 4.0, ["p99_ttft_ms=1000"], workers=1, **SMALL),
+    ):
+        notes = result.to_dict()["notes"]
+        assert any("UPPER BOUND ON SPEED" in n for n in notes)
+        assert any(n.startswith("lengths taken as fixed") for n in notes)
+
+
+def test_a_fitted_efficiency_at_its_limit_is_named():
+    data = roofline_with_price()
+    data["serving"]["roofline"]["mem_eff"] = 0.99997
+    data["serving"]["calibrated_from"] = {"batch": [1, 64], "k": [0, 3], "rows": 12}
+    notes = api.bench(data, input_len=100, output_len=10, num_prompts=3).notes
+    assert any(
+        n.startswith("serving.roofline.mem_eff = 0.99997 sits at its limit of 1") for n in notes
+    )
+    assert not any("UPPER BOUND" in n for n in notes)
+
+
+def test_the_70b_headers_assumptions_and_one_value_acceptance_reach_the_answer():
+    path = ROOT / "problems" / "requests-70b.yaml"
+    assert header_notes(path) == [
+        f"numbers derived under assumptions the header of {path} states (A1 verification cost, "
+        "A2 draft cost): not measurements; read them before trusting the answer (allocator "
+        "calibrate replaces them with measured runs)"
+    ]
+    result = api.bench(path, drafters=["eagle3"], k=3, max_num_seqs=10, input_len=100,
+                       output_len=10, num_prompts=3)  # fmt: skip
+    assert any(
+        n.startswith("eagle3's acceptance is one value for every position") for n in result.notes
+    )
