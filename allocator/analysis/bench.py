@@ -177,12 +177,13 @@ def _cell(x) -> object:
 
 
 def plain_metrics(metrics: dict) -> dict:
-    """Metrics as JSON values: ints, floats, ``None`` for NaN."""
+    """Metrics as JSON values: ints, floats, ``None`` for NaN or an infinity (undefined:
+    no JSON number stands for it)."""
     out = {}
     for key, v in metrics.items():
         if isinstance(v, float | np.floating):
             value = float(v)
-            out[key] = None if math.isnan(value) else value
+            out[key] = value if math.isfinite(value) else None
         else:
             out[key] = int(v)
     return out
@@ -249,6 +250,12 @@ def bench(
 
         if POOLED_BOUND not in all_notes:
             all_notes.append(POOLED_BOUND)
+    if not np.any(result.output_tokens > 1):
+        all_notes.append(
+            "TPOT and ITL are undefined: every request has one output token, so none has a "
+            "time per output token after the first or a gap between chunks (null in the "
+            "JSON, n/a in the table; vLLM writes 0)"
+        )
     overloaded = overload_note(result, request_rate)
     if overloaded:
         all_notes.append(overloaded)

@@ -603,6 +603,7 @@ def replica(
     step = ProblemStepTime(problem, config, sched.max_num_seqs, sched.max_num_batched_tokens)
     field_name = "serving.scheduler.max_num_seqs" if max_num_seqs is None else "max_num_seqs"
     check_step_range(problem, config, step, field_name)
+    check_step_values(problem, step)
     notes = []
     if config.speculative:
         from .capacity.by_load import tree_notes
@@ -629,6 +630,41 @@ def replica(
     return Replica(
         config, sched, spec_policy(problem, config, sched.max_num_seqs), step, tuple(notes)
     )
+
+
+#: Step times a run accepts, ms: from a nanosecond to about three hours. Outside, a run's
+#: clock loses its precision (subnormal steps) or its durations overflow (inf throughputs).
+MIN_STEP_MS = 1e-6
+MAX_STEP_MS = 1e7
+
+
+def check_step_values(problem: Problem, step: ProblemStepTime) -> None:
+    """Refuse, naming the field they come from, step times outside
+    [:data:`MIN_STEP_MS`, :data:`MAX_STEP_MS`] ms at the batch sizes and prefills the
+    replica can run: a run on them gives no honest number."""
+    serving = problem.serving
+    assert serving is not None
+    where = (
+        "serving.step_ms"
+        if serving.tables
+        else "serving.verify_ms"
+        if serving.has_component_model
+        else "serving.roofline"
+    )
+    pre_where = "serving.prefill_ms" if serving.prefill_tokens.size else where
+    checks = [(where, f"k = {k}, decode batch size", v) for k, v in step.dec.items()]
+    checks.append((pre_where, "prefill of tokens", step.pre))
+    for name, what, values in checks:
+        v = np.asarray(values, float)[1:]
+        bad = np.isfinite(v) & ((v < MIN_STEP_MS) | (v > MAX_STEP_MS))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(
+                name,
+                f"a step time of {v[i]:.6g} ms ({what} {i + 1}) lies outside "
+                f"[{MIN_STEP_MS:g}, {MAX_STEP_MS:g}] ms: no GPU step takes that, and a run "
+                "on it gives no honest number",
+            )
 
 
 def check_prefill(problem: Problem, rep: Replica, requests: Requests) -> None:
@@ -676,6 +712,9 @@ def run(problem: Problem, rep: Replica, requests: Requests, seed: int = 0) -> Si
 
 
 __all__ = [
+    "MAX_STEP_MS",
+    "MIN_STEP_MS",
+    "check_step_values",
     "CONTEXT_PROBE",
     "MAX_BENCH_K",
     "NO_LOOKAHEAD",

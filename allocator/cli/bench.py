@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from .. import api
+from ..analysis.capacity.slo import clock_ms
 from ..analysis.limits import header_notes
 from ..io.staged import write_atomic
 from .common import (
@@ -84,7 +85,8 @@ def bench_table(doc: dict) -> Table:
         rows.append((f"— {title} —", ""))
         for stat in ("mean", "median", "p99"):
             label = "P99" if stat == "p99" else stat.capitalize()
-            rows.append((f"{label} {name.upper()} (ms)", _fmt(doc[f"{stat}_{name}_ms"])))
+            value = doc[f"{stat}_{name}_ms"]  # None: undefined (one output token each)
+            rows.append((f"{label} {name.upper()} (ms)", "n/a" if value is None else _fmt(value)))
     accepted = doc.get("spec_decode_acceptance_length", 1.0)  # absent: no step drafted
     rows += [
         ("— Simulated replica —", ""),
@@ -106,9 +108,10 @@ def slo_notes(result: BenchResult, slos: Sequence[SLO]) -> list[str]:
     from ..sim import metric
 
     lines = []
+    clock = clock_ms(result.result)
     for s in slos:
         value = metric(result.result, s.key)
-        verdict = "met" if s.met(value) else "missed"
+        verdict = "met" if s.met(value, clock) else "missed"
         lines.append(f"SLO {s.text()} ms: {verdict}, {s.key} = {value:,.6g} ms")
     return lines
 

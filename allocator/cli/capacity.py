@@ -303,7 +303,7 @@ def capacity_command(
     serving.gpu_cost_per_hour. For a token load (--tokens-per-s X [--tpot-ms Y]): every
     integer batch size the step times reach, all sequences decoding at every step.
     """
-    precheck_outputs(json=json_path)
+    precheck_outputs(json=json_path, plot=plot_path)
     caps = parse_budget(budget)
     rate_mode = request_rate is not None or trace_speedup is not None
     if rate_mode and tokens_per_s is not None:

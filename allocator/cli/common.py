@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import io
+import os
 import re
 import sys
 from collections.abc import Callable
@@ -298,6 +299,8 @@ def precheck_outputs(**paths: str | None) -> None:
     for option, path in paths.items():
         if path and path != "-":
             name = "--" + option.replace("_", "-")
+            if path.endswith(("/", os.sep)):
+                raise InputError(name, f"{path} ends in a slash: give a file name, not a folder")
             check_writable(path, name)
             where = Path(path).resolve()
             if where in seen and not (where.exists() and not where.is_file()):

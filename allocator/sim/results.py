@@ -10,9 +10,10 @@
   of a request, pooled over all requests (line 661). One chunk per step, so a step that
   emits several tokens shows as one gap.
 * ``mean``, ``median``, ``std`` (``np.std``, population: ``ddof = 0``, line 784) and
-  percentiles by ``np.percentile`` (linear interpolation); an empty list counts as
-  ``[0]`` (vLLM's ``values or 0``). Percentile keys are named as
+  percentiles by ``np.percentile`` (linear interpolation). Percentile keys are named as
   ``process_one_metric`` names them (line 1430): ``p99`` for 99, ``p99.9`` for 99.9.
+  Unlike vLLM, a latency with no sample (TPOT and ITL when every output is one token) is
+  NaN, undefined, not vLLM's 0.
   vLLM writes ``p99`` only by default (``--metric-percentiles 99``) and no ``e2el``
   statistics unless asked (``--percentile-metrics``); :func:`summary` writes what
   ``--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,95,99`` writes.
@@ -162,7 +163,10 @@ def percentile_word(p: float) -> str:
 
 
 def _stats_ms(values: np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
-    v = values if values.size else np.zeros(1)
+    if not values.size:  # undefined (every output one token: no TPOT, no gap): NaN
+        keys = ["mean", "median", "std", *(f"p{percentile_word(float(p))}" for p in percentiles)]
+        return dict.fromkeys(keys, math.nan)
+    v = values
     out = {
         "mean": float(np.mean(v)) * 1000,
         "median": float(np.median(v)) * 1000,
@@ -326,8 +330,9 @@ def metric(result: SimResult, key: str) -> float:
     found = _KEY.match(key)
     if found:
         stat, pct, name = found.group(1), found.group(2), found.group(3)
-        values = result.values_s(name)
-        v = values if values.size else np.zeros(1)
+        v = result.values_s(name)
+        if not v.size:  # undefined: no request has a second token
+            return math.nan
         if pct is not None:
             p = float(pct)
             if not 0 < p < 100:

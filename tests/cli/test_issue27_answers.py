@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli_runner import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,3 +54,69 @@ def test_bench_json_has_every_vllm_key_and_calibrate_reads_it(tmp_path):
     r = run("calibrate", off, spec, "--problem", REQUESTS_70B, "--out", cal)
     assert r.exit_code == 0, r.output
     assert cal.exists()
+
+
+# ---------------------------------------------------------------- numbers that cannot be honest
+def one_line_error(r, flag: str) -> str:
+    assert r.exit_code == 2, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: "), r.output
+    return lines[0]
+
+
+@pytest.mark.parametrize("value", ["1e-310", "1e300"])
+def test_a_step_time_no_gpu_takes_is_refused_by_field_and_nothing_written(tmp_path, value):
+    text = REQUESTS_70B.read_text().replace("1: {0: 18.58, 1: 19.625", f"1: {{0: {value}, 1: 19.6")
+    prob = tmp_path / "p.yaml"
+    prob.write_text(text)
+    out = tmp_path / "b.json"
+    r = run("bench", prob, "--max-num-seqs", 1, "--input-len", 100, "--output-len", 5,
+            "--num-prompts", 5, "--json", out)  # fmt: skip
+    assert "lies outside [1e-06, 1e+07] ms" in one_line_error(r, "serving.step_ms")
+    assert not out.exists()
+
+
+def test_one_output_token_leaves_tpot_and_itl_undefined(tmp_path):
+    out = tmp_path / "b.json"
+    r = run("bench", REQUESTS_70B, "--input-len", 100, "--output-len", 1, "--num-prompts", 5,
+            "--json", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert doc["mean_tpot_ms"] is None and doc["p99_itl_ms"] is None
+    assert doc["mean_ttft_ms"] > 0
+    assert "P99 TPOT (ms)" in r.stdout and "n/a" in r.stdout
+    assert any(n.startswith("TPOT and ITL are undefined") for n in doc["notes"])
+    r = run("capacity", REQUESTS_70B, "--request-rate", 1, "--input-len", 100, "--output-len",
+            1, "--slo", "p99_itl_ms=50")  # fmt: skip
+    assert "p99_itl_ms is undefined" in one_line_error(r, "--slo")
+
+
+def test_a_burstiness_whose_gaps_underflow_is_refused():
+    r = run("bench", REQUESTS_70B, "--input-len", 100, "--output-len", 5, "--num-prompts", 50,
+            "--request-rate", 1, "--burstiness", "1e-300")  # fmt: skip
+    one_line_error(r, "--burstiness")
+
+
+@pytest.mark.parametrize("flag", ["--json", "--per-request", "--plot"])
+def test_an_output_path_ending_in_a_slash_is_refused(tmp_path, flag):
+    path = f"{tmp_path / 'out.x'}/"
+    r = run("bench", REQUESTS_70B, "--input-len", 100, "--output-len", 5, "--num-prompts", 5,
+            flag, path)  # fmt: skip
+    assert "ends in a slash" in one_line_error(r, flag)
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- errors that name the cause
+def test_a_missing_output_len_names_output_len():
+    r = run("bench", REQUESTS_70B, "--input-len", 100, "--num-prompts", 5)
+    one_line_error(r, "--output-len")
+
+
+def test_a_trace_with_one_timestamp_is_named(tmp_path):
+    trace = tmp_path / "same.csv"
+    rows = "".join("2023-11-16 18:15:46.6805900,100,10\n" for _ in range(3))
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + rows)
+    for args in (["--trace-speedup", 2], ["--request-rate", 2]):
+        r = run("capacity", REQUESTS_70B, "--trace", trace, *args, "--slo", "p99_ttft_ms=1000",
+                "--workers", 1)  # fmt: skip
+        assert f"{trace}: every row has the same timestamp" in one_line_error(r, "--trace")

@@ -262,6 +262,14 @@ def size_for_rate(
     slos = tuple(slos)
     if not slos:
         raise ParameterError("slo", "give at least one SLO, KEY=MS (e.g. p99_ttft_ms=500)")
+    if not np.any(source.output_tokens > 1):
+        undefined = [s.key for s in slos if s.latency in ("tpot", "itl")]
+        if undefined:
+            raise ParameterError(
+                "slo",
+                f"{undefined[0]} is undefined: every request has one output token, so none "
+                "has a time per output token or a gap between chunks",
+            )
     price = price_of(problem)
     serving = problem.serving
     assert serving is not None

@@ -61,7 +61,7 @@ from ..replica import (
     scheduler_limits,
 )
 from ..request_source import RequestSource
-from .slo import SLACK, SLO
+from .slo import SLACK, SLO, clock_ms
 
 if TYPE_CHECKING:
     from ...core.problem import Problem
@@ -328,7 +328,8 @@ class _Searcher:
         ctx = self.ctx
         result = run(ctx.problem, self.rep, ctx.source.at(rate), ctx.seed)
         values = {s.key: metric(result, s.key) for s in ctx.slos}
-        ok = all(s.met(values[s.key]) for s in ctx.slos)
+        clock = clock_ms(result)
+        ok = all(s.met(values[s.key], clock) for s in ctx.slos)
         p = Probe(rate, values, ok, summary(result))
         self.out.probes[rate] = p
         self.out.runs += 1

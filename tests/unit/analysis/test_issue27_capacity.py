@@ -140,3 +140,13 @@ def test_the_70b_headers_assumptions_and_one_value_acceptance_reach_the_answer()
     assert any(
         n.startswith("eagle3's acceptance is one value for every position") for n in result.notes
     )
+
+
+def test_a_ceiling_equal_to_the_lowest_value_reached_is_met():
+    # 82.46 ms is the prefill of 1000 tokens (serving.prefill_ms): the TTFT of a request
+    # that meets no other; the simulated clock gives it as 82.46000000508502
+    result = api.size_fleet_for_rate(
+        ROOT / "problems" / "requests-70b.yaml", 0.5, ["p99_ttft_ms=82.46"], input_len=1000,
+        output_len=50, num_prompts=200, max_num_seqs=[1], workers=1,
+    )  # fmt: skip
+    assert result.best.metrics["p99_ttft_ms"] == pytest.approx(82.46, rel=1e-9)
