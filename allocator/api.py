@@ -346,14 +346,14 @@ def profile_plan(
     engine: str = "vllm",
     contexts: Sequence[float] | str | None = None,
     model: str | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ProfilePlan:
     """``allocator profile-plan``: the fewest benchmark runs (concurrency x k x context,
     and speculation off) that determine every roofline parameter of ``problem`` (it needs
     ``serving.hardware`` and ``serving.model``), as ``engine``'s commands with the
     acceptance fixed (:func:`allocator.analysis.profile_plan.profile_plan`). ``contexts``:
     tokens per sequence to plan at; ``model``: the verifier's name in the commands;
-    ``progress(done)``: called with the candidate run sets weighed so far."""
+    ``progress(done, total)``: the candidate run sets weighed so far, and at most."""
     from .analysis.profile_plan import profile_plan as plan_runs
 
     buckets = None if contexts is None else parse_contexts(contexts)

@@ -27,6 +27,7 @@ from rich.table import Table
 
 from .. import api
 from ..analysis.capacity.by_load import CapacityResult, LoadSweep
+from ..analysis.capacity.slo import default_num_prompts, parse_slos
 from ..analysis.limits import header_notes
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError
@@ -407,7 +408,16 @@ def _rate_mode(
     if not slo:
         raise InputError("--slo", "missing: at least one SLO, KEY=MS (e.g. p99_ttft_ms=500)")
     label = f"sizing for {request_rate:g} requests/s" if request_rate else "sizing for the trace"
-    with total_progress(label, "candidate searches", enabled=json_path != "-") as progress:
+    n, why_n = default_num_prompts(parse_slos(slo))
+    if num_prompts is not None:
+        n, why_n = num_prompts, "as asked"
+    why = (
+        f"each simulated run plays {n:,} requests ({why_n}); a candidate search takes a few "
+        "runs, and the time left below assumes the searches left take as long as those done"
+    )
+    with total_progress(
+        label, "candidate searches done", enabled=json_path != "-", why=why
+    ) as progress:
         result = api.size_fleet_for_rate(
             problem,
             request_rate,

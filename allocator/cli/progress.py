@@ -89,16 +89,30 @@ def _clock(seconds: float) -> str:
 
 
 @contextlib.contextmanager
-def total_progress(label: str, unit: str, enabled: bool = True, every: float = LINE_EVERY_S):
+def total_progress(
+    label: str,
+    unit: str,
+    enabled: bool = True,
+    every: float = LINE_EVERY_S,
+    why: str | None = None,
+):
     """Yield a callback ``(done, total)`` for work counted in ``unit`` whose total is
     known (or bounded) as it goes: on a terminal a bar with the count, the time elapsed and
     an estimate of the time left; otherwise (a pipe, a log file) one line at most every
     ``every`` seconds, ``LABEL: DONE/TOTAL UNIT, ELAPSED elapsed, about LEFT left``, and a
     last line when the work ends. The estimate is the mean time per unit so far times the
-    units left."""
+    units left. ``why``: what makes the work long, said once when it has run ``every``
+    seconds (a quick command says nothing more)."""
     if not enabled:
         yield None
         return
+    said = threading.Event()
+
+    def say_why() -> None:
+        if why and not said.is_set():
+            said.set()
+            err.print(f"{label}: {why}", markup=False, highlight=False, soft_wrap=True)
+
     if err.is_terminal:
         columns = (
             TextColumn("{task.description}", markup=False),
@@ -112,10 +126,14 @@ def total_progress(label: str, unit: str, enabled: bool = True, every: float = L
         with Progress(*columns, console=err, transient=True) as bar:
             task = bar.add_task(label, total=None)
 
-            def update(done: int, total: int) -> None:
+            start = time.monotonic()
+
+            def update_bar(done: int, total: int) -> None:
+                if time.monotonic() - start >= every:
+                    say_why()
                 bar.update(task, completed=done, total=total)
 
-            yield update
+            yield update_bar
         return
     start = time.monotonic()
     state = [0, 0]  # done, total
@@ -127,13 +145,15 @@ def total_progress(label: str, unit: str, enabled: bool = True, every: float = L
         of = f"/{total:,}" if total else ""
         left = f", about {_clock(elapsed / done * (total - done))} left" if done else ""
         err.print(
-            f"{label}: {done:,}{of} {unit} done, {_clock(elapsed)} elapsed{left}",
+            f"{label}: {done:,}{of} {unit}, {_clock(elapsed)} elapsed{left}",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
 
     def tick() -> None:
         while not stop.wait(every):
+            say_why()
             line()
 
     def update(done: int, total: int) -> None:

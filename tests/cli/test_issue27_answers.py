@@ -120,3 +120,25 @@ def test_a_trace_with_one_timestamp_is_named(tmp_path):
         r = run("capacity", REQUESTS_70B, "--trace", trace, *args, "--slo", "p99_ttft_ms=1000",
                 "--workers", 1)  # fmt: skip
         assert f"{trace}: every row has the same timestamp" in one_line_error(r, "--trace")
+
+
+# ---------------------------------------------------------------- long work says how long
+def test_progress_on_a_pipe_prints_lines_with_a_total_an_estimate_and_why(monkeypatch):
+    import io
+    import time
+
+    from rich.console import Console
+
+    from allocator.cli import progress as progress_module
+
+    screen = io.StringIO()
+    monkeypatch.setattr(progress_module, "err", Console(file=screen, width=200))
+    with progress_module.total_progress("sizing", "searches done", every=0.05, why="slow") as tick:
+        tick(0, 10)
+        time.sleep(0.12)
+        tick(4, 10)
+        time.sleep(0.12)
+    lines = screen.getvalue().splitlines()
+    assert lines[0] == "sizing: slow"  # said once, when the work has run a while
+    assert "sizing: 4/10 searches done, 0:00 elapsed, about 0:00 left" in lines
+    assert lines[-1].startswith("sizing: 4/10 searches done") and len(lines) >= 3

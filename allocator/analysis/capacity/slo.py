@@ -144,12 +144,12 @@ def default_num_prompts(slos: Sequence[SLO]) -> tuple[int, str]:
     else:
         why = (
             f"{n:,} requests per run: at least {MIN_TAIL} lie beyond the highest percentile "
-            f"asked (p{top:g}), so that it is read from a tail of {MIN_TAIL} or more "
+            f"asked (p{top:.10g}), so that it is read from a tail of {MIN_TAIL} or more "
             "requests, not one or two, and moves little with the seed"
         )
         if n < need:
             why += (
-                f" (capped at {MAX_DEFAULT_PROMPTS:,}; p{top:g} would want {need:,}: give "
+                f" (capped at {MAX_DEFAULT_PROMPTS:,}; p{top:.10g} would want {need:,}: give "
                 "num_prompts for a steadier tail)"
             )
     return n, why

@@ -106,6 +106,8 @@ class Workers:
         """Count ``jobs`` more jobs (negative: fewer) in the total that progress reports:
         the caller's estimate of the work left, kept as exact as it knows."""
         self.total = max(self.done, self.total + int(jobs))
+        if self.progress is not None:
+            self.progress(self.done, self.total)
 
     def map(self, fn: Callable[..., Any], jobs: Sequence[Any], shared: Any = None) -> list[Any]:
         """``[fn(job) for job in jobs]`` (with ``shared``: ``[fn(shared, job) ...]``), run
