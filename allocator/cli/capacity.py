@@ -111,8 +111,13 @@ def capacity_table(result: CapacityResult, doc: dict) -> Table:
 
 
 def sweep_table(sweep: LoadSweep) -> Table:
-    t = Table(title="$/h against load", title_justify="left")
-    for col in ("tokens/s", "with speculation $/h", "", "without $/h", ""):
+    t = Table(
+        title="$/h against load",
+        title_justify="left",
+        caption="fleet: replicas × b = batch size, k = draft length",
+        caption_justify="left",
+    )
+    for col in ("tokens/s", "with speculation $/h", "its fleet", "without $/h", "its fleet"):
         t.add_column(col, justify="right")
     for x, (a, b) in zip(sweep.loads, sweep.fleets, strict=True):
         t.add_row(
@@ -174,8 +179,13 @@ def metrics_table(doc: dict, keys: list[str]) -> Table:
 
 
 def rate_sweep_table(sweep: dict) -> Table:
-    t = Table(title="$/h against request rate", title_justify="left")
-    for col in ("req/s", "with speculation $/h", "", "without $/h", ""):
+    t = Table(
+        title="$/h against request rate",
+        title_justify="left",
+        caption="fleet: replicas × k = draft length (or by batch size), S = max_num_seqs",
+        caption_justify="left",
+    )
+    for col in ("req/s", "with speculation $/h", "its fleet", "without $/h", "its fleet"):
         t.add_column(col, justify="right")
     for p in sweep["points"]:
         a, b = p["with_speculation"], p["without_speculation"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.support.cli_runner import run
@@ -142,3 +143,34 @@ def test_progress_on_a_pipe_prints_lines_with_a_total_an_estimate_and_why(monkey
     assert lines[0] == "sizing: slow"  # said once, when the work has run a while
     assert "sizing: 4/10 searches done, 0:00 elapsed, about 0:00 left" in lines
     assert lines[-1].startswith("sizing: 4/10 searches done") and len(lines) >= 3
+
+
+# ---------------------------------------------------------------- the sweep's plot and table
+def test_crossing_labels_of_nearby_crossings_do_not_overlap(tmp_path):
+    from allocator.plots.sweep import fleet_cost_steps
+
+    x = np.linspace(1.0, 10.0, 10)
+    marks = [(5.0, "with speculation cheaper\nfrom 5 req/s"),
+             (5.1, "without speculation cheaper\nfrom 5.1 req/s"),
+             (5.2, "with speculation cheaper\nfrom 5.2 req/s")]  # fmt: skip
+    got = fleet_cost_steps(x, x, x + 1, tmp_path / "s.png", marks=marks, xlabel="x", title="t")
+    boxes = got["label_boxes"]
+    assert len(boxes) == 3
+    for i, a in enumerate(boxes):
+        for b in boxes[:i]:
+            assert a[0] >= b[2] or b[0] >= a[2] or a[1] >= b[3] or b[1] >= a[3]
+
+
+def test_the_rate_sweep_table_heads_every_column_and_explains_s():
+    from rich.console import Console
+
+    from allocator.cli.capacity import rate_sweep_table
+
+    fleet = {"replicas": 2, "k": 3, "max_num_seqs": 8, "cost_per_hour": 9.96}
+    sweep = {"points": [{"request_rate": 1.0, "with_speculation": fleet,
+                         "without_speculation": {**fleet, "k": 0}}]}  # fmt: skip
+    table = rate_sweep_table(sweep)
+    assert all(str(c.header).strip() for c in table.columns)
+    console = Console(width=200, record=True)
+    console.print(table)
+    assert "S = max_num_seqs" in console.export_text()
