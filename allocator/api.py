@@ -348,14 +348,14 @@ def profile_plan(
     engine: str = "vllm",
     contexts: Sequence[float] | str | None = None,
     model: str | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ProfilePlan:
     """``allocator profile-plan``: the fewest benchmark runs (concurrency x k x context,
     and speculation off) that determine every roofline parameter of ``problem`` (it needs
     ``serving.hardware`` and ``serving.model``), as ``engine``'s commands with the
     acceptance fixed (:func:`allocator.analysis.profile_plan.profile_plan`). ``contexts``:
     tokens per sequence to plan at; ``model``: the verifier's name in the commands;
-    ``progress(done)``: called with the candidate run sets weighed so far."""
+    ``progress(done, total)``: the candidate run sets weighed so far, and at most."""
     from .analysis.profile_plan import profile_plan as plan_runs
 
     buckets = None if contexts is None else parse_contexts(contexts)
@@ -485,7 +485,7 @@ def size_fleet_for_rate(
     engine: str = "vllm",
     pooled: bool = False,
     budget: Mapping[str, float] | None = None,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> RateCapacityResult:
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
@@ -498,8 +498,9 @@ def size_fleet_for_rate(
     (default: a ladder); the simulations run on ``workers`` local processes (default: the
     CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
     ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
-    caps of the problem's. ``progress(done)`` is called
-    with the number of candidate searches done so far, as each ends."""
+    caps of the problem's. ``progress(done, total)`` is called
+    as each candidate search ends, with the searches done so far and those expected in all
+    (an upper bound that falls as candidates are pruned)."""
     from .analysis.capacity.by_rate import MAX_SWEEP_RATES, size_for_rate
     from .analysis.capacity.slo import default_num_prompts, parse_slos
     from .analysis.capacity.workers import Workers

@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..sim import PERCENTILES, Scheduler, SimResult, summary
+from .limits import acceptance_notes, lengths_note, provenance_notes
 from .replica import Configuration, replica, run
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
+    from .capacity.slo import SLO
     from .request_source import RequestSource
 
 
@@ -45,28 +47,74 @@ class BenchResult:
     notes: list[str] = field(default_factory=list)
     date: str = ""
     trace: str | None = None
+    model_id: str = ""
 
     def label(self) -> str:
         """vLLM's ``label`` of the run: the configuration and ``max_num_seqs``."""
         return f"{self.config.label()}; max_num_seqs {self.scheduler.max_num_seqs}"
 
-    def to_dict(self) -> dict:
-        """``bench --json``: vLLM's header keys (``date``, ``label``, ``num_prompts``,
-        ``request_rate``, ``burstiness``, ``max_concurrency``), then the metrics under
-        ``vllm bench serve --save-result``'s keys and the simulator's own, then ``notes``."""
+    def to_dict(self, slos: Sequence[SLO] = ()) -> dict:
+        """``bench --json``: every key ``vllm bench serve --save-result`` writes without
+        ``--save-detailed`` (vLLM 0.33.0, vllm/benchmarks/serve.py: the header of
+        ``main_async``, lines 2306-2330, merged with ``benchmark()``'s ``result``, lines
+        1318-1341, 1376-1387 and the statistics of ``process_one_metric``, lines
+        1426-1432), computed as vLLM computes them, then the simulator's own keys and
+        ``notes``. ``request_goodput`` (requests meeting every ``ttft``, ``tpot`` and
+        ``e2el`` ceiling of ``slos``, per second, as vLLM's ``--goodput`` counts them) is
+        ``null`` without one, as vLLM writes it without ``--goodput``; the
+        ``spec_decode_*`` keys only when a step drafted, as vLLM writes them only when the
+        server drafted."""
+        from ..sim.results import max_output_tokens_per_s, spec_decode_counts
+
         rate: float | str = "inf" if math.isinf(self.request_rate) else float(self.request_rate)
         burst: float | str = "inf" if math.isinf(self.burstiness) else float(self.burstiness)
+        r = self.result
+        done = np.isfinite(r.finish_s)
         doc: dict = {
             "date": self.date,
+            "endpoint_type": BACKEND,
+            "backend": BACKEND,
             "label": self.label(),
+            "model_id": self.model_id,
+            "tokenizer_id": self.model_id,
             "num_prompts": int(self.num_prompts),
             "request_rate": rate,
             "burstiness": burst,
             "max_concurrency": self.scheduler.max_concurrency,
         }
-        doc.update(plain_metrics(self.metrics))
-        doc["notes"] = list(self.notes)
+        metrics = plain_metrics(self.metrics)
+        spec = spec_decode_counts(r)
+        if not spec:
+            metrics.pop("spec_decode_acceptance_length", None)
+        doc.update(metrics)
+        doc["failed"] = int(np.count_nonzero(~done))
+        doc["request_goodput"] = self.goodput(slos)
+        doc["latencies"] = [float(x) for x in r.e2el_s[done]]
+        doc["queue_times"] = [float(x) for x in (r.sent_s - r.requests.arrival_s)[done]]
+        doc["max_output_tokens_per_s"] = max_output_tokens_per_s(r)
+        doc["rtfx"] = 0.0
+        doc.update(spec)
+        doc["notes"] = list(self.notes) + goodput_notes(slos)
         return doc
+
+    def goodput(self, slos: Sequence[SLO]) -> float | None:
+        """vLLM's ``request_goodput`` for the ceilings of ``slos`` on ``ttft``, ``tpot`` and
+        ``e2el`` (serve.py lines 667-692: a request is good when each of its values is at
+        most each ceiling, its TPOT taken as 0 with one output token), per second of the
+        run; ``None`` with none of them."""
+        ceilings = [s for s in slos if s.latency in GOODPUT_LATENCIES]
+        if not ceilings:
+            return None
+        r = self.result
+        good = np.isfinite(r.finish_s)
+        many = r.output_tokens > 1
+        tpot = np.zeros(r.output_tokens.size)
+        tpot[many] = r.tpot_s
+        values = {"ttft": r.ttft_s, "tpot": tpot, "e2el": r.e2el_s}
+        for s in ceilings:
+            good &= values[s.latency] <= s.ceiling_ms / 1000.0
+        duration = float(r.duration_s)
+        return int(good.sum()) / duration if duration > 0 else None
 
     def per_request_rows(self) -> tuple[list[str], list[list]]:
         """``--per-request``'s header and rows: one per request, in arrival order."""
@@ -92,6 +140,35 @@ class BenchResult:
         return buf.getvalue()
 
 
+#: vLLM's ``--backend`` default (serve.py line 1650), written as ``backend`` and
+#: ``endpoint_type``: the client protocol a simulated run stands for.
+BACKEND = "openai"
+#: The latencies vLLM's ``--goodput`` takes (``check_goodput_args``, serve.py line 1517).
+GOODPUT_LATENCIES = ("ttft", "tpot", "e2el")
+
+
+def goodput_notes(slos: Sequence[SLO]) -> list[str]:
+    """What ``request_goodput`` counted, or why it is ``null``."""
+    if not slos:
+        return []
+    used = [s for s in slos if s.latency in GOODPUT_LATENCIES]
+    left = [s.key for s in slos if s.latency not in GOODPUT_LATENCIES]
+    out = []
+    if used:
+        out.append(
+            "request_goodput: requests with "
+            + ", ".join(f"{s.latency} <= {s.ceiling_ms:g} ms" for s in used)
+            + " per second, as vllm bench serve --goodput counts them (each request against "
+            "the ceiling, whatever percentile the SLO names)"
+        )
+    if left:
+        out.append(
+            f"request_goodput leaves out {', '.join(left)}: vLLM's goodput takes ttft, tpot "
+            "and e2el only"
+        )
+    return out
+
+
 def _cell(x) -> object:
     v = x.item() if hasattr(x, "item") else x
     if isinstance(v, float):
@@ -100,12 +177,13 @@ def _cell(x) -> object:
 
 
 def plain_metrics(metrics: dict) -> dict:
-    """Metrics as JSON values: ints, floats, ``None`` for NaN."""
+    """Metrics as JSON values: ints, floats, ``None`` for NaN or an infinity (undefined:
+    no JSON number stands for it)."""
     out = {}
     for key, v in metrics.items():
         if isinstance(v, float | np.floating):
             value = float(v)
-            out[key] = None if math.isnan(value) else value
+            out[key] = value if math.isfinite(value) else None
         else:
             out[key] = int(v)
     return out
@@ -139,6 +217,12 @@ def overload_note(result: SimResult, request_rate: float) -> str | None:
     )
 
 
+def model_id(problem: Problem) -> str:
+    """``model_id`` of the run: the problem's name (a problem file names no served model;
+    ``calibrate`` groups runs by it, so one problem's runs stay together)."""
+    return problem.name
+
+
 def bench(
     problem: Problem,
     source: RequestSource,
@@ -156,12 +240,22 @@ def bench(
     rep = replica(problem, config, max_num_seqs, max_concurrency)
     requests = source.at(request_rate)
     result = run(problem, rep, requests, seed)
-    all_notes = list(notes) + list(rep.notes)
+    all_notes = list(notes) + list(rep.notes) + provenance_notes(problem)
+    all_notes += acceptance_notes(problem, rep.config.members, rep.config.max_k)
+    all_notes += lengths_note(
+        source.trace is None, int(source.prompt_tokens[0]), int(source.output_tokens[0])
+    )
     if config.pooled and len(config.drafters) > 1:
         from ..engines import POOLED_BOUND
 
         if POOLED_BOUND not in all_notes:
             all_notes.append(POOLED_BOUND)
+    if not np.any(result.output_tokens > 1):
+        all_notes.append(
+            "TPOT and ITL are undefined: every request has one output token, so none has a "
+            "time per output token after the first or a gap between chunks (null in the "
+            "JSON, n/a in the table; vLLM writes 0)"
+        )
     overloaded = overload_note(result, request_rate)
     if overloaded:
         all_notes.append(overloaded)
@@ -182,14 +276,19 @@ def bench(
         notes=all_notes,
         date=datetime.datetime.now().strftime("%Y%m%d-%H%M%S"),
         trace=source.trace,
+        model_id=model_id(problem),
     )
 
 
 __all__ = [
+    "BACKEND",
+    "GOODPUT_LATENCIES",
     "GROWTH",
     "QUEUE_GROWN_S",
     "BenchResult",
     "bench",
+    "goodput_notes",
+    "model_id",
     "overload_note",
     "plain_metrics",
 ]

@@ -1,5 +1,6 @@
 """Where the best point of a solved front sits against the search's limits, and which
-answers rest on positions nobody measured.
+answers rest on positions nobody measured, and which drafters the roofline cannot time
+(:func:`untimed_drafters`).
 
 :func:`limit_notes` says when the configuration of most throughput is at ``search.k.max``,
 ``search.m.max`` or ``budget.drafters``, or when a budget cap binds there: the search
@@ -12,6 +13,8 @@ repeats, an assumption, not a measurement.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,6 +22,7 @@ import numpy as np
 from ..core.budget import budget_limit
 from ..exceptions import NotModelledError
 from ..model.metrics import evaluate_configs
+from ..model.under_load import step_grid
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -139,6 +143,122 @@ def position_notes(
     return notes
 
 
+def untimed_drafters(problem: Problem) -> list[str]:
+    """The drafters a roofline file cannot time: no ``architecture``, no
+    ``serving.roofline.drafters.NAME`` and no other drafting time, so that no step with
+    them has a step time (asked at batch 1, ``k = 1``)."""
+    serving = problem.serving
+    if serving is None or not serving.has_roofline or serving.tables:
+        return []
+    fitted = dict(serving.roofline).get("drafters", {}) or {}
+    models = serving.drafter_models or (None,) * problem.n
+    alone = np.eye(problem.n, dtype=bool)
+    untimed = np.isnan(step_grid(problem, alone, np.array([1]), 1.0)[:, 0])
+    return [
+        name
+        for i, (name, model) in enumerate(zip(problem.names, models, strict=True))
+        if model is None and name not in fitted and untimed[i]
+    ]
+
+
+#: A fitted efficiency this close to its limit of 1 is taken to sit at the bound.
+AT_BOUND = 1e-3
+#: An assumption the header of a bundled file labels: ``ASSUMPTION A1 - verification cost:``.
+_LABELLED = re.compile(r"ASSUMPTION\s+(A\d+)\s*-\s*([^:]+):")
+
+
+def provenance_notes(problem: Problem) -> list[str]:
+    """Where an answer's step times come from, when it is not a measurement: a file whose
+    step times come from the specs alone (the roofline, not calibrated) gives an upper
+    bound on speed; a calibrated file whose fitted efficiency sits at its limit of 1 (the
+    fit pressed against the bound: the measurements ask for more speed than the peaks)."""
+    serving = problem.serving
+    if serving is None or not serving.has_roofline:
+        return []
+    factors = dict(serving.roofline)
+    if serving.calibrated_from is None:
+        if serving.tables or serving.has_component_model:
+            return []
+        return [
+            "specs only (uncalibrated): step times from the GPU's peaks and the model's "
+            "architecture at serving.roofline's factors (every peak reached unless fitted), "
+            "an UPPER BOUND ON SPEED, not a prediction; allocator calibrate fits them to "
+            "measured runs (allocator profile-plan lists the runs)"
+        ]
+    out = []
+    for name in ("mem_eff", "compute_eff"):
+        value = factors.get(name)
+        if value is not None and 1.0 - float(value) < AT_BOUND:
+            out.append(
+                f"serving.roofline.{name} = {float(value):.6g} sits at its limit of 1: the "
+                "fit pressed against the bound (the measured runs are faster than the "
+                "peaks allow, or the form misses a term), so the step times there rest on "
+                "the bound, not on the fit"
+            )
+    return out
+
+
+def header_notes(path: str | Path | None) -> list[str]:
+    """A note when the header of the problem file (its leading ``#`` comment lines, where
+    the bundled files state their sources) says numbers are derived under assumptions:
+    the labelled ones (``ASSUMPTION A1 - verification cost:``) by name, else their count."""
+    if path is None:
+        return []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            header = []
+            for line in f:
+                if not line.lstrip().startswith("#"):
+                    break
+                header.append(line.lstrip()[1:].strip())
+    except OSError:
+        return []
+    text = " ".join(header)
+    count = text.count("ASSUMPTION")
+    if not count:
+        return []
+    labelled = [f"{a} {b.strip()}" for a, b in _LABELLED.findall(text)]
+    named = ", ".join(labelled) if labelled else f"{count} labelled ASSUMPTION"
+    return [
+        f"numbers derived under assumptions the header of {path} states ({named}): not "
+        "measurements; read them before trusting the answer (allocator calibrate replaces "
+        "them with measured runs)"
+    ]
+
+
+def acceptance_notes(problem: Problem, members: np.ndarray, k: int) -> list[str]:
+    """One note per drafter of ``members`` run at a ``k`` (``k >= 1``) its acceptance
+    does not measure position by position: past the positions given, the last value
+    repeats; a single value (no positions) stands for every position."""
+    if k < 1:
+        return []
+    out = []
+    for i in np.flatnonzero(np.asarray(members, bool)):
+        name, positions = problem.names[int(i)], problem.drafter(int(i)).positions
+        if positions is None:
+            out.append(
+                f"{name}'s acceptance is one value for every position, repeated at each of "
+                f"the k = {k} positions: nothing was measured position by position"
+            )
+        elif k > positions:
+            out.append(
+                f"{name} runs at k = {k}, past the {positions} position(s) its acceptance was "
+                "measured for: there its last measured acceptance is repeated, an "
+                "assumption, not a measurement"
+            )
+    return out
+
+
+def lengths_note(fixed: bool, prompt: int, output: int) -> list[str]:
+    """A note when every request has the same lengths (no trace): real traffic varies."""
+    if not fixed:
+        return []
+    return [
+        f"lengths taken as fixed: every request {prompt:,} prompt and {output:,} output "
+        "tokens (real traffic varies; --trace replays measured lengths)"
+    ]
+
+
 def extrapolation_notes(problem: Problem, members: np.ndarray, k: int) -> list[str]:
     """A note for each drafter of ``members`` run at ``k`` past the positions it was
     measured at (:func:`extrapolated`), for an export of that configuration."""
@@ -150,9 +270,15 @@ def extrapolation_notes(problem: Problem, members: np.ndarray, k: int) -> list[s
 
 
 __all__ = [
+    "AT_BOUND",
+    "acceptance_notes",
     "LIMIT_PROBE_K",
     "extrapolated",
     "extrapolation_notes",
+    "header_notes",
+    "lengths_note",
     "limit_notes",
     "position_notes",
+    "provenance_notes",
+    "untimed_drafters",
 ]

@@ -272,6 +272,13 @@ def _rows(problem: Problem, cands: list[dict], pick: list[int]) -> StepInputs:
     )
 
 
+def _left(n: int, picked: int, rest: int) -> int:
+    """Run sets still to weigh at most: ``rest`` in this round, then every run not picked
+    in each round left up to :data:`MAX_RUNS`."""
+    rounds = max(0, MAX_RUNS - picked - 1)
+    return rest + rounds * max(0, n - picked - 1)
+
+
 def profile_plan(
     problem: Problem,
     engine: str = "vllm",
@@ -279,13 +286,15 @@ def profile_plan(
     *,
     model: str | None = None,
     output_len: int = OUTPUT_LEN,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ProfilePlan:
     """The runs of the module docstring for ``problem`` (it needs ``serving.hardware`` and
     ``serving.model``) on ``engine`` (``vllm`` or ``sglang``), at ``contexts`` (tokens per
     sequence; default :data:`DEFAULT_CONTEXTS`); ``model``: the verifier's name for the
-    commands (default: its architecture's, else ``MODEL``). ``progress(done)`` is called
-    with the number of candidate run sets weighed so far."""
+    commands (default: its architecture's, else ``MODEL``). ``progress(done, total)`` is
+    called with the number of candidate run sets weighed so far and the most there can be
+    (each round weighs every run not picked, for at most :data:`MAX_RUNS` rounds: the
+    total falls to the exact count when the search stops)."""
     from ..core.methods import resolve_method
     from ..engines import ENGINES
     from ..model.memory_fit import spec_max_batch
@@ -374,13 +383,13 @@ def profile_plan(
 
     while len(pick) < MAX_RUNS and not good(why, err):
         best: tuple | None = None
-        for j in order:  # cheapest first: a tie keeps the cheaper run
+        for pos, j in enumerate(order):  # cheapest first: a tie keeps the cheaper run
             if j in pick:
                 continue
             got, e = _flat(roof, _rows(problem, cands, [*pick, j]), free)
             weighed += 1
             if progress is not None:
-                progress(weighed)
+                progress(weighed, weighed + _left(len(cands), len(pick), len(order) - pos - 1))
             score = (len(got), e)
             if best is None or score < best[0]:
                 best = (score, j, got, e)

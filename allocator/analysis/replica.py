@@ -55,7 +55,9 @@ from ..core.methods import resolve_method
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError, NotModelledError, ParameterError
 from ..model.accepted_pmf import emitted_pmf
+from ..model.memory_fit import has_spec_memory, spec_room
 from ..sim import Requests, Scheduler, SimResult, SpecPolicy, simulate
+from .limits import untimed_drafters
 from .request_source import derived_seeds
 
 if TYPE_CHECKING:
@@ -520,6 +522,11 @@ def kv_cache_tokens(problem: Problem, config: Configuration) -> int:
     assert serving is not None
     tokens = limits.kv_cache_tokens
     memory = problem.memory
+    if tokens is None and has_spec_memory(problem):
+        # from the specs, as schedule caps the batch: the memory the weights leave (the
+        # hosted drafters' included) over the KV bytes per token
+        room, per_token = spec_room(serving, config.members[None])
+        return max(0, int(math.floor(float(room[0]) / float(per_token[0]))))
     if tokens is None:
         if memory is None or serving.model is None:
             raise InputError(
@@ -583,11 +590,20 @@ def replica(
 ) -> Replica:
     """The replica running ``config`` (scheduler, policy, step times), checked against the
     step times' measured range (:func:`check_step_range`)."""
+    missing = [n for n in untimed_drafters(problem) if n in config.drafters]
+    if config.speculative and missing:
+        name = missing[0]
+        raise NotModelledError(
+            f"drafters[{name}].architecture",
+            f"missing: the roofline has no drafting time for {name} (give its architecture, "
+            f"its config.json, or serving.roofline.drafters.{name}.fixed_ms)",
+        )
     sched = replica_scheduler(problem, config, max_num_seqs, max_concurrency)
     config = config.truncated(sched.max_num_seqs)
     step = ProblemStepTime(problem, config, sched.max_num_seqs, sched.max_num_batched_tokens)
     field_name = "serving.scheduler.max_num_seqs" if max_num_seqs is None else "max_num_seqs"
     check_step_range(problem, config, step, field_name)
+    check_step_values(problem, step)
     notes = []
     if config.speculative:
         from .capacity.by_load import tree_notes
@@ -598,6 +614,14 @@ def replica(
                 "workloads: each decode step's tokens are drawn from the workloads' "
                 "rounds-weighted mixture (requests are not tied to a workload)"
             )
+    if scheduler_limits(problem).kv_cache_tokens is None and has_spec_memory(problem):
+        notes.append(
+            f"KV cache {sched.kv_cache_tokens:,} tokens, from the specs (no "
+            "serving.scheduler.kv_cache_tokens): the replica's memory at vLLM's "
+            "gpu_memory_utilization less the weights, over the KV bytes per token; an upper "
+            "bound (activations and CUDA graphs not counted; vLLM prints the real figure at "
+            "start-up: `GPU KV cache size: N tokens`)"
+        )
     if not step.exact_lookup:
         notes.append(
             "step times asked of the predictor at every step (it reads the context or does "
@@ -606,6 +630,41 @@ def replica(
     return Replica(
         config, sched, spec_policy(problem, config, sched.max_num_seqs), step, tuple(notes)
     )
+
+
+#: Step times a run accepts, ms: from a nanosecond to about three hours. Outside, a run's
+#: clock loses its precision (subnormal steps) or its durations overflow (inf throughputs).
+MIN_STEP_MS = 1e-6
+MAX_STEP_MS = 1e7
+
+
+def check_step_values(problem: Problem, step: ProblemStepTime) -> None:
+    """Refuse, naming the field they come from, step times outside
+    [:data:`MIN_STEP_MS`, :data:`MAX_STEP_MS`] ms at the batch sizes and prefills the
+    replica can run: a run on them gives no honest number."""
+    serving = problem.serving
+    assert serving is not None
+    where = (
+        "serving.step_ms"
+        if serving.tables
+        else "serving.verify_ms"
+        if serving.has_component_model
+        else "serving.roofline"
+    )
+    pre_where = "serving.prefill_ms" if serving.prefill_tokens.size else where
+    checks = [(where, f"k = {k}, decode batch size", v) for k, v in step.dec.items()]
+    checks.append((pre_where, "prefill of tokens", step.pre))
+    for name, what, values in checks:
+        v = np.asarray(values, float)[1:]
+        bad = np.isfinite(v) & ((v < MIN_STEP_MS) | (v > MAX_STEP_MS))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(
+                name,
+                f"a step time of {v[i]:.6g} ms ({what} {i + 1}) lies outside "
+                f"[{MIN_STEP_MS:g}, {MAX_STEP_MS:g}] ms: no GPU step takes that, and a run "
+                "on it gives no honest number",
+            )
 
 
 def check_prefill(problem: Problem, rep: Replica, requests: Requests) -> None:
@@ -653,6 +712,9 @@ def run(problem: Problem, rep: Replica, requests: Requests, seed: int = 0) -> Si
 
 
 __all__ = [
+    "MAX_STEP_MS",
+    "MIN_STEP_MS",
+    "check_step_values",
     "CONTEXT_PROBE",
     "MAX_BENCH_K",
     "NO_LOOKAHEAD",

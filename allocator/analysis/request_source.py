@@ -78,9 +78,7 @@ class RequestSource:
             native = self.native_rate
             assert native is not None
             if math.isinf(native):
-                raise ParameterError(
-                    "trace", "every row has the same timestamp: the trace has no rate to scale"
-                )
+                raise self.constant_trace()
             times = self.trace_s * (native / r)
             if times.size and times[-1] > MAX_SPAN_S:
                 raise ParameterError(
@@ -90,9 +88,23 @@ class RequestSource:
                 )
         return Requests(times, self.prompt_tokens, self.output_tokens)
 
+    def constant_trace(self) -> ParameterError:
+        """The error of a trace whose rows share one timestamp, asked for a rate."""
+        return ParameterError(
+            "trace",
+            f"{self.trace}: every row has the same timestamp, so the trace has no rate to "
+            "scale or speed up (give --request-rate with generated arrivals, or a trace "
+            "with times)",
+        )
+
     @property
     def mean_output(self) -> float:
         return float(self.output_tokens.mean())
+
+
+#: The smallest burstiness (gamma shape) accepted: below it numpy's gamma draws underflow
+#: to 0 (measured: none in 2,000,000 draws at 0.02, 3e-5 of them at 0.015, 47% at 0.001).
+MIN_BURSTINESS = 0.02
 
 
 def request_source(
@@ -115,6 +127,13 @@ def request_source(
     b = float(burstiness)
     if math.isnan(b) or b <= 0:
         raise ParameterError("burstiness", f"must be > 0 (or inf), got {burstiness}")
+    if b < MIN_BURSTINESS:
+        raise ParameterError(
+            "burstiness",
+            f"{burstiness:g} is below {MIN_BURSTINESS:g}: gamma gaps of so small a shape "
+            "underflow to 0 (at 0.001 half of them), so requests would arrive in bursts of "
+            "simultaneous sends the shape does not describe",
+        )
     arrival_seed, _ = derived_seeds(seed)
     if trace is not None:
         if input_len is not None or output_len is not None:
@@ -131,7 +150,8 @@ def request_source(
             reqs.prompt_tokens, reqs.output_tokens, b, arrival_seed, reqs.arrival_s, str(trace)
         )
     if input_len is None or output_len is None:
-        raise ParameterError("input_len", "give the requests: input and output lengths, or a trace")
+        missing = "input_len" if input_len is None else "output_len"
+        raise ParameterError(missing, "give the requests: input and output lengths, or a trace")
     check_tokens("input_len", input_len)
     check_tokens("output_len", output_len)
     n = DEFAULT_NUM_PROMPTS if num_prompts is None else int(num_prompts)
@@ -161,6 +181,8 @@ def run_rate(
             raise ParameterError(
                 "trace_speedup", f"must be a finite number > 0, got {trace_speedup}"
             )
+        if math.isinf(native):
+            raise source.constant_trace()
         return native * f
     if request_rate is not None:
         r = float(request_rate)
@@ -174,6 +196,7 @@ def run_rate(
 
 __all__ = [
     "DEFAULT_NUM_PROMPTS",
+    "MIN_BURSTINESS",
     "MAX_PROMPTS",
     "RequestSource",
     "derived_seeds",

@@ -65,6 +65,7 @@ from ..model.under_load import (
     step_time_notes,
     tokens_per_s,
 )
+from .limits import untimed_drafters
 
 #: Subset x k cells evaluated per chunk (bounds memory).
 MAX_CELLS = 1 << 20
@@ -365,25 +366,41 @@ def schedule(problem: Problem, context: float = 0.0, *, with_context: bool = Fal
             f"({', '.join(ranges)}): no k = 0 step time (the baseline) to plan with; step "
             "times are never extrapolated",
         )
-    metrics = metrics_from(
-        np.ones(s_count), off, off, batches.astype(float), serving.gpu_cost_per_hour
-    )
-    metrics = {key: np.array(v, dtype=float) for key, v in metrics.items()}
-    off_tps = metrics["tokens_per_s"].copy()  # by_k's k = 0 column
-    keeper = _PerBatch(problem, ks, metrics, batches, context)
+    keeper = _PerBatch(problem, ks, _off_metrics(serving, off, batches), batches, context)
     if ks.size:
         _serving_space(problem, ks, keeper)
-    if not keeper.spec_timed.all():
-        # k = 0 there would read as "speculation stops paying" for want of a measurement
-        i = int(np.flatnonzero(~keeper.spec_timed)[0])
-        j = int(np.flatnonzero(planned == batches[i])[0])
+    if not keeper.spec_timed.any():
+        untimed = untimed_drafters(problem)
+        if untimed:
+            name = untimed[0]
+            raise NotModelledError(
+                f"drafters[{name}].architecture",
+                f"missing: the roofline has no drafting time for {name} (give its "
+                f"architecture, its config.json, or serving.roofline.drafters.{name}."
+                "fixed_ms), so no speculative step has a step time",
+            )
         raise NotModelledError(
-            f"serving.batch_sizes.{j}",
-            f"batch size {int(batches[i])}: no configuration of the search space has a "
-            f"step time with k >= 1 there (search.k {problem.k_min}..{problem.k_max}); "
-            "whether speculation pays cannot be said: measure it or leave the batch size "
-            "out (step times are never extrapolated)",
+            "serving.batch_sizes",
+            "no configuration of the search space has a step time with k >= 1 at any "
+            f"planned batch size (search.k {problem.k_min}..{problem.k_max}): whether "
+            "speculation pays cannot be said (step times are never extrapolated)",
         )
+    if not keeper.spec_timed.all():
+        # k = 0 there would read as "speculation stops paying" for want of a measurement:
+        # those batch sizes are left out, said in a note, and the rest planned again
+        timed = keeper.spec_timed
+        gone = [int(b) for b in batches[~timed]]
+        notes.append(
+            f"batch {', '.join(map(str, gone))} left out: no configuration of the search "
+            f"space has a step time with k >= 1 there (search.k {problem.k_min}.."
+            f"{problem.k_max}), so whether speculation pays cannot be said (step times are "
+            "never extrapolated; measure speculation there to plan it)"
+        )
+        batches, off = batches[timed], off[timed]
+        s_count = batches.size
+        keeper = _PerBatch(problem, ks, _off_metrics(serving, off, batches), batches, context)
+        _serving_space(problem, ks, keeper)
+    off_tps = _off_metrics(serving, off, batches)["tokens_per_s"]  # by_k's k = 0 column
     if keeper.unmeasured:
         notes.append(
             f"{keeper.unmeasured:,} configuration(s) within the budget have no step time at "
@@ -423,6 +440,14 @@ def schedule(problem: Problem, context: float = 0.0, *, with_context: bool = Fal
         left_out=left_out,
         extrapolated=bool(extrapolation),
     )
+
+
+def _off_metrics(serving, off: np.ndarray, batches: np.ndarray) -> dict[str, np.ndarray]:
+    """Speculation off at every batch size: the serving metrics to beat."""
+    metrics = metrics_from(
+        np.ones(batches.size), off, off, batches.astype(float), serving.gpu_cost_per_hour
+    )
+    return {key: np.array(v, dtype=float) for key, v in metrics.items()}
 
 
 def _at(context: float) -> str:

@@ -519,10 +519,11 @@ def measured_runs(paths: Sequence[str | Path]) -> list[MeasuredRun]:
         for where, obj in _documents(Path(p)):
             if not isinstance(obj, dict):
                 raise InputError(where, "expected one benchmark result object")
-            if "server_info" in obj or "model_id" in obj:
-                runs.append(_engine_run(obj, where))
-            elif "kv_cache_peak_fraction" in obj and "label" in obj:
+            if "kv_cache_peak_fraction" in obj and "label" in obj:
+                # allocator bench's own document (it carries vLLM's keys, model_id too)
                 runs.append(_allocator_run(obj, where))
+            elif "server_info" in obj or "model_id" in obj:
+                runs.append(_engine_run(obj, where))
             else:
                 raise InputError(
                     where,
@@ -761,7 +762,9 @@ def validate(
         except ParameterError as exc:
             raise _named(exc, run) from None
         metrics = compare(run.metrics, plain_metrics(result.metrics))
-        run_notes = list(run.notes) + [n for n in result.notes if n not in notes]
+        # bench's own fixed-lengths note says less than the run's (what the file recorded)
+        own = [n for n in result.notes if not n.startswith("lengths taken as fixed: every")]
+        run_notes = list(run.notes) + [n for n in own if n not in notes]
         answers.append(RunComparison(run.source, metrics, replayed, tuple(run_notes)))
         if progress is not None:
             progress(i + 1, len(runs))

@@ -12,6 +12,8 @@ import typer
 from rich.table import Table
 
 from .. import api
+from ..analysis.capacity.slo import clock_ms
+from ..analysis.limits import header_notes
 from ..io.staged import write_atomic
 from .common import (
     MAX_SEED,
@@ -83,10 +85,12 @@ def bench_table(doc: dict) -> Table:
         rows.append((f"— {title} —", ""))
         for stat in ("mean", "median", "p99"):
             label = "P99" if stat == "p99" else stat.capitalize()
-            rows.append((f"{label} {name.upper()} (ms)", _fmt(doc[f"{stat}_{name}_ms"])))
+            value = doc[f"{stat}_{name}_ms"]  # None: undefined (one output token each)
+            rows.append((f"{label} {name.upper()} (ms)", "n/a" if value is None else _fmt(value)))
+    accepted = doc.get("spec_decode_acceptance_length", 1.0)  # absent: no step drafted
     rows += [
         ("— Simulated replica —", ""),
-        ("Acceptance length (tokens per step)", _fmt(doc["spec_decode_acceptance_length"], ".3f")),
+        ("Acceptance length (tokens per step)", _fmt(accepted, ".3f")),
         ("Mean queue (ms)", _fmt(doc["mean_queue_ms"])),
         ("Preemptions", _fmt(doc["preemptions"], ",d")),
         ("Max running sequences", _fmt(doc["max_running_seqs"], ",d")),
@@ -104,9 +108,10 @@ def slo_notes(result: BenchResult, slos: Sequence[SLO]) -> list[str]:
     from ..sim import metric
 
     lines = []
+    clock = clock_ms(result.result)
     for s in slos:
         value = metric(result.result, s.key)
-        verdict = "met" if s.met(value) else "missed"
+        verdict = "met" if s.met(value, clock) else "missed"
         lines.append(f"SLO {s.text()} ms: {verdict}, {s.key} = {value:,.6g} ms")
     return lines
 
@@ -213,7 +218,8 @@ def bench_command(
         engine=engine,
         pooled=pooled,
     )
-    doc = result.to_dict()
+    doc = result.to_dict(slos)
+    doc["notes"] += header_notes(problem)
     if per_request:
         write_atomic(per_request, result.per_request_csv(), "--per-request")
     if plot_path:
@@ -229,15 +235,20 @@ def bench_command(
             title=f"{result.problem}: {doc['label']}",
             option="--plot",
         )
+    written = [p for p in (json_path, per_request, plot_path) if p and p != "-"]
     if json_path == "-":
         emit_json(doc, "-")
+        for path in written:
+            note(f"wrote {path}")
         return
     emit_json(doc, json_path)
-    for message in result.notes:
+    for message in doc["notes"]:
         note(message)
     for message in slo_notes(result, slos):
         note(message)
     out.print(bench_table(doc))
+    for path in written:
+        out.print(f"wrote {path}", markup=False, highlight=False)
 
 
 __all__ = ["SloOption", "bench_command", "bench_table", "drafter_list", "slo_notes"]

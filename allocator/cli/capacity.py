@@ -27,6 +27,8 @@ from rich.table import Table
 
 from .. import api
 from ..analysis.capacity.by_load import CapacityResult, LoadSweep
+from ..analysis.capacity.slo import default_num_prompts, parse_slos
+from ..analysis.limits import header_notes
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError
 from ..io.ranges import parse_load_range
@@ -49,7 +51,7 @@ from .common import (
     precheck_outputs,
 )
 from .group import app
-from .progress import count_progress
+from .progress import total_progress
 from .render import narrow_table
 
 #: ``--slo KEY=MS`` (repeatable).
@@ -109,8 +111,13 @@ def capacity_table(result: CapacityResult, doc: dict) -> Table:
 
 
 def sweep_table(sweep: LoadSweep) -> Table:
-    t = Table(title="$/h against load", title_justify="left")
-    for col in ("tokens/s", "with speculation $/h", "", "without $/h", ""):
+    t = Table(
+        title="$/h against load",
+        title_justify="left",
+        caption="fleet: replicas × b = batch size, k = draft length",
+        caption_justify="left",
+    )
+    for col in ("tokens/s", "with speculation $/h", "its fleet", "without $/h", "its fleet"):
         t.add_column(col, justify="right")
     for x, (a, b) in zip(sweep.loads, sweep.fleets, strict=True):
         t.add_row(
@@ -172,8 +179,13 @@ def metrics_table(doc: dict, keys: list[str]) -> Table:
 
 
 def rate_sweep_table(sweep: dict) -> Table:
-    t = Table(title="$/h against request rate", title_justify="left")
-    for col in ("req/s", "with speculation $/h", "", "without $/h", ""):
+    t = Table(
+        title="$/h against request rate",
+        title_justify="left",
+        caption="fleet: replicas × k = draft length (or by batch size), S = max_num_seqs",
+        caption_justify="left",
+    )
+    for col in ("req/s", "with speculation $/h", "its fleet", "without $/h", "its fleet"):
         t.add_column(col, justify="right")
     for p in sweep["points"]:
         a, b = p["with_speculation"], p["without_speculation"]
@@ -302,7 +314,7 @@ def capacity_command(
     serving.gpu_cost_per_hour. For a token load (--tokens-per-s X [--tpot-ms Y]): every
     integer batch size the step times reach, all sequences decoding at every step.
     """
-    precheck_outputs(json=json_path)
+    precheck_outputs(json=json_path, plot=plot_path)
     caps = parse_budget(budget)
     rate_mode = request_rate is not None or trace_speedup is not None
     if rate_mode and tokens_per_s is not None:
@@ -363,6 +375,7 @@ def capacity_command(
             "--itl-ms", f"{exc.message} (--itl-ms is --tpot-ms: the mean TPOT)"
         ) from None
     doc = result.to_dict()
+    doc["notes"] += header_notes(problem)
     swept = result.sweep
     if swept is not None and plot_path:
         from ..plots import plot_capacity_sweep
@@ -379,7 +392,7 @@ def capacity_command(
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for message in result.notes:
+    for message in doc["notes"]:
         note(message)
     out.print(capacity_table(result, doc))
     if swept is not None:
@@ -405,7 +418,16 @@ def _rate_mode(
     if not slo:
         raise InputError("--slo", "missing: at least one SLO, KEY=MS (e.g. p99_ttft_ms=500)")
     label = f"sizing for {request_rate:g} requests/s" if request_rate else "sizing for the trace"
-    with count_progress(label, "candidate searches done", enabled=json_path != "-") as progress:
+    n, why_n = default_num_prompts(parse_slos(slo))
+    if num_prompts is not None:
+        n, why_n = num_prompts, "as asked"
+    why = (
+        f"each simulated run plays {n:,} requests ({why_n}); a candidate search takes a few "
+        "runs, and the time left below assumes the searches left take as long as those done"
+    )
+    with total_progress(
+        label, "candidate searches done", enabled=json_path != "-", why=why
+    ) as progress:
         result = api.size_fleet_for_rate(
             problem,
             request_rate,
@@ -427,6 +449,7 @@ def _rate_mode(
             progress=progress,
         )
     doc = result.to_dict()
+    doc["notes"] += header_notes(problem)
     slos = ", ".join(s.text() + " ms" for s in result.slos)
     if result.sweep is not None and plot_path:
         from ..plots import plot_rate_sweep
@@ -445,7 +468,7 @@ def _rate_mode(
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
-    for message in result.notes:
+    for message in doc["notes"]:
         note(message)
     out.print(rate_table(doc, result.request_rate, slos))
     out.print(metrics_table(doc, [s.key for s in result.slos]))

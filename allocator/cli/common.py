@@ -373,6 +373,8 @@ def precheck_outputs(**paths: str | None) -> None:
     for option, path in paths.items():
         if path and path != "-":
             name = "--" + option.replace("_", "-")
+            if path.endswith(("/", os.sep)):
+                raise InputError(name, f"{path} ends in a slash: give a file name, not a folder")
             check_writable(path, name)
             where = Path(path).resolve()
             if where in seen and not (where.exists() and not where.is_file()):

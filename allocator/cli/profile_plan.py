@@ -19,7 +19,7 @@ from .common import (
     precheck_outputs,
 )
 from .group import app
-from .progress import count_progress
+from .progress import total_progress
 
 
 @app.command("profile-plan")
@@ -50,7 +50,15 @@ def profile_plan(
     """
     precheck_outputs(json=json_path)
     buckets = None if contexts is None else api.parse_contexts(contexts)
-    with count_progress("planning runs", "run sets weighed", enabled=json_path != "-") as progress:
+    n = len(buckets) if buckets is not None else 2
+    why = (
+        f"{n} contexts: each round weighs every candidate run (a run per context, "
+        "concurrency, drafter and k) against those picked, so the work grows with the "
+        "contexts; the estimate below is an upper bound (at most 24 rounds)"
+    )
+    with total_progress(
+        "planning runs", "run sets weighed", enabled=json_path != "-", why=why
+    ) as progress:
         plan = api.profile_plan(
             problem, engine=engine, contexts=buckets, model=model, progress=progress
         )

@@ -64,6 +64,15 @@ class GPU:
     sources: Mapping[str, str] = field(default_factory=dict)
     link: str = ""
 
+    def __reduce__(self):
+        # the read-only mappings do not pickle: rebuild them, so that a problem on a GPU of
+        # the table can be sent to worker processes and Ray
+        return (
+            _gpu,
+            (self.name, self.product, dict(self.dense_tflops), self.bandwidth_tb_s,
+             self.memory_gb, dict(self.sources), self.link),
+        )  # fmt: skip
+
 
 def _gpu(name, product, dense_tflops, bandwidth_tb_s, memory_gb, sources, link_name) -> GPU:
     return GPU(

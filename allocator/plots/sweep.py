@@ -115,17 +115,21 @@ def fleet_cost_steps(
     (lb,) = ax.step(xs, np.asarray(without_speculation, float), where="post", color="C1", lw=2,
                     ls="--", label="without speculation")  # fmt: skip
     marked = []
+    notes = []
     for at, text in marks:
         marked.append(float(at))
         ax.axvline(at, color="C3", ls=":", lw=1)
-        ax.annotate(
-            text,
-            (at, 1.0),
-            xycoords=("data", "axes fraction"),
-            xytext=(4, -28),
-            textcoords="offset points",
-            fontsize=8,
-            color="C3",
+        notes.append(
+            ax.annotate(
+                text,
+                (at, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(4, -28),
+                textcoords="offset points",
+                fontsize=8,
+                color="C3",
+                va="top",
+            )
         )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("cost of the cheapest fleet, $/h")
@@ -133,16 +137,40 @@ def fleet_cost_steps(
     ax.grid(True, lw=0.4, alpha=0.5)
     # cost rises with load: the lower right is empty (the crossings are marked up top)
     ax.legend(loc="lower right", fontsize=8)
+    boxes = _stack_labels(fig, notes)
     save(fig, path, fmt, option)
     return {
         "x": np.asarray(la.get_xdata(), float),
         "with_speculation": np.asarray(la.get_ydata(), float),
         "without_speculation": np.asarray(lb.get_ydata(), float),
         "crossings": marked,
+        "label_boxes": boxes,
         "xlabel": ax.get_xlabel(),
         "ylabel": ax.get_ylabel(),
         "format": fmt,
     }
+
+
+def _stack_labels(fig, notes: list) -> list[tuple[float, float, float, float]]:
+    """Move each crossing's label down, below any label drawn before it that it would
+    overlap, so that no two overlap (labels of nearby crossings would); returns their
+    boxes ``(x0, y0, x1, y1)`` in display pixels."""
+    renderer = fig.canvas.get_renderer()
+    boxes: list[tuple[float, float, float, float]] = []
+    for note in notes:
+        dx, dy = note.xyann
+        for _ in range(len(boxes) + 1):
+            b = note.get_window_extent(renderer)
+            hit = [o for o in boxes if b.x0 < o[2] and o[0] < b.x1 and b.y0 < o[3] and o[1] < b.y1]
+            if not hit:
+                break
+            # below the lowest label it meets, in points (72 per inch)
+            drop = (b.y1 - min(o[1] for o in hit)) * 72.0 / fig.dpi + 2.0
+            dy -= drop
+            note.xyann = (dx, dy)
+        b = note.get_window_extent(renderer)
+        boxes.append((float(b.x0), float(b.y0), float(b.x1), float(b.y1)))
+    return boxes
 
 
 def plot_capacity_sweep(

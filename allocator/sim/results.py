@@ -10,9 +10,10 @@
   of a request, pooled over all requests (line 661). One chunk per step, so a step that
   emits several tokens shows as one gap.
 * ``mean``, ``median``, ``std`` (``np.std``, population: ``ddof = 0``, line 784) and
-  percentiles by ``np.percentile`` (linear interpolation); an empty list counts as
-  ``[0]`` (vLLM's ``values or 0``). Percentile keys are named as
+  percentiles by ``np.percentile`` (linear interpolation). Percentile keys are named as
   ``process_one_metric`` names them (line 1430): ``p99`` for 99, ``p99.9`` for 99.9.
+  Unlike vLLM, a latency with no sample (TPOT and ITL when every output is one token) is
+  NaN, undefined, not vLLM's 0.
   vLLM writes ``p99`` only by default (``--metric-percentiles 99``) and no ``e2el``
   statistics unless asked (``--percentile-metrics``); :func:`summary` writes what
   ``--percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,95,99`` writes.
@@ -162,7 +163,10 @@ def percentile_word(p: float) -> str:
 
 
 def _stats_ms(values: np.ndarray, percentiles: Sequence[float]) -> dict[str, float]:
-    v = values if values.size else np.zeros(1)
+    if not values.size:  # undefined (every output one token: no TPOT, no gap): NaN
+        keys = ["mean", "median", "std", *(f"p{percentile_word(float(p))}" for p in percentiles)]
+        return dict.fromkeys(keys, math.nan)
+    v = values
     out = {
         "mean": float(np.mean(v)) * 1000,
         "median": float(np.median(v)) * 1000,
@@ -203,6 +207,66 @@ def acceptance_length(result: SimResult) -> float:
     if steps == 0:
         return 1.0
     return float((spec * np.arange(spec.shape[1])).sum() / steps)
+
+
+def spec_decode_counts(result: SimResult) -> dict[str, float | int | list[float]]:
+    """The speculative-decoding keys of ``vllm bench serve --save-result`` (vLLM 0.33.0,
+    serve.py lines 1164-1170 and 1376-1387: the differences of the server's
+    ``vllm:spec_decode_*`` counters over the run), counted over the decode steps that
+    verified drafts: ``num_drafts`` the steps, ``draft_tokens`` the drafts verified,
+    ``accepted_tokens`` the tokens emitted less the bonus token (a step cut at the output
+    length counts what it emitted), ``acceptance_rate`` ``100 · accepted / drafted``,
+    ``acceptance_length`` ``1 + accepted / num_drafts``, ``per_position_acceptance_rates``
+    the drafts accepted at each position over ``num_drafts``. Empty when no step drafted:
+    vLLM then writes none of them."""
+    spec = result.decode_steps[1:]
+    drafts = int(spec.sum())
+    if drafts == 0:
+        return {}
+    k = np.arange(1, spec.shape[0] + 1)[:, None]
+    accepted_each = np.clip(np.arange(spec.shape[1])[None, :] - 1, 0, None)
+    drafted = int((spec * k).sum())
+    accepted = int((spec * accepted_each).sum())
+    positions = int(k.max())
+    per_position = [
+        float((spec * (accepted_each >= p)).sum()) / drafts for p in range(1, positions + 1)
+    ]
+    return {
+        "spec_decode_acceptance_rate": 100.0 * accepted / drafted if drafted else 0.0,
+        "spec_decode_acceptance_length": 1.0 + accepted / drafts,
+        "spec_decode_num_drafts": drafts,
+        "spec_decode_draft_tokens": drafted,
+        "spec_decode_accepted_tokens": accepted,
+        "spec_decode_per_position_acceptance_rates": per_position,
+    }
+
+
+def chunk_times_s(result: SimResult) -> np.ndarray:
+    """The time of every streamed chunk, s: each request's first token, then each of its
+    inter-chunk gaps added in turn (as vLLM rebuilds them, serve.py lines 726-733)."""
+    order = np.argsort(result.itl_request, kind="stable")
+    req = result.itl_request[order]
+    gaps = result.itl_s[order]
+    csum = np.cumsum(gaps)
+    starts = np.r_[0, np.flatnonzero(req[1:] != req[:-1]) + 1] if req.size else np.zeros(0, int)
+    before = np.zeros(req.size)
+    if req.size:
+        offsets = np.r_[0.0, csum][starts]
+        before = offsets[np.searchsorted(starts, np.arange(req.size), side="right") - 1]
+    later = result.first_token_s[req.astype(np.int64)] + csum - before
+    done = np.isfinite(result.first_token_s)
+    return np.concatenate([result.first_token_s[done], later])
+
+
+def max_output_tokens_per_s(result: SimResult) -> float:
+    """vLLM's ``max_output_tokens_per_s`` (serve.py lines 700-752): chunks counted in
+    one-second buckets from the first send, the largest bucket (one per chunk, as vLLM
+    counts them without a tokenizer's recount)."""
+    times = chunk_times_s(result)
+    if times.size == 0:
+        return 0.0
+    t0 = float(result.sent_s.min())
+    return float(np.bincount(np.floor(times - t0).astype(np.int64).clip(0)).max())
 
 
 def summary(
@@ -266,8 +330,9 @@ def metric(result: SimResult, key: str) -> float:
     found = _KEY.match(key)
     if found:
         stat, pct, name = found.group(1), found.group(2), found.group(3)
-        values = result.values_s(name)
-        v = values if values.size else np.zeros(1)
+        v = result.values_s(name)
+        if not v.size:  # undefined: no request has a second token
+            return math.nan
         if pct is not None:
             p = float(pct)
             if not 0 < p < 100:
@@ -309,8 +374,11 @@ __all__ = [
     "PERCENTILES",
     "SimResult",
     "acceptance_length",
+    "chunk_times_s",
     "max_concurrent_requests",
+    "max_output_tokens_per_s",
     "metric",
     "percentile_word",
+    "spec_decode_counts",
     "summary",
 ]

@@ -77,6 +77,7 @@ from ...exceptions import (
     SolverError,
 )
 from ...model.memory_fit import max_batch
+from ..limits import provenance_notes
 from .crossings import crossings
 from .grid import ServingGrid, batch_limit, fleet_serving, serving_grid, serving_model
 
@@ -478,6 +479,7 @@ def size_fleet(
         "chunks (vLLM's ITL) is the whole step: for ITL or tail targets, size for a request "
         "rate (--request-rate with --slo)"
     )
+    notes += provenance_notes(problem)
     return CapacityResult(problem.name, load, target, best, plain, notes)
 
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...exceptions import InfeasibleError, InputError, ParameterError
+from ..limits import acceptance_notes, lengths_note, provenance_notes
 from ..request_source import RequestSource
 from .crossings import crossings
 from .rate_search import (
@@ -47,6 +48,7 @@ from .rate_search import (
     RATE_TOL,
     Bounds,
     Candidate,
+    Context,
     Job,
     Outcome,
     bounds,
@@ -60,8 +62,6 @@ from .workers import Workers
 if TYPE_CHECKING:
     from ...core.problem import Problem
 
-#: Candidates searched at a time (fixed, so that what was pruned never depends on workers).
-WAVE = 8
 #: Most rates one sweep prices.
 MAX_SWEEP_RATES = 200
 
@@ -184,6 +184,7 @@ def bench_command(
 
 def _search(
     workers: Workers,
+    ctx: Context,
     jobs_for: Any,
     order: list[int],
     floor: dict[int, int],
@@ -197,12 +198,15 @@ def _search(
     pending = list(order)
     while pending:
         wave: list[int] = []
-        # until something is found, one at a time: the first answer caps every later search
-        size = WAVE if best is not None else 1
+        # until something is found, one at a time: the first answer caps every later
+        # search; then as many at a time as there are workers (the pruning is exact, so the
+        # answer does not depend on it)
+        size = workers.wave if best is not None else 1
         while pending and len(wave) < size:
             i = pending.pop(0)
             if best is not None and (floor[i], keys[i]) > (best[0], best[1]):
-                continue  # cannot beat the best: its floor is higher (or equal, tie lost)
+                workers.expect(-1)  # cannot beat the best: its floor is higher (or tie lost)
+                continue
             wave.append(i)
         if not wave:
             break
@@ -213,7 +217,8 @@ def _search(
                 cap = best[0] if keys[i] < best[1] else best[0] - 1
             jobs.append(jobs_for(i, cap))
         got = [(i, j) for i, j in zip(wave, jobs, strict=True) if j.cap is None or j.cap >= 1]
-        results = workers.map(run_job, [j for _, j in got])
+        workers.expect(len(got) - len(wave))
+        results = workers.map(run_job, [j for _, j in got], ctx)
         for (i, _), out in zip(got, results, strict=True):
             simulated += 1
             runs += out.runs
@@ -257,6 +262,14 @@ def size_for_rate(
     slos = tuple(slos)
     if not slos:
         raise ParameterError("slo", "give at least one SLO, KEY=MS (e.g. p99_ttft_ms=500)")
+    if not np.any(source.output_tokens > 1):
+        undefined = [s.key for s in slos if s.latency in ("tpot", "itl")]
+        if undefined:
+            raise ParameterError(
+                "slo",
+                f"{undefined[0]} is undefined: every request has one output token, so none "
+                "has a time per output token or a gap between chunks",
+            )
     price = price_of(problem)
     serving = problem.serving
     assert serving is not None
@@ -295,7 +308,7 @@ def _size(
     floor = {i: replicas_at_least(r, bnd[i].rate * (1 + BOUND_MARGIN)) for i in live}
 
     def jobs_for(i: int, cap: int | None) -> Job:
-        return Job("replicas", problem, cands[i], source, slos, seed, request_rate=r, cap=cap)
+        return Job("replicas", cands[i], request_rate=r, cap=cap)
 
     outcomes: dict[int, Outcome] = {}
     off = sorted(
@@ -304,8 +317,11 @@ def _size(
     spec = sorted(
         (i for i in live if cands[i].config.speculative), key=lambda i: (floor[i], keys[i])
     )
-    base, sim_a, runs_a = _search(workers, jobs_for, off, floor, keys, None, outcomes)
-    best, sim_b, runs_b = _search(workers, jobs_for, spec, floor, keys, base, outcomes)
+    ctx = Context(problem, source, slos, seed)
+    # the total progress reports: every live candidate searched, then each side's rate
+    workers.expect(len(live) + 2)
+    base, sim_a, runs_a = _search(workers, ctx, jobs_for, off, floor, keys, None, outcomes)
+    best, sim_b, runs_b = _search(workers, ctx, jobs_for, spec, floor, keys, base, outcomes)
     runs = runs_a + runs_b
     if best is None:
         raise _unreachable(cands, bnd, outcomes, slos, r)
@@ -321,10 +337,11 @@ def _size(
         hi = min(r / (n - 1), sat) if n > 1 else sat
         fails = n > 1 and r / (n - 1) <= sat
         rate_jobs.append(
-            Job("rate", problem, cands[i], source, slos, seed, lo=r / n, hi=max(hi, r / n),
-                hi_fails=fails, saturation=sat)
+            Job("rate", cands[i], lo=r / n, hi=max(hi, r / n), hi_fails=fails,
+                saturation=sat)
         )  # fmt: skip
-    rate_out = workers.map(run_job, rate_jobs)
+    workers.expect(len(rate_jobs) - 2)
+    rate_out = workers.map(run_job, rate_jobs, ctx)
     runs += sum(o.runs for o in rate_out)
     top = {side[2]: o.rate for side, o in zip(sides, rate_out, strict=True)}
     mean_out = source.mean_output
@@ -354,7 +371,7 @@ def _size(
         "request_rate / replicas (a trace slowed to that rate)",
         f"{len(cands):,} candidate(s): {len(hopeless):,} meet an SLO at no rate (latency "
         f"floors), {sim_a + sim_b:,} simulated, the rest left out by the throughput bound; "
-        f"{runs:,} simulated runs",
+        f"{runs:,} simulated runs ({workers.where})",
         "a replica sustains a rate when it meets every SLO and the rate is at most its "
         "saturation throughput (the same requests sent at once)",
         f"max_request_rate_per_replica bisected to {RATE_TOL:.1%}",
@@ -368,6 +385,12 @@ def _size(
     ]  # fmt: skip
     if base is None:
         out_notes.append("no configuration without speculation meets the SLOs at any rate")
+    out_notes += provenance_notes(problem)
+    chosen = best_fleet.candidate.config
+    out_notes += acceptance_notes(problem, chosen.members, chosen.max_k)
+    out_notes += lengths_note(
+        source.trace is None, int(source.prompt_tokens[0]), int(source.output_tokens[0])
+    )
     if best_fleet.candidate.config.pooled and len(best_fleet.candidate.config.drafters) > 1:
         from ...engines import POOLED_BOUND
 
@@ -451,6 +474,7 @@ def _sweep(
     price: float,
     gpus: int,
 ) -> tuple[RateSweep, int]:
+    ctx = Context(problem, source, slos, seed)
     rates = np.sort(rates)
     if rates.size == 0 or rates.size > MAX_SWEEP_RATES:
         raise ParameterError("sweep_rate", f"1..{MAX_SWEEP_RATES} rates")
@@ -462,9 +486,10 @@ def _sweep(
     star: dict[int, float | None] = {}
     runs = 0
     pending = list(order)
+    workers.expect(len(order))
     while pending:
         wave: list[int] = []
-        while pending and len(wave) < WAVE:
+        while pending and len(wave) < workers.wave:
             i = pending.pop(0)
             side = cands[i].config.speculative
             useful = False
@@ -476,6 +501,8 @@ def _sweep(
                     break
             if useful:
                 wave.append(i)
+            else:
+                workers.expect(-1)
         if not wave:
             break
         jobs = []
@@ -488,8 +515,8 @@ def _sweep(
                     for x, (n, key) in zip(rates, (best_rate[side][j] for j in range(rates.size)),
                                            strict=True)
                 )  # fmt: skip
-            jobs.append(Job("curve", problem, cands[i], source, slos, seed, allowed=allowed))
-        outs = workers.map(run_job, jobs)
+            jobs.append(Job("curve", cands[i], allowed=allowed))
+        outs = workers.map(run_job, jobs, ctx)
         for i, out in zip(wave, outs, strict=True):
             runs += out.runs
             star[i] = out.rate
@@ -537,7 +564,6 @@ def _sweep(
 
 __all__ = [
     "MAX_SWEEP_RATES",
-    "WAVE",
     "RateCapacityResult",
     "RateFleet",
     "RateSweep",

@@ -61,7 +61,7 @@ from ..replica import (
     scheduler_limits,
 )
 from ..request_source import RequestSource
-from .slo import SLACK, SLO
+from .slo import SLACK, SLO, clock_ms
 
 if TYPE_CHECKING:
     from ...core.problem import Problem
@@ -255,17 +255,23 @@ def replicas_at_least(request_rate: float, rate: float) -> int:
 
 # ---------------------------------------------------------------- jobs
 @dataclass(frozen=True, eq=False)
+class Context:
+    """What every job of one search reads: sent once to each worker, not with each job."""
+
+    problem: Any
+    source: RequestSource
+    slos: tuple[SLO, ...]
+    seed: int
+
+
+@dataclass(frozen=True, eq=False)
 class Job:
     """One candidate's search, run by a worker (:func:`run_job`). ``kind``: ``replicas``
     (the fewest replicas for ``request_rate``, at most ``cap``), ``rate`` (the highest
     sustained rate between ``lo`` and ``hi``) or ``curve`` (the highest sustained rate)."""
 
     kind: str
-    problem: Any
     candidate: Candidate
-    source: RequestSource
-    slos: tuple[SLO, ...]
-    seed: int
     request_rate: float = 0.0
     cap: int | None = None
     lo: float = 0.0
@@ -307,9 +313,10 @@ class Outcome:
 class _Searcher:
     """One candidate on one worker: runs cached by rate."""
 
-    def __init__(self, job: Job) -> None:
+    def __init__(self, ctx: Context, job: Job) -> None:
+        self.ctx = ctx
         self.job = job
-        self.rep = replica(job.problem, job.candidate.config, job.candidate.max_num_seqs)
+        self.rep = replica(ctx.problem, job.candidate.config, job.candidate.max_num_seqs)
         self.out = Outcome(saturation=job.saturation)
 
     def probe(self, rate: float) -> Probe:
@@ -318,9 +325,11 @@ class _Searcher:
             return found
         from ...sim import metric, summary
 
-        result = run(self.job.problem, self.rep, self.job.source.at(rate), self.job.seed)
-        values = {s.key: metric(result, s.key) for s in self.job.slos}
-        ok = all(s.met(values[s.key]) for s in self.job.slos)
+        ctx = self.ctx
+        result = run(ctx.problem, self.rep, ctx.source.at(rate), ctx.seed)
+        values = {s.key: metric(result, s.key) for s in ctx.slos}
+        clock = clock_ms(result)
+        ok = all(s.met(values[s.key], clock) for s in ctx.slos)
         p = Probe(rate, values, ok, summary(result))
         self.out.probes[rate] = p
         self.out.runs += 1
@@ -348,9 +357,9 @@ class _Searcher:
         return low.ok
 
 
-def run_job(job: Job) -> Outcome:
+def run_job(ctx: Context, job: Job) -> Outcome:
     """Run one job (module docstring, step 3); a module-level function, for the workers."""
-    s = _Searcher(job)
+    s = _Searcher(ctx, job)
     if job.kind == "replicas":
         _fewest_replicas(s, job)
     elif job.kind == "rate":
@@ -458,6 +467,7 @@ __all__ = [
     "SWEEP_TOL",
     "Bounds",
     "Candidate",
+    "Context",
     "Job",
     "Outcome",
     "Probe",

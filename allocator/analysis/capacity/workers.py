@@ -209,6 +209,10 @@ def _worker_start(parent: int) -> None:
         os._exit(1)
 
 
+#: Jobs sent at a time to a Ray cluster, whose size is not asked.
+RAY_WAVE = 8
+
+
 def default_workers() -> int:
     """The CPUs this process may run on (its affinity mask where the system has one), at
     least 1: simulations are CPU-bound and independent, so one process per CPU keeps every
@@ -227,7 +231,7 @@ class Workers:
         self,
         workers: int | None = None,
         ray: str | None = None,
-        progress: Callable[[int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         if workers is not None and (
             isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
@@ -239,12 +243,16 @@ class Workers:
             raise ParameterError("workers", "give local workers or a Ray cluster (ray), not both")
         self.ray_address = ray
         self.workers = default_workers() if workers is None else workers
-        #: called with the number of jobs done so far, after each job (a progress bar)
+        #: called with the jobs done so far and the total expected, after each job
         self.progress = progress
         self.done = 0
         self._pool: Any = None
         self._ray: Any = None
         self._remote: dict[Callable, Any] = {}
+        self._pool_shared: Any = None
+        self._ray_shared: tuple[Any, Any] | None = None
+        #: the jobs expected in all (grows as maps are asked for; :meth:`expect`)
+        self.total = 0
 
     # ------------------------------------------------------------ lifetime
     def __enter__(self) -> Workers:
@@ -268,6 +276,11 @@ class Workers:
         pool.shutdown(wait=True, cancel_futures=True)
 
     @property
+    def wave(self) -> int:
+        """Jobs worth sending at a time: one per local worker (on Ray, :data:`RAY_WAVE`)."""
+        return RAY_WAVE if self.ray_address is not None else self.workers
+
+    @property
     def where(self) -> str:
         """Where jobs run, for a note: ``in this process``, ``on 4 local processes`` or
         ``on the Ray cluster at ADDRESS``."""
@@ -278,36 +291,57 @@ class Workers:
         return f"on {self.workers} local processes"
 
     # ------------------------------------------------------------ running
-    def map(self, fn: Callable[[Any], Any], jobs: Sequence[Any]) -> list[Any]:
-        """``[fn(job) for job in jobs]``, run where this pool runs, in the order given.
-        ``fn`` must be a module-level function (it is sent to the workers by name)."""
+    def expect(self, jobs: int) -> None:
+        """Count ``jobs`` more jobs (negative: fewer) in the total that progress reports:
+        the caller's estimate of the work left, kept as exact as it knows."""
+        self.total = max(self.done, self.total + int(jobs))
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+    def map(self, fn: Callable[..., Any], jobs: Sequence[Any], shared: Any = None) -> list[Any]:
+        """``[fn(job) for job in jobs]`` (with ``shared``: ``[fn(shared, job) ...]``), run
+        where this pool runs, in the order given; progress is reported as each job ends,
+        in whatever order they end. ``shared`` (the problem and the requests every job
+        reads) is sent once to each worker process (its initializer) or put once in Ray's
+        object store, not with every job. ``fn`` must be a module-level function (it is
+        sent to the workers by name)."""
         jobs = list(jobs)
         if not jobs:
             return []
+        if self.total < self.done + len(jobs):
+            self.total = self.done + len(jobs)
         if self.ray_address is not None:
-            results = self._map_ray(fn, jobs)
-            self._tick(len(results))
-            return results
+            return self._map_ray(fn, jobs, shared)
         if self.workers == 1 or len(jobs) == 1:
-            it = (fn(job) for job in jobs)
-        else:
-            it = self._local_pool().map(fn, jobs)
-        results = []
+            results = []
+            for job in jobs:
+                results.append(fn(job) if shared is None else fn(shared, job))
+                self._tick(1)
+            return results
+        from concurrent.futures import as_completed
+
+        pool = self._local_pool(shared)
+        futures = {pool.submit(_run_shared, fn, job): n for n, job in enumerate(jobs)}
+        got: list[Any] = [None] * len(jobs)
         try:
-            for r in it:  # in the order given, each reported as it is collected
-                results.append(r)
+            for f in as_completed(futures):  # each reported as it ends
+                got[futures[f]] = f.result()
                 self._tick(1)
         except BaseException:
             self.close(terminate=True)  # an interrupt: the workers end with it
             raise
-        return results
+        return got
 
     def _tick(self, n: int) -> None:
         self.done += n
+        self.total = max(self.total, self.done)
         if self.progress is not None:
-            self.progress(self.done)
+            self.progress(self.done, self.total)
 
-    def _local_pool(self):
+    def _local_pool(self, shared: Any = None):
+        if self._pool is not None and self._pool_shared is not shared:
+            self._pool.shutdown(wait=True)  # another context: workers start again with it
+            self._pool = None
         if self._pool is None:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
@@ -316,18 +350,34 @@ class Workers:
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
                 mp_context=multiprocessing.get_context(method),
-                initializer=_worker_start,
-                initargs=(os.getpid(),),
+                initializer=_worker_init,
+                initargs=(os.getpid(), shared),
             )
+            self._pool_shared = shared
         return self._pool
 
-    def _map_ray(self, fn: Callable[[Any], Any], jobs: list[Any]) -> list[Any]:
+    def _map_ray(self, fn: Callable[..., Any], jobs: list[Any], shared: Any) -> list[Any]:
         ray = self._connect()
-        remote = self._remote.get(fn)
+        task = fn if shared is None else _run_with
+        remote = self._remote.get(task)
         if remote is None:
-            remote = ray.remote(fn)
-            self._remote[fn] = remote
-        return list(ray.get([remote.remote(job) for job in jobs]))
+            remote = ray.remote(task)
+            self._remote[task] = remote
+        if shared is None:
+            refs = [remote.remote(job) for job in jobs]
+        else:
+            if self._ray_shared is None or self._ray_shared[0] is not shared:
+                self._ray_shared = (shared, ray.put(shared))  # once, not with every job
+            refs = [remote.remote(fn, self._ray_shared[1], job) for job in jobs]
+        index = {ref: n for n, ref in enumerate(refs)}
+        got: list[Any] = [None] * len(jobs)
+        waiting = list(refs)
+        while waiting:
+            ready, waiting = ray.wait(waiting, num_returns=1)
+            for ref in ready:
+                got[index[ref]] = ray.get(ref)
+                self._tick(1)
+        return got
 
     def _connect(self):
         if self._ray is not None:
@@ -370,10 +420,35 @@ class Workers:
         return ray
 
 
+#: The context of the jobs on a worker process (:meth:`Workers.map`'s ``shared``).
+_SHARED: Any = None
+
+
+def _worker_init(parent: int, shared: Any) -> None:
+    """A local worker's initializer: die with the parent (:func:`_worker_start`), then
+    keep the jobs' shared context (:meth:`Workers.map`)."""
+    _worker_start(parent)
+    _set_shared(shared)
+
+
+def _set_shared(shared: Any) -> None:
+    global _SHARED
+    _SHARED = shared
+
+
+def _run_shared(fn: Callable[..., Any], job: Any) -> Any:
+    return fn(job) if _SHARED is None else fn(_SHARED, job)
+
+
+def _run_with(fn: Callable[..., Any], shared: Any, job: Any) -> Any:
+    return fn(shared, job)
+
+
 __all__ = [
     "MAX_WORKERS",
     "RAY_INIT_S",
     "RAY_PROBE_S",
+    "RAY_WAVE",
     "Workers",
     "default_workers",
     "probe_ray_address",

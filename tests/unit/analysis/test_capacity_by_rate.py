@@ -338,7 +338,11 @@ def test_the_answer_is_the_same_on_worker_processes():
     there = api.size_fleet_for_rate(
         prob, 25.0, ["p99_ttft_ms=400", "p99_tpot_ms=14"], workers=2, **args
     )
-    assert here.to_dict() == there.to_dict()
+
+    def answer(doc: dict) -> dict:  # the count of runs depends on how many ran at once
+        return {**doc, "notes": [n for n in doc["notes"] if "simulated runs" not in n]}
+
+    assert answer(here.to_dict()) == answer(there.to_dict())
 
 
 def _ray_or_skip():

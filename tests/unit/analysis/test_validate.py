@@ -315,6 +315,7 @@ def test_a_speculative_run_needs_the_drafter_when_the_problem_has_several(tmp_pa
     doc["spec_decode_accepted_tokens"] = 150
     doc["spec_decode_acceptance_length"] = 2.5
     doc["spec_decode_per_position_acceptance_rates"] = [0.8, 0.7]
+    doc["spec_decode_acceptance_rate"] = 75.0  # 100 · 150 / 200
     path = write(tmp_path, "spec.json", doc)
     with pytest.raises(ParameterError) as exc:
         validate(problem, [path])

@@ -15,7 +15,7 @@ def square(x: int) -> int:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_results_in_order_and_progress_counts_every_job(workers):
     seen: list[int] = []
-    with Workers(workers, progress=seen.append) as pool:
+    with Workers(workers, progress=lambda done, total: seen.append(done)) as pool:
         assert pool.map(square, range(7)) == [x * x for x in range(7)]
         assert pool.map(square, [3]) == [9]
         assert pool.map(square, []) == []

@@ -6,6 +6,8 @@ The reference is vLLM 0.33.0's ``calculate_metrics`` and ``process_one_metric``
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -162,10 +164,12 @@ def test_std_is_population_std():
     assert got["std_ttft_ms"] == pytest.approx(1000 * np.sqrt(np.mean((ttfts - ttfts.mean()) ** 2)))
 
 
-def test_no_tpot_no_itl_counts_as_zero():
+def test_no_tpot_no_itl_is_undefined():
+    """Where vLLM writes 0 (``values or 0``), a latency with no sample is undefined: NaN."""
     res = hand_result([0.0, 1.0], [[0.5], [1.5]], [10, 10])
     got = summary(res)
-    assert got["mean_tpot_ms"] == 0.0 and got["p99_itl_ms"] == 0.0 and got["std_tpot_ms"] == 0.0
+    assert all(math.isnan(got[k]) for k in ("mean_tpot_ms", "p99_itl_ms", "std_tpot_ms"))
+    assert math.isnan(metric(res, "p99_tpot_ms")) and got["mean_ttft_ms"] > 0
 
 
 def test_metric_keys():
