@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..exceptions import NotModelledError, ParameterError
 from ..model.acceptance import extend_positions
 from ..model.errors import IndependentErrors
@@ -41,7 +42,11 @@ from ..model.metrics import evaluate_configs
 from ..model.token_tree import Tree, node_depths
 
 if TYPE_CHECKING:
+    from scipy import special
+
     from ..core.problem import Problem
+else:
+    special = lazy_module("scipy.special")
 
 #: Two-sided confidence level of the reported interval.
 LEVEL = 0.99
@@ -155,9 +160,8 @@ def simulate(
         )
         model = evaluate_configs(timing, members[None], np.array([k]))
         model["expected_accepted"] = model["throughput"] = np.array([np.nan])
-    from scipy.special import ndtri
 
-    z = ndtri(0.5 + LEVEL / 2)
+    z = special.ndtri(0.5 + LEVEL / 2)
     size = k + 2
     if not problem.workloads:
         units = simulate_rounds(problem, members, k, rounds, seed)
@@ -260,15 +264,13 @@ class TreeSimulation:
 def simulate_tree(tree: Tree, p: np.ndarray, rounds: int, seed: int = 0) -> TreeSimulation:
     """Play ``rounds`` steps of ``tree`` under conditional rank acceptance ``p (L, W)``
     (:func:`simulate_tree_rounds`); ``2 <= rounds <= MAX_ROUNDS``."""
-    from scipy.special import ndtri
-
     if rounds < 2:
         raise ParameterError("rounds", "must be at least 2 (the interval needs a spread)")
     if rounds > MAX_ROUNDS:
         raise ParameterError("rounds", f"at most {MAX_ROUNDS:,}")
     units = simulate_tree_rounds(tree.parents, tree.ranks, p, rounds, seed)
     mean = float(units.mean())
-    half = float(ndtri(0.5 + LEVEL / 2) * units.std(ddof=1) / np.sqrt(rounds))
+    half = float(special.ndtri(0.5 + LEVEL / 2) * units.std(ddof=1) / np.sqrt(rounds))
     return TreeSimulation(
         rounds=rounds,
         seed=seed,

@@ -2,8 +2,8 @@
 SVG by extension, literal text (``$`` in a name is a dollar sign), the axis names, the
 front's staircase and the colours.
 
-matplotlib is imported inside the functions only, so importing this module (or
-:mod:`allocator.cli`) loads no matplotlib.
+matplotlib is named at the top through :mod:`allocator._lazy` and imported on first use,
+so importing this module (or :mod:`allocator.cli`) loads no matplotlib.
 """
 
 from __future__ import annotations
@@ -12,12 +12,26 @@ import functools
 import io
 from collections.abc import Callable
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..exceptions import InputError
 from ..io.staged import check_writable, write_atomic
+
+if TYPE_CHECKING:
+    import matplotlib
+    import matplotlib.axis as maxis
+    import matplotlib.figure as mfigure
+    import matplotlib.text as mtext
+    from matplotlib.backends import backend_agg
+else:
+    matplotlib = lazy_module("matplotlib")
+    maxis = lazy_module("matplotlib.axis")
+    mfigure = lazy_module("matplotlib.figure")
+    mtext = lazy_module("matplotlib.text")
+    backend_agg = lazy_module("matplotlib.backends.backend_agg")
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -52,9 +66,7 @@ def literal_text(fn: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(fn)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        from matplotlib import rc_context
-
-        with rc_context({"text.parse_math": False}):
+        with matplotlib.rc_context({"text.parse_math": False}):
             return fn(*args, **kwargs)
 
     return wrapper
@@ -63,20 +75,15 @@ def literal_text(fn: Callable[_P, _R]) -> Callable[_P, _R]:
 def figure(width: float, height: float):
     """A new figure ``width`` × ``height`` inches at 100 dpi on its own Agg canvas (no
     pyplot, no global backend change)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
+    fig = mfigure.Figure(figsize=(width, height), dpi=100)
+    backend_agg.FigureCanvasAgg(fig)
     return fig
 
 
 def _axis_texts(fig) -> set[int]:
     """The ids of the texts matplotlib writes itself: tick labels and axis offsets."""
-    from matplotlib.axis import Axis
-
     own: set[int] = set()
-    for axis in fig.findobj(Axis):
+    for axis in fig.findobj(maxis.Axis):
         for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
             own.update((id(tick.label1), id(tick.label2)))
         own.add(id(axis.offsetText))
@@ -90,17 +97,16 @@ def save(fig, path: str | Path, fmt: str, option: str) -> None:
     matplotlib's own tick labels and offsets keep their mathtext: a log axis writes
     ``$\\mathdefault{2^{3}}$``, to be drawn as 2³ (turning mathtext off for every text
     printed that markup raw)."""
-    from matplotlib import rc_context
-    from matplotlib.text import Text
-
     own = _axis_texts(fig)
-    for text in fig.findobj(Text):  # drawn as written, whoever made the figure
+    for text in fig.findobj(mtext.Text):  # drawn as written, whoever made the figure
         text.set_parse_math(id(text) in own)
     buf = io.BytesIO()
     meta = {"Software": None} if fmt == "png" else {"Date": None}
     # SVG text stays text (searchable, selectable); hashsalt makes SVG ids reproducible;
     # ticks made while drawing are matplotlib's own: mathtext on for them
-    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "allocator", "text.parse_math": True}):
+    with matplotlib.rc_context(
+        {"svg.fonttype": "none", "svg.hashsalt": "allocator", "text.parse_math": True}
+    ):
         fig.savefig(buf, format=fmt, dpi=100, metadata=meta)
     write_atomic(path, buf.getvalue(), option)
 
@@ -134,21 +140,17 @@ def frame_points(ax) -> None:
 
 def palette(n: int):
     """``n`` distinct colours: tab10 for up to ten, tab20 (cycled) beyond."""
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
     return [cmap(i % cmap.N) for i in range(n)]
 
 
 def line_colors(n: int):
     """``n`` colours for lines beside black and grey ones (``k = 0``, a band): tab10 and
     then tab20 without their greys, cycled."""
-    from matplotlib import colormaps
-
     if n <= 9:
-        cmap = colormaps["tab10"]
+        cmap = matplotlib.colormaps["tab10"]
         return [cmap(i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)[:n]]
-    cmap = colormaps["tab20"]
+    cmap = matplotlib.colormaps["tab20"]
     keep = [i for i in range(20) if i not in (14, 15)]
     return [cmap(keep[i % len(keep)]) for i in range(n)]
 

@@ -99,9 +99,13 @@ def test_no_module_imports_another_modules_private_name():
             found += [
                 f"{path.relative_to(ROOT)}: {module}"
                 for part in module.split(".")
-                if _private(part)
+                if _private(part) and module != LAZY
             ]
     assert not found, found
+
+
+#: The package's one deferred-import helper: private to the package, used by its modules.
+LAZY = "allocator._lazy"
 
 
 def _private(name: str) -> bool:
