@@ -13,7 +13,9 @@ notes. The same seed gives the same document but for ``date``.
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..engines import POOLED_BOUND
 from ..sim import PERCENTILES, Scheduler, SimResult, summary
 from .replica import Configuration, replica, run
 
@@ -81,8 +84,6 @@ class BenchResult:
 
     def per_request_csv(self) -> str:
         """The per-request table as CSV text (times in s from the start, latencies ms)."""
-        import csv
-        import io
 
         names, rows = self.per_request_rows()
         buf = io.StringIO()
@@ -158,8 +159,6 @@ def bench(
     result = run(problem, rep, requests, seed)
     all_notes = list(notes) + list(rep.notes)
     if config.pooled and len(config.drafters) > 1:
-        from ..engines import POOLED_BOUND
-
         if POOLED_BOUND not in all_notes:
             all_notes.append(POOLED_BOUND)
     overloaded = overload_note(result, request_rate)

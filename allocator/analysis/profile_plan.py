@@ -58,13 +58,21 @@ concurrency, so that the loop is full for most of the run.
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..calibration.roofline import identify, log_jacobian, undetermined
+from ..core.methods import resolve_method
+from ..engines import ENGINES, settings
 from ..exceptions import InputError, ParameterError
+from ..model.memory_fit import spec_max_batch
+from ..model.steptime import StepInputs, roofline_of
+from ..model.under_load import bonus_expected
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -172,8 +180,6 @@ class ProfilePlan:
 
     def commands(self) -> str:
         """The plan as a shell script: each server once, then its client runs."""
-        import shlex
-
         lines = [f"# {self.problem}: {len(self.runs)} benchmark run(s) on {self.engine}"]
         last: tuple | None = None
         for r in self.runs:
@@ -190,8 +196,6 @@ class ProfilePlan:
 
 # ---------------------------------------------------------------- determination
 def _model(problem: Problem) -> RooflinePredictor:
-    from ..model.steptime import roofline_of
-
     serving = problem.serving
     if serving is None or not serving.has_roofline:
         raise InputError(
@@ -225,8 +229,6 @@ def _flat(
     log-Jacobian at ``model``'s values), and the largest standard error the others would
     have, relative to their scale, were each run's step time measured to within
     :data:`NOISE` (``NOISE · sqrt((JᵀJ)⁻¹_jj)``; ``inf`` while any is undetermined)."""
-    from ..calibration.roofline import identify, log_jacobian, undetermined
-
     why = undetermined(model, rows, names)
     rest = [n for n in names if n not in why]
     if not rest:
@@ -250,8 +252,6 @@ def _flat(
 
 # ---------------------------------------------------------------- the plan
 def _rows(problem: Problem, cands: list[dict], pick: list[int]) -> StepInputs:
-    from ..model.steptime import StepInputs
-
     sel = [cands[i] for i in pick]
     n = problem.n
     members = np.zeros((len(sel), n), bool)
@@ -283,10 +283,6 @@ def profile_plan(
     sequence; default :data:`DEFAULT_CONTEXTS`); ``model``: the verifier's name for the
     commands (default: its architecture's, else ``MODEL``). ``progress(done)`` is called
     with the number of candidate run sets weighed so far."""
-    from ..core.methods import resolve_method
-    from ..engines import ENGINES
-    from ..model.memory_fit import spec_max_batch
-    from ..model.under_load import bonus_expected
 
     if engine not in ENGINES:
         raise ParameterError("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
@@ -433,10 +429,6 @@ def _run(
     problem: Problem, engine: str, c: dict, n: int, model: str, c_max: int, output_len: int
 ) -> Run:
     """The commands of one candidate run (module docstring)."""
-    import json
-
-    from ..engines import settings
-
     serving = problem.serving
     assert serving is not None and serving.hardware is not None
     tp = serving.hardware.count
@@ -547,8 +539,6 @@ def _rates(problem: Problem, i: int, k: int) -> list[float]:
     """vLLM's unconditional synthetic rates: position ``j``'s probability that the first
     ``j`` drafts are all accepted, ``Π_{l≤j} a(l)`` of drafter ``i``'s acceptance (the
     problem's own, as the serving model reads it), non-increasing and in [0, 1]."""
-    from ..model.under_load import bonus_expected
-
     members = np.zeros((1, problem.n), bool)
     members[0, i] = True
     e = [float(bonus_expected(problem, members, np.array([j]))[0]) for j in range(k + 1)]

@@ -12,7 +12,10 @@ import typer
 from rich.table import Table
 
 from .. import api
+from ..analysis.capacity.slo import parse_slos
 from ..io.staged import write_atomic
+from ..plots import check_plot_path, plot_bench
+from ..sim import metric
 from .common import (
     MAX_SEED,
     BurstinessOption,
@@ -101,8 +104,6 @@ def bench_table(doc: dict) -> Table:
 def slo_notes(result: BenchResult, slos: Sequence[SLO]) -> list[str]:
     """One line per SLO: met or missed by the run, and the run's value (ms), computed as
     capacity computes it."""
-    from ..sim import metric
-
     lines = []
     for s in slos:
         value = metric(result.result, s.key)
@@ -187,13 +188,9 @@ def bench_command(
     the JSON has vLLM's --save-result keys, so a measurement can be diffed against it."""
     precheck_outputs(json=json_path, per_request=per_request, plot=plot_path)
     if plot_path:
-        from ..plots import check_plot_path
-
         check_plot_path(plot_path, "--plot")
     slos: tuple[SLO, ...] = ()
     if slo:
-        from ..analysis.capacity.slo import parse_slos
-
         slos = parse_slos(slo)
     result = api.bench(
         problem,
@@ -217,8 +214,6 @@ def bench_command(
     if per_request:
         write_atomic(per_request, result.per_request_csv(), "--per-request")
     if plot_path:
-        from ..plots import plot_bench
-
         cols = result.result.columns()
         plot_bench(
             cols["ttft_ms"],

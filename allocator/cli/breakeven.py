@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from .. import api
+from ..plots import check_plot_path, plot_breakeven
 from .common import (
     BudgetOption,
     JsonOption,
@@ -48,8 +49,6 @@ def breakeven_command(
     """
     precheck_outputs(json=json_path)
     if plot_path:
-        from ..plots import check_plot_path
-
         check_plot_path(plot_path, "--plot")
     caps = parse_budget(budget)
     prob = api.load(problem)
@@ -63,8 +62,6 @@ def breakeven_command(
     )
     doc = report.to_dict()
     if plot_path:
-        from ..plots import plot_breakeven
-
         assert report.curve is not None
         grid, gains = report.curve
         plot_breakeven(

@@ -30,6 +30,7 @@ from ..analysis.capacity.by_load import CapacityResult, LoadSweep
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError
 from ..io.ranges import parse_load_range
+from ..plots import check_plot_path, plot_capacity_sweep, plot_rate_sweep
 from .common import (
     MAX_SEED,
     BudgetOption,
@@ -340,8 +341,6 @@ def capacity_command(
         tpot_ms = itl_ms
     loads = parse_load_range(sweep) if sweep is not None else None
     if plot_path:
-        from ..plots import check_plot_path
-
         if loads is None:
             raise InputError("--plot", "draws the load sweep: give --sweep-load LO:HI:STEPS")
         check_plot_path(plot_path, "--plot")
@@ -365,8 +364,6 @@ def capacity_command(
     doc = result.to_dict()
     swept = result.sweep
     if swept is not None and plot_path:
-        from ..plots import plot_capacity_sweep
-
         plot_capacity_sweep(
             swept.loads,
             swept.with_speculation,
@@ -397,8 +394,6 @@ def _rate_mode(
     plot_path,
 ) -> None:  # fmt: skip
     if plot_path:
-        from ..plots import check_plot_path
-
         if sweep_rate is None:
             raise InputError("--plot", "draws the rate sweep: give --sweep-rate LO:HI:STEPS")
         check_plot_path(plot_path, "--plot")
@@ -429,8 +424,6 @@ def _rate_mode(
     doc = result.to_dict()
     slos = ", ".join(s.text() + " ms" for s in result.slos)
     if result.sweep is not None and plot_path:
-        from ..plots import plot_rate_sweep
-
         sw = result.sweep
         plot_rate_sweep(
             sw.rates,

@@ -10,8 +10,10 @@ from rich.table import Table
 
 from .. import api
 from ..analysis.plan import MAX_CANDIDATES, Plan, PlanSweep
+from ..engines import TARGETS
 from ..exceptions import InputError
 from ..io.ranges import parse_hosting_range
+from ..plots import check_plot_path, plot_sweep
 from .common import (
     BudgetOption,
     EngineOption,
@@ -154,8 +156,6 @@ def plan(
 
     Beside each workload: its throughput under the best single configuration for all traffic.
     """
-    from ..engines import TARGETS  # the engines import the tree and serving models: lazily
-
     if engine not in TARGETS:
         raise InputError("--engine", f"{engine!r} is not one of {', '.join(TARGETS)}")
     if export is not None:
@@ -181,8 +181,6 @@ def plan(
             raise InputError("--export", "prints to stdout, which --json - already uses")
     precheck_outputs(json=json_path)
     if plot_path:
-        from ..plots import check_plot_path
-
         if sweep is None:
             raise InputError("--plot", "draws the front of --sweep: give --sweep hosting_cost")
         check_plot_path(plot_path, "--plot")
@@ -224,8 +222,6 @@ def plan(
         emit_json(settings, "-")
         return
     if levels is not False and plot_path:
-        from ..plots import plot_sweep
-
         plot_sweep(doc, plot_path)
     if json_path == "-":
         emit_json(doc, "-")

@@ -9,8 +9,10 @@ import typer
 from rich.table import Table
 
 from .. import api
+from ..analysis.schedule import check_export
 from ..exceptions import InputError
-from ..io.staged import write_atomic
+from ..io.staged import to_json, write_atomic
+from ..plots import check_plot_path, plot_schedule
 from .common import (
     EngineOption,
     JsonOption,
@@ -64,12 +66,8 @@ def schedule(
     """
     precheck_outputs(json=json_path)
     if plot_path:
-        from ..plots import check_plot_path
-
         check_plot_path(plot_path, "--plot")
     if export is not None:
-        from ..analysis.schedule import check_export
-
         check_export(export)
         if json_path == "-":
             raise InputError("--export", "prints to stdout, which --json - already uses")
@@ -78,8 +76,6 @@ def schedule(
         raise InputError("--plot", "draws one context: give one value of --contexts")
     sched = api.schedule(problem, export=export, contexts=buckets, engine=engine, pooled=pooled)
     if plot_path:
-        from ..plots import plot_schedule
-
         plot_schedule(getattr(sched, "schedules", [sched])[0], plot_path)
     doc = sched.to_dict()
     if json_path == "-":
@@ -103,8 +99,6 @@ def schedule(
 
 
 def _json(doc: dict) -> str:
-    from ..io.staged import to_json
-
     return to_json(doc)
 
 

@@ -15,6 +15,7 @@ from ..core.problem import MAX_K
 from ..exceptions import InputError
 from ..io.build import problem_from_file
 from ..model.accepted_pmf import accepted_distribution
+from ..plots import check_plot_path, plot_accepted
 from .common import (
     MAX_SEED,
     JsonOption,
@@ -96,14 +97,10 @@ def simulate_command(
         )
     precheck_outputs(json=json_path)
     if plot_path:
-        from ..plots import check_plot_path
-
         check_plot_path(plot_path, "--plot")
     prob = problem_from_file(problem, simulation=True)
     doc = api.simulate(prob, split_names(drafters), k, rounds=rounds, seed=seed).to_dict()
     if plot_path:
-        from ..plots import plot_accepted
-
         model = accepted_distribution(prob, prob.mask(doc["drafters"]), k)
         plot_accepted(
             np.array(doc["accepted_shares"]),

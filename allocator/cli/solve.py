@@ -8,11 +8,14 @@ from typing import Any
 import typer
 
 from .. import api
+from ..analysis.fronts import single_drafter_fronts
 from ..api import DEFAULT_SAMPLES, MAX_SAMPLES
 from ..core.problem import Problem
 from ..core.result import SolveResult
+from ..engines import TARGETS
 from ..exceptions import InputError
 from ..io.staged import front_csv, write_atomic
+from ..plots import check_plot_path, plot_front
 from .common import (
     MAX_SEED,
     BudgetOption,
@@ -135,8 +138,6 @@ def solve(
     _check_options(samples, robust, export, pick, json_path)
     serve = _serving_engine(ctx, engine, pooled, export)
     if plot_path:
-        from ..plots import check_plot_path
-
         check_plot_path(plot_path, "--plot")
     check_search_options(trials, timeout)
     caps = parse_budget(budget)
@@ -196,8 +197,6 @@ def solve(
 
 def _check_options(samples, robust, export, pick, json_path) -> None:
     """Refuse option combinations that make no sense, before any work."""
-    from ..engines import TARGETS  # the engines import the tree and serving models: lazily
-
     if samples is not None and not 1 <= samples <= MAX_SAMPLES:
         raise InputError("--samples", f"must be in 1..{MAX_SAMPLES:,}")
     if robust is not None and not 0.0 < robust < 1.0:
@@ -217,8 +216,6 @@ def _serving_engine(
     ``--engine``'s when given (``None``: plain ``solve``, the model's question, keeps
     pooled configurations). Refuses an unknown engine, an ``--engine`` that is not
     ``--export``'s, and ``--pooled`` with ``--export`` (an export serves one drafter)."""
-    from ..engines import TARGETS
-
     given = ctx.get_parameter_source("engine")
     engine_given = given is not None and given.name != "DEFAULT"
     if engine not in TARGETS:
@@ -269,9 +266,6 @@ def _write_outputs(
     if csv_path and csv_path != "-":
         write_atomic(csv_path, front_csv(doc["front"]), "--csv")
     if plot_path:
-        from ..analysis.fronts import single_drafter_fronts
-        from ..plots import plot_front
-
         plot_front(
             result,
             plot_path,

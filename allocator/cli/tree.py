@@ -24,6 +24,7 @@ from ..analysis.trees import (
 from ..engines import ENGINES, TARGETS, export_tree
 from ..exceptions import InputError
 from ..model.token_tree import Tree
+from ..plots import check_plot_path, plot_tree_front
 from .common import (
     MAX_SEED,
     JsonOption,
@@ -46,8 +47,6 @@ SEARCH_ENGINES = ("sglang",)
 def _engine_name(value: str | None) -> str | None:
     """``--engine NAME``: the engine whose trees to search. It was a bare switch once;
     that spelling (``--engine`` followed by another option) gets a one-line pointer."""
-    import typer
-
     if value is None:
         return None
     if value.startswith("-"):
@@ -177,8 +176,6 @@ def tree_command(
         raise InputError("--plot", "draws the front: leave out --nodes and the engine options")
     precheck_outputs(json=json_path)
     if plot_path:
-        from ..plots import check_plot_path
-
         check_plot_path(plot_path, "--plot")
     prob = api.load(problem)
     names = split_names(drafters)
@@ -200,8 +197,6 @@ def tree_command(
     for message in doc.get("notes", []):
         note(f"note: {message}")
     if plot_path:
-        from ..plots import plot_tree_front
-
         rows = doc["front"]
         plot_tree_front(
             [r["nodes"] for r in rows],

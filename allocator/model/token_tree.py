@@ -55,6 +55,9 @@ import numpy as np
 
 from ..core.serving import Serving
 from ..exceptions import InputError, ParameterError
+from .steptime import ServingPredictor
+from .timing import verify_time
+from .under_load import predictor
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -317,8 +320,6 @@ def round_time(
     each (one draft forward pass per level over the whole frontier, as EAGLE drafts) plus
     verifying ``nodes`` speculated tokens (``pass_cost + token_cost · nodes`` or the
     measured ``pass_cost_curve``, as a chain of ``m · k = nodes`` tokens). Any shape."""
-    from .timing import verify_time
-
     nodes = np.asarray(nodes, dtype=float)
     return np.asarray(depth, dtype=float) * unit_cost + verify_time(
         nodes, pass_cost, token_cost, curve
@@ -382,8 +383,6 @@ def tree_step_ms(
     step time (the component tables do not reach, nothing is extrapolated).
     ``problem``: the problem (its predictor, the roofline included), or only its serving
     arrays (measured tables and the component model)."""
-    from .steptime import ServingPredictor
-    from .under_load import predictor
 
     if isinstance(problem, Serving):
         pred = ServingPredictor(problem)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core.space import count_subsets
+from ..model.errors.gaussian import MAX_SECONDS, integration_estimate
 from .dominance import pruning_blocker
 from .knapsack import knapsack_blocker
 
@@ -50,8 +51,6 @@ def choose_strategy(problem: Problem) -> tuple[str, str]:
         )
     limit = EXACT_MAX_SUBSETS if model in CHEAP_MODELS else EXACT_MAX_SUBSETS_EXPENSIVE
     if model == "gaussian" and n_sub <= limit:
-        from ..model.errors.gaussian import MAX_SECONDS, integration_estimate
-
         integrals, each = integration_estimate(problem)
         if integrals * each > MAX_SECONDS:
             return "optuna", (

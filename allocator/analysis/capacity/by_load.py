@@ -77,6 +77,7 @@ from ...exceptions import (
     SolverError,
 )
 from ...model.memory_fit import max_batch
+from ..plan import make_plan
 from .crossings import crossings
 from .grid import ServingGrid, batch_limit, fleet_serving, serving_grid, serving_model
 
@@ -497,8 +498,6 @@ def size_routes(
     if not problem.workloads:
         raise InputError("workloads", "routes per workload need a problem with workloads")
     if members is None or k is None:
-        from ..plan import make_plan  # cvxpy: only when routes are asked for
-
         plan = make_plan(problem)
         members, k = plan.members, plan.k
     members = np.asarray(members, bool)

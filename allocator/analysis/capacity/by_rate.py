@@ -38,8 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...engines import POOLED_BOUND
 from ...exceptions import InfeasibleError, InputError, ParameterError
+from ..bench import plain_metrics
 from ..request_source import RequestSource
+from .by_load import price_of
 from .crossings import crossings
 from .rate_search import (
     BOUND_MARGIN,
@@ -86,8 +89,6 @@ class RateFleet:
         return self.request_rate / self.replicas
 
     def document(self) -> dict:
-        from ..bench import plain_metrics
-
         c = self.candidate
         return {
             "replicas": self.replicas,
@@ -246,8 +247,6 @@ def size_for_rate(
 
     Raises :class:`InfeasibleError` on ``slo`` when no candidate meets every SLO at any
     rate, naming the SLO and the lowest value reached."""
-    from .by_load import price_of
-
     r = float(request_rate)
     if not (math.isfinite(r) and r > 0):
         raise ParameterError(
@@ -369,8 +368,6 @@ def _size(
     if base is None:
         out_notes.append("no configuration without speculation meets the SLOs at any rate")
     if best_fleet.candidate.config.pooled and len(best_fleet.candidate.config.drafters) > 1:
-        from ...engines import POOLED_BOUND
-
         if POOLED_BOUND not in out_notes:
             out_notes.append(POOLED_BOUND)
     sweep = None

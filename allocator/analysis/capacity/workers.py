@@ -20,9 +20,11 @@ an answer.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from ...exceptions import ParameterError
@@ -118,9 +120,6 @@ class Workers:
 
     def _local_pool(self):
         if self._pool is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
             method = "fork" if sys.platform.startswith("linux") else "spawn"
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context(method)
