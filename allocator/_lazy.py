@@ -19,9 +19,11 @@ import-linter (``lint-imports``, the contracts of pyproject.toml) sees the impor
 other import sits at the top of its module; the few that cannot are listed, each with its
 reason, in ``tests/unit/test_structure.py`` (``DEFERRED``), which fails on any other.
 
-The other deferred faces are the packages' own: ``allocator.__getattr__`` (PEP 562: the
-public names load on first use, so ``import allocator`` stays light) and the command
-line's ``main``, which imports the one command being run (docs/design.md §9).
+:mod:`allocator.api` names each command's analysis the same way, so that a command's
+start-up loads its own analysis and not every other. The other deferred faces are the
+packages' own: ``allocator.__getattr__`` (PEP 562: the public names load on first use,
+so ``import allocator`` stays light) and the command line's ``main``, which imports the
+one command being run (docs/design.md §9).
 """
 
 from __future__ import annotations

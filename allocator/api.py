@@ -23,6 +23,8 @@ from .io.spec import parse_problem, problem_json_schema, read_problem_data
 from .model.point import evaluate_configuration
 from .search import needs_batch, run
 
+# Each command's analysis is named here and imported when the command first runs
+# (allocator._lazy): a command's start-up loads its own analysis, not every other.
 if TYPE_CHECKING:
     from . import calibration
     from . import estimate as estimate_readers

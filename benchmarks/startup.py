@@ -41,7 +41,7 @@ def cases(root: Path) -> dict[str, list[str]]:
     }
 
 
-#: The ratio to the floor each case should stay within (docs/design.md §9, Start-up).
+#: The ratio to the floor each case should stay within.
 TARGETS = {"allocator --help": 1.2, "allocator solve paper-r2": 2.0}
 
 
