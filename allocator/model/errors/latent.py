@@ -18,9 +18,10 @@ from ..._lazy import lazy_module
 from ...core.errors import fold_all_subsets
 
 if TYPE_CHECKING:
-    from scipy import sparse, special
+    from scipy import sparse as scipy_sparse
+    from scipy import special
 else:
-    sparse = lazy_module("scipy.sparse")
+    scipy_sparse = lazy_module("scipy.sparse")
     special = lazy_module("scipy.special")
 
 #: Half-width of the quadrature domain for the common factor: φ(9) ≈ 1e-18.
@@ -149,7 +150,7 @@ def factor_fail_prob(
     for lo in range(0, members.shape[0], rows):
         part = members[lo : lo + rows]
         if sparse:
-            sums = sparse.csr_matrix(part, dtype=float) @ logs
+            sums = scipy_sparse.csr_matrix(part, dtype=float) @ logs
         else:
             sums = part.astype(float) @ logs
         out[lo : lo + rows] = np.exp(sums).reshape(-1, j, z.size) @ w
