@@ -20,7 +20,6 @@ from .exceptions import ParameterError
 from .io.build import problem_from_file, problem_from_spec
 from .io.ranges import parse_load_range, parse_range
 from .io.spec import parse_problem, problem_json_schema, read_problem_data
-from .model.point import evaluate_configuration
 from .search import needs_batch, run
 
 # Each command's analysis is named here and imported when the command first runs
@@ -57,6 +56,7 @@ if TYPE_CHECKING:
     from .analysis.uncertainty import Progress
     from .calibration import CalibrationReport
     from .estimate import EstimateReport
+    from .model import point as model_point
 else:
     analysis_bench = lazy_module("allocator.analysis.bench")
     analysis_breakeven = lazy_module("allocator.analysis.breakeven")
@@ -76,6 +76,7 @@ else:
     analysis_uncertainty = lazy_module("allocator.analysis.uncertainty")
     calibration = lazy_module("allocator.calibration")
     estimate_readers = lazy_module("allocator.estimate")
+    model_point = lazy_module("allocator.model.point")
 
 
 def load(
@@ -176,7 +177,7 @@ def evaluate(
     ``notes`` say where its step time rests on extrapolation.
     """
     needs_batch(problem, batch)
-    return evaluate_configuration(problem, drafters, k, field, batch, context)
+    return model_point.evaluate_configuration(problem, drafters, k, field, batch, context)
 
 
 # ----------------------------------------------------- uncertainty, exports, plans

@@ -12,9 +12,9 @@ import typer
 from rich.table import Table
 
 from .. import api
+from .._lazy import lazy_module
 from ..analysis.capacity.slo import parse_slos
 from ..io.staged import write_atomic
-from ..plots import check_plot_path, plot_bench
 from ..sim import metric
 from .common import (
     MAX_SEED,
@@ -35,8 +35,11 @@ from .common import (
 from .group import app
 
 if TYPE_CHECKING:
+    from .. import plots
     from ..analysis.bench import BenchResult
     from ..analysis.capacity.slo import SLO
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
 
 #: ``--slo KEY=MS`` (repeatable): drawn and checked, never a change to the run.
 SloOption = typer.Option(
@@ -188,7 +191,7 @@ def bench_command(
     the JSON has vLLM's --save-result keys, so a measurement can be diffed against it."""
     precheck_outputs(json=json_path, per_request=per_request, plot=plot_path)
     if plot_path:
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     slos: tuple[SLO, ...] = ()
     if slo:
         slos = parse_slos(slo)
@@ -215,7 +218,7 @@ def bench_command(
         write_atomic(per_request, result.per_request_csv(), "--per-request")
     if plot_path:
         cols = result.result.columns()
-        plot_bench(
+        plots.plot_bench(
             cols["ttft_ms"],
             cols["tpot_ms"],
             result.result.itl_s * 1000.0,

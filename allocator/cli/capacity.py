@@ -21,16 +21,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from .. import api
+from .._lazy import lazy_module
 from ..analysis.capacity.by_load import CapacityResult, LoadSweep
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError
 from ..io.ranges import parse_load_range
-from ..plots import check_plot_path, plot_capacity_sweep, plot_rate_sweep
 from .common import (
     MAX_SEED,
     BudgetOption,
@@ -52,6 +53,11 @@ from .common import (
 from .group import app
 from .progress import count_progress
 from .render import narrow_table
+
+if TYPE_CHECKING:
+    from .. import plots
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
 
 #: ``--slo KEY=MS`` (repeatable).
 SloOption = typer.Option(
@@ -343,7 +349,7 @@ def capacity_command(
     if plot_path:
         if loads is None:
             raise InputError("--plot", "draws the load sweep: give --sweep-load LO:HI:STEPS")
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     try:
         result = api.size_fleet(
             problem,
@@ -364,7 +370,7 @@ def capacity_command(
     doc = result.to_dict()
     swept = result.sweep
     if swept is not None and plot_path:
-        plot_capacity_sweep(
+        plots.plot_capacity_sweep(
             swept.loads,
             swept.with_speculation,
             swept.without_speculation,
@@ -396,7 +402,7 @@ def _rate_mode(
     if plot_path:
         if sweep_rate is None:
             raise InputError("--plot", "draws the rate sweep: give --sweep-rate LO:HI:STEPS")
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     if not slo:
         raise InputError("--slo", "missing: at least one SLO, KEY=MS (e.g. p99_ttft_ms=500)")
     label = f"sizing for {request_rate:g} requests/s" if request_rate else "sizing for the trace"
@@ -425,7 +431,7 @@ def _rate_mode(
     slos = ", ".join(s.text() + " ms" for s in result.slos)
     if result.sweep is not None and plot_path:
         sw = result.sweep
-        plot_rate_sweep(
+        plots.plot_rate_sweep(
             sw.rates,
             sw.with_speculation,
             sw.without_speculation,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from .. import api
+from .._lazy import lazy_module
 from ..analysis.fronts import single_drafter_fronts
 from ..api import DEFAULT_SAMPLES, MAX_SAMPLES
 from ..core.problem import Problem
@@ -15,7 +16,6 @@ from ..core.result import SolveResult
 from ..engines import TARGETS
 from ..exceptions import InputError
 from ..io.staged import front_csv, write_atomic
-from ..plots import check_plot_path, plot_front
 from .common import (
     MAX_SEED,
     BudgetOption,
@@ -34,6 +34,11 @@ from .common import (
 from .group import app
 from .progress import check_search_options, search_progress
 from .render import front_table, uncertainty_table
+
+if TYPE_CHECKING:
+    from .. import plots
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
 
 
 @app.command()
@@ -138,7 +143,7 @@ def solve(
     _check_options(samples, robust, export, pick, json_path)
     serve = _serving_engine(ctx, engine, pooled, export)
     if plot_path:
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     check_search_options(trials, timeout)
     caps = parse_budget(budget)
     prob = api.load(problem)
@@ -266,7 +271,7 @@ def _write_outputs(
     if csv_path and csv_path != "-":
         write_atomic(csv_path, front_csv(doc["front"]), "--csv")
     if plot_path:
-        plot_front(
+        plots.plot_front(
             result,
             plot_path,
             singles=single_drafter_fronts(prob) if singles else None,

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from .. import api
+from .._lazy import lazy_module
 from ..analysis.trees import (
     ENGINE_TOPK,
     FRONT_NODES,
@@ -24,7 +26,6 @@ from ..analysis.trees import (
 from ..engines import ENGINES, TARGETS, export_tree
 from ..exceptions import InputError
 from ..model.token_tree import Tree
-from ..plots import check_plot_path, plot_tree_front
 from .common import (
     MAX_SEED,
     JsonOption,
@@ -37,6 +38,11 @@ from .common import (
 )
 from .evaluate import split_names
 from .group import app
+
+if TYPE_CHECKING:
+    from .. import plots
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
 
 #: The engines ``--export`` prints a tree's settings for.
 TREE_TARGETS = tuple(sorted(name for name, e in ENGINES.items() if e.has_trees))
@@ -176,7 +182,7 @@ def tree_command(
         raise InputError("--plot", "draws the front: leave out --nodes and the engine options")
     precheck_outputs(json=json_path)
     if plot_path:
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     prob = api.load(problem)
     names = split_names(drafters)
     result: BestTree | TreeFront | EngineTree
@@ -198,7 +204,7 @@ def tree_command(
         note(f"note: {message}")
     if plot_path:
         rows = doc["front"]
-        plot_tree_front(
+        plots.plot_tree_front(
             [r["nodes"] for r in rows],
             [r["expected_accepted"] for r in rows],
             [r["throughput"] for r in rows],

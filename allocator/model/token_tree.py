@@ -53,14 +53,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..core.serving import Serving
 from ..exceptions import InputError, ParameterError
-from .steptime import ServingPredictor
 from .timing import verify_time
-from .under_load import predictor
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
+    from . import steptime, under_load
+else:  # the serving models: only when a tree is timed
+    steptime = lazy_module("allocator.model.steptime")
+    under_load = lazy_module("allocator.model.under_load")
 
 #: Largest tree the command line plans (speculated nodes) and its deepest depth.
 MAX_NODES = 512
@@ -385,10 +388,10 @@ def tree_step_ms(
     arrays (measured tables and the component model)."""
 
     if isinstance(problem, Serving):
-        pred = ServingPredictor(problem)
+        pred = steptime.ServingPredictor(problem)
         n = len(problem.draft_ms)
     else:
-        pred = predictor(problem)
+        pred = under_load.predictor(problem)
         n = problem.n
     nodes, depth = np.broadcast_arrays(np.asarray(nodes, dtype=float), np.asarray(depth))
     shape = nodes.shape
