@@ -17,7 +17,14 @@ scipy, no pydantic until a problem is read).
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what __getattr__ loads, named for mypy and import-linter
+    from . import api
+    from .api import evaluate, load, solve
+    from .core.problem import Problem
+    from .exceptions import InputError
+    from .io.spec import ProblemSpec, load_problem
 
 #: The one place the version is written (pyproject.toml reads it: dynamic version).
 __version__ = "0.1.0"

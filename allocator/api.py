@@ -10,14 +10,42 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import validate
+from ._lazy import lazy_module
+from .analysis.limits import extrapolation_notes, limit_notes, position_notes
 from .core.problem import Problem
 from .core.result import Point, SolveResult
+from .engines import POOLED_BOUND, convention_warning, pick_point, servable
+from .engines import export_plan as engine_plan
+from .engines import export_point as engine_settings
 from .exceptions import ParameterError
-from .search import needs_batch
+from .io.build import problem_from_file, problem_from_spec
+from .io.ranges import parse_load_range, parse_range
+from .io.spec import parse_problem, problem_json_schema, read_problem_data
+from .search import needs_batch, run
 
+# Each command's analysis is named here and imported when the command first runs
+# (allocator._lazy): a command's start-up loads its own analysis, not every other.
 if TYPE_CHECKING:
+    from . import calibration
+    from . import estimate as estimate_readers
+    from .analysis import bench as analysis_bench
+    from .analysis import breakeven as analysis_breakeven
+    from .analysis import paper as analysis_paper
+    from .analysis import plan as analysis_plan
+    from .analysis import profile_plan as analysis_profile_plan
+    from .analysis import replica as analysis_replica
+    from .analysis import request_source as analysis_request_source
+    from .analysis import rounds as analysis_rounds
+    from .analysis import schedule as analysis_schedule
+    from .analysis import trees as analysis_trees
+    from .analysis import uncertainty as analysis_uncertainty
+    from .analysis import validation as analysis_validation
     from .analysis.bench import BenchResult
     from .analysis.breakeven import BreakevenReport
+    from .analysis.capacity import by_load as capacity_by_load
+    from .analysis.capacity import by_rate as capacity_by_rate
+    from .analysis.capacity import slo as capacity_slo
+    from .analysis.capacity import workers as capacity_workers
     from .analysis.capacity.by_load import CapacityResult
     from .analysis.capacity.by_rate import RateCapacityResult
     from .analysis.paper import PaperReport
@@ -30,6 +58,27 @@ if TYPE_CHECKING:
     from .analysis.validation import ValidationReport
     from .calibration import CalibrationReport
     from .estimate import EstimateReport
+    from .model import point as model_point
+else:
+    analysis_bench = lazy_module("allocator.analysis.bench")
+    analysis_breakeven = lazy_module("allocator.analysis.breakeven")
+    analysis_validation = lazy_module("allocator.analysis.validation")
+    capacity_by_load = lazy_module("allocator.analysis.capacity.by_load")
+    capacity_by_rate = lazy_module("allocator.analysis.capacity.by_rate")
+    capacity_slo = lazy_module("allocator.analysis.capacity.slo")
+    capacity_workers = lazy_module("allocator.analysis.capacity.workers")
+    analysis_paper = lazy_module("allocator.analysis.paper")
+    analysis_plan = lazy_module("allocator.analysis.plan")
+    analysis_profile_plan = lazy_module("allocator.analysis.profile_plan")
+    analysis_replica = lazy_module("allocator.analysis.replica")
+    analysis_request_source = lazy_module("allocator.analysis.request_source")
+    analysis_rounds = lazy_module("allocator.analysis.rounds")
+    analysis_schedule = lazy_module("allocator.analysis.schedule")
+    analysis_trees = lazy_module("allocator.analysis.trees")
+    analysis_uncertainty = lazy_module("allocator.analysis.uncertainty")
+    calibration = lazy_module("allocator.calibration")
+    estimate_readers = lazy_module("allocator.estimate")
+    model_point = lazy_module("allocator.model.point")
 
 
 def load(
@@ -43,11 +92,7 @@ def load(
     require the search section to be satisfiable, as for evaluating one configuration.
     ``base_dir``: for data, the folder its relative paths (an outcome log) are read from
     (default: the working directory)."""
-    from .io.build import problem_from_file, problem_from_spec
-
     if isinstance(problem, dict):
-        from .io.spec import parse_problem
-
         return problem_from_spec(parse_problem(problem), base_dir, check_search=check_search)
     return problem_from_file(problem, check_search=check_search)
 
@@ -55,8 +100,6 @@ def load(
 def load_data(path: str | Path) -> dict:
     """The problem file at ``path`` as plain data (a dict, as written), validated: for
     callers that edit a problem and build it again with :func:`load`."""
-    from .io.spec import parse_problem, read_problem_data
-
     data = read_problem_data(path)
     parse_problem(data)
     return data
@@ -81,9 +124,6 @@ def solve(
     the upper bound). Without ``engine`` the question is the model's: pooled
     configurations stay, and a note labels them when the front holds one.
     """
-    from .analysis.limits import limit_notes
-    from .engines import POOLED_BOUND, servable
-    from .search import run
 
     if not isinstance(problem, Problem):
         problem = load(problem)
@@ -114,9 +154,9 @@ def solve_at_batch(
     (:func:`allocator.analysis.schedule.serving_front`), of the configurations ``engine``
     serves (with ``pooled``: every configuration, labelled as the upper bound;
     :func:`allocator.engines.servable`)."""
-    from .analysis.schedule import front_at_batch
-
-    return front_at_batch(problem, batch, 0.0 if context is None else context, engine, pooled)
+    return analysis_schedule.front_at_batch(
+        problem, batch, 0.0 if context is None else context, engine, pooled
+    )
 
 
 def evaluate(
@@ -138,10 +178,8 @@ def evaluate(
     ``context`` (with ``batch``): tokens in each sequence's KV cache; the point's
     ``notes`` say where its step time rests on extrapolation.
     """
-    from .model.point import evaluate_configuration
-
     needs_batch(problem, batch)
-    return evaluate_configuration(problem, drafters, k, field, batch, context)
+    return model_point.evaluate_configuration(problem, drafters, k, field, batch, context)
 
 
 # ----------------------------------------------------- uncertainty, exports, plans
@@ -170,13 +208,13 @@ def sample_uncertainty(
     false``, a note says so). ``samples`` defaults to :data:`DEFAULT_SAMPLES`;
     ``progress(done, total, None)`` counts evaluations (configuration x draw).
     """
-    from .analysis.uncertainty import analyse
-
     if samples is not None:
         validate.whole(samples, "samples", lo=1, hi=MAX_SAMPLES)
     n = DEFAULT_SAMPLES if samples is None else samples
     try:
-        report = analyse(problem, result.front, n, seed=seed, quantile=robust, progress=progress)
+        report = analysis_uncertainty.analyse(
+            problem, result.front, n, seed=seed, quantile=robust, progress=progress
+        )
     except ParameterError as exc:  # name the parameter given, not the one implied
         if samples is None and exc.field == "samples":
             raise ParameterError("robust", exc.message) from None
@@ -196,9 +234,6 @@ def export_point(
     ``sglang``: shell-quoted flags; one line), and the notes that go with them
     (:func:`allocator.engines.export_point`); ``batch``: the concurrent sequences the
     front was solved at (``solve --batch``), for the settings that depend on it."""
-    from .analysis.limits import extrapolation_notes
-    from .engines import convention_warning, pick_point
-    from .engines import export_point as engine_settings
 
     chosen = pick_point(result.points(), pick)
     text, notes = engine_settings(engine, chosen, problem.drafter_map, batch)
@@ -225,17 +260,14 @@ def plan(
     :data:`allocator.analysis.plan.MAX_CANDIDATES`) caps the candidates kept per
     workload; ``time_limit`` (s) bounds the solver per plan; ``batch``: sequences each
     replica must still hold beside the hosted drafters."""
-    from .analysis.limits import position_notes
-    from .analysis.plan import MAX_CANDIDATES, make_plan
-    from .engines import servable
 
     if not isinstance(problem, Problem):
         problem = load(problem)
     problem, served = servable(problem, engine, pooled)
-    result = make_plan(
+    result = analysis_plan.make_plan(
         problem,
         budget,
-        max_candidates=MAX_CANDIDATES if max_candidates is None else max_candidates,
+        max_candidates=analysis_plan.MAX_CANDIDATES if max_candidates is None else max_candidates,
         time_limit=time_limit,
         batch=batch,
     )
@@ -258,18 +290,15 @@ def sweep_hosting(
     hosting cap of ``caps`` (``(S,)``) or, with ``None``, every distinct achievable
     hosting cost (:func:`allocator.analysis.plan.sweep_hosting`). Other arguments as
     :func:`plan`."""
-    from .analysis.plan import MAX_CANDIDATES
-    from .analysis.plan import sweep_hosting as sweep
-    from .engines import servable
 
     if not isinstance(problem, Problem):
         problem = load(problem)
     problem, served = servable(problem, engine, pooled)
-    result = sweep(
+    result = analysis_plan.sweep_hosting(
         problem,
         caps,
         budget,
-        max_candidates=MAX_CANDIDATES if max_candidates is None else max_candidates,
+        max_candidates=analysis_plan.MAX_CANDIDATES if max_candidates is None else max_candidates,
         time_limit=time_limit,
     )
     result.notes[:0] = served
@@ -283,8 +312,6 @@ def export_plan(
     workload route and the hosted set (:func:`allocator.engines.export_plan`), and the
     notes that go with it (the plan's own notes are not among them); ``batch``: the
     sequences each replica holds (``plan --batch``), for the settings that depend on it."""
-    from .engines import convention_warning
-    from .engines import export_plan as engine_plan
 
     settings, notes = engine_plan(engine, plan.to_dict(), problem.drafter_map, batch)
     warning = convention_warning(problem.convention)
@@ -317,28 +344,20 @@ def schedule(
     (``"vllm"``), in ``.export``; refused (on ``engine``) when ``engine`` takes no ``k``
     schedule by batch size (SGLang): the schedule exported is planned for it.
     """
-    from .analysis.schedule import (
-        check_export,
-        check_schedule_engine,
-        export_schedule,
-        schedule_by_context,
-    )
-    from .analysis.schedule import schedule as plan_schedule
-    from .engines import servable
 
     if export is not None:
-        check_export(export)
-        check_schedule_engine(engine, "engine")
+        analysis_schedule.check_export(export)
+        analysis_schedule.check_schedule_engine(engine, "engine")
     buckets = parse_contexts(contexts) if contexts is not None else None
     prob, served = servable(_problem(problem), engine, pooled)
     sched: Schedule | ContextSchedules
     if buckets is None:
-        sched = plan_schedule(prob)
+        sched = analysis_schedule.schedule(prob)
     else:
-        sched = schedule_by_context(prob, buckets)
+        sched = analysis_schedule.schedule_by_context(prob, buckets)
     sched.notes[:0] = served
     if export is not None:
-        sched.export = export_schedule(sched, prob, export)
+        sched.export = analysis_schedule.export_schedule(sched, prob, export)
     return sched
 
 
@@ -356,19 +375,18 @@ def profile_plan(
     acceptance fixed (:func:`allocator.analysis.profile_plan.profile_plan`). ``contexts``:
     tokens per sequence to plan at; ``model``: the verifier's name in the commands;
     ``progress(done, total)``: the candidate run sets weighed so far, and at most."""
-    from .analysis.profile_plan import profile_plan as plan_runs
 
     buckets = None if contexts is None else parse_contexts(contexts)
-    return plan_runs(_problem(problem), engine, buckets, model=model, progress=progress)
+    return analysis_profile_plan.profile_plan(
+        _problem(problem), engine, buckets, model=model, progress=progress
+    )
 
 
 def parse_contexts(contexts: Sequence[float] | str) -> list[float]:
     """``"1024,8192,32768"`` (or a list) as context buckets, tokens per sequence: numbers
     > 0, strictly increasing, at most 64; a :class:`ParameterError` naming ``contexts``
     otherwise (:func:`allocator.analysis.schedule.parse_contexts`)."""
-    from .analysis.schedule import parse_contexts as parse
-
-    return parse(contexts)
+    return analysis_schedule.parse_contexts(contexts)
 
 
 def size_fleet(
@@ -394,16 +412,13 @@ def size_fleet(
     ``pooled`` (:func:`allocator.engines.servable`); ``budget`` replaces caps of the
     problem's.
     """
-    from .analysis.capacity.by_load import capacity
-    from .engines import servable
-    from .io.ranges import parse_load_range
 
     if isinstance(sweep_load, str):
         sweep_load = parse_load_range(sweep_load)
     loads = None if sweep_load is None else np.asarray(sweep_load, dtype=float)
     prob = _problem(problem).with_budget(budget)
     restricted, notes = servable(prob, engine, pooled)
-    result = capacity(restricted, tokens_per_s, tpot_ms, loads, routes)
+    result = capacity_by_load.capacity(restricted, tokens_per_s, tpot_ms, loads, routes)
     result.notes[:0] = notes
     return result
 
@@ -439,22 +454,19 @@ def bench(
     ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
     ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Seeded by
     ``seed``: the same seed gives the same document but for ``date``."""
-    from .analysis.bench import bench as run_bench
-    from .analysis.replica import configuration
-    from .analysis.request_source import DEFAULT_NUM_PROMPTS, request_source, run_rate
 
     prob = _problem(problem)
-    n = DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts
-    source = request_source(
+    n = analysis_request_source.DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts
+    source = analysis_request_source.request_source(
         n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
         seed=seed,
     )  # fmt: skip
-    rate = run_rate(source, request_rate, trace_speedup)
-    config, notes = configuration(
+    rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
+    config, notes = analysis_replica.configuration(
         prob, drafters, k, schedule=schedule, max_num_seqs=max_num_seqs, engine=engine,
         pooled=pooled,
     )  # fmt: skip
-    return run_bench(
+    return analysis_bench.bench(
         prob,
         source,
         config,
@@ -501,28 +513,25 @@ def size_fleet_for_rate(
     caps of the problem's. ``progress(done, total)`` is called
     as each candidate search ends, with the searches done so far and those expected in all
     (an upper bound that falls as candidates are pruned)."""
-    from .analysis.capacity.by_rate import MAX_SWEEP_RATES, size_for_rate
-    from .analysis.capacity.slo import default_num_prompts, parse_slos
-    from .analysis.capacity.workers import Workers
-    from .analysis.request_source import request_source, run_rate
-    from .io.ranges import parse_range
 
-    slos = parse_slos(slo)
-    n = default_num_prompts(slos)[0] if num_prompts is None else num_prompts
-    source = request_source(
+    slos = capacity_slo.parse_slos(slo)
+    n = capacity_slo.default_num_prompts(slos)[0] if num_prompts is None else num_prompts
+    source = analysis_request_source.request_source(
         n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
         seed=seed,
     )  # fmt: skip
     if request_rate is None and trace_speedup is None:
         raise ParameterError("request_rate", "give the fleet's request rate, requests/s")
-    rate = run_rate(source, request_rate, trace_speedup)
+    rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
     if isinstance(sweep_rate, str):
-        sweep_rate = parse_range(sweep_rate, "sweep_rate", positive=True, max_steps=MAX_SWEEP_RATES)
+        sweep_rate = parse_range(
+            sweep_rate, "sweep_rate", positive=True, max_steps=capacity_by_rate.MAX_SWEEP_RATES
+        )
     rates = None if sweep_rate is None else np.asarray(sweep_rate, dtype=float)
     prob = _problem(problem).with_budget(budget)
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
-    with Workers(workers, ray, progress=progress) as pool:
-        return size_for_rate(
+    with capacity_workers.Workers(workers, ray, progress=progress) as pool:
+        return capacity_by_rate.size_for_rate(
             prob,
             rate,
             slos,
@@ -561,9 +570,9 @@ def calibrate(
     by the fit of the others); ``drafters``: the drafter of the speculative benchmark runs
     (default the problem's only one)
     (:func:`allocator.calibration.calibration_report`)."""
-    from .calibration import calibration_report
-
-    return calibration_report(measured, problem, out, holdout=holdout, seed=seed, drafters=drafters)
+    return calibration.calibration_report(
+        measured, problem, out, holdout=holdout, seed=seed, drafters=drafters
+    )
 
 
 def estimate(
@@ -592,9 +601,7 @@ def estimate(
     drafter (any format; one whose input names several takes ``rename``, ``OLD=NEW``);
     ``topk``, ``adaptive``, ``adaptive_steps``: an SGLang run's tree and adaptive
     settings (``sglang-requests``). See :func:`allocator.estimate.estimate_problem`."""
-    from .estimate import MIN_TRIALS, estimate_problem
-
-    return estimate_problem(
+    return estimate_readers.estimate_problem(
         path,
         out,
         fmt,
@@ -606,7 +613,7 @@ def estimate(
         name=name,
         drafter=drafter,
         k=k,
-        min_count=MIN_TRIALS if min_count is None else min_count,
+        min_count=estimate_readers.MIN_TRIALS if min_count is None else min_count,
         convention=convention,
         topk=topk,
         adaptive=adaptive,
@@ -626,25 +633,21 @@ def breakeven(
     over the baseline vanishes (exchangeable errors), beside the gain under the problem's
     own errors. ``curve_points``: also the gain at that many correlations on [0, 1]
     (``.curve``) (:func:`allocator.analysis.breakeven.breakeven_report`)."""
-    from .analysis.breakeven import breakeven_report
-
-    return breakeven_report(_problem(problem), list(ensemble), list(baseline), curve_points)
+    return analysis_breakeven.breakeven_report(
+        _problem(problem), list(ensemble), list(baseline), curve_points
+    )
 
 
 def schema() -> dict:
     """``allocator schema``: the JSON Schema of the problem file, as a dict
     (:func:`allocator.io.spec.problem_json_schema`)."""
-    from .io.spec import problem_json_schema
-
     return problem_json_schema()
 
 
 def paper() -> PaperReport:
     """``allocator paper``: every number of the paper's §4–§5 recomputed beside its printed
     value (:func:`allocator.analysis.paper.reproduce`)."""
-    from .analysis.paper import PaperReport, reproduce
-
-    return PaperReport(reproduce())
+    return analysis_paper.PaperReport(analysis_paper.reproduce())
 
 
 # ---------------------------------------------------------------- token trees, simulation
@@ -667,9 +670,7 @@ def best_tree(
     measured rank) with the most expected tokens per step, from the drafter's
     ``acceptance_by_rank`` (Sequoia's programme, exact); ``drafters`` names the one
     drafter. With ``rounds`` (2..5e7, seeded by ``seed``) the tree is also simulated."""
-    from .analysis.trees import best_tree as compute
-
-    return compute(_problem(problem), drafters, nodes, depth, width, rounds, seed)
+    return analysis_trees.best_tree(_problem(problem), drafters, nodes, depth, width, rounds, seed)
 
 
 def tree_front(
@@ -683,9 +684,7 @@ def tree_front(
     throughput per size ``1..max_nodes`` (the depth ``<= depth`` of most throughput), the
     size of most throughput, and with a ``serving`` section the tree of most tokens/s per
     batch size."""
-    from .analysis.trees import tree_front as compute
-
-    return compute(_problem(problem), drafters, max_nodes, depth, width)
+    return analysis_trees.tree_front(_problem(problem), drafters, max_nodes, depth, width)
 
 
 def engine_tree(
@@ -707,9 +706,7 @@ def engine_tree(
     ``batch`` (one of ``serving.batch_sizes``), in tokens/s at that many concurrent
     sequences; per batch size too with a ``serving`` section. Export it with
     :func:`allocator.engines.export_tree` (passing the same ``batch``)."""
-    from .analysis.trees import engine_tree as compute
-
-    return compute(
+    return analysis_trees.engine_tree(
         _problem(problem), drafters, nodes, depth, width, eagle, rounds, seed, batch=batch
     )
 
@@ -732,13 +729,12 @@ def simulate(
     depth at most ``depth`` (default 16) of the one drafter named
     (:class:`~allocator.analysis.trees.SimulatedTree`)."""
     if nodes is not None:
-        from .analysis.trees import DEFAULT_DEPTH, simulate_best_tree
-
         if k is not None:
             raise ParameterError("k", "give k for a chain or nodes for a tree, not both")
-        depth = DEFAULT_DEPTH if depth is None else depth
-        return simulate_best_tree(_problem(problem), drafters, nodes, rounds, depth, seed)
-    from .analysis.rounds import simulate as play
+        depth = analysis_trees.DEFAULT_DEPTH if depth is None else depth
+        return analysis_trees.simulate_best_tree(
+            _problem(problem), drafters, nodes, rounds, depth, seed
+        )
 
     if k is None:
         raise ParameterError("k", "give the draft length (or nodes to play a token tree)")
@@ -747,30 +743,8 @@ def simulate(
             "depth", "bounds a token tree (nodes); a chain's depth is its draft length k"
         )
     if not isinstance(problem, Problem):
-        from .io.build import problem_from_file
-
         problem = problem_from_file(problem, simulation=True)
-    return play(problem, drafters, k, rounds, seed)
-
-
-# ---------------------------------------------------------------- small questions the
-# notebooks ask: the paper's real-valued optimum and each drafter's own front
-def continuous_k_star(alpha: float, rho: float, nu: float = 1.0) -> float:
-    """The paper's real-valued optimal draft length for one drafter of acceptance
-    ``alpha`` and draft cost ``rho`` per unit against a verification pass ``nu``
-    (verifier-units): the root of ``d/dk [(1 − α^k) / (1 − α) / (ν + ρk)] = 0``
-    (:func:`allocator.analysis.paper.continuous_k_star`)."""
-    from .analysis.paper import continuous_k_star as k_star
-
-    return k_star(alpha, rho, nu)
-
-
-def drafter_fronts(problem: Problem | str | Path | dict) -> dict[str, SolveResult]:
-    """Each drafter's own front (its configurations alone), by name, as ``solve --plot``
-    draws them behind the front (:func:`allocator.analysis.fronts.single_drafter_fronts`)."""
-    from .analysis.fronts import single_drafter_fronts
-
-    return single_drafter_fronts(_problem(problem))
+    return analysis_rounds.simulate(problem, drafters, k, rounds, seed)
 
 
 def validate_runs(
@@ -779,9 +753,7 @@ def validate_runs(
     """``allocator validate``: each measured run of ``files`` beside its replay on the
     problem's replica (options ``drafters``, ``max_num_seqs``, ``seed``, ``progress``:
     :func:`allocator.analysis.validation.validate`)."""
-    from .analysis.validation import validate as compare_runs
-
-    return compare_runs(_problem(problem), files, **options)
+    return analysis_validation.validate(_problem(problem), files, **options)
 
 
 __all__ = [
@@ -791,8 +763,6 @@ __all__ = [
     "best_tree",
     "breakeven",
     "calibrate",
-    "continuous_k_star",
-    "drafter_fronts",
     "engine_tree",
     "estimate",
     "evaluate",

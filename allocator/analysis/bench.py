@@ -13,7 +13,9 @@ notes. The same seed gives the same document but for ``date``.
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,7 +23,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..engines import POOLED_BOUND
 from ..sim import PERCENTILES, Scheduler, SimResult, summary
+from ..sim.results import max_output_tokens_per_s, spec_decode_counts
 from .limits import acceptance_notes, lengths_note, provenance_notes
 from .replica import Configuration, replica, run
 
@@ -64,7 +68,6 @@ class BenchResult:
         ``null`` without one, as vLLM writes it without ``--goodput``; the
         ``spec_decode_*`` keys only when a step drafted, as vLLM writes them only when the
         server drafted."""
-        from ..sim.results import max_output_tokens_per_s, spec_decode_counts
 
         rate: float | str = "inf" if math.isinf(self.request_rate) else float(self.request_rate)
         burst: float | str = "inf" if math.isinf(self.burstiness) else float(self.burstiness)
@@ -129,8 +132,6 @@ class BenchResult:
 
     def per_request_csv(self) -> str:
         """The per-request table as CSV text (times in s from the start, latencies ms)."""
-        import csv
-        import io
 
         names, rows = self.per_request_rows()
         buf = io.StringIO()
@@ -246,8 +247,6 @@ def bench(
         source.trace is None, int(source.prompt_tokens[0]), int(source.output_tokens[0])
     )
     if config.pooled and len(config.drafters) > 1:
-        from ..engines import POOLED_BOUND
-
         if POOLED_BOUND not in all_notes:
             all_notes.append(POOLED_BOUND)
     if not np.any(result.output_tokens > 1):

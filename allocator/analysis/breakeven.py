@@ -22,14 +22,19 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..core.budget import feasible_mask, infeasible_error
 from ..exceptions import InfeasibleError, InputError, ParameterError
-from ..model.errors import ExchangeableErrors
+from ..model.errors import ExchangeableErrors, FactorErrors, GaussianErrors
 from ..model.errors.latent import error_correlation
 from ..model.metrics import evaluate_subsets
 
 if TYPE_CHECKING:
+    from scipy import optimize
+
     from ..core.problem import Problem
+else:
+    optimize = lazy_module("scipy.optimize")
 
 
 @dataclass
@@ -137,9 +142,8 @@ def breakeven(problem: Problem, ensemble: list[str], baseline: list[str]) -> Bre
             note="the ensemble stays ahead even with identical errors (correlation 1)",
             **common,
         )
-    from scipy.optimize import brentq  # slow to import: only when solving
 
-    r = brentq(diff, 0.0, 1.0, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200)
+    r = optimize.brentq(diff, 0.0, 1.0, xtol=1e-13, rtol=4 * np.finfo(float).eps, maxiter=200)
     return Breakeven(
         latent_correlation=float(r),
         error_correlation=float(error_correlation(r, q1, q2)),
@@ -153,8 +157,6 @@ def file_latent_correlation(problem: Problem, pair: list[str]) -> float | None:
     error model, at position 1: 0 for ``independent``, ``r`` (or ``error_correlation``
     converted) for ``exchangeable``, ``β_i β_j`` for ``factor``, the matrix entry for
     ``gaussian``; ``None`` for ``empirical`` (a log has no latent scale)."""
-    from ..model.errors import FactorErrors, GaussianErrors
-
     i, j = (problem.names.index(n) for n in pair)
     model = problem.errors
     if model.name == "independent":

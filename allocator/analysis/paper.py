@@ -8,11 +8,18 @@ the paper's own rounding" (half a unit in its last printed digit).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..core.problem import Problem
 from ..model.metrics import evaluate_configs, evaluate_subsets
+
+if TYPE_CHECKING:
+    from scipy import optimize
+else:
+    optimize = lazy_module("scipy.optimize")
 
 
 @dataclass(frozen=True)
@@ -111,9 +118,8 @@ def continuous_k_star(alpha: float, rho: float, nu: float) -> float:
     hi = 1.0
     while g(hi) > 0:
         hi *= 2.0
-    from scipy.optimize import brentq  # slow to import: only when solving
 
-    return float(brentq(g, 0.0, hi, xtol=1e-13))
+    return float(optimize.brentq(g, 0.0, hi, xtol=1e-13))
 
 
 def reproduce() -> list[PaperRow]:

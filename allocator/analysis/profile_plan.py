@@ -58,13 +58,21 @@ concurrency, so that the loop is full for most of the run.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..calibration.roofline_fit import identify, log_jacobian, undetermined
+from ..core.methods import resolve_method
+from ..engines import ENGINES, settings
 from ..exceptions import InputError, ParameterError
+from ..io.quoting import escape_text, file_slug, plain_text, shell_join, shell_word
+from ..model.memory_fit import spec_max_batch
+from ..model.steptime import StepInputs, roofline_of
+from ..model.under_load import bonus_expected
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -174,7 +182,6 @@ class ProfilePlan:
         """The plan as a shell script: each server once, then its client runs. Names in
         comments are escaped and every word is quoted (:mod:`allocator.io.quoting`): no
         control character or line break of a name or model reaches the script."""
-        from ..io.quoting import escape_text, shell_join, shell_word
 
         head = escape_text(f"{self.problem}: {len(self.runs)} benchmark run(s) on {self.engine}")
         lines = [f"# {head}"]
@@ -193,8 +200,6 @@ class ProfilePlan:
 
 # ---------------------------------------------------------------- determination
 def _model(problem: Problem) -> RooflinePredictor:
-    from ..model.steptime import roofline_of
-
     serving = problem.serving
     if serving is None or not serving.has_roofline:
         raise InputError(
@@ -228,8 +233,6 @@ def _flat(
     log-Jacobian at ``model``'s values), and the largest standard error the others would
     have, relative to their scale, were each run's step time measured to within
     :data:`NOISE` (``NOISE · sqrt((JᵀJ)⁻¹_jj)``; ``inf`` while any is undetermined)."""
-    from ..calibration.roofline_fit import identify, log_jacobian, undetermined
-
     why = undetermined(model, rows, names)
     rest = [n for n in names if n not in why]
     if not rest:
@@ -253,8 +256,6 @@ def _flat(
 
 # ---------------------------------------------------------------- the plan
 def _rows(problem: Problem, cands: list[dict], pick: list[int]) -> StepInputs:
-    from ..model.steptime import StepInputs
-
     sel = [cands[i] for i in pick]
     n = problem.n
     members = np.zeros((len(sel), n), bool)
@@ -295,16 +296,10 @@ def profile_plan(
     called with the number of candidate run sets weighed so far and the most there can be
     (each round weighs every run not picked, for at most :data:`MAX_RUNS` rounds: the
     total falls to the exact count when the search stops)."""
-    from ..core.methods import resolve_method
-    from ..engines import ENGINES
-    from ..model.memory_fit import spec_max_batch
-    from ..model.under_load import bonus_expected
 
     if engine not in ENGINES:
         raise ParameterError("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
     if model is not None:
-        from ..io.quoting import plain_text
-
         try:
             plain_text(model)
         except ValueError as exc:
@@ -452,10 +447,6 @@ def _run(
     problem: Problem, engine: str, c: dict, n: int, model: str, c_max: int, output_len: int
 ) -> Run:
     """The commands of one candidate run (module docstring)."""
-    import json
-
-    from ..engines import settings
-
     serving = problem.serving
     assert serving is not None and serving.hardware is not None
     tp = serving.hardware.count
@@ -463,7 +454,6 @@ def _run(
     conc = int(c["batch"])
     k = int(c["k"])
     i = c["drafter"]
-    from ..io.quoting import file_slug
 
     who = "off" if i is None else file_slug(problem.names[i])
     name = f"run{n:02d}-{who}-k{k}-c{conc}-ctx{int(c['context'])}"
@@ -567,8 +557,6 @@ def _rates(problem: Problem, i: int, k: int) -> list[float]:
     """vLLM's unconditional synthetic rates: position ``j``'s probability that the first
     ``j`` drafts are all accepted, ``Π_{l≤j} a(l)`` of drafter ``i``'s acceptance (the
     problem's own, as the serving model reads it), non-increasing and in [0, 1]."""
-    from ..model.under_load import bonus_expected
-
     members = np.zeros((1, problem.n), bool)
     members[0, i] = True
     e = [float(bonus_expected(problem, members, np.array([j]))[0]) for j in range(k + 1)]

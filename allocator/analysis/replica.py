@@ -53,12 +53,17 @@ import numpy as np
 
 from ..core.methods import resolve_method
 from ..core.serving import MAX_NUM_SEQS
+from ..engines import ENGINES, servable
 from ..exceptions import InputError, NotModelledError, ParameterError
 from ..model.accepted_pmf import emitted_pmf
 from ..model.memory_fit import has_spec_memory, spec_room
+from ..model.under_load import need_serving, predictor, speculative_ks
 from ..sim import Requests, Scheduler, SimResult, SpecPolicy, simulate
+from .capacity.by_load import tree_notes
 from .limits import untimed_drafters
 from .request_source import derived_seeds
+from .schedule import check_schedule_engine
+from .schedule import schedule as plan_schedule
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -176,8 +181,6 @@ class Configuration:
 
 
 def _engine_label(engine: str) -> str:
-    from ..engines import ENGINES
-
     return ENGINES[engine].label
 
 
@@ -200,8 +203,6 @@ def configuration(
     ``schedule`` only for an engine that takes one
     (:func:`~allocator.analysis.schedule.check_schedule_engine`). Raises
     :class:`ParameterError` on ``drafters``, ``k``, ``schedule`` or ``engine``."""
-    from ..engines import servable
-    from .schedule import check_schedule_engine
 
     if schedule:
         check_schedule_engine(engine, "engine")
@@ -254,8 +255,6 @@ def configuration(
 def scheduler_limits(problem: Problem):
     """``serving.scheduler`` (:class:`~allocator.core.serving.SchedulerLimits`); an
     :class:`InputError` naming it when the file has none."""
-    from ..model.under_load import need_serving
-
     limits = need_serving(problem, "the simulator needs the engine's scheduler").scheduler
     if limits is None:
         raise InputError(
@@ -274,8 +273,6 @@ def schedule_configuration(
     configuration of its search space has a speculative step time, ``k = 0`` (speculation
     off) at the others. Every speculative batch size must use one drafter set: vLLM runs one
     drafter for all of them (``ParameterError`` on ``drafters`` otherwise)."""
-    from ..model.under_load import need_serving, predictor, speculative_ks
-    from .schedule import schedule as plan_schedule
 
     serving = need_serving(problem)
     ks = speculative_ks(problem)
@@ -401,8 +398,6 @@ class ProblemStepTime:
     def __init__(
         self, problem: Problem, config: Configuration, max_num_seqs: int, budget: int
     ) -> None:
-        from ..model.under_load import predictor
-
         self.pred = predictor(problem)
         self.members = np.asarray(config.members, dtype=bool)
         self.m = int(self.members.sum())
@@ -606,8 +601,6 @@ def replica(
     check_step_values(problem, step)
     notes = []
     if config.speculative:
-        from .capacity.by_load import tree_notes
-
         notes += tree_notes(problem)
         if problem.workloads:
             notes.append(

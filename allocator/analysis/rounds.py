@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..exceptions import NotModelledError
 from ..model.acceptance import extend_positions
 from ..model.errors import IndependentErrors
@@ -42,7 +43,11 @@ from ..model.token_tree import Tree, node_depths
 from ..validate import whole
 
 if TYPE_CHECKING:
+    from scipy import special
+
     from ..core.problem import Problem
+else:
+    special = lazy_module("scipy.special")
 
 #: Two-sided confidence level of the reported interval.
 LEVEL = 0.99
@@ -150,9 +155,8 @@ def simulate(
         )
         model = evaluate_configs(timing, members[None], np.array([k]))
         model["expected_accepted"] = model["throughput"] = np.array([np.nan])
-    from scipy.special import ndtri
 
-    z = ndtri(0.5 + LEVEL / 2)
+    z = special.ndtri(0.5 + LEVEL / 2)
     size = k + 2
     if not problem.workloads:
         units = simulate_rounds(problem, members, k, rounds, seed)
@@ -255,12 +259,10 @@ class TreeSimulation:
 def simulate_tree(tree: Tree, p: np.ndarray, rounds: int, seed: int = 0) -> TreeSimulation:
     """Play ``rounds`` steps of ``tree`` under conditional rank acceptance ``p (L, W)``
     (:func:`simulate_tree_rounds`); ``2 <= rounds <= MAX_ROUNDS``."""
-    from scipy.special import ndtri
-
     whole(rounds, "rounds", lo=2, hi=MAX_ROUNDS)
     units = simulate_tree_rounds(tree.parents, tree.ranks, p, rounds, seed)
     mean = float(units.mean())
-    half = float(ndtri(0.5 + LEVEL / 2) * units.std(ddof=1) / np.sqrt(rounds))
+    half = float(special.ndtri(0.5 + LEVEL / 2) * units.std(ddof=1) / np.sqrt(rounds))
     return TreeSimulation(
         rounds=rounds,
         seed=seed,

@@ -32,6 +32,7 @@ speculative configurations (``k >= 1``).
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -41,6 +42,8 @@ import numpy as np
 
 from ..core.problem import Problem
 from ..core.result import Front, SolveResult
+from ..engines import ENGINES, servable
+from ..engines import export_schedule as engine_schedule
 from ..exceptions import InputError, NotModelledError, ParameterError
 from ..model.evaluator import (
     BestPerKey,
@@ -65,7 +68,7 @@ from ..model.under_load import (
     step_time_notes,
     tokens_per_s,
 )
-from .limits import untimed_drafters
+from .limits import position_notes, untimed_drafters
 
 #: Subset x k cells evaluated per chunk (bounds memory).
 MAX_CELLS = 1 << 20
@@ -93,8 +96,6 @@ INSTEAD = {
 
 def schedule_engines() -> tuple[str, ...]:
     """The engines that take a ``k`` schedule by batch size (``has_schedule``)."""
-    from ..engines import ENGINES
-
     return tuple(name for name, e in ENGINES.items() if e.has_schedule)
 
 
@@ -103,8 +104,6 @@ def check_schedule_engine(engine: str, field: str = "engine") -> str:
     (:attr:`~allocator.engines.base.Engine.has_schedule`); else a
     :class:`~allocator.exceptions.ParameterError` naming ``field``, one line: why it takes
     none (:data:`NO_SCHEDULE`) and what to do instead (:data:`INSTEAD`)."""
-    from ..engines import ENGINES
-
     if engine in ENGINES and not ENGINES[engine].has_schedule:
         why = NO_SCHEDULE.get(engine, f"{ENGINES[engine].label} takes no k schedule by batch size")
         raise ParameterError(field, f"{why}; {INSTEAD.get(field, INSTEAD['engine'])}")
@@ -509,10 +508,7 @@ def export_schedule(
     by context bucket whose ``k`` by batch size is the same in every bucket exports as
     one; where it differs, one ``--speculative-config`` per bucket, as one JSON object
     keyed by the context (vLLM has no context axis: :data:`VLLM_BY_BATCH_ONLY`)."""
-    import json
-
     check_export(engine)
-    from ..engines import export_schedule as engine_schedule
 
     if isinstance(sched, Schedule):
         text, one = engine_schedule(engine, sched.rows(), problem.drafter_map)
@@ -735,8 +731,6 @@ def front_at_batch(
     """``solve --batch B``: :func:`serving_front` as a solve result, of the configurations
     ``engine`` serves (with ``pooled``: every configuration, labelled as the upper bound;
     :func:`allocator.engines.servable`), with notes on positions past those measured."""
-    from ..engines import servable
-    from .limits import position_notes
 
     if problem.cost_metric in DRAFT_COST_CAPS:  # the cost axis is in verifier-units
         require_unit_cost(problem, needed_by=f"cost_metric {problem.cost_metric}")

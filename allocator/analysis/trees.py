@@ -24,6 +24,8 @@ from .. import validate
 from ..core.problem import Problem
 from ..engines.sglang import check_triple, sglang_tree, sglang_triples
 from ..exceptions import NotModelledError, ParameterError
+from ..model.memory_fit import max_batch
+from ..model.metrics import require_unit_cost
 from ..model.token_tree import (
     MAX_DEPTH,
     MAX_NODES,
@@ -37,6 +39,7 @@ from ..model.token_tree import (
     tree_serving,
     tree_step_ms,
 )
+from ..model.under_load import baseline_ms, metrics_from, step_time_notes
 from .rounds import TreeSimulation, simulate_tree
 
 #: Tree sizes of the front (and the node budget of the engine search) when ``nodes`` is
@@ -194,8 +197,6 @@ def drafter_round_time(problem: Problem, index: int, nodes, depth) -> np.ndarray
     """Verifier-units of one step of drafter ``index``'s tree of ``nodes`` speculated nodes
     and ``depth`` levels (:func:`allocator.model.token_tree.round_time`); any shapes
     broadcasting together. Refused for a drafter without ``unit_cost``."""
-    from ..model.metrics import require_unit_cost
-
     member = np.zeros(problem.n, bool)
     member[index] = True
     require_unit_cost(problem, member, "a tree's round time")
@@ -685,8 +686,6 @@ def _per_batch(
     out with a note, as ``schedule`` and ``capacity`` leave it out; the notes also say where
     the step times extrapolate a calibrated file's measured domain.
     """
-    from ..model.memory_fit import max_batch
-    from ..model.under_load import baseline_ms, metrics_from, step_time_notes
 
     serving = tree_serving(problem, index)
     if serving is None:

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from scipy import special
 
+from .._lazy import lazy_module
 from ..core.budget import feasible_mask
 from ..core.documents import names_of, number
 from ..core.result import Front
@@ -50,7 +50,11 @@ from ..model.metrics import evaluate_configs, evaluate_subsets
 from ..validate import probability, whole
 
 if TYPE_CHECKING:
+    from scipy import special
+
     from ..core.problem import Problem, Workload
+else:
+    special = lazy_module("scipy.special")
 
 #: Refuse more than this many (configuration x draw) evaluations.
 MAX_EVALUATIONS = 200_000_000

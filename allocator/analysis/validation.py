@@ -54,8 +54,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..estimate.bench_files import VARIED, read_bench_run
+from ..estimate.jsonl import finite_number, parse_json_text, read_text, whole_count
 from ..exceptions import InputError, ParameterError
+from ..model.under_load import need_serving, roofline_answers
 from ..sim import LATENCIES
+from ..sim.requests import MAX_TOKENS
+from .bench import bench, plain_metrics
+from .replica import configuration
+from .request_source import MAX_PROMPTS, RequestSource, derived_seeds
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -207,7 +214,6 @@ class MeasuredRun:
 def _documents(path: Path) -> list[tuple[str, object]]:
     """The JSON objects of one file (the whole file, or one per line), each with where it
     is; a file that is not JSON (a CSV of ``calibrate``'s rows) is refused."""
-    from ..estimate.jsonl import parse_json_text, read_text
 
     try:
         text = read_text(path)
@@ -235,7 +241,6 @@ def _documents(path: Path) -> list[tuple[str, object]]:
 
 
 def _burstiness(obj: Mapping, where: str) -> float:
-    from ..estimate.jsonl import finite_number
 
     raw = obj.get("burstiness")
     if raw is None:
@@ -253,7 +258,6 @@ def _burstiness(obj: Mapping, where: str) -> float:
 def _per_request(obj: Mapping, where: str) -> tuple[np.ndarray, np.ndarray] | None:
     """The completed requests' ``input_lens`` and ``output_lens`` (a failed request has
     output length 0), or ``None`` when the file has none; unequal lengths refused."""
-    from ..estimate.jsonl import whole_count
 
     ins, outs = obj.get("input_lens"), obj.get("output_lens")
     if ins is None and outs is None:
@@ -286,8 +290,6 @@ def _workload(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Refuse a workload the simulator does not take: more requests than one run plays,
     or a request longer than :data:`allocator.sim.requests.MAX_TOKENS`."""
-    from ..sim.requests import MAX_TOKENS
-    from .request_source import MAX_PROMPTS
 
     if prompt.size > MAX_PROMPTS:
         raise InputError(
@@ -317,8 +319,6 @@ def _fixed(
 
 def _engine_run(obj: dict, where: str) -> MeasuredRun:
     """A vLLM or SGLang result object (:func:`read_bench_run`) as a measured run."""
-    from ..estimate.bench_files import VARIED, read_bench_run
-    from ..estimate.jsonl import finite_number
 
     run = read_bench_run(obj, where)
     if math.isnan(run.request_rate):
@@ -426,7 +426,6 @@ def _label(label: object, where: str) -> tuple[tuple[str, ...] | None, int, bool
 
 
 def _number(obj: Mapping, key: str, where: str) -> float:
-    from ..estimate.jsonl import finite_number
 
     if key not in obj:
         raise InputError(f"{where}: {key}", "missing")
@@ -434,7 +433,6 @@ def _number(obj: Mapping, key: str, where: str) -> float:
 
 
 def _count(obj: Mapping, key: str, where: str) -> int:
-    from ..estimate.jsonl import whole_count
 
     if key not in obj:
         raise InputError(f"{where}: {key}", "missing")
@@ -599,7 +597,6 @@ def _configuration(
     problem: Problem, run: MeasuredRun, drafters: str | None, max_num_seqs: int | None
 ) -> tuple[Configuration, list[str]]:
     """The configuration the run served (module docstring)."""
-    from .replica import configuration
 
     engine = "sglang" if run.engine == "sglang" else "vllm"
     if run.drafters is not None:
@@ -627,7 +624,6 @@ def _configuration(
 
 def _basis(problem: Problem) -> list[str]:
     """Where the predicted numbers come from."""
-    from ..model.under_load import need_serving, roofline_answers
 
     serving = need_serving(problem, "validate replays the runs on the simulated replica")
     notes = []
@@ -666,8 +662,6 @@ def replay(
 ) -> tuple[BenchResult, dict]:
     """The run's workload sent again on the problem's replica (module docstring), and what
     was sent (``replayed``)."""
-    from .bench import bench
-    from .request_source import RequestSource, derived_seeds
 
     seqs = max_num_seqs if max_num_seqs is not None else run.max_num_seqs
     config, notes = _configuration(problem, run, drafters, seqs)
@@ -738,8 +732,6 @@ def validate(
     """Each measured run of ``files`` beside its replay on the problem's replica, and the
     summary over the runs (module docstring). ``progress(done, total)`` is called after
     each run."""
-    from .bench import plain_metrics
-    from .request_source import derived_seeds
 
     derived_seeds(seed)  # the seed checked before any file is read
     if drafters is not None and drafters not in problem.names:

@@ -35,14 +35,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..core.problem import Problem
 from ..model.steptime import RooflinePredictor, StepInputs, roofline_of
 from .confounded import combinations
 from .roofline_fit import fit_roofline, identify
 from .rows import Measured
+
+if TYPE_CHECKING:
+    from scipy import optimize, special
+else:  # scipy loads when a fit runs
+    optimize = lazy_module("scipy.optimize")
+    special = lazy_module("scipy.special")
 
 __all__ = [
     "MIN_MS",
@@ -262,8 +270,6 @@ def _fit_today(problem: Problem, data: Measured, step_ms: np.ndarray) -> _TodayF
     """Least-squares fit of today's form to measured step times ``(R,)`` ms (module
     docstring), its step times through the predictor; ``notes``: what the rows could not
     determine."""
-    from scipy.optimize import least_squares, nnls
-
     layout = _layout(data, problem.names)
     n = problem.n
     b = data.batch.astype(float)
@@ -286,7 +292,7 @@ def _fit_today(problem: Problem, data: Measured, step_ms: np.ndarray) -> _TodayF
     keep = np.ones(a.shape[1], bool)
     keep[c_index] = False
     x_lin = np.zeros(a.shape[1])
-    x_lin[keep], _ = nnls(a[:, keep], np.ones_like(step_ms))
+    x_lin[keep], _ = optimize.nnls(a[:, keep], np.ones_like(step_ms))
 
     def residuals(x: np.ndarray) -> np.ndarray:
         model = layout.unpack(x, n, problem.drafting, problem.names)
@@ -300,7 +306,7 @@ def _fit_today(problem: Problem, data: Measured, step_ms: np.ndarray) -> _TodayF
     starts.append(start)
     best = None
     for x0 in starts:
-        res = least_squares(
+        res = optimize.least_squares(
             residuals, x0, bounds=(0.0, np.inf), method="trf", x_scale="jac", max_nfev=2000
         )
         if best is None or res.cost < best.cost:
@@ -321,8 +327,6 @@ def _fit_today(problem: Problem, data: Measured, step_ms: np.ndarray) -> _TodayF
 def _today_parameters(problem: Problem, data: Measured, fit: _TodayFit) -> list[dict]:
     """Every parameter of today's form with its standard error and 95% interval, or the
     reason the rows cannot determine it."""
-    from scipy.special import stdtrit
-
     stderr, why = identify(fit.names, fit.theta, fit.jac, fit.residuals)
     model = fit.model
     spec = data.k > 0
@@ -342,7 +346,7 @@ def _today_parameters(problem: Problem, data: Measured, fit: _TodayFit) -> list[
                     "measured at one k only: not separable from the per-step overhead"
                 )
     dof = len(data) - (len(fit.names) - sum(1 for n in fit.names if n in why))
-    q = float(stdtrit(dof, 0.975)) if dof > 0 else float("nan")
+    q = float(special.stdtrit(dof, 0.975)) if dof > 0 else float("nan")
     values = dict(zip(fit.names, fit.theta, strict=True))
     shown = today_names(problem.names)
     used = {  # the parameters of the written model, as reported: fitted or fixed at 0
@@ -431,8 +435,6 @@ class _SpecsFit:
 
 def _fit_specs(problem: Problem, data: Measured, step_ms: np.ndarray) -> _SpecsFit:
     """The roofline's factors fitted to the rows (contexts and prefill included)."""
-    from scipy.special import stdtrit
-
     base = _specs_model(problem)
     rows = data.inputs()
     fit = fit_roofline(
@@ -442,7 +444,7 @@ def _fit_specs(problem: Problem, data: Measured, step_ms: np.ndarray) -> _SpecsF
     free = [n for n, f in zip(space.names, space.fitted, strict=True) if f]
     kept = len([n for n in fit.free if n not in fit.undetermined])
     dof = len(data) - kept
-    q = float(stdtrit(dof, 0.975)) if dof > 0 else float("nan")
+    q = float(special.stdtrit(dof, 0.975)) if dof > 0 else float("nan")
     spec_rows = rows.speculative
     measured = {
         d.name for i, d in enumerate(base.drafters) if (spec_rows & rows.members[:, i]).any()

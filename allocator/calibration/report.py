@@ -17,14 +17,18 @@ are the other groups' fits, as before; the file is still checked on every row).
 from __future__ import annotations
 
 import math
+import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from ..exceptions import InputError
-from ..model.under_load import tokens_per_s
+from ..io.build import problem_from_file
+from ..model.under_load import predictor, tokens_per_s
 from .calibration import Calibration, calibrate, check_seed
 from .holdout import parse_holdout
 from .rows import read_inputs
@@ -79,7 +83,6 @@ class CalibrationReport:
 
     def text(self) -> str:
         """The calibrated problem file to write: a two-line comment, then YAML."""
-        import yaml
 
         src = Path(self.problem).name
         files = [self.measured] if isinstance(self.measured, str) else self.measured
@@ -223,11 +226,6 @@ def read_back(report: CalibrationReport, folder: Path) -> np.ndarray:
     as they will), read by :func:`~allocator.io.build.problem_from_file`, removed.
     Raises :class:`InputError` naming ``out`` (a refusal, exit status 2) where it differs
     from the fit by more than :data:`READ_BACK_RTOL`."""
-    import os
-    import tempfile
-
-    from ..io.build import problem_from_file
-    from ..model.under_load import predictor
 
     cal = report.calibration
     assert cal.inputs is not None and cal.predictor is not None
@@ -281,7 +279,6 @@ def calibration_report(
     files, :func:`read_inputs`), fit, and build the calibrated problem for the file
     ``out`` (:func:`check_paths` first; ``out=None``: for no file, paths kept relative to
     ``problem``'s folder). ``drafters``: the drafter of the speculative benchmark runs."""
-    from ..io.build import problem_from_file
 
     files = [measured] if isinstance(measured, str | Path) else list(measured)
     check_paths(files, problem, out)

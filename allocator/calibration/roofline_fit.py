@@ -16,11 +16,18 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..model.steptime.base import StepInputs, step_inputs
 from ..model.steptime.roofline import ParameterSpace, RooflinePredictor
+
+if TYPE_CHECKING:
+    from scipy import optimize
+else:  # scipy loads when a fit runs
+    optimize = lazy_module("scipy.optimize")
 
 __all__ = [
     "RooflineFit",
@@ -303,8 +310,6 @@ def fit_roofline(
     singular value below ``rank_tol`` of the largest, or whose standard error exceeds its
     value) is added to ``undetermined``.
     """
-    from scipy.optimize import least_squares
-
     x = _rows(rows)
     y = np.asarray(measured_ms, dtype=float)
     if y.shape != (len(x),):
@@ -342,7 +347,7 @@ def fit_roofline(
     best = None
     for s in candidates:
         s = np.clip(s, lo, hi)
-        res = least_squares(
+        res = optimize.least_squares(
             residuals, s, bounds=(lo, hi), method="trf", x_scale="jac", max_nfev=max_nfev
         )
         # a later start must be clearly better: ties go to the earlier (the model's values)

@@ -38,9 +38,12 @@ from pathlib import Path
 import numpy as np
 
 from ..core.problem import Problem
+from ..estimate.bench_files import STEADY, read_bench_files
 from ..exceptions import InputError, ParameterError
+from ..io.inputs import MAX_LOG_BYTES, read_input_text
 from ..model.steptime import StepInputs
 from ..model.under_load import bonus_expected
+from .steady_state import steady_state
 
 __all__ = [
     "MAX_BATCH",
@@ -239,7 +242,6 @@ def read_measured(path: str | Path, problem: Problem, text: str | None = None) -
     read through :func:`allocator.io.inputs.read_input_text` (a regular file of text,
     within the size limit), and at most :data:`MAX_ROWS` rows are taken.
     """
-    from ..io.inputs import MAX_LOG_BYTES, read_input_text
 
     p = Path(path)
     if text is None:
@@ -351,8 +353,6 @@ def _bench_rows(
     paths: Sequence[Path], problem: Problem, drafter: str | None
 ) -> tuple[Measured | None, list[str]]:
     """The steady-state runs of benchmark files as rows, and notes on the runs left out."""
-    from ..estimate.bench_files import STEADY, read_bench_files
-    from .steady_state import steady_state
 
     name = _drafter_name(problem, drafter)
     runs = read_bench_files(paths, drafter=name)
@@ -458,7 +458,6 @@ def read_inputs(
     what was left out.
     ``drafter``: the drafter of the speculative benchmark runs (default: the problem's
     only drafter; with several, a speculative run without it is refused)."""
-    from ..io.inputs import MAX_LOG_BYTES, read_input_text
 
     if not paths:
         raise ParameterError("measured", "give at least one file of measured rows")

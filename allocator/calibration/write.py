@@ -31,6 +31,8 @@ import numpy as np
 
 from ..core.problem import Problem
 from ..exceptions import ParameterError
+from ..io.build import problem_from_spec
+from ..io.spec import load_problem, parse_problem
 from .calibration import Calibration
 from .fit import MIN_MS
 from .rows import Measured
@@ -195,8 +197,6 @@ def calibrated_problem_data(
     ``errors.outcomes`` rewritten relative to the new file's folder (``out_path``; ``None``:
     the folder of ``source``). The result is validated before it is returned.
     """
-    from ..io.build import problem_from_spec
-    from ..io.spec import load_problem, parse_problem
 
     spec = load_problem(source)
     base_dir = Path(source).resolve().parent

@@ -12,9 +12,11 @@ import typer
 from rich.table import Table
 
 from .. import api
-from ..analysis.capacity.slo import clock_ms
+from .._lazy import lazy_module
+from ..analysis.capacity.slo import clock_ms, parse_slos
 from ..analysis.limits import header_notes
 from ..io.staged import write_atomic
+from ..sim import metric
 from .common import (
     MAX_SEED,
     BurstinessOption,
@@ -34,8 +36,11 @@ from .common import (
 from .group import app
 
 if TYPE_CHECKING:
+    from .. import plots
     from ..analysis.bench import BenchResult
     from ..analysis.capacity.slo import SLO
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
 
 #: ``--slo KEY=MS`` (repeatable): drawn and checked, never a change to the run.
 SloOption = typer.Option(
@@ -105,8 +110,6 @@ def bench_table(doc: dict) -> Table:
 def slo_notes(result: BenchResult, slos: Sequence[SLO]) -> list[str]:
     """One line per SLO: met or missed by the run, and the run's value (ms), computed as
     capacity computes it."""
-    from ..sim import metric
-
     lines = []
     clock = clock_ms(result.result)
     for s in slos:
@@ -192,13 +195,9 @@ def bench_command(
     the JSON has vLLM's --save-result keys, so a measurement can be diffed against it."""
     precheck_outputs(json=json_path, per_request=per_request, plot=plot_path)
     if plot_path:
-        from ..plots import check_plot_path
-
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     slos: tuple[SLO, ...] = ()
     if slo:
-        from ..analysis.capacity.slo import parse_slos
-
         slos = parse_slos(slo)
     result = api.bench(
         problem,
@@ -223,10 +222,8 @@ def bench_command(
     if per_request:
         write_atomic(per_request, result.per_request_csv(), "--per-request")
     if plot_path:
-        from ..plots import plot_bench
-
         cols = result.result.columns()
-        plot_bench(
+        plots.plot_bench(
             cols["ttft_ms"],
             cols["tpot_ms"],
             result.result.itl_s * 1000.0,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from .. import api
+from .._lazy import lazy_module
 from .common import (
     BudgetOption,
     JsonOption,
@@ -19,6 +21,11 @@ from .common import (
 )
 from .evaluate import split_names
 from .group import app
+
+if TYPE_CHECKING:
+    from .. import plots
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
 
 
 @app.command("breakeven")
@@ -48,9 +55,7 @@ def breakeven_command(
     """
     precheck_outputs(json=json_path)
     if plot_path:
-        from ..plots import check_plot_path
-
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     caps = parse_budget(budget)
     prob = api.load(problem)
     if caps:
@@ -63,11 +68,9 @@ def breakeven_command(
     )
     doc = report.to_dict()
     if plot_path:
-        from ..plots import plot_breakeven
-
         assert report.curve is not None
         grid, gains = report.curve
-        plot_breakeven(
+        plots.plot_breakeven(
             grid,
             gains,
             plot_path,

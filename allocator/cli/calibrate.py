@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from .. import api
+from ..calibration import check_paths
 from ..io.staged import write_atomic
 from .common import JsonOption, emit_json, handles_input_errors, out, precheck_outputs
 from .group import app
@@ -67,8 +68,6 @@ def calibrate_command(
     largest absolute error (on the held-out rows only under --holdout), and every
     parameter with its 95% interval. Comments of PROBLEM are not kept.
     """
-    from ..calibration import check_paths
-
     check_paths(measured, problem, out_path, json_path)
     precheck_outputs(out=out_path, json=json_path)
     report = api.calibrate(

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from .. import api
+from .._lazy import lazy_module
 from ..analysis.capacity.by_load import CapacityResult, LoadSweep
 from ..analysis.capacity.slo import default_num_prompts, parse_slos
 from ..analysis.limits import header_notes
@@ -53,6 +55,11 @@ from .common import (
 from .group import app
 from .progress import total_progress
 from .render import narrow_table
+
+if TYPE_CHECKING:
+    from .. import plots
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
 
 #: ``--slo KEY=MS`` (repeatable).
 SloOption = typer.Option(
@@ -352,11 +359,9 @@ def capacity_command(
         tpot_ms = itl_ms
     loads = parse_load_range(sweep) if sweep is not None else None
     if plot_path:
-        from ..plots import check_plot_path
-
         if loads is None:
             raise InputError("--plot", "draws the load sweep: give --sweep-load LO:HI:STEPS")
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     try:
         result = api.size_fleet(
             problem,
@@ -378,9 +383,7 @@ def capacity_command(
     doc["notes"] += header_notes(problem)
     swept = result.sweep
     if swept is not None and plot_path:
-        from ..plots import plot_capacity_sweep
-
-        plot_capacity_sweep(
+        plots.plot_capacity_sweep(
             swept.loads,
             swept.with_speculation,
             swept.without_speculation,
@@ -410,11 +413,9 @@ def _rate_mode(
     plot_path,
 ) -> None:  # fmt: skip
     if plot_path:
-        from ..plots import check_plot_path
-
         if sweep_rate is None:
             raise InputError("--plot", "draws the rate sweep: give --sweep-rate LO:HI:STEPS")
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     if not slo:
         raise InputError("--slo", "missing: at least one SLO, KEY=MS (e.g. p99_ttft_ms=500)")
     label = f"sizing for {request_rate:g} requests/s" if request_rate else "sizing for the trace"
@@ -452,10 +453,8 @@ def _rate_mode(
     doc["notes"] += header_notes(problem)
     slos = ", ".join(s.text() + " ms" for s in result.slos)
     if result.sweep is not None and plot_path:
-        from ..plots import plot_rate_sweep
-
         sw = result.sweep
-        plot_rate_sweep(
+        plots.plot_rate_sweep(
             sw.rates,
             sw.with_speculation,
             sw.without_speculation,

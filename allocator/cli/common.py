@@ -6,6 +6,7 @@ import contextlib
 import functools
 import inspect
 import io
+import math
 import os
 import re
 import signal
@@ -20,6 +21,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from ..core.problem import COST_METRICS
 from ..exceptions import InputError, ParameterError, SolverError
 from ..io.inputs import recording_inputs
 from ..io.quoting import escape_text
@@ -154,10 +156,6 @@ TraceOption = typer.Option(
 def parse_budget(items: list[str] | None) -> dict[str, float]:
     """``--budget METRIC=VALUE`` items as caps by metric (one of the model's cost metrics;
     ``drafters`` a whole number); :class:`InputError` naming ``--budget`` otherwise."""
-    import math
-
-    from ..core.problem import COST_METRICS
-
     caps: dict[str, float] = {}
     for item in items or []:
         name, sep, value = item.partition("=")

@@ -9,6 +9,7 @@ import typer
 
 from .. import api
 from ..estimate import FORMATS, MIN_TRIALS, check_options
+from ..estimate.counts import position_ranges
 from ..exceptions import InputError
 from ..io.staged import write_atomic
 from .common import JsonOption, emit_json, handles_input_errors, note, out, precheck_outputs
@@ -194,8 +195,6 @@ def estimate_command(
 
 
 def _ranges(positions: list[int]) -> str:
-    from ..estimate.counts import position_ranges
-
     return position_ranges(positions)
 
 

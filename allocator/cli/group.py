@@ -7,12 +7,20 @@ import inspect
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
 from .. import __version__
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    from ..io import staged
+    from . import common
+else:  # rich and PyYAML: not for the group's --help, only when a command fails
+    staged = lazy_module("allocator.io.staged")
+    common = lazy_module("allocator.cli.common")
 
 
 def _click_class(name: str) -> type[Exception]:
@@ -155,32 +163,27 @@ class OneLineErrors(TyperGroup):
             if _is_help_request(exc):
                 getattr(exc, "show")()  # noqa: B009  (click's interface, not typed here)
                 sys.exit(exit_code)
-            from .common import fail
 
-            code = fail(usage_error_line(exc)).exit_code
+            code = common.fail(usage_error_line(exc)).exit_code
             sys.exit(code if isinstance(exc, UsageError) else exit_code)
         except typer.Abort:
             if not standalone_mode:
                 raise
-            from .common import fail
 
-            fail("interrupted: aborted")
+            common.fail("interrupted: aborted")
             sys.exit(1)
         except BrokenPipeError:  # the reader of stdout went away (``| head``): quietly
             if not standalone_mode:
                 raise
-            from ..io.staged import silence_stdout
 
-            silence_stdout()
+            staged.silence_stdout()
             sys.exit(1)
         except OSError as exc:  # a write the commands' own checks did not see (stdout)
             if not standalone_mode:
                 raise
-            from ..io.staged import silence_stdout
-            from .common import fail
 
-            silence_stdout()
-            sys.exit(fail(f"output: cannot write ({exc.strerror or exc})").exit_code)
+            staged.silence_stdout()
+            sys.exit(common.fail(f"output: cannot write ({exc.strerror or exc})").exit_code)
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import typer
 from rich.table import Table
 
 from .. import api
+from .._lazy import lazy_module
 from ..analysis.plan import MAX_CANDIDATES, Plan, PlanSweep
+from ..engines import TARGETS
 from ..exceptions import InputError
 from ..io.ranges import parse_hosting_range
 from .common import (
@@ -26,6 +29,11 @@ from .common import (
     precheck_outputs,
 )
 from .group import app
+
+if TYPE_CHECKING:
+    from .. import plots
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
 
 # ----------------------------------------------------------------- option parsing
 
@@ -154,8 +162,6 @@ def plan(
 
     Beside each workload: its throughput under the best single configuration for all traffic.
     """
-    from ..engines import TARGETS  # the engines import the tree and serving models: lazily
-
     if engine not in TARGETS:
         raise InputError("--engine", f"{engine!r} is not one of {', '.join(TARGETS)}")
     if export is not None:
@@ -181,11 +187,9 @@ def plan(
             raise InputError("--export", "prints to stdout, which --json - already uses")
     precheck_outputs(json=json_path)
     if plot_path:
-        from ..plots import check_plot_path
-
         if sweep is None:
             raise InputError("--plot", "draws the front of --sweep: give --sweep hosting_cost")
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     caps = parse_budget(budget)
     levels = _parse_sweep(sweep) if sweep is not None else False
     prob = api.load(problem)
@@ -224,9 +228,7 @@ def plan(
         emit_json(settings, "-")
         return
     if levels is not False and plot_path:
-        from ..plots import plot_sweep
-
-        plot_sweep(doc, plot_path)
+        plots.plot_sweep(doc, plot_path)
     if json_path == "-":
         emit_json(doc, "-")
         return

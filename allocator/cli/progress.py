@@ -7,20 +7,26 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
-    SpinnerColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
+from .._lazy import lazy_module
 from ..exceptions import InputError
 from ..validate import rate, whole
 from .common import err
+
+if TYPE_CHECKING:
+    from rich import progress as rich_progress
+else:  # a bar is drawn only on a terminal
+    rich_progress = lazy_module("rich.progress")
 
 
 def check_search_options(trials: int | None, timeout: float | None) -> None:
@@ -41,13 +47,13 @@ def search_progress(label: str, enabled: bool = True):
         yield None
         return
     columns = (
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("front {task.fields[front]}", markup=False),
-        TimeElapsedColumn(),
+        rich_progress.TextColumn("{task.description}", markup=False),
+        rich_progress.BarColumn(),
+        rich_progress.MofNCompleteColumn(),
+        rich_progress.TextColumn("front {task.fields[front]}", markup=False),
+        rich_progress.TimeElapsedColumn(),
     )
-    with Progress(*columns, console=err, transient=True) as bar:
+    with rich_progress.Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(label, total=None, front="-")
 
         def update(done: int, total: int | None, front: int | None) -> None:
@@ -65,12 +71,12 @@ def count_progress(label: str, unit: str, enabled: bool = True):
         yield None
         return
     columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}", markup=False),
-        TextColumn("{task.completed:,.0f} " + unit, markup=False),
-        TimeElapsedColumn(),
+        rich_progress.SpinnerColumn(),
+        rich_progress.TextColumn("{task.description}", markup=False),
+        rich_progress.TextColumn("{task.completed:,.0f} " + unit, markup=False),
+        rich_progress.TimeElapsedColumn(),
     )
-    with Progress(*columns, console=err, transient=True) as bar:
+    with rich_progress.Progress(*columns, console=err, transient=True) as bar:
         task = bar.add_task(label, total=None)
 
         def update(done: int) -> None:

@@ -4,13 +4,16 @@ speculation stops paying."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from .. import api
+from .._lazy import lazy_module
+from ..analysis.schedule import check_export
 from ..exceptions import InputError
-from ..io.staged import write_atomic
+from ..io.staged import to_json, write_atomic
 from .common import (
     EngineOption,
     JsonOption,
@@ -23,6 +26,11 @@ from .common import (
     precheck_outputs,
 )
 from .group import app
+
+if TYPE_CHECKING:
+    from .. import plots
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
 
 
 @app.command()
@@ -64,12 +72,8 @@ def schedule(
     """
     precheck_outputs(json=json_path)
     if plot_path:
-        from ..plots import check_plot_path
-
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     if export is not None:
-        from ..analysis.schedule import check_export
-
         check_export(export)
         if json_path == "-":
             raise InputError("--export", "prints to stdout, which --json - already uses")
@@ -78,9 +82,7 @@ def schedule(
         raise InputError("--plot", "draws one context: give one value of --contexts")
     sched = api.schedule(problem, export=export, contexts=buckets, engine=engine, pooled=pooled)
     if plot_path:
-        from ..plots import plot_schedule
-
-        plot_schedule(getattr(sched, "schedules", [sched])[0], plot_path)
+        plots.plot_schedule(getattr(sched, "schedules", [sched])[0], plot_path)
     doc = sched.to_dict()
     if json_path == "-":
         emit_json(doc, "-")
@@ -103,8 +105,6 @@ def schedule(
 
 
 def _json(doc: dict) -> str:
-    from ..io.staged import to_json
-
     return to_json(doc)
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import typer
 from rich.table import Table
 
 from .. import api
+from .._lazy import lazy_module
 from ..analysis.rounds import LEVEL
 from ..analysis.trees import DEFAULT_DEPTH, SimulatedTree, check_tree_options
 from ..core.problem import MAX_K
@@ -26,6 +28,11 @@ from .common import (
 )
 from .evaluate import split_names
 from .group import app
+
+if TYPE_CHECKING:
+    from .. import plots
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
 
 #: Deepest depth of the tree ``--nodes`` plays when ``--depth`` is not given.
 TREE_DEPTH = DEFAULT_DEPTH
@@ -96,16 +103,12 @@ def simulate_command(
         )
     precheck_outputs(json=json_path)
     if plot_path:
-        from ..plots import check_plot_path
-
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     prob = problem_from_file(problem, simulation=True)
     doc = api.simulate(prob, split_names(drafters), k, rounds=rounds, seed=seed).to_dict()
     if plot_path:
-        from ..plots import plot_accepted
-
         model = accepted_distribution(prob, prob.mask(doc["drafters"]), k)
-        plot_accepted(
+        plots.plot_accepted(
             np.array(doc["accepted_shares"]),
             model,
             plot_path,

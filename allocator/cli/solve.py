@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from .. import api
+from .._lazy import lazy_module
+from ..analysis.fronts import single_drafter_fronts
 from ..api import DEFAULT_SAMPLES, MAX_SAMPLES
 from ..core.problem import Problem
 from ..core.result import SolveResult
+from ..engines import TARGETS
 from ..exceptions import InputError
 from ..io.staged import front_csv, write_atomic
 from ..validate import probability, whole
@@ -32,6 +35,11 @@ from .common import (
 from .group import app
 from .progress import check_search_options, search_progress
 from .render import front_table, uncertainty_table
+
+if TYPE_CHECKING:
+    from .. import plots
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
 
 
 @app.command()
@@ -136,9 +144,7 @@ def solve(
     _check_options(samples, robust, export, pick, json_path)
     serve = _serving_engine(ctx, engine, pooled, export)
     if plot_path:
-        from ..plots import check_plot_path
-
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     check_search_options(trials, timeout)
     caps = parse_budget(budget)
     prob = api.load(problem)
@@ -197,7 +203,6 @@ def solve(
 
 def _check_options(samples, robust, export, pick, json_path) -> None:
     """Refuse option combinations that make no sense, before any work."""
-    from ..engines import TARGETS  # the engines import the tree and serving models: lazily
 
     if samples is not None:
         whole(samples, "--samples", lo=1, hi=MAX_SAMPLES, error=InputError)
@@ -218,8 +223,6 @@ def _serving_engine(
     ``--engine``'s when given (``None``: plain ``solve``, the model's question, keeps
     pooled configurations). Refuses an unknown engine, an ``--engine`` that is not
     ``--export``'s, and ``--pooled`` with ``--export`` (an export serves one drafter)."""
-    from ..engines import TARGETS
-
     given = ctx.get_parameter_source("engine")
     engine_given = given is not None and given.name != "DEFAULT"
     if engine not in TARGETS:
@@ -270,10 +273,7 @@ def _write_outputs(
     if csv_path and csv_path != "-":
         write_atomic(csv_path, front_csv(doc["front"]), "--csv")
     if plot_path:
-        from ..analysis.fronts import single_drafter_fronts
-        from ..plots import plot_front
-
-        plot_front(
+        plots.plot_front(
             result,
             plot_path,
             singles=single_drafter_fronts(prob) if singles else None,

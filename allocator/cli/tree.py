@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from .. import api
+from .._lazy import lazy_module
 from ..analysis.trees import (
     ENGINE_TOPK,
     FRONT_NODES,
@@ -37,6 +39,11 @@ from .common import (
 from .evaluate import split_names
 from .group import app
 
+if TYPE_CHECKING:
+    from .. import plots
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
+
 #: The engines ``--export`` prints a tree's settings for.
 TREE_TARGETS = tuple(sorted(name for name, e in ENGINES.items() if e.has_trees))
 #: The engines whose own token trees ``--engine`` searches (vLLM 0.33.0 drafts chains only).
@@ -46,8 +53,6 @@ SEARCH_ENGINES = ("sglang",)
 def _engine_name(value: str | None) -> str | None:
     """``--engine NAME``: the engine whose trees to search. It was a bare switch once;
     that spelling (``--engine`` followed by another option) gets a one-line pointer."""
-    import typer
-
     if value is None:
         return None
     if value.startswith("-"):
@@ -177,9 +182,7 @@ def tree_command(
         raise InputError("--plot", "draws the front: leave out --nodes and the engine options")
     precheck_outputs(json=json_path)
     if plot_path:
-        from ..plots import check_plot_path
-
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     prob = api.load(problem)
     names = split_names(drafters)
     result: BestTree | TreeFront | EngineTree
@@ -200,10 +203,8 @@ def tree_command(
     for message in doc.get("notes", []):
         note(f"note: {message}")
     if plot_path:
-        from ..plots import plot_tree_front
-
         rows = doc["front"]
-        plot_tree_front(
+        plots.plot_tree_front(
             [r["nodes"] for r in rows],
             [r["expected_accepted"] for r in rows],
             [r["throughput"] for r in rows],

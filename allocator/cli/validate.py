@@ -6,12 +6,15 @@ from __future__ import annotations
 import contextlib
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .. import api
+from .._lazy import lazy_module
+from ..analysis import validation
 from .common import (
     MAX_SEED,
     JsonOption,
@@ -24,6 +27,13 @@ from .common import (
     precheck_outputs,
 )
 from .group import app
+
+if TYPE_CHECKING:
+    from .. import plots
+    from ..plots import validate as plot_validation
+else:  # only --plot draws
+    plots = lazy_module("allocator.plots")
+    plot_validation = lazy_module("allocator.plots.validate")
 
 #: Keys of the table, per run (the JSON has every key both documents share).
 TABLE_KEYS = (
@@ -168,9 +178,7 @@ def validate_command(
     its error: check the model on your own runs before trusting capacity."""
     precheck_outputs(json=json_path, plot=plot_path)
     if plot_path:
-        from ..plots import check_plot_path
-
-        check_plot_path(plot_path, "--plot")
+        plots.check_plot_path(plot_path, "--plot")
     with run_progress(len(files)) as progress:
         report = api.validate_runs(
             problem,
@@ -182,9 +190,13 @@ def validate_command(
         )
     doc = report.to_dict()
     if plot_path:
-        from ..plots.validate import plot_validation
-
-        plot_validation(doc, plot_path, title=f"{report.problem}: predicted against measured")
+        plot_validation.plot_validation(
+            doc,
+            plot_path,
+            family=validation.family,
+            families=validation.FAMILIES,
+            title=f"{report.problem}: predicted against measured",
+        )
     if json_path == "-":
         emit_json(doc, "-")
         return

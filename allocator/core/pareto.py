@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import moocore
+else:
+    moocore = lazy_module("moocore")
 
 
 def front_order(cost: np.ndarray, throughput: np.ndarray, *tiebreak: np.ndarray) -> np.ndarray:
@@ -51,8 +60,6 @@ def nondominated(cost: np.ndarray, throughput: np.ndarray) -> np.ndarray:
     one representative per set of identical points (``tests/test_pareto.py`` checks
     they agree).
     """
-    import moocore
-
     pts = np.column_stack([np.asarray(cost, float), np.asarray(throughput, float)])
     if pts.shape[0] == 0:
         return np.zeros(0, bool)
@@ -68,8 +75,6 @@ def hypervolume(
     and throughput ``>= ref_throughput`` that some point dominates; points beyond the
     reference contribute nothing. Computed by :func:`moocore.hypervolume`.
     """
-    import moocore
-
     cost = np.asarray(cost, float)
     thr = np.asarray(throughput, float)
     inside = (cost <= ref_cost) & (thr >= ref_throughput)

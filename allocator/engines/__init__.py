@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.methods import resolve_method
-from ..exceptions import ParameterError
+from ..exceptions import InfeasibleError, ParameterError
 from ..io.quoting import shell_join
 from ..validate import whole
 from .base import DrafterLike, Engine
@@ -66,7 +66,6 @@ def servable(
     :class:`~allocator.exceptions.InfeasibleError` when the search space keeps no
     servable configuration (a required pool, ``search.m.min > 1``, no served method).
     """
-    from ..exceptions import InfeasibleError
 
     if engine not in ENGINES:
         raise ParameterError("engine", f"{engine!r} is not one of {', '.join(TARGETS)}")

@@ -78,6 +78,7 @@ import numpy as np
 from ..core.methods import required_model, resolve_method, sglang_algorithm
 from ..exceptions import ParameterError
 from ..io.quoting import shell_join
+from ..model.token_tree import edge_weights, make_tree
 from .base import DrafterLike, Engine, tree_method
 
 if TYPE_CHECKING:
@@ -181,7 +182,6 @@ def eagle_flags(
 def _weights(p: np.ndarray, depth: int, topk: int) -> np.ndarray:
     """``q_r(ℓ)`` for ``ℓ = 1..depth``, ``r = 1..topk``: ``(depth, topk)``, 0 beyond the
     measured ranks."""
-    from ..model.token_tree import edge_weights  # the serving models behind it: on first use
 
     q = edge_weights(np.atleast_2d(p))
     rows = q[np.minimum(np.arange(depth), q.shape[0] - 1)]
@@ -257,7 +257,6 @@ def sglang_tree(p: np.ndarray, steps: int, topk: int, tokens: int) -> Tree:
     node_of = {int(cand): i + 1 for i, cand in enumerate(chosen)}
     parents = [-1] + [node_of.get(int(c.parent[x]), 0) for x in chosen]
     ranks = [0] + [int(c.rank[x]) for x in chosen]
-    from ..model.token_tree import make_tree
 
     return make_tree(parents, ranks, p)
 

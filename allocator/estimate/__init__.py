@@ -23,7 +23,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..core.methods import METHODS
 from ..exceptions import ParameterError
+from ..model.acceptance import CONVENTIONS
 from ..validate import whole
 from .base import FORMAT_SPECIFIC, Reader, ReadOptions
 from .counts import (
@@ -37,7 +39,7 @@ from .counts import (
     position_ranges,
 )
 from .outcomes import OutcomesReader
-from .problem_file import build_problem, check_problem, read_costs, render
+from .problem_file import build_problem, check_problem, parse_assignments, read_costs, render
 from .sglang_log import SGLangLogReader
 from .sglang_requests import SGLangRequestsReader
 from .vllm_log import VLLMLogReader
@@ -291,8 +293,6 @@ def check_options(
     empty drafter name and an output that is not ``.yaml``/``.yml``; fill in the defaults
     (``empirical``, ``bonus``). Raises :class:`~allocator.exceptions.ParameterError`
     naming the parameter."""
-    from ..model.acceptance import CONVENTIONS
-
     get_reader(fmt)
     given = {
         "errors": errors,
@@ -318,8 +318,6 @@ def check_options(
 def _assignments(items: Mapping[str, object] | Sequence[str] | None, option: str) -> dict:
     """``NAME=VALUE`` strings (as the command line gives them) or a mapping, as a dict of
     strings."""
-    from .problem_file import parse_assignments
-
     if isinstance(items, Mapping):
         return {str(n): str(v) for n, v in items.items()}
     return parse_assignments(list(items or []), option)
@@ -411,8 +409,6 @@ def estimate_problem(
     of ``out``). ``rename``: ``OLD=NEW`` strings or a mapping. The other options are
     :func:`check_options`'s and :func:`estimate`'s.
     """
-    from ..core.methods import METHODS
-
     opts = check_options(
         fmt,
         out,

@@ -16,10 +16,18 @@ correlation are left out).
 
 from __future__ import annotations
 
-import numpy as np
-from scipy import special
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from .._lazy import lazy_module
 from ..model.errors.latent import bvn_cdf
+
+if TYPE_CHECKING:
+    from scipy import optimize, special
+else:
+    optimize = lazy_module("scipy.optimize")
+    special = lazy_module("scipy.special")
 
 #: Latent correlations are kept inside (-R_MAX, R_MAX) (the copula's range is open there).
 R_MAX = 0.999
@@ -49,8 +57,6 @@ def latent_correlations(
     ``errors``: 0/1 ``(R, N)`` (1 = the drafter's unit was wrong); ``position_index``:
     ``(R,)`` ints in ``0..n_positions-1``. ``NaN`` where a drafter never or always fails.
     """
-    from scipy import optimize  # slow to import: only when estimating
-
     e = np.asarray(errors, dtype=float)
     n = e.shape[1]
     rows = np.bincount(position_index, minlength=n_positions).astype(float)  # (J,)
@@ -91,8 +97,6 @@ def fit_loadings(latent: np.ndarray) -> np.ndarray:
     eigenvector of the correlation matrix (undefined entries set to 0). A drafter
     with no defined pair gets loading 0 (independent of the others).
     """
-    from scipy import optimize  # slow to import: only when fitting
-
     r = np.array(latent, dtype=float)
     n = r.shape[0]
     iu = np.triu_indices(n, 1)

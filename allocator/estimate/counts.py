@@ -16,12 +16,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..exceptions import InputError
 from ..io.inputs import MAX_LOG_BYTES, read_input_text
 from .messages import quote
+
+if TYPE_CHECKING:
+    from scipy import special
+else:
+    special = lazy_module("scipy.special")
 
 #: Positions reached by fewer rounds than this are dropped from the end of the
 #: per-position list (the last kept value then repeats, docs/design.md §1).
@@ -45,8 +52,6 @@ def jeffreys_interval(
 
     Returns ``(lo, hi)`` in [0, 1].
     """
-    from scipy import special  # slow to import: on first use
-
     s = np.asarray(successes, dtype=float)
     n = np.asarray(trials, dtype=float)
     tail = (1.0 - level) / 2.0
@@ -62,8 +67,6 @@ def point_estimate(successes: np.ndarray, trials: np.ndarray) -> np.ndarray:
     est = s / n
     zero = s == 0
     if zero.any():
-        from scipy import special
-
         est = np.where(zero, special.betaincinv(s + PRIOR, n - s + PRIOR, 0.5), est)
     return est
 

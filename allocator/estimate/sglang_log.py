@@ -30,14 +30,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..exceptions import InputError, ParameterError
 from ..model.acceptance import expected_accepted
 from ..validate import whole
 from .base import Reader, ReadOptions
 from .counts import LEVEL, DrafterCounts, Estimate, read_text
+
+if TYPE_CHECKING:
+    from scipy import stats
+else:
+    stats = lazy_module("scipy.stats")
 
 _ACCEPT_LEN = re.compile(r"accept len:\s*(\d+(?:\.\d*)?)")
 MARK = "Decode batch"
@@ -79,8 +86,6 @@ def read_lengths(path: Path) -> np.ndarray:
 
 def estimate_sglang_log(path: str | Path, k: int | None, name: str = "draft") -> Estimate:
     """One drafter ``name`` with one acceptance (module docstring) from ``path``."""
-    from scipy import stats  # slow import: only here
-
     path = Path(path)
     if k is None:
         raise ParameterError(

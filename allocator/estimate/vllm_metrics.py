@@ -49,9 +49,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..exceptions import InputError
 from .base import VLLM_EXACT, Reader, ReadOptions, excerpt, quote
 from .counts import (
@@ -62,6 +64,13 @@ from .counts import (
     bounded_trials,
     read_text,
 )
+
+if TYPE_CHECKING:
+    from prometheus_client import parser
+    from prometheus_client.openmetrics import parser as openmetrics
+else:
+    parser = lazy_module("prometheus_client.parser")
+    openmetrics = lazy_module("prometheus_client.openmetrics.parser")
 
 PREFIX = "vllm:spec_decode_"
 FAMILIES = {
@@ -100,12 +109,8 @@ def _scrapes(text: str) -> list[tuple[str, bool]]:
 
 
 def _samples(text: str, source: str):
-    """Every ``(name, labels, value)`` sample, in file order (slow imports only here)."""
-    from prometheus_client.openmetrics.parser import (
-        text_string_to_metric_families as openmetrics_families,
-    )
-    from prometheus_client.parser import text_string_to_metric_families
-
+    """Every ``(name, labels, value)`` sample, in file order (prometheus_client is imported
+    here, on first use)."""
     for chunk, om in _scrapes(text):
         if om:
             # prometheus_client's own OpenMetrics exposition (vLLM serves /metrics
@@ -114,7 +119,7 @@ def _samples(text: str, source: str):
             # and its strict parser then sees clashing families. One spelling for both
             # (canonical() maps it back).
             chunk = chunk.replace(PREFIX, _UNDERSCORE)
-        parse = openmetrics_families if om else text_string_to_metric_families
+        parse = (openmetrics if om else parser).text_string_to_metric_families
         try:
             for family in parse(chunk):
                 for sample in family.samples:

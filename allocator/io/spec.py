@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..core.hardware import GPUS
 from ..core.memory import check_memory
 from ..core.methods import METHOD_FIELDS, method_problem
 from ..core.problem import MAX_K, SERVING_COST_METRICS
@@ -422,8 +423,6 @@ class HardwareSpec(_Frozen):
     @field_validator("gpu")
     @classmethod
     def _known(cls, value: str) -> str:
-        from ..core.hardware import GPUS
-
         if value not in GPUS:
             raise ValueError(f"unknown GPU {value!r} (known: {', '.join(sorted(GPUS))})")
         return value

@@ -18,7 +18,10 @@ from ..core.problem import MAX_K
 from ..core.result import Front, Point
 from ..exceptions import InputError, ParameterError
 from ..validate import finite, whole
+from .memory_fit import max_batch, memory_notes
 from .metrics import evaluate_configs
+from .timing import verify_time
+from .under_load import serving_metrics, step_time_notes
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,8 +46,6 @@ def speculation_off(problem: Problem) -> dict[str, np.ndarray]:
     """The model's metrics of decoding without speculation (``k = 0``): each ``(1,)``,
     keyed as :data:`allocator.model.METRICS`; ``round_time`` one plain pass (verifier-units),
     ``throughput`` its inverse, one unit per pass, no drafting."""
-    from .timing import verify_time
-
     t = verify_time(np.zeros(1), problem.pass_cost, problem.token_cost, problem.pass_cost_curve)
     t1 = float(np.asarray(t).ravel()[0])
     zero = np.zeros(1)
@@ -84,8 +85,6 @@ def evaluate_point(
     if batch is None:
         metrics = evaluate_configs(problem, row, ks)
         return Point.of(Front(row, ks, metrics, problem.cost_metric), 0, problem.names)
-    from .memory_fit import max_batch, memory_notes
-    from .under_load import serving_metrics, step_time_notes
 
     ctx = 0.0 if context is None else float(context)
     if k == 0:

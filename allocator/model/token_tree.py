@@ -53,11 +53,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..core.serving import Serving
 from ..exceptions import InputError, ParameterError
+from .timing import verify_time
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
+    from . import steptime, under_load
+else:  # the serving models: only when a tree is timed
+    steptime = lazy_module("allocator.model.steptime")
+    under_load = lazy_module("allocator.model.under_load")
 
 #: Largest tree the command line plans (speculated nodes) and its deepest depth.
 MAX_NODES = 512
@@ -317,8 +323,6 @@ def round_time(
     each (one draft forward pass per level over the whole frontier, as EAGLE drafts) plus
     verifying ``nodes`` speculated tokens (``pass_cost + token_cost · nodes`` or the
     measured ``pass_cost_curve``, as a chain of ``m · k = nodes`` tokens). Any shape."""
-    from .timing import verify_time
-
     nodes = np.asarray(nodes, dtype=float)
     return np.asarray(depth, dtype=float) * unit_cost + verify_time(
         nodes, pass_cost, token_cost, curve
@@ -382,14 +386,12 @@ def tree_step_ms(
     step time (the component tables do not reach, nothing is extrapolated).
     ``problem``: the problem (its predictor, the roofline included), or only its serving
     arrays (measured tables and the component model)."""
-    from .steptime import ServingPredictor
-    from .under_load import predictor
 
     if isinstance(problem, Serving):
-        pred = ServingPredictor(problem)
+        pred = steptime.ServingPredictor(problem)
         n = len(problem.draft_ms)
     else:
-        pred = predictor(problem)
+        pred = under_load.predictor(problem)
         n = problem.n
     nodes, depth = np.broadcast_arrays(np.asarray(nodes, dtype=float), np.asarray(depth))
     shape = nodes.shape

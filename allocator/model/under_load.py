@@ -50,6 +50,7 @@ import numpy as np
 
 from ..core.serving import Serving
 from ..exceptions import InputError, NotModelledError, ParameterError
+from .metrics import curves
 from .steptime import ServingPredictor, roofline_of
 from .steptime.component import (
     component_ms,
@@ -218,8 +219,6 @@ def bonus_expected(problem: Problem, members: np.ndarray, k: np.ndarray) -> np.n
     ``a_S`` (pooling, error model, ensembles, workload mixture), regardless of
     ``problem.convention``; equal to ``E_paper(k + 1)`` of the same acceptance.
     """
-    from .metrics import curves
-
     members = np.atleast_2d(np.asarray(members, dtype=bool))
     k = np.atleast_1d(np.asarray(k, dtype=np.int64))
     out = np.ones(k.shape)

@@ -12,12 +12,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from .common import check_plot_path, figure, literal_text, save
 from .labels import place_labels
 from .sweep import fleet_cost_steps
 
 if TYPE_CHECKING:
+    import matplotlib.ticker as mticker
+
     from ..analysis.capacity.slo import SLO
+else:
+    mticker = lazy_module("matplotlib.ticker")
 
 #: Percentiles marked on each distribution.
 MARKED = (50.0, 90.0, 99.0)
@@ -64,8 +69,6 @@ def log_ticks(lo: float, hi: float) -> list[float]:
     fall inside (every second or more when there are many), else 1-3, 1-2-5 or
     1-1.5-2-3-5-7 steps, whichever first gives three; an axis too narrow for any of them
     gets the nice linear steps of its range."""
-    from matplotlib.ticker import MaxNLocator
-
     first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
     for subs in _LOG_SUBS:
         ticks = [
@@ -77,20 +80,18 @@ def log_ticks(lo: float, hi: float) -> list[float]:
         if len(ticks) >= 3:
             stride = math.ceil(len(ticks) / _MOST_TICKS) if subs == (1.0,) else 1
             return ticks[::stride]
-    return [float(t) for t in MaxNLocator(nbins=4).tick_values(lo, hi) if lo <= t <= hi]
+    return [float(t) for t in mticker.MaxNLocator(nbins=4).tick_values(lo, hi) if lo <= t <= hi]
 
 
 def _plain_axis(ax, log: bool) -> None:
     """Write the x axis' ticks as plain numbers (no ``3×10¹``, no mathtext): on a log axis
     major ticks from :func:`log_ticks` and unlabelled minor ticks."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
-
-    fmt = FuncFormatter(lambda x, _pos: plain_number(x))
+    fmt = mticker.FuncFormatter(lambda x, _pos: plain_number(x))
     if log:
         lo, hi = ax.get_xlim()
-        ax.xaxis.set_major_locator(FixedLocator(log_ticks(lo, hi)))
+        ax.xaxis.set_major_locator(mticker.FixedLocator(log_ticks(lo, hi)))
     ax.xaxis.set_major_formatter(fmt)
-    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_minor_formatter(mticker.NullFormatter())
 
 
 def _thin(ax, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -2,8 +2,8 @@
 SVG by extension, literal text (``$`` in a name is a dollar sign), the axis names, the
 front's staircase and the colours.
 
-matplotlib is imported inside the functions only, so importing this module (or
-:mod:`allocator.cli`) loads no matplotlib.
+matplotlib is named at the top through :mod:`allocator._lazy` and imported on first use,
+so importing this module (or :mod:`allocator.cli`) loads no matplotlib.
 """
 
 from __future__ import annotations
@@ -13,13 +13,27 @@ import io
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..exceptions import InputError
 from ..io.quoting import UNSAFE, escape_text
 from ..io.staged import check_writable, write_atomic
+
+if TYPE_CHECKING:
+    import matplotlib
+    import matplotlib.axis as maxis
+    import matplotlib.figure as mfigure
+    import matplotlib.text as mtext
+    from matplotlib.backends import backend_agg
+else:
+    matplotlib = lazy_module("matplotlib")
+    maxis = lazy_module("matplotlib.axis")
+    mfigure = lazy_module("matplotlib.figure")
+    mtext = lazy_module("matplotlib.text")
+    backend_agg = lazy_module("matplotlib.backends.backend_agg")
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -54,9 +68,7 @@ def literal_text(fn: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(fn)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        from matplotlib import rc_context
-
-        with rc_context({"text.parse_math": False}), warnings.catch_warnings():
+        with matplotlib.rc_context({"text.parse_math": False}), warnings.catch_warnings():
             # a name's characters the font lacks are drawn as boxes; matplotlib's warning
             # would print each (a control character raw) and a line of this package
             warnings.filterwarnings("ignore", message="Glyph .* missing from")
@@ -68,20 +80,15 @@ def literal_text(fn: Callable[_P, _R]) -> Callable[_P, _R]:
 def figure(width: float, height: float):
     """A new figure ``width`` × ``height`` inches at 100 dpi on its own Agg canvas (no
     pyplot, no global backend change)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100)
-    FigureCanvasAgg(fig)
+    fig = mfigure.Figure(figsize=(width, height), dpi=100)
+    backend_agg.FigureCanvasAgg(fig)
     return fig
 
 
 def _axis_texts(fig) -> set[int]:
     """The ids of the texts matplotlib writes itself: tick labels and axis offsets."""
-    from matplotlib.axis import Axis
-
     own: set[int] = set()
-    for axis in fig.findobj(Axis):
+    for axis in fig.findobj(maxis.Axis):
         for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
             own.update((id(tick.label1), id(tick.label2)))
         own.add(id(axis.offsetText))
@@ -96,11 +103,8 @@ def save(fig, path: str | Path, fmt: str, option: str) -> None:
     ``$\\mathdefault{2^{3}}$``, to be drawn as 2³ (turning mathtext off for every text
     printed that markup raw). Control characters of every text are shown escaped
     (:func:`allocator.io.quoting.escape_text`)."""
-    from matplotlib import rc_context
-    from matplotlib.text import Text
-
     own = _axis_texts(fig)
-    for text in fig.findobj(Text):  # drawn as written, whoever made the figure
+    for text in fig.findobj(mtext.Text):  # drawn as written, whoever made the figure
         text.set_parse_math(id(text) in own)
         # a control character of a name is shown escaped (\x1b), never drawn as a box
         shown = text.get_text()
@@ -110,7 +114,9 @@ def save(fig, path: str | Path, fmt: str, option: str) -> None:
     meta = {"Software": None} if fmt == "png" else {"Date": None}
     # SVG text stays text (searchable, selectable); hashsalt makes SVG ids reproducible;
     # ticks made while drawing are matplotlib's own: mathtext on for them
-    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "allocator", "text.parse_math": True}):
+    with matplotlib.rc_context(
+        {"svg.fonttype": "none", "svg.hashsalt": "allocator", "text.parse_math": True}
+    ):
         fig.savefig(buf, format=fmt, dpi=100, metadata=meta)
     write_atomic(path, buf.getvalue(), option)
 
@@ -144,21 +150,17 @@ def frame_points(ax) -> None:
 
 def palette(n: int):
     """``n`` distinct colours: tab10 for up to ten, tab20 (cycled) beyond."""
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    cmap = matplotlib.colormaps["tab10" if n <= 10 else "tab20"]
     return [cmap(i % cmap.N) for i in range(n)]
 
 
 def line_colors(n: int):
     """``n`` colours for lines beside black and grey ones (``k = 0``, a band): tab10 and
     then tab20 without their greys, cycled."""
-    from matplotlib import colormaps
-
     if n <= 9:
-        cmap = colormaps["tab10"]
+        cmap = matplotlib.colormaps["tab10"]
         return [cmap(i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)[:n]]
-    cmap = colormaps["tab20"]
+    cmap = matplotlib.colormaps["tab20"]
     keep = [i for i in range(20) if i not in (14, 15)]
     return [cmap(keep[i % len(keep)]) for i in range(n)]
 

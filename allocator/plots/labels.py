@@ -4,10 +4,17 @@ through the points, nothing outside the axes (:func:`place_labels`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from ..io.quoting import escape_text
+
+if TYPE_CHECKING:
+    import matplotlib.transforms as mtransforms
+else:
+    mtransforms = lazy_module("matplotlib.transforms")
 
 #: Candidate label directions, in order of preference. On a front that rises with
 #: cost, up-left and down-right keep a label off the curve.
@@ -182,9 +189,7 @@ def place_labels(
 
 def _offset(ax, off: tuple[float, float]):
     """Data coordinates shifted by ``off`` typographic points."""
-    from matplotlib.transforms import offset_copy
-
-    return offset_copy(ax.transData, fig=ax.figure, x=off[0], y=off[1], units="points")
+    return mtransforms.offset_copy(ax.transData, fig=ax.figure, x=off[0], y=off[1], units="points")
 
 
 __all__ = [

@@ -4,11 +4,18 @@ envelope over them."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._lazy import lazy_module
 from .common import check_plot_path, figure, frame_points, line_colors, literal_text, save
 from .labels import place_labels
+
+if TYPE_CHECKING:
+    import matplotlib.ticker as mticker
+else:
+    mticker = lazy_module("matplotlib.ticker")
 
 
 @literal_text
@@ -24,8 +31,6 @@ def plot_schedule(sched, path: str | Path, *, option: str = "plot") -> dict:
     ``{k: (S,) tokens/s}`` (NaN where no configuration has that ``k``), ``labels`` (the
     texts placed), ``xticks``, ``xlabel``, ``ylabel``, ``format``.
     """
-    from matplotlib.ticker import NullLocator
-
     fmt = check_plot_path(path, option)
     batch = np.asarray(sched.batch, float)
     fig = figure(10.0, 6.0)
@@ -54,7 +59,7 @@ def plot_schedule(sched, path: str | Path, *, option: str = "plot") -> dict:
     ax.set_xscale("log", base=2)
     ax.set_xticks(batch)
     ax.set_xticklabels([f"{int(b):,}" for b in batch])
-    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_minor_locator(mticker.NullLocator())
     ax.set_xlabel("batch size (concurrent sequences, log scale)")
     ax.set_ylabel("tokens/s, whole batch")
     ax.set_title(f"{sched.problem}: tokens/s by batch size and k", loc="left", fontsize=11)

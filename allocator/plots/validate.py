@@ -4,14 +4,20 @@ per metric family (TTFT, TPOT, ITL, E2EL, throughput), on log axes, with the lin
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..analysis.validation import FAMILIES, family
+from .._lazy import lazy_module
 from .bench import plain_number
 from .common import check_plot_path, figure, literal_text, save
+
+if TYPE_CHECKING:
+    import matplotlib.ticker as mticker
+else:
+    mticker = lazy_module("matplotlib.ticker")
 
 #: Half-width of the band drawn about ``y = x``, relative.
 BAND = 0.10
@@ -42,10 +48,14 @@ def _statistic(key: str) -> str:
     return key.split("_")[0]
 
 
-def points(doc: Mapping) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
+def points(
+    doc: Mapping, family: Callable[[str], str | None], families: Sequence[str]
+) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """``{family: {statistic: (measured, predicted)}}`` of every metric of ``validate``'s
     document with a positive measured and predicted value (a log axis shows no other),
-    ``p50`` left out (it is the median)."""
+    ``p50`` left out (it is the median). ``family(key)`` names a metric's panel (``None``:
+    not drawn), the panels in the order of ``families`` (the analysis's own rule, passed
+    in: the plots compute nothing)."""
     out: dict[str, dict[str, tuple[list[float], list[float]]]] = {}
     for run in doc["runs"]:
         for key, m in run["metrics"].items():
@@ -65,7 +75,7 @@ def points(doc: Mapping) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
                 stats.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else 99, kv[0])
             )
         }
-        for fam, stats in sorted(out.items(), key=lambda kv: FAMILIES.index(kv[0]))
+        for fam, stats in sorted(out.items(), key=lambda kv: list(families).index(kv[0]))
     }
 
 
@@ -75,15 +85,19 @@ def _plain(x: float, _pos: int = 0) -> str:
 
 @literal_text
 def plot_validation(
-    doc: Mapping, path: str | Path, *, title: str = "", option: str = "--plot"
+    doc: Mapping,
+    path: str | Path,
+    *,
+    family: Callable[[str], str | None],
+    families: Sequence[str],
+    title: str = "",
+    option: str = "--plot",
 ) -> dict[str, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Draw ``validate``'s document (``ValidationReport.to_dict()``) to ``path``: a grid of
     square log-log panels, one per family with points; return the points drawn, by family
     and statistic, read back from the axes."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
     fmt = check_plot_path(path, option)
-    data = points(doc)
+    data = points(doc, family, families)
     panels = list(data) or ["TTFT"]
     cols = min(3, len(panels))
     rows = -(-len(panels) // cols)
@@ -109,9 +123,9 @@ def plot_validation(
         ax.set_yscale("log")
         subs = (1.0,) if hi / lo > 300 else (1.0, 2.0, 5.0)  # three decades: decades only
         for axis in (ax.xaxis, ax.yaxis):
-            axis.set_major_locator(LogLocator(base=10, subs=subs))
-            axis.set_major_formatter(FuncFormatter(_plain))
-            axis.set_minor_formatter(NullFormatter())
+            axis.set_major_locator(mticker.LogLocator(base=10, subs=subs))
+            axis.set_major_formatter(mticker.FuncFormatter(_plain))
+            axis.set_minor_formatter(mticker.NullFormatter())
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
         ax.set_aspect("equal", adjustable="box")

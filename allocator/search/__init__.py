@@ -8,8 +8,11 @@ study where neither reaches; ``auto`` (:mod:`.auto`) picks one and says why.
 from __future__ import annotations
 
 import inspect
+import time
 from typing import TYPE_CHECKING, Any
 
+from ..core.problem import SERVING_COST_METRICS
+from ..exceptions import InputError, ParameterError
 from .auto import choose_strategy
 from .base import Strategy
 from .exact import ExactStrategy
@@ -46,8 +49,6 @@ def make_strategy(
     try:
         cls = STRATEGIES[name]
     except KeyError:
-        from ..exceptions import ParameterError
-
         raise ParameterError(
             "strategy",
             f"unknown strategy {name!r} (choose from auto, " + ", ".join(STRATEGIES) + ")",
@@ -63,8 +64,6 @@ def make_strategy(
 
 def needs_batch(problem: Problem, batch: int | None = None) -> None:
     """Refuse a cost metric priced under load (``cost_per_mtok``) without a batch size."""
-    from ..core.problem import SERVING_COST_METRICS
-    from ..exceptions import InputError
 
     if batch is None and problem.cost_metric in SERVING_COST_METRICS:
         raise InputError(
@@ -78,8 +77,6 @@ def run(problem: Problem, strategy: str = "auto", **params: Any) -> SolveResult:
     """The front of ``problem`` by ``strategy`` (``auto`` picks one), timed, with the notes
     of the choice first (:func:`make_strategy`); refuses a cost metric priced under load
     (:func:`needs_batch`)."""
-    import time
-
     needs_batch(problem)
     chosen, notes = make_strategy(strategy, problem, **params)
     t0 = time.perf_counter()

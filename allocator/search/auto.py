@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core.space import count_subsets
+from ..model.errors import gaussian
 from .dominance import pruning_blocker
 from .knapsack import knapsack_blocker
 
@@ -50,15 +51,13 @@ def choose_strategy(problem: Problem) -> tuple[str, str]:
         )
     limit = EXACT_MAX_SUBSETS if model in CHEAP_MODELS else EXACT_MAX_SUBSETS_EXPENSIVE
     if model == "gaussian" and n_sub <= limit:
-        from ..model.errors.gaussian import MAX_SECONDS, integration_estimate
-
-        integrals, each = integration_estimate(problem)
-        if integrals * each > MAX_SECONDS:
+        integrals, each = gaussian.integration_estimate(problem)
+        if integrals * each > gaussian.MAX_SECONDS:
             return "optuna", (
                 f"optuna: {space} under gaussian errors need {integrals:,} multivariate normal "
                 f"integrals, ~{integrals * each / 60:.0f} min at the ~{each:.2g} s each "
-                f"measured (exact search is chosen up to {MAX_SECONDS / 60:.0f} min); the front "
-                "is heuristic (exact: false)"
+                f"measured (exact search is chosen up to {gaussian.MAX_SECONDS / 60:.0f} min); "
+                "the front is heuristic (exact: false)"
             )
     if n_sub <= limit:
         how = "with dominance pruning" if pruning_blocker(problem) is None else "every subset"

@@ -18,11 +18,17 @@ import sqlite3
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, quote_plus
 
+from .._lazy import lazy_module
 from ..exceptions import ParameterError
 
 if TYPE_CHECKING:
+    import optuna
+    import sqlalchemy
     from optuna.storages import RDBStorage
     from sqlalchemy.engine import URL
+else:
+    optuna = lazy_module("optuna")
+    sqlalchemy = lazy_module("sqlalchemy")
 
 #: Query parameters that carry a password (libpq and its drivers accept ``password=``).
 SECRET_QUERY_KEYS = ("password", "passwd", "pwd")
@@ -32,10 +38,8 @@ HIDDEN = "***"
 
 def _parse(url: str) -> URL | None:
     """SQLAlchemy's reading of ``url``, or ``None`` when it cannot read it."""
-    from sqlalchemy.engine import make_url
-
     try:
-        return make_url(url)
+        return sqlalchemy.engine.make_url(url)
     except Exception:  # sqlalchemy.exc.ArgumentError, or a malformed port
         return None
 
@@ -209,7 +213,6 @@ def open_storage(url: str | None) -> RDBStorage | None:
             "storage", f"{mask_url(url)!r} is not a URL (sqlite:///file.db, postgresql://...)"
         )
     check_url(url)
-    import optuna
 
     url = with_driver(url)
     kwargs: dict[str, Any] = {}
@@ -228,15 +231,12 @@ def open_storage(url: str | None) -> RDBStorage | None:
 def database_error(exc: BaseException) -> BaseException | None:
     """The database error behind ``exc``: SQLAlchemy's (the driver's, wrapped), else
     Optuna's ``StorageInternalError`` (which wraps one), else ``None``."""
-    from optuna.exceptions import StorageInternalError
-    from sqlalchemy.exc import SQLAlchemyError
-
     seen: BaseException | None = exc
     found: BaseException | None = None
     while seen is not None:
-        if isinstance(seen, SQLAlchemyError):
+        if isinstance(seen, sqlalchemy.exc.SQLAlchemyError):
             return seen
-        if isinstance(seen, StorageInternalError) and found is None:
+        if isinstance(seen, optuna.exceptions.StorageInternalError) and found is None:
             found = seen
         seen = seen.__cause__ or seen.__context__
     return found

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import validate
+from .._lazy import lazy_module
 from ..core.budget import budget_limit, feasible_mask, infeasible_error
 from ..core.pareto import front_order, nondominated
 from ..core.result import Front, SolveResult
@@ -41,13 +42,17 @@ from .base import Strategy
 from .dominance import pruning_blocker
 from .exact import ExactStrategy
 from .knapsack import KnapsackStrategy, knapsack_blocker
+from .storage import database_error, mask_url, open_storage, reason
 
 if TYPE_CHECKING:
+    import optuna
     from optuna import Study
     from optuna.distributions import BaseDistribution
     from optuna.trial import FrozenTrial, Trial
 
     from ..core.problem import Problem
+else:
+    optuna = lazy_module("optuna")
 
 #: Seed the study from the independence front only when exact search of it is this small.
 SEED_MAX_SUBSETS = 2_000_000
@@ -117,18 +122,18 @@ class SearchSpace:
         self.slots = room if 2 * room < self.free.size else 0
 
     def distributions(self) -> dict[str, BaseDistribution]:
-        import optuna.distributions as d
-
         dists: dict[str, BaseDistribution] = {
-            "k": d.IntDistribution(self.problem.k_min, self.problem.k_max)
+            "k": optuna.distributions.IntDistribution(self.problem.k_min, self.problem.k_max)
         }
         if self.slots:
             choices = ("-",) + tuple(self.problem.names[i] for i in self.free)
             for s in range(self.slots):
-                dists[f"s{s}"] = d.CategoricalDistribution(choices)
+                dists[f"s{s}"] = optuna.distributions.CategoricalDistribution(choices)
             return dists
         for i in self.free:
-            dists[f"d:{self.problem.names[i]}"] = d.CategoricalDistribution((0, 1))
+            dists[f"d:{self.problem.names[i]}"] = optuna.distributions.CategoricalDistribution(
+                (0, 1)
+            )
         return dists
 
     def params(self, members: np.ndarray, k: int) -> dict[str, Any]:
@@ -245,10 +250,6 @@ class OptunaStrategy(Strategy):
 
         A study made for another problem is refused.
         """
-        import optuna
-
-        from .storage import mask_url, open_storage
-
         storage = open_storage(self.storage)
         if storage is None:
             return None
@@ -273,16 +274,12 @@ class OptunaStrategy(Strategy):
         created in storage for it (the database makes trial numbers unique, however many
         workers start at once), told pruned at once so that it never counts as finished
         and no sampler learns from it."""
-        from optuna.trial import TrialState
-
         ticket = study.ask()
         ticket.set_user_attr(TICKET_ATTR, True)
-        study.tell(ticket, state=TrialState.PRUNED)
+        study.tell(ticket, state=optuna.trial.TrialState.PRUNED)
         return int(ticket.number)
 
     def check_fingerprint(self, problem: Problem, study: Study) -> None:
-        from .storage import mask_url
-
         fp = problem_fingerprint(problem)
         have = study.user_attrs.get("problem_fingerprint")
         if have is None:
@@ -339,11 +336,10 @@ class OptunaStrategy(Strategy):
         if isinstance(points, str):
             record.set_user_attr(SEEDED_ATTR, True)
             return points
-        from optuna.trial import TrialState
 
         stored = {
             _param_key(t.params)
-            for t in record.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            for t in record.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
             if t.user_attrs.get(SEED_ATTR)
         }
         missing = [p for p in points if _param_key(p) not in stored]
@@ -364,8 +360,6 @@ class OptunaStrategy(Strategy):
 
     # ------------------------------------------------------------------ solve
     def solve(self, problem: Problem) -> SolveResult:
-        import optuna
-
         self.check(problem)
         t0 = time.perf_counter()
         verbosity = optuna.logging.get_verbosity()
@@ -377,8 +371,6 @@ class OptunaStrategy(Strategy):
         except InputError:
             raise
         except Exception as exc:
-            from .storage import database_error, mask_url, reason
-
             if database_error(exc) is None:
                 raise
             raise ParameterError(
@@ -390,10 +382,6 @@ class OptunaStrategy(Strategy):
             optuna.logging.set_verbosity(verbosity)
 
     def _solve(self, problem: Problem, t0: float) -> SolveResult:
-        import optuna
-
-        from .storage import mask_url
-
         deadline = None if self.timeout is None else t0 + self.timeout
         space = SearchSpace(problem)
         shared = self.open_study(problem)
@@ -534,11 +522,12 @@ class StudyMirror:
         """Copy finished stored trials of other runs into the in-memory study."""
         if self.shared is None:
             return
-        from optuna.trial import TrialState
 
         new = [
             t
-            for t in self.shared.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            for t in self.shared.get_trials(
+                deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)
+            )
             if t.number not in self.seen
         ]
         self.seen.update(t.number for t in new)
@@ -590,9 +579,7 @@ def study_front(problem: Problem, study: Study, space: SearchSpace) -> tuple[Fro
 
     Returns the front and the number of finished trials in the study.
     """
-    from optuna.trial import TrialState
-
-    done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not done:
         raise ParameterError(
             "trials", "no trial finished; give more --trials or a longer --timeout"

@@ -78,6 +78,7 @@ from ...exceptions import (
 )
 from ...model.memory_fit import max_batch
 from ..limits import provenance_notes
+from ..plan import make_plan
 from .crossings import crossings
 from .grid import ServingGrid, batch_limit, fleet_serving, serving_grid, serving_model
 
@@ -499,8 +500,6 @@ def size_routes(
     if not problem.workloads:
         raise InputError("workloads", "routes per workload need a problem with workloads")
     if members is None or k is None:
-        from ..plan import make_plan  # cvxpy: only when routes are asked for
-
         plan = make_plan(problem)
         members, k = plan.members, plan.k
     members = np.asarray(members, bool)

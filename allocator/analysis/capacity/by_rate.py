@@ -38,9 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...engines import POOLED_BOUND
 from ...exceptions import InfeasibleError, InputError, ParameterError
+from ..bench import plain_metrics
 from ..limits import acceptance_notes, lengths_note, provenance_notes
 from ..request_source import RequestSource
+from .by_load import price_of
 from .crossings import crossings
 from .rate_search import (
     BOUND_MARGIN,
@@ -86,8 +89,6 @@ class RateFleet:
         return self.request_rate / self.replicas
 
     def document(self) -> dict:
-        from ..bench import plain_metrics
-
         c = self.candidate
         return {
             "replicas": self.replicas,
@@ -251,8 +252,6 @@ def size_for_rate(
 
     Raises :class:`InfeasibleError` on ``slo`` when no candidate meets every SLO at any
     rate, naming the SLO and the lowest value reached."""
-    from .by_load import price_of
-
     r = float(request_rate)
     if not (math.isfinite(r) and r > 0):
         raise ParameterError(
@@ -392,8 +391,6 @@ def _size(
         source.trace is None, int(source.prompt_tokens[0]), int(source.output_tokens[0])
     )
     if best_fleet.candidate.config.pooled and len(best_fleet.candidate.config.drafters) > 1:
-        from ...engines import POOLED_BOUND
-
         if POOLED_BOUND not in out_notes:
             out_notes.append(POOLED_BOUND)
     sweep = None

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...core.space import count_subsets
 from ...exceptions import InputError
+from ...model import under_load
 from ...model.evaluator import FeasibleCells, evaluate_space
 from ...model.memory_fit import max_batch
 from ...model.metrics import evaluate_subsets
@@ -67,10 +68,7 @@ class ServingGrid:
 
 # ---------------------------------------------------------------- the grid
 def serving_model():
-    """The serving model's functions (imported here: the module belongs to the serving
-    work and is read only when a capacity question is asked)."""
-    from ...model import under_load
-
+    """The serving model's functions (:mod:`allocator.model.under_load`)."""
     return under_load
 
 

@@ -50,8 +50,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...engines import ENGINES, servable
 from ...exceptions import InputError, ParameterError
 from ...model.accepted_pmf import emitted_pmf
+from ...sim import metric, summary
 from ..replica import (
     Configuration,
     ProblemStepTime,
@@ -61,6 +63,8 @@ from ..replica import (
     scheduler_limits,
 )
 from ..request_source import RequestSource
+from ..schedule import schedule_engines
+from .grid import configurations
 from .slo import SLACK, SLO, clock_ms
 
 if TYPE_CHECKING:
@@ -126,9 +130,6 @@ def candidates(
     max_num_seqs: Sequence[int] | None = None,
 ) -> tuple[list[Candidate], list[str]]:
     """Every candidate (module docstring) and notes on what was left out."""
-    from ...engines import ENGINES, servable
-    from ..schedule import schedule_engines
-    from .grid import configurations
 
     limits = scheduler_limits(problem)
     top = limits.max_num_seqs
@@ -323,7 +324,6 @@ class _Searcher:
         found = self.out.probes.get(rate)
         if found is not None:
             return found
-        from ...sim import metric, summary
 
         ctx = self.ctx
         result = run(ctx.problem, self.rep, ctx.source.at(rate), ctx.seed)

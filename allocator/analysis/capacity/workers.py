@@ -43,12 +43,16 @@ handler), the pool's processes are terminated rather than waited on.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import logging
+import multiprocessing
 import os
 import signal
 import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 from ...exceptions import ParameterError
@@ -198,8 +202,6 @@ def _worker_start(parent: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
-        import ctypes
-
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
@@ -318,7 +320,6 @@ class Workers:
                 results.append(fn(job) if shared is None else fn(shared, job))
                 self._tick(1)
             return results
-        from concurrent.futures import as_completed
 
         pool = self._local_pool(shared)
         futures = {pool.submit(_run_shared, fn, job): n for n, job in enumerate(jobs)}
@@ -343,9 +344,6 @@ class Workers:
             self._pool.shutdown(wait=True)  # another context: workers start again with it
             self._pool = None
         if self._pool is None:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
             method = "fork" if sys.platform.startswith("linux") else "spawn"
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers,
@@ -391,7 +389,6 @@ class Workers:
                 "ray",
                 "Ray is not installed: install the optional extra, pip install 'allocator[ray]'",
             ) from None
-        import logging
 
         address = self.ray_address
         assert address is not None

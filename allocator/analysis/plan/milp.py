@@ -19,8 +19,20 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from ..._lazy import lazy_module
+
+if TYPE_CHECKING:
+    import cvxpy as cp
+    import highspy
+    import scipy.sparse as sp
+else:
+    cp = lazy_module("cvxpy")
+    highspy = lazy_module("highspy")
+    sp = lazy_module("scipy.sparse")
 
 #: HiGHS options: prove optimality (no relative or absolute gap allowed), and hold
 #: rows to 1e-9 so a hosting cap is not exceeded by the default tolerance of 1e-7.
@@ -37,8 +49,6 @@ def _silence_highs_banner() -> None:
     """HiGHS prints a copyright banner on stdout (file descriptor 1) when the first
     ``Highs`` object of a process is made; make that first one with stdout closed, so
     ``--json -`` keeps stdout to the JSON."""
-    import highspy
-
     sys.stdout.flush()
     saved = os.dup(1)
     try:
@@ -92,9 +102,6 @@ def solve_assignment(
     memory : ``(gb (N,), cap)``: the hosted drafters' memory ``Σ gb_i y_i <= cap`` (GB of
         KV cache they may take, :func:`allocator.model.memory_fit.hosting_room`), or ``None``.
     """
-    import cvxpy as cp  # about half a second to import: only when a plan is solved
-    import scipy.sparse as sp  # likewise kept off `import allocator.cli`
-
     _silence_highs_banner()
     c_count, n = members.shape
     x = cp.Variable(c_count, boolean=True)

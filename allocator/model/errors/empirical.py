@@ -16,11 +16,19 @@ later one; without one, every position shares the whole log.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from ..._lazy import lazy_module
 from ...core.errors import ErrorModel
 from ...exceptions import InputError
 from ..acceptance import extend_positions
+
+if TYPE_CHECKING:
+    from scipy import stats
+else:
+    stats = lazy_module("scipy.stats")
 
 FIELD = "errors.outcomes"
 #: Largest table ``2**N x positions`` precomputed by the zeta transform.
@@ -145,10 +153,9 @@ class EmpiricalErrors(ErrorModel):
         )  # (N, P)
         n_rows = extend_positions(self.rows()[None, :], width)
         successes = n_rows - extend_positions(fails, width)
-        from scipy.stats import binom  # scipy.stats is slow to import: only when checking
 
-        low = binom.cdf(successes, n_rows, stated)
-        high = binom.sf(successes - 1, n_rows, stated)
+        low = stats.binom.cdf(successes, n_rows, stated)
+        high = stats.binom.sf(successes - 1, n_rows, stated)
         p_value = np.minimum(1.0, 2.0 * np.minimum(low, high))
         if p_value.min() < CONTRADICTION_P:
             i, j = np.unravel_index(np.argmin(p_value), p_value.shape)

@@ -24,12 +24,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..._lazy import lazy_module
 from ...core.errors import ErrorModel
+from ...core.space import subset_sizes
 from ...exceptions import InputError, NotModelledError
+from ..acceptance import first_positions
 from .latent import bvn_cdf, dedupe_columns, sample_matrix, thresholds
 
 if TYPE_CHECKING:
+    from scipy import stats
+
     from ...core.problem import Problem
+else:
+    stats = lazy_module("scipy.stats")
 
 #: Largest subset whose orthant probability is integrated (quasi-Monte Carlo).
 MAX_SUBSET = 12
@@ -96,15 +103,13 @@ def _orthant(row: np.ndarray, t: np.ndarray, matrix: np.ndarray, col: int) -> fl
 
     ``t (N, J)`` thresholds; ``matrix`` ``(N, N)`` or ``(J, N, N)``.
     """
-    from scipy.stats import multivariate_normal  # slow to import: only when integrating
-
     idx = np.flatnonzero(row)
     tt = t[idx, col]
     if not np.all(np.isfinite(tt)):  # a -inf threshold: that member never fails
         return 0.0
     cov = matrix[np.ix_(idx, idx)] if matrix.ndim == 2 else matrix[col][np.ix_(idx, idx)]
     return float(
-        multivariate_normal.cdf(
+        stats.multivariate_normal.cdf(
             tt,
             cov=cov,
             allow_singular=True,
@@ -158,8 +163,6 @@ def integration_estimate(problem: Problem) -> tuple[int, float]:
     """``(integrals, seconds each)`` exact search of ``problem`` would need under its
     gaussian matrix: subsets of 3 or more drafters in the space x distinct acceptance
     columns, and the mean time of a seeded sample of :data:`PILOT` of them."""
-    from ...core.space import subset_sizes
-    from ..acceptance import first_positions
 
     errors = problem.errors
     assert isinstance(errors, GaussianErrors)

@@ -10,9 +10,19 @@ positions), subsets are bool membership rows ``(B, N)``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from ..._lazy import lazy_module
 from ...core.errors import fold_all_subsets
+
+if TYPE_CHECKING:
+    from scipy import sparse as scipy_sparse
+    from scipy import special
+else:
+    scipy_sparse = lazy_module("scipy.sparse")
+    special = lazy_module("scipy.special")
 
 #: Half-width of the quadrature domain for the common factor: φ(9) ≈ 1e-18.
 HALF_WIDTH = 9.0
@@ -31,9 +41,7 @@ _GL_X, _GL_W = np.polynomial.legendre.leggauss(96)
 
 def thresholds(q: np.ndarray) -> np.ndarray:
     """Latent failure thresholds ``Φ⁻¹(q)``; ``q = 0`` gives ``-inf``."""
-    from scipy.special import ndtri  # slow to import: on first use
-
-    return ndtri(np.asarray(q, dtype=float))
+    return special.ndtri(np.asarray(q, dtype=float))
 
 
 def bvn_cdf(h: np.ndarray, k: np.ndarray, r: np.ndarray) -> np.ndarray:
@@ -43,8 +51,6 @@ def bvn_cdf(h: np.ndarray, k: np.ndarray, r: np.ndarray) -> np.ndarray:
     / (2cos²θ)) dθ`` integrated by 96-point Gauss–Legendre; ``|r| = 1`` exactly is
     the comonotone (``Φ(min(h, k))``) or countermonotone limit.
     """
-    from scipy.special import ndtr  # slow to import: on first use
-
     h, k, r = np.broadcast_arrays(
         np.asarray(h, dtype=float), np.asarray(k, dtype=float), np.asarray(r, dtype=float)
     )
@@ -55,10 +61,10 @@ def bvn_cdf(h: np.ndarray, k: np.ndarray, r: np.ndarray) -> np.ndarray:
     hh, kk = hc[..., None], kc[..., None]
     expo = -(hh * hh - 2.0 * hh * kk * s + kk * kk) / (2.0 * np.maximum(c2, 1e-300))
     integral = 0.5 * top * (np.exp(expo) @ _GL_W)
-    out = ndtr(hc) * ndtr(kc) + integral / (2.0 * np.pi)
-    out = np.where(r >= 1.0, ndtr(np.minimum(hc, kc)), out)
-    out = np.where(r <= -1.0, np.maximum(0.0, ndtr(hc) - ndtr(-kc)), out)
-    return np.clip(out, 0.0, np.minimum(ndtr(hc), ndtr(kc)))
+    out = special.ndtr(hc) * special.ndtr(kc) + integral / (2.0 * np.pi)
+    out = np.where(r >= 1.0, special.ndtr(np.minimum(hc, kc)), out)
+    out = np.where(r <= -1.0, np.maximum(0.0, special.ndtr(hc) - special.ndtr(-kc)), out)
+    return np.clip(out, 0.0, np.minimum(special.ndtr(hc), special.ndtr(kc)))
 
 
 def error_correlation(r: np.ndarray, q1: np.ndarray, q2: np.ndarray) -> np.ndarray:
@@ -119,11 +125,9 @@ def conditional_log_fail(t: np.ndarray, beta: np.ndarray, z: np.ndarray) -> np.n
 
     ``t`` and ``beta`` are ``(N, J)``; ``-inf`` thresholds give :data:`LOG_ZERO`.
     """
-    from scipy.special import log_ndtr  # slow to import: on first use
-
     sigma = np.sqrt(1.0 - beta * beta)
     arg = (t[..., None] - beta[..., None] * z) / sigma[..., None]
-    return np.maximum(log_ndtr(arg), LOG_ZERO)
+    return np.maximum(special.log_ndtr(arg), LOG_ZERO)
 
 
 def factor_fail_prob(
@@ -146,9 +150,7 @@ def factor_fail_prob(
     for lo in range(0, members.shape[0], rows):
         part = members[lo : lo + rows]
         if sparse:
-            from scipy.sparse import csr_matrix  # slow to import: only for large pools
-
-            sums = csr_matrix(part, dtype=float) @ logs
+            sums = scipy_sparse.csr_matrix(part, dtype=float) @ logs
         else:
             sums = part.astype(float) @ logs
         out[lo : lo + rows] = np.exp(sums).reshape(-1, j, z.size) @ w

@@ -19,9 +19,11 @@ import pytest
 
 from allocator import api
 from allocator.analysis.validation import (
+    FAMILIES,
     MeasuredRun,
     check_deployment,
     error_pct,
+    family,
     measured_runs,
     validate,
 )
@@ -347,7 +349,7 @@ def test_the_plot_draws_every_metric_in_its_family(tmp_path):
         write(tmp_path, f"{i}.json", vllm_doc(mean_tpot_ms=tpot)) for i, tpot in enumerate((8, 12))
     ]
     doc = validate(rp.problem(), files).to_dict()
-    drawn = plot_validation(doc, tmp_path / "v.svg")
+    drawn = plot_validation(doc, tmp_path / "v.svg", family=family, families=FAMILIES)
     assert list(drawn) == ["TTFT", "TPOT", "ITL", "E2EL", "throughput"]
     assert drawn["TPOT"]["mean"][0].tolist() == [8.0, 12.0]
     assert drawn["TPOT"]["mean"][1] == pytest.approx([TPOT, TPOT])
