@@ -361,6 +361,20 @@ def price_of(problem: Problem) -> float:
     return price
 
 
+def price_or_gpus(problem: Problem) -> tuple[float, list[str]]:
+    """The price of one replica (:func:`price_of`) and no note; without
+    ``serving.gpu_cost_per_hour``, the replica's GPU count as its price, so that the
+    cheapest fleet is the one of fewest GPUs, and a note saying so (a planner asking "how
+    many GPUs?" need not invent a price)."""
+    if np.isfinite(float(fleet_serving(problem).gpu_cost_per_hour)):
+        return price_of(problem), []
+    gpus = _gpus(problem)
+    return float(gpus), [
+        "no serving.gpu_cost_per_hour: fleets ranked by GPU count, every cost shown in "
+        f"GPU-hours per hour ({gpus} per replica), not in $"
+    ]
+
+
 def check_load(tokens_per_s: float, option: str = "tokens_per_s") -> float:
     if not (np.isfinite(tokens_per_s) and tokens_per_s > 0):
         raise InputError(

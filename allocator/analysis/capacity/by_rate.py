@@ -43,7 +43,7 @@ from ...exceptions import InfeasibleError, InputError, ParameterError
 from ..bench import plain_metrics
 from ..limits import acceptance_notes, lengths_note, provenance_notes
 from ..request_source import RequestSource
-from .by_load import price_of
+from .by_load import price_or_gpus
 from .crossings import crossings
 from .rate_search import (
     BOUND_MARGIN,
@@ -269,7 +269,8 @@ def size_for_rate(
                 f"{undefined[0]} is undefined: every request has one output token, so none "
                 "has a time per output token or a gap between chunks",
             )
-    price = price_of(problem)
+    price, price_notes = price_or_gpus(problem)
+    notes = [*notes, *price_notes]
     serving = problem.serving
     assert serving is not None
     gpus = int(serving.gpus_per_replica)

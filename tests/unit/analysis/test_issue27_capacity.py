@@ -150,3 +150,20 @@ def test_a_ceiling_equal_to_the_lowest_value_reached_is_met():
         output_len=50, num_prompts=200, max_num_seqs=[1], workers=1,
     )  # fmt: skip
     assert result.best.metrics["p99_ttft_ms"] == pytest.approx(82.46, rel=1e-9)
+
+
+def test_the_bundled_roofline_problem_answers_without_a_price():
+    """A planner asking how many GPUs needs no price: the bundled specs-only file (no
+    serving.gpu_cost_per_hour) is sized on the worker pool by GPU count, and a note says
+    the costs are GPU-hours. With a price of p $/h per one-GPU replica the fleet is the
+    same and its cost p times the GPU count."""
+    plain = api.size_fleet_for_rate(ROOFLINE, 4.0, ["p99_ttft_ms=1000"], workers=2, **SMALL)
+    priced = api.size_fleet_for_rate(
+        roofline_with_price(), 4.0, ["p99_ttft_ms=1000"], workers=2, **SMALL
+    )
+    doc, ref = plain.to_dict(), priced.to_dict()
+    assert any("ranked by GPU count" in n for n in doc["notes"])
+    assert not any("ranked by GPU count" in n for n in ref["notes"])
+    assert (doc["replicas"], doc["gpus"]) == (ref["replicas"], ref["gpus"])
+    assert doc["cost_per_hour"] == doc["gpus"]  # one GPU-hour per GPU per hour
+    assert ref["cost_per_hour"] == pytest.approx(2.49 * ref["gpus"])
