@@ -271,7 +271,7 @@ def capacity_command(
         None,
         "--ray",
         help="Run the simulations on the Ray cluster at ADDRESS ('local': start one here); "
-        "needs allocator[ray].",
+        "needs the extra, pip install 'allocator\\[ray]'.",
         metavar="ADDRESS",
     ),
     tokens_per_s: float = typer.Option(

@@ -174,3 +174,10 @@ def test_the_rate_sweep_table_heads_every_column_and_explains_s():
     console = Console(width=200, record=True)
     console.print(table)
     assert "S = max_num_seqs" in console.export_text()
+
+
+def test_capacity_help_names_the_ray_extra():
+    """rich read ``[ray]`` as markup and printed "needs allocator." (issue 27, item 10)."""
+    r = run("capacity", "--help")
+    assert r.exit_code == 0
+    assert "allocator[ray]" in " ".join(r.output.replace("│", " ").split())
