@@ -57,6 +57,7 @@ import numpy as np
 from ..estimate.bench_files import VARIED, read_bench_run
 from ..estimate.jsonl import finite_number, parse_json_text, read_text, whole_count
 from ..exceptions import InputError, ParameterError
+from ..io.quoting import mask_secrets
 from ..model.under_load import need_serving, roofline_answers
 from ..sim import LATENCIES
 from ..sim.requests import MAX_TOKENS
@@ -364,6 +365,12 @@ def _engine_run(obj: dict, where: str) -> MeasuredRun:
         notes = [n for n in notes if not n.startswith("lengths taken as fixed: the file")]
     if run.failed:
         notes.append(f"only the {run.completed} completed requests are replayed")
+    said = obj.get("note")
+    if isinstance(said, str) and "synthetic" in said.lower():
+        notes.append(
+            f"the file says it is not a measurement ({mask_secrets(said, 80)}): its errors "
+            "are the model's against that data, not against hardware"
+        )
     if obj.get("ramp_up_strategy") is not None:
         notes.append(
             "the run ramped its rate up (ramp_up_strategy): replayed at request_rate "

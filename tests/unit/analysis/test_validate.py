@@ -385,3 +385,11 @@ def test_what_the_run_asks_that_the_simulator_cannot_play_names_the_file(tmp_pat
     with pytest.raises(InputError) as exc:
         validate(rp.problem(), [write(tmp_path, "x.json", doc)])
     assert exc.value.field == field
+
+
+def test_a_file_that_says_it_is_synthetic_is_not_called_a_measurement():
+    """The bundled engine files are made by a generator and say so in their ``note``; the
+    report carries it, so their errors are not read as hardware's."""
+    problem = api.load(ROOT / "problems/roofline-llama31-8b.yaml")
+    report = validate(problem, [MEASUREMENTS / "vllm-bench-c1-k0.json"])
+    assert any("not a measurement" in n for n in report.runs[0].notes)
