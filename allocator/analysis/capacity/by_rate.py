@@ -59,7 +59,7 @@ from .rate_search import (
     replicas_at_least,
     run_job,
 )
-from .slo import SLO, default_num_prompts
+from .slo import SLO, default_num_prompts, thin_tail
 from .workers import Workers
 
 if TYPE_CHECKING:
@@ -366,7 +366,7 @@ def _size(
     out_notes = list(notes)
     out_notes += [
         default_num_prompts(slos)[1] if n_prompts == default_num_prompts(slos)[0]
-        else f"{n_prompts:,} requests per run (as asked)",
+        else f"{n_prompts:,} requests per run (as asked){thin_tail(slos, n_prompts)}",
         "replicas split the requests evenly: each is simulated alone at its share, "
         "request_rate / replicas (a trace slowed to that rate)",
         f"{len(cands):,} candidate(s): {len(hopeless):,} meet an SLO at no rate (latency "

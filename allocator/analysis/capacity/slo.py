@@ -128,6 +128,22 @@ def parse_slos(items: Sequence[str] | Mapping[str, float]) -> tuple[SLO, ...]:
     return tuple(out)
 
 
+def thin_tail(slos: Sequence[SLO], n: int) -> str:
+    """``""``, or a clause saying that ``n`` requests leave fewer than :data:`MIN_TAIL`
+    beyond the highest percentile ``slos`` read (P99 of 300 requests rests on 3)."""
+    tails = [100.0 - s.percentile for s in slos if s.percentile is not None and s.percentile > 50]
+    if not tails:
+        return ""
+    beyond = n * min(tails) / 100.0
+    if beyond >= MIN_TAIL:
+        return ""
+    top = 100.0 - min(tails)
+    return (
+        f": only about {beyond:.3g} of them lie beyond p{top:g}, fewer than {MIN_TAIL}, so that "
+        "percentile rests on few requests (num_prompts unset: enough)"
+    )
+
+
 def default_num_prompts(slos: Sequence[SLO]) -> tuple[int, str]:
     """Requests per run, and why: at least :data:`MIN_TAIL` beyond the highest percentile
     asked, at least :data:`MIN_PROMPTS`, at most :data:`MAX_DEFAULT_PROMPTS`."""
@@ -156,6 +172,7 @@ def default_num_prompts(slos: Sequence[SLO]) -> tuple[int, str]:
 
 
 __all__ = [
+    "thin_tail",
     "CLOCK_ULPS",
     "MAX_DEFAULT_PROMPTS",
     "MIN_PROMPTS",

@@ -167,3 +167,14 @@ def test_the_bundled_roofline_problem_answers_without_a_price():
     assert (doc["replicas"], doc["gpus"]) == (ref["replicas"], ref["gpus"])
     assert doc["cost_per_hour"] == doc["gpus"]  # one GPU-hour per GPU per hour
     assert ref["cost_per_hour"] == pytest.approx(2.49 * ref["gpus"])
+
+
+def test_a_thin_tail_is_said():
+    """P99 of 300 requests rests on 300 · 1% = 3 of them, fewer than MIN_TAIL (20): said;
+    2,000 leave 20: not; a mean reads no tail."""
+    from allocator.analysis.capacity.slo import MIN_TAIL, parse_slos, thin_tail
+
+    p99 = parse_slos(["p99_ttft_ms=500"])
+    assert "about 3 of them lie beyond p99" in thin_tail(p99, 300)
+    assert thin_tail(p99, MIN_TAIL * 100) == ""
+    assert thin_tail(parse_slos(["mean_ttft_ms=5"]), 10) == ""
