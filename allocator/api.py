@@ -11,7 +11,7 @@ import numpy as np
 
 from . import validate
 from ._lazy import lazy_module
-from .analysis.limits import extrapolation_notes, limit_notes, position_notes
+from .analysis.limits import extrapolation_notes, header_notes, limit_notes, position_notes
 from .core.problem import Problem
 from .core.result import Point, SolveResult
 from .engines import POOLED_BOUND, convention_warning, pick_point, servable
@@ -321,6 +321,11 @@ def export_plan(
 # ---------------------------------------------------------------- schedule, capacity,
 # calibrate, estimate, breakeven, paper: one function per command, each returning a
 # dataclass whose ``to_dict()`` is the command's ``--json`` document.
+def _header_notes(problem: object) -> list[str]:
+    """What the header of a problem file given by path says its numbers assume."""
+    return header_notes(problem) if isinstance(problem, str | Path) else []
+
+
 def _problem(problem: Problem | str | Path | dict) -> Problem:
     return problem if isinstance(problem, Problem) else load(problem)
 
@@ -420,6 +425,7 @@ def size_fleet(
     restricted, notes = servable(prob, engine, pooled)
     result = capacity_by_load.capacity(restricted, tokens_per_s, tpot_ms, loads, routes)
     result.notes[:0] = notes
+    result.notes += _header_notes(problem)
     return result
 
 
@@ -474,7 +480,7 @@ def bench(
         max_num_seqs=max_num_seqs,
         max_concurrency=max_concurrency,
         seed=seed,
-        notes=notes,
+        notes=[*notes, *_header_notes(problem)],
     )
 
 
@@ -531,7 +537,7 @@ def size_fleet_for_rate(
     prob = _problem(problem).with_budget(budget)
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
     with capacity_workers.Workers(workers, ray, progress=progress) as pool:
-        return capacity_by_rate.size_for_rate(
+        fleet = capacity_by_rate.size_for_rate(
             prob,
             rate,
             slos,
@@ -544,6 +550,8 @@ def size_fleet_for_rate(
             workers=pool,
             problem_path=path,
         )
+    fleet.notes += _header_notes(problem)
+    return fleet
 
 
 def calibrate(

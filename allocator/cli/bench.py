@@ -14,7 +14,6 @@ from rich.table import Table
 from .. import api
 from .._lazy import lazy_module
 from ..analysis.capacity.slo import clock_ms, parse_slos
-from ..analysis.limits import header_notes
 from ..io.staged import write_atomic
 from ..sim import metric
 from .common import (
@@ -218,7 +217,6 @@ def bench_command(
         pooled=pooled,
     )
     doc = result.to_dict(slos)
-    doc["notes"] += header_notes(problem)
     if per_request:
         write_atomic(per_request, result.per_request_csv(), "--per-request")
     if plot_path:

@@ -30,7 +30,6 @@ from .. import api
 from .._lazy import lazy_module
 from ..analysis.capacity.by_load import CapacityResult, LoadSweep
 from ..analysis.capacity.slo import default_num_prompts, parse_slos
-from ..analysis.limits import header_notes
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError
 from ..io.ranges import parse_load_range
@@ -380,7 +379,6 @@ def capacity_command(
             "--itl-ms", f"{exc.message} (--itl-ms is --tpot-ms: the mean TPOT)"
         ) from None
     doc = result.to_dict()
-    doc["notes"] += header_notes(problem)
     swept = result.sweep
     if swept is not None and plot_path:
         plots.plot_capacity_sweep(
@@ -450,7 +448,6 @@ def _rate_mode(
             progress=progress,
         )
     doc = result.to_dict()
-    doc["notes"] += header_notes(problem)
     slos = ", ".join(s.text() + " ms" for s in result.slos)
     if result.sweep is not None and plot_path:
         sw = result.sweep

@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parents[3]
 PACKAGE = ROOT / "allocator"
 #: What calibration may import from the package.
 ALLOWED = {
+    "allocator._lazy",
     "allocator.calibration",
     "allocator.core",
     "allocator.estimate",
