@@ -11,17 +11,23 @@ from the schedule and the accepted-token counts given, and the drafts are ``k`` 
 tokens for every request that is past its prefill, as ``EngineCore.step`` and
 ``post_step`` hand them to the scheduler (``vllm/v1/engine/core.py``).
 
-Steps are counted from 0; requests join the waiting queue at the start of their arrival
-step (before that step's ``schedule()``). A step in which nothing is scheduled and nothing
-runs (an idle gap before the next arrival) is skipped without playing. A ``schedule()``
-that schedules no token (the only running request preempted itself) is recorded but does
-not advance the step counter: it takes no model pass.
+Time is counted in steps: every step that schedules a token takes one unit, and a step's
+index is its start. Requests join the waiting queue once the clock has reached their
+arrival step, before the next ``schedule()``; with nothing running, waiting or in flight
+the clock jumps to the next arrival. A ``schedule()`` that schedules no token (the only
+running request preempted itself, or under async scheduling everything is in flight) is
+processed but takes no time and no step: it runs no model.
 
-Synchronous scheduling (``Scheduler``): ``schedule()`` then ``update_from_output()`` then
-``update_draft_token_ids()``, one step at a time. Asynchronous scheduling
-(``AsyncScheduler``): step ``s`` is scheduled before step ``s - 1``'s output is processed,
-as ``EngineCore.step_with_batch_queue`` does with a batch queue of two; its drafts are the
-scheduler's own placeholders.
+Synchronous scheduling (``Scheduler``, ``EngineCore.step``): ``schedule()`` at the step's
+start, then ``update_from_output()`` and ``update_draft_token_ids()`` at its end.
+Asynchronous scheduling (``AsyncScheduler``, ``EngineCore.step_with_batch_queue`` with a
+batch queue of two, ``vllm/v1/engine/core.py`` lines 708-817): with nothing in flight a
+step is scheduled and the next one at once; otherwise a step is scheduled while the one
+before it runs, then the engine waits for the running step's end, processes its output
+and the step just scheduled starts. A schedule of no token lets the engine process the
+step in flight and schedule the next with nothing in flight. The drafts are the
+scheduler's own placeholders (no structured output: ``update_draft_token_ids_in_output``
+is not called).
 
 Needs vLLM and torch; import it only where vLLM is installed (the ``vllm`` extra).
 """
@@ -65,7 +71,8 @@ class Limits:
     ``num_speculative_tokens_per_batch_size``, inclusive ``(start, end, k)`` ranges of
     scheduled requests (``None``: ``k`` at every batch size). Any schedule turns off the
     padding of one-token admissions to ``1 + k`` (``Scheduler.schedule``, only when
-    ``dynamic_sd_lookup is None``)."""
+    ``dynamic_sd_lookup is None``). ``async_scheduling``: ``AsyncScheduler`` (with
+    ``k > 0`` too: :func:`make_scheduler`)."""
 
     max_num_seqs: int
     max_num_batched_tokens: int
@@ -110,9 +117,12 @@ class Step:
 
 @dataclass
 class Trace:
-    """What the scheduler did: ``steps`` (played steps in order) and per request the step
-    first scheduled, the step of its first token, the step of its last (finish), the
-    steps in which it received tokens (``chunks``), tokens received and preemptions."""
+    """What the scheduler did: ``steps`` (played steps in scheduling order) and per
+    request the clock's time at the ``schedule()`` that first scheduled it (the step's
+    start; under async scheduling the start of the step then running, or the step's own
+    start when nothing was in flight), the step of its first token, the step of its last
+    (finish), the steps in which it received tokens (``chunks``), tokens received and
+    preemptions; ``empty_schedules``: schedules of no token."""
 
     steps: list[Step] = field(default_factory=list)
     first_scheduled: list[int | None] = field(default_factory=list)
