@@ -42,15 +42,17 @@ Left out, because the simulator says it does not model them (``allocator/sim/eng
 
 One difference, a simplification the simulator states (``engine.py``, "every decoding
 request of a step verifies the same ``k``"): under a dynamic ``k`` a decoding request left
-out of the previous step (cut off by the token budget, or skipped under async scheduling)
-carries in vLLM the drafts of the step it was last scheduled in, ``dynamic_sd_lookup`` at
-that step's scheduled count, not at the previous step's (``scheduler.py`` lines 1010-1025
-schedule ``request.spec_token_ids``, which ``update_draft_token_ids``, lines 2862-2881, and
-``AsyncScheduler._update_after_schedule`` set only for the requests of a step; the count,
-lines 1709-1713). When the two counts fall in ranges with different ``k`` the request asks
-for another ``1 + k`` of the budget and of its blocks and draws from another pmf. The
-driver marks those requests (``Step.stale``); :func:`test_dynamic_k_agrees_but_for_stale_drafts`
-asserts that every case that disagrees has one, and counts them.
+out of the previous step (the token budget ran out before it, or async scheduling skipped
+it) carries in vLLM the drafts of the step it was last scheduled in, ``dynamic_sd_lookup``
+at that step's scheduled count, not at the previous step's (``scheduler.py`` lines
+1010-1025 schedule ``request.spec_token_ids``, which ``update_draft_token_ids``, lines
+2862-2881, and ``AsyncScheduler._update_after_schedule``, ``async_scheduler.py`` lines
+24-49, set only for the requests of a step; the count, ``scheduler.py`` lines 1709-1713).
+When the two counts fall in ranges with different ``k`` the request asks for another
+``1 + k`` tokens of the budget and of its blocks, and draws from another pmf. The driver
+marks those requests (``Step.stale``);
+:func:`test_dynamic_k_agrees_but_for_stale_drafts` asserts that every case that disagrees
+has one, and counts them.
 
 Found (``ALLOCATOR_VLLM_CASES=1000``, seeds 0-999 in each mode; cases agreeing in every
 step and every request):
