@@ -50,7 +50,8 @@ at that step's scheduled count, not at the previous step's (``scheduler.py`` lin
 24-49, set only for the requests of a step; the count, ``scheduler.py`` lines 1709-1713).
 When the two counts fall in ranges with different ``k`` the request asks for another
 ``1 + k`` tokens of the budget and of its blocks, and draws from another pmf. The driver
-marks those requests (``Step.stale``);
+marks those requests (``Step.stale``, in played steps and in schedules of no token:
+such a request can preempt itself and schedule nothing);
 :func:`test_dynamic_k_agrees_but_for_stale_drafts` asserts that every case that disagrees
 has one, and counts them.
 
@@ -272,7 +273,7 @@ def compare(c: dict) -> tuple[bool, bool, bool, bool, str]:
     ra, rb = request_rows_sim(res), request_rows_vllm(trace)
     reqs_ok = ra == rb
     padded = any(s.padded or s.pad_blocked for s in trace.steps)
-    stale = any(s.stale for s in trace.steps)
+    stale = any(s.stale for s in trace.steps + trace.empty)
     why = ""
     if not steps_ok:
         j = next(

@@ -122,7 +122,8 @@ class Trace:
     start; under async scheduling the start of the step then running, or the step's own
     start when nothing was in flight), the step of its first token, the step of its last
     (finish), the steps in which it received tokens (``chunks``), tokens received and
-    preemptions; ``empty_schedules``: schedules of no token."""
+    preemptions; ``empty``: the schedules of no token (their :class:`Step`, the
+    preemptions and stale drafts in them recorded like a played step's)."""
 
     steps: list[Step] = field(default_factory=list)
     first_scheduled: list[int | None] = field(default_factory=list)
@@ -131,7 +132,7 @@ class Trace:
     chunks: list[list[int]] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     preemptions: list[int] = field(default_factory=list)
-    empty_schedules: int = 0
+    empty: list[Step] = field(default_factory=list)
 
 
 _MODEL_CONFIG = {
@@ -409,7 +410,7 @@ class _Play:
                 record.stale[i] = before[i][3]
         record.pad_blocked = _pad_blocked(sched, self.limits, out, record, running_before)
         if out.total_num_scheduled_tokens == 0:
-            trace.empty_schedules += 1
+            trace.empty.append(record)
         else:
             trace.steps.append(record)
             self.k_prev = out.num_spec_tokens_to_schedule
