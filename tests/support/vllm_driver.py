@@ -88,17 +88,17 @@ class Limits:
 
 @dataclass
 class Step:
-    """One played step: its index, the tokens scheduled per request (``{request: n}``),
-    the requests scheduled as decoding (past their prefill) with the drafts each verified,
-    the prompt (prefill or recomputation) tokens scheduled, the decoding requests' computed
-    tokens summed before the step, the requests preempted in it, and the requests whose
-    last prompt token vLLM padded with placeholder drafts to ``1 + k`` tokens
-    (``Scheduler.schedule``, "Pad new decode requests to uniform spec decoding size");
-    ``pad_blocked``: admission stopped at a request that would have been padded so but for
-    the budget left ("Prefer to not schedule than schedule un-padded"); ``stale``: the
-    decoding requests scheduled or preempted in the step that carried into it a number of
-    drafts other than the previous schedule's ``num_spec_tokens_to_schedule``
-    (``{request: drafts carried}``):
+    """One played step: its index (its start on the clock), the tokens scheduled per
+    request (``{request: n}``), the requests scheduled as decoding (past their prefill)
+    with the drafts each verified, the prompt (prefill or recomputation) tokens
+    scheduled, the decoding requests' computed tokens summed before the step, the
+    requests preempted in it, and the requests whose last prompt token vLLM padded with
+    placeholder drafts to ``1 + k`` tokens (``Scheduler.schedule``, "Pad new decode
+    requests to uniform spec decoding size"); ``pad_blocked``: admission stopped at a
+    request that would have been padded so but for the budget left ("Prefer to not
+    schedule than schedule un-padded"); ``stale``: the decoding requests scheduled or
+    preempted in the step that carried into it a number of drafts other than the
+    previous schedule's ``num_spec_tokens_to_schedule`` (``{request: drafts carried}``):
     left out of the previous step, they keep the drafts of the step they were last
     scheduled in (``Scheduler.schedule`` lines 1010-1025 take ``request.spec_token_ids``,
     set only for the requests of a step: ``update_draft_token_ids``, lines 2862-2881,
