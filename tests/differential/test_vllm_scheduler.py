@@ -66,7 +66,10 @@ step and every request):
 * dynamic ``k``, asynchronous: 992 of 1000; 19 had stale drafts, 11 agree, the 8 others
   are every disagreement.
 
-The four modes take about 30 s together on one core.
+The four modes take about 30 s together on one core. Longer runs, seeds from 1000 on for
+170 s per mode: static ``k`` 27,143 of 27,143 synchronous and 15,651 of 15,651
+asynchronous; dynamic ``k`` 21,653 of 21,934 synchronous and 15,383 of 15,549
+asynchronous, every disagreement in a case with stale drafts.
 """
 
 from __future__ import annotations
@@ -347,6 +350,21 @@ def test_dynamic_k_agrees_but_for_stale_drafts(async_scheduling):
         "\n".join(other_diff[:20])
     )
     assert len(stale_diff) <= max(2, CASES // 50), stale_diff
+
+
+@pytest.mark.slow
+def test_one_block_more_for_vllm_is_seen():
+    """The comparison sees a one-block difference in the cache: given one block more
+    than the simulator (the old compensation for a simulator without the null block),
+    vLLM disagrees in many cases."""
+    n = min(CASES, 200)
+    differ = 0
+    for seed in range(n):
+        c = random_case(seed)
+        res, calls = play_sim(c)
+        trace = play_vllm(dict(c, blocks=c["blocks"] + 1))
+        differ += calls != step_rows(trace) or request_rows_sim(res) != request_rows_vllm(trace)
+    assert differ >= n // 10, (differ, n)
 
 
 @pytest.mark.slow
