@@ -22,6 +22,7 @@ from .results import (
     percentile_word,
     summary,
 )
+from .state import decode_uniforms
 
 __all__ = [
     "LATENCIES",
@@ -33,6 +34,7 @@ __all__ = [
     "StepTime",
     "acceptance_length",
     "arrival_times",
+    "decode_uniforms",
     "fixed_requests",
     "max_concurrent_requests",
     "metric",

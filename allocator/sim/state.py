@@ -52,6 +52,28 @@ FIELDS = (
 STRETCH_STEPS = 512
 
 
+def _uniforms(output_tokens: np.ndarray, seed: int, extra: int = 0) -> np.ndarray:
+    """``sum(output_tokens - 1) + extra`` uniforms of ``numpy.random.default_rng(seed)``:
+    one per decode step of each request, request after request, then ``extra`` more."""
+    steps = int((np.asarray(output_tokens, dtype=np.int64) - 1).sum())
+    return np.random.default_rng(seed).random(steps + extra)
+
+
+def decode_uniforms(output_tokens: np.ndarray, seed: int) -> list[np.ndarray]:
+    """The uniforms :func:`~allocator.sim.simulate` with ``seed`` draws, per request:
+    entry ``[i][d]`` serves request ``i``'s ``d``-th decode step (``d``-th step scheduled
+    past its prefill, counted over its whole life, recomputations and steps cut by the
+    budget included), ``output_tokens[i] - 1`` of them (a request decodes at most that
+    often). That step emits ``searchsorted(cdf, u, "right")`` tokens, ``cdf`` the
+    cumulative pmf of the step's policy entry with its last entry set to 1, at most the
+    tokens it scheduled and its tokens left. For tests that replay the same draws
+    elsewhere (a differential test against vLLM's scheduler)."""
+    o = np.asarray(output_tokens, dtype=np.int64)
+    u = _uniforms(o, seed)
+    cuts = np.cumsum(o - 1)[:-1]
+    return [part.copy() for part in np.split(u, cuts)]
+
+
 class Rows:
     """Requests as columns of one ``(len(FIELDS), capacity)`` int64 :attr:`table`; each field
     is a named view of its row (``rows.computed[j]`` is column ``j``'s computed tokens), so a
@@ -132,8 +154,7 @@ class State:
         # request after request, plus padding read (never used) by a stretch's unused cells
         decode_steps = self.O - 1
         self.u_start = np.concatenate(([0], np.cumsum(decode_steps)[:-1]))
-        rng = np.random.default_rng(seed)
-        self.U = rng.random(int(decode_steps.sum()) + STRETCH_STEPS + 1)
+        self.U = _uniforms(self.O, seed, STRETCH_STEPS + 1)
         # running requests, admission order
         self.running = Rows(self.max_seqs)
         self.last = np.zeros(self.max_seqs)
@@ -258,4 +279,4 @@ class State:
         )
 
 
-__all__ = ["FIELDS", "STRETCH_STEPS", "Rows", "State"]
+__all__ = ["FIELDS", "STRETCH_STEPS", "Rows", "State", "decode_uniforms"]

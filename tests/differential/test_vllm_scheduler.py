@@ -1,61 +1,75 @@
-"""The simulator's replica against vLLM's own synchronous V1 scheduler, step for step.
+"""The simulator's replica against vLLM 0.33's own V1 scheduler, step for step.
 
 Seeded random workloads (1 to 8 requests arriving over the first steps, 1-token prompts
 often, prompts up to three blocks, outputs up to 24 tokens, KV caches just large enough for
 the largest request so that preemption is common, token budgets small enough to cut
 prefills into chunks and to cut decodes, ``k`` 0 to 7, lookahead 0 or ``k``) are played by
-``allocator.sim.simulate`` and by vLLM 0.33's ``Scheduler`` driven with mock model outputs
-(``tests/support/vllm_driver.py``). Steps are aligned by a step time of one second and
-arrivals on whole seconds; both sides use the same accepted-token draws.
+``allocator.sim.simulate`` and by vLLM's ``Scheduler`` or ``AsyncScheduler`` driven with
+mock model outputs (``tests/support/vllm_driver.py``), in four modes: synchronous and
+asynchronous scheduling, each with a static ``k`` (``SpecPolicy.fixed``; vLLM's
+``num_speculative_tokens``) and with a dynamic ``k`` (two or three batch-size ranges whose
+largest ``k`` is the case's, ``SpecPolicy.by_batch_size``; vLLM's
+``num_speculative_tokens_per_batch_size``). Steps take one second each and arrivals fall
+on whole seconds; both sides draw the same accepted tokens (request ``i``'s ``d``-th
+decode step: the uniform ``allocator.sim.decode_uniforms(output, seed)[i][d]`` through the
+CDF of the case's pmf for the ``k`` drafts the step verifies; the case has one pmf per
+``k``).
 
-Compared, per step in order: the decoding requests scheduled, the prompt (prefill or
-recomputation) tokens scheduled and the decoding requests' computed tokens summed (what the
-simulator hands its ``StepTime``); per request: the step first scheduled, of the first token
-and of the finish, the chunks streamed, the tokens received and the preemptions.
+Compared, per step in order: the decoding requests scheduled, their computed tokens summed
+before the step and the prompt (prefill or recomputation) tokens scheduled (what the
+simulator hands its ``StepTime``); per request: the time of the ``schedule()`` that first
+scheduled it (the step's start, or under async scheduling the start of the step then
+running), the steps of its first token and of its finish, the chunks streamed, the tokens
+received and the preemptions.
 
-Set so that the two model the same thing:
+Both sides are given the same settings with the same meaning: the simulator's
+``Scheduler.num_blocks`` (``kv_cache_tokens // block_size``) is vLLM's ``num_gpu_blocks``,
+the null block among them on both sides (``vllm/v1/core/block_pool.py`` line 191;
+``allocator/sim/block_pool.py``); the lookahead is set on vLLM's
+``Scheduler.num_lookahead_tokens`` (n-gram drafting's own is 0, ``vllm/config/vllm.py``
+lines 626-651), the value ``allocate_slots`` receives (``scheduler.py`` lines 914-918 and
+1440). Asynchronous scheduling with ``k > 0`` is played as the driver's docstring says (an
+n-gram config validated synchronously, then an ``AsyncScheduler``: an EAGLE-like drafter
+whose drafts are the scheduler's placeholders). vLLM pads a waiting request with one token
+left to ``1 + k`` (``scheduler.py`` lines 1308-1330); the simulator plays it too, and the
+padded cases are compared like the others (counted for the record).
 
-* the cache: the simulator's ``kv_cache_tokens // block_size`` blocks are vLLM's
-  ``num_gpu_blocks - 1``: vLLM keeps block 0 as its null block
-  (``vllm/v1/core/block_pool.py``, ``BlockPool.__init__``: ``self.null_block =
-  self.free_block_queue.popleft()``, line 191);
-* the lookahead: vLLM's n-gram drafter has ``num_lookahead_tokens`` 0
-  (``vllm/config/vllm.py`` lines 626-651); lookahead ``k`` (EAGLE, MTP, draft models) is
-  played by setting ``Scheduler.num_lookahead_tokens``, the value ``allocate_slots``
-  receives (``scheduler.py`` lines 914-918 and 1440);
-* the draws: the simulator gives request ``i``'s ``d``-th decode step the uniform
-  ``U[sum(O[:i] - 1) + d]`` of ``numpy.random.default_rng(seed).random(...)`` mapped through
-  the pmf's CDF (``allocator/sim/engine.py``'s docstring); the public API takes no draws, so
-  the test recomputes them by that rule, and a change to it shows as a disagreement here.
-
-Left out of the comparison, because the simulator says it does not model them (its
-docstring, "Simplifications"): prefix caching, asynchronous scheduling, stop tokens,
+Left out, because the simulator says it does not model them (``allocator/sim/engine.py``,
+"Simplifications"): prefix caching (the driver plays it;
+:func:`test_prefix_caching_runs_to_the_end` only checks that it runs), stop tokens,
 ``max_model_len`` (set far above every request here), the watermark and
-``long_prefill_token_threshold`` (both at vLLM's defaults, 0). The driver plays prefix
-caching and asynchronous scheduling (``k = 0``); :func:`test_other_modes_deliver_every_token`
-only checks that they run to the end.
+``long_prefill_token_threshold`` (both at vLLM's defaults, 0).
 
-One difference, a vLLM rule the simulator does not play: with speculation on and no
-dynamic ``k`` schedule, a waiting request with exactly one token left to compute (a
-one-token prompt) admitted while running requests were scheduled and none of them is
-prefilling is padded to ``1 + k`` tokens, its ``k`` extra rows placeholder drafts
-(``vllm/v1/core/sched/scheduler.py``, ``Scheduler.schedule``, lines 1308-1330 "Pad new
-decode requests to uniform spec decoding size", and 1578-1582). The padded admission takes
-``1 + k`` tokens of the budget and blocks for ``1 + k`` slots plus the lookahead, so it
-can preempt nothing but can keep the next request out or leave less budget to it; and when
-``1 + k`` exceeds the budget left, admission stops there ("Prefer to not schedule than
-schedule un-padded", lines 1326-1328) where the simulator admits the one token. The
-simulator charges such an admission one token and ``ceil((1 + lookahead) / block_size)``
-blocks. The driver marks every step where the padding applied or blocked an admission that
-one unpadded token would have passed (``Step.padded``, ``Step.pad_blocked``).
+One difference, a simplification the simulator states (``engine.py``, "every decoding
+request of a step verifies the same ``k``"): under a dynamic ``k`` a decoding request left
+out of the previous step (the token budget ran out before it, or async scheduling skipped
+it) carries in vLLM the drafts of the step it was last scheduled in, ``dynamic_sd_lookup``
+at that step's scheduled count, not at the previous step's (``scheduler.py`` lines
+1010-1025 schedule ``request.spec_token_ids``, which ``update_draft_token_ids``, lines
+2862-2881, and ``AsyncScheduler._update_after_schedule``, ``async_scheduler.py`` lines
+24-49, set only for the requests of a step; the count, ``scheduler.py`` lines 1709-1713).
+When the two counts fall in ranges with different ``k`` the request asks for another
+``1 + k`` tokens of the budget and of its blocks, and draws from another pmf. The driver
+marks those requests (``Step.stale``, in played steps and in schedules of no token:
+such a request can preempt itself and schedule nothing);
+:func:`test_dynamic_k_agrees_but_for_stale_drafts` asserts that every case that disagrees
+has one, and counts them.
 
-Found on 1000 seeds: 880 agree in every step and 884 in every request; all 675 cases where
-vLLM padded nothing agree exactly; of the 325 where it padded, 205 agree anyway and 120
-differ, each from a padded or padding-blocked admission. With ``k`` given as a one-range
-dynamic schedule (``num_speculative_tokens_per_batch_size``, which turns the padding off)
-all 1000 agree in every step and request. :func:`test_simulator_agrees_with_vllm_scheduler`
-asserts exact agreement on the cases without padding;
-:func:`test_without_padding_every_case_agrees` asserts it on all under the schedule.
+Found (``ALLOCATOR_VLLM_CASES=1000``, seeds 0-999 in each mode; cases agreeing in every
+step and every request):
+
+* static ``k``, synchronous: 1000 of 1000 (330 with a padded or padding-blocked
+  admission);
+* static ``k``, asynchronous: 1000 of 1000 (290 padded);
+* dynamic ``k``, synchronous: 990 of 1000; 21 cases had stale drafts, 11 of them agree
+  anyway, the 10 others are every disagreement;
+* dynamic ``k``, asynchronous: 992 of 1000; 19 had stale drafts, 11 agree, the 8 others
+  are every disagreement.
+
+The four modes take about 30 s together on one core. Longer runs, seeds from 1000 on for
+170 s per mode: static ``k`` 27,143 of 27,143 synchronous and 15,651 of 15,651
+asynchronous; dynamic ``k`` 21,653 of 21,934 synchronous and 15,383 of 15,549
+asynchronous, every disagreement in a case with stale drafts.
 """
 
 from __future__ import annotations
@@ -68,10 +82,16 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed (the optional 'vllm' extra)")
 
-from allocator.sim import Requests, Scheduler, SpecPolicy, simulate  # noqa: E402
+from allocator.sim import (  # noqa: E402
+    Requests,
+    Scheduler,
+    SpecPolicy,
+    decode_uniforms,
+    simulate,
+)
 from tests.support.vllm_driver import Limits, Workload, run  # noqa: E402
 
-#: Random workloads compared (``ALLOCATOR_VLLM_CASES`` overrides).
+#: Random workloads compared per mode (``ALLOCATOR_VLLM_CASES`` overrides).
 CASES = int(os.environ.get("ALLOCATOR_VLLM_CASES", "1000"))
 
 
@@ -86,35 +106,44 @@ class UnitStep:
         return 1000.0
 
 
-def draws(seed: int, output: np.ndarray, pmf: np.ndarray) -> list[list[int]]:
-    """Drafts accepted per decode step of each request, as the simulator draws them."""
-    steps = output - 1
-    u = np.random.default_rng(seed).random(int(steps.sum()))
-    cdf = np.cumsum(pmf)
-    cdf[-1] = 1.0
-    emitted = np.searchsorted(cdf, u, side="right")
-    starts = np.concatenate(([0], np.cumsum(steps)[:-1]))
-    return [(emitted[s : s + d] - 1).tolist() for s, d in zip(starts, steps, strict=True)]
-
-
-def random_case(seed: int) -> dict:
+def random_case(seed: int, async_scheduling: bool = False, dynamic: bool = False) -> dict:
+    """Case ``seed``: the workload, the scheduler, ``k`` (or, ``dynamic``, a schedule of
+    one to three batch-size ranges whose largest ``k`` is ``k``), one pmf per ``k``."""
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 9))
     bs = int(rng.choice([1, 2, 4, 8, 16]))
-    k = int(rng.integers(0, 8))
+    k = int(rng.integers(1 if dynamic else 0, 8))
     lookahead = int(rng.choice([0, k]))
     arrival = np.sort(rng.integers(0, 12, size=n))
     one = rng.random(n) < 0.3
     prompt = np.where(one, 1, rng.integers(1, 3 * bs + 2, size=n))
     output = rng.integers(1, 25, size=n)
-    # every request must fit the cache alone (the simulator refuses it otherwise)
-    need = -(-(np.where(output > 1, prompt + output - 1 + k, prompt) + lookahead) // bs)
-    blocks = int(need.max() + rng.integers(0, 4))
     seqs = int(rng.integers(1, 7))
+    schedule = None
+    if dynamic:
+        # two or three ranges (one range is the simulator's static k)
+        seqs = max(seqs, 2)
+        cuts = rng.choice(
+            np.arange(2, seqs + 1), size=min(seqs - 1, int(rng.integers(1, 3))), replace=False
+        )
+        starts = [1, *sorted(int(x) for x in cuts)]
+        ends = [s - 1 for s in starts[1:]] + [seqs]
+        ks = rng.integers(0, k + 1, size=len(starts))
+        ks[int(rng.integers(0, len(starts)))] = k
+        schedule = tuple((a, b, int(x)) for a, b, x in zip(starts, ends, ks, strict=True))
+    k1 = schedule[0][2] if schedule else k
+    # every request must fit the usable blocks alone (the simulator refuses it otherwise),
+    # a padded one-token prompt too; one block more is vLLM's null block
+    need = -(-(np.where(output > 1, prompt + output - 1 + k1, prompt) + lookahead) // bs)
+    pad = -(-(1 + k + lookahead) // bs)
+    blocks = int(max(need.max(), pad) + 1 + rng.integers(0, 4))
     # vLLM refuses a budget below max_num_seqs (``vllm/config/scheduler.py``)
     budget = int(rng.integers(max(k + 1, seqs), k + 1 + 4 * bs + 8))
-    pmf = np.zeros(k + 2)
-    pmf[1:] = rng.dirichlet(np.ones(k + 1))
+    pmfs = []
+    for j in range(k + 1):
+        p = np.zeros(j + 2)
+        p[1:] = rng.dirichlet(np.ones(j + 1))
+        pmfs.append(p)
     return dict(
         seed=seed,
         arrival=arrival,
@@ -126,39 +155,79 @@ def random_case(seed: int) -> dict:
         seqs=seqs,
         k=k,
         lookahead=lookahead,
-        pmf=pmf,
+        pmfs=pmfs,
+        schedule=schedule,
+        async_scheduling=async_scheduling,
+    )
+
+
+def policy(c: dict) -> SpecPolicy:
+    if c["schedule"] is None:
+        return SpecPolicy.fixed(c["k"], c["pmfs"][c["k"]], lookahead_tokens=c["lookahead"])
+    return SpecPolicy.by_batch_size(
+        [(a, b, k, c["pmfs"][k]) for a, b, k in c["schedule"]], lookahead_tokens=c["lookahead"]
     )
 
 
 def play_sim(c: dict):
     steps = UnitStep()
+    sched = Scheduler(
+        c["seqs"],
+        c["budget"],
+        c["blocks"] * c["block_size"],
+        c["block_size"],
+        async_scheduling=c["async_scheduling"],
+    )
+    assert sched.num_blocks == c["blocks"]
     res = simulate(
         Requests(c["arrival"].astype(np.float64), c["prompt"], c["output"]),
-        SpecPolicy.fixed(c["k"], c["pmf"], lookahead_tokens=c["lookahead"]),
+        policy(c),
         steps,
-        Scheduler(c["seqs"], c["budget"], c["blocks"] * c["block_size"], c["block_size"]),
+        sched,
         seed=c["seed"],
     )
     assert len(steps.calls) == res.steps
     return res, steps.calls
 
 
-def play_vllm(c: dict, schedule: bool = False):
-    """vLLM on case ``c``; ``schedule``: ``k`` as a one-range dynamic schedule (which turns
-    vLLM's padding of one-token admissions off)."""
-    k = c["k"]
+def accepted(c: dict):
+    """Drafts accepted in request ``i``'s ``d``-th decode step carrying ``k`` drafts: the
+    simulator's uniform for that step (:func:`allocator.sim.decode_uniforms`) through the
+    CDF of the pmf of ``k`` (the case has one pmf per ``k``, so the pmf the simulator
+    picks by batch size is the one of the ``k`` it schedules)."""
+    u = decode_uniforms(c["output"], c["seed"])
+    cdfs = []
+    for p in c["pmfs"]:
+        cdf = np.cumsum(p)
+        cdf[-1] = 1.0
+        cdfs.append(cdf)
+
+    def draw(i: int, d: int, k: int) -> int:
+        if d >= u[i].size:  # (a step whose tokens are dropped: past max_tokens)
+            return 0
+        return int(np.searchsorted(cdfs[k], u[i][d], side="right")) - 1
+
+    return draw
+
+
+def play_vllm(c: dict, **mode):
+    """vLLM on case ``c`` with the same number of KV blocks (``num_gpu_blocks``, the null
+    block among them, as the simulator's ``Scheduler.num_blocks``)."""
     return run(
         Workload(c["arrival"].tolist(), c["prompt"].tolist(), c["output"].tolist()),
         Limits(
             max_num_seqs=c["seqs"],
             max_num_batched_tokens=c["budget"],
             block_size=c["block_size"],
-            num_gpu_blocks=c["blocks"] + 1,
+            num_gpu_blocks=c["blocks"],
             k=c["k"],
             lookahead_tokens=c["lookahead"],
-            k_schedule=((1, c["seqs"], k),) if schedule and k else None,
+            k_schedule=c["schedule"],
+            async_scheduling=c["async_scheduling"],
+            **mode,
         ),
-        accepted=draws(c["seed"], c["output"], c["pmf"]),
+        accepted=accepted(c),
+        max_steps=100_000,
     )
 
 
@@ -197,16 +266,17 @@ def request_rows_vllm(trace) -> list[tuple]:
     ]
 
 
-def compare(c: dict, schedule: bool = False) -> tuple[bool, bool, bool, str]:
-    """(steps agree, requests agree, vLLM padded a one-token admission, the first
-    difference)."""
+def compare(c: dict) -> tuple[bool, bool, bool, bool, str]:
+    """(steps agree, requests agree, vLLM padded a one-token admission, a request carried
+    stale drafts, the first difference)."""
     res, calls = play_sim(c)
-    trace = play_vllm(c, schedule)
+    trace = play_vllm(c)
     a, b = calls, step_rows(trace)
     steps_ok = a == b
     ra, rb = request_rows_sim(res), request_rows_vllm(trace)
     reqs_ok = ra == rb
     padded = any(s.padded or s.pad_blocked for s in trace.steps)
+    stale = any(s.stale for s in trace.steps + trace.empty)
     why = ""
     if not steps_ok:
         j = next(
@@ -216,7 +286,7 @@ def compare(c: dict, schedule: bool = False) -> tuple[bool, bool, bool, str]:
     elif not reqs_ok:
         i = next(i for i, (x, y) in enumerate(zip(ra, rb, strict=True)) if x != y)
         why = f"request {i}: sim {ra[i]} vllm {rb[i]}"
-    return steps_ok, reqs_ok, padded, why
+    return steps_ok, reqs_ok, padded, stale, why
 
 
 def test_driver_plays_a_hand_case():
@@ -234,68 +304,76 @@ def test_driver_plays_a_hand_case():
     assert trace.tokens == [3, 3]
 
 
-@pytest.mark.slow
-def test_simulator_agrees_with_vllm_scheduler():
-    """Every case agrees step for step and request for request, except where vLLM padded a
-    one-token admission (the difference the module docstring describes), and those
-    stay a minority."""
+def run_cases(async_scheduling: bool, dynamic: bool) -> tuple[dict, list[str], list[str]]:
+    """Compare ``CASES`` seeds in one mode: the counts, the disagreements in cases with
+    stale drafts and the others."""
     start = time.monotonic()
-    counts = dict(cases=0, steps=0, requests=0, padded=0, padded_agree=0)
-    failures = []
+    counts = dict(cases=0, agree=0, steps=0, requests=0, padded=0, stale=0, stale_agree=0)
+    stale_diff, other_diff = [], []
     for seed in range(CASES):
-        c = random_case(seed)
-        s_ok, r_ok, padded, why = compare(c)
+        c = random_case(seed, async_scheduling=async_scheduling, dynamic=dynamic)
+        s_ok, r_ok, padded, stale, why = compare(c)
         counts["cases"] += 1
+        counts["agree"] += s_ok and r_ok
         counts["steps"] += s_ok
         counts["requests"] += r_ok
-        if padded:
-            counts["padded"] += 1
-            counts["padded_agree"] += s_ok and r_ok
-        elif not (s_ok and r_ok):
-            failures.append(f"seed {seed}: {why}")
-    elapsed = time.monotonic() - start
-    print(f"{elapsed:.1f} s: {counts}")
-    assert not failures, f"{len(failures)} of {CASES} disagree:\n" + "\n".join(failures[:20])
-    assert counts["padded"] < CASES // 2
-
-
-@pytest.mark.slow
-def test_without_padding_every_case_agrees():
-    """With ``k`` given as a one-range dynamic schedule, vLLM does not pad one-token
-    admissions (``dynamic_sd_lookup`` is set), and then every case agrees exactly: the
-    padding is the only difference."""
-    failures = []
-    for seed in range(CASES):
-        s_ok, r_ok, padded, why = compare(random_case(seed), schedule=True)
-        assert not padded
+        counts["padded"] += padded
+        counts["stale"] += stale
+        counts["stale_agree"] += stale and s_ok and r_ok
         if not (s_ok and r_ok):
-            failures.append(f"seed {seed}: {why}")
-    assert not failures, f"{len(failures)} of {CASES} disagree:\n" + "\n".join(failures[:20])
+            (stale_diff if stale else other_diff).append(f"seed {seed}: {why}")
+    print(f"async={async_scheduling} dynamic={dynamic}: {counts}, {time.monotonic() - start:.0f} s")
+    return counts, stale_diff, other_diff
 
 
 @pytest.mark.slow
-def test_other_modes_deliver_every_token():
-    """Prefix caching and asynchronous scheduling (``k = 0``: vLLM refuses it with n-gram
-    drafting) run every case to its end, each request receiving its output length."""
-    for seed in range(CASES // 5):
+@pytest.mark.parametrize("async_scheduling", [False, True], ids=["sync", "async"])
+def test_static_k_agrees_with_vllm(async_scheduling):
+    """With a static ``k`` (0 to 7) every case agrees step for step and request for
+    request, the padded one-token admissions included."""
+    counts, stale_diff, other_diff = run_cases(async_scheduling, dynamic=False)
+    failures = stale_diff + other_diff
+    assert not failures, f"{len(failures)} of {CASES} disagree:\n" + "\n".join(failures[:20])
+    assert counts["stale"] == 0  # (a static k: every request carries k drafts)
+    if CASES >= 100:
+        assert counts["padded"] > 0  # the padding was exercised
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("async_scheduling", [False, True], ids=["sync", "async"])
+def test_dynamic_k_agrees_but_for_stale_drafts(async_scheduling):
+    """With a dynamic ``k`` every case agrees except cases where a request carried drafts
+    of an older step (the difference the module docstring describes), and those stay
+    few."""
+    counts, stale_diff, other_diff = run_cases(async_scheduling, dynamic=True)
+    assert not other_diff, f"{len(other_diff)} of {CASES} disagree without stale drafts:\n" + (
+        "\n".join(other_diff[:20])
+    )
+    assert len(stale_diff) <= max(2, CASES // 50), stale_diff
+
+
+@pytest.mark.slow
+def test_one_block_more_for_vllm_is_seen():
+    """The comparison sees a one-block difference in the cache: given one block more
+    than the simulator (the old compensation for a simulator without the null block),
+    vLLM disagrees in many cases."""
+    n = min(CASES, 200)
+    differ = 0
+    for seed in range(n):
         c = random_case(seed)
-        modes = [dict(prefix_caching=True)]
-        if c["k"] == 0:
-            modes.append(dict(async_scheduling=True))
-        for mode in modes:
-            trace = run(
-                Workload(c["arrival"].tolist(), c["prompt"].tolist(), c["output"].tolist()),
-                Limits(
-                    max_num_seqs=c["seqs"],
-                    max_num_batched_tokens=c["budget"],
-                    block_size=c["block_size"],
-                    num_gpu_blocks=c["blocks"] + 1,
-                    k=c["k"],
-                    lookahead_tokens=c["lookahead"],
-                    **mode,
-                ),
-                accepted=draws(c["seed"], c["output"], c["pmf"]),
-                max_steps=100_000,
-            )
+        res, calls = play_sim(c)
+        trace = play_vllm(dict(c, blocks=c["blocks"] + 1))
+        differ += calls != step_rows(trace) or request_rows_sim(res) != request_rows_vllm(trace)
+    assert differ >= n // 10, (differ, n)
+
+
+@pytest.mark.slow
+def test_prefix_caching_runs_to_the_end():
+    """Prefix caching (not in the simulator, so not compared) runs every case to its end
+    in the driver, each request receiving its output length."""
+    for seed in range(CASES // 5):
+        for mode in (dict(), dict(async_scheduling=True)):
+            c = random_case(seed, **mode)
+            trace = play_vllm(c, prefix_caching=True)
             assert trace.tokens == c["output"].tolist(), (seed, mode)
             assert all(f is not None for f in trace.finish), (seed, mode)

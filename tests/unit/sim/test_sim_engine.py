@@ -465,3 +465,30 @@ def test_one_token_prompt_is_padded_to_a_decode(
     assert ms(r.finish_s) == [5.0, finish]
     if first_scheduled == 1.0:
         assert rec.calls[1] == (1, 2, 4.0, 1)  # A decodes, B's prompt token (padded or not)
+
+
+def test_decode_uniforms_are_the_draws_the_engine_uses():
+    """``decode_uniforms`` splits the engine's uniforms by request (``output - 1`` each,
+    request after request), and one request alone with ``k = 1`` and an even pmf emits 2
+    tokens in a decode step whose uniform is at least 0.5, else 1: it takes as many steps
+    as that rule says."""
+    from allocator.sim import decode_uniforms
+    from allocator.sim.state import State
+
+    output = np.array([9, 1, 30])
+    u = decode_uniforms(output, seed=5)
+    assert [a.size for a in u] == [8, 0, 29]
+    policy = SpecPolicy.fixed(1, [0.0, 0.5, 0.5], lookahead_tokens=0)
+    sched = Scheduler(1, 64, 1024, 16)
+    state = State(Requests(np.zeros(3), np.array([4, 4, 4]), output), policy, sched, 5)
+    assert np.array_equal(np.concatenate(u), state.U[: int((output - 1).sum())])
+    left, want = 29, 1  # the prefill's step emits the first token
+    for x in decode_uniforms(np.array([30]), seed=7)[0]:
+        if left == 0:
+            break
+        left -= min(2 if x >= 0.5 else 1, left)
+        want += 1
+    res = simulate(
+        Requests(np.zeros(1), np.array([4]), np.array([30])), policy, Recorder(), sched, 7
+    )
+    assert res.steps == want
