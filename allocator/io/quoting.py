@@ -108,16 +108,20 @@ def plain_text(value: str) -> str:
 EXCERPT_CHARS = 40
 #: ``KEY=VALUE`` (an environment variable, a setting, a credential): the value is masked.
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_.-]*)\s*=\s*[^\s\x00,;&'\"]*")
+#: ``user:password@`` (or ``token@``) after a URL's scheme, anywhere in a text.
+_URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/\s@'\"]+@")
 #: ``user:password@`` (or ``token@``) in an address.
 _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)?(?P<user>[^/\s]*)@")
 
 
 def mask_secrets(text: str, limit: int = 200) -> str:
     """``text`` (a message that may quote an input) with the value of anything shaped like
-    ``KEY=VALUE`` masked (``KEY=***``), control characters escaped, at most ``limit``
-    characters (``…`` when cut)."""
+    ``KEY=VALUE`` masked (``KEY=***``) and the ``user:password@`` of a URL masked
+    (``https://***@host``), control characters escaped, at most ``limit`` characters
+    (``…`` when cut)."""
     text = str(text)
-    head = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}=***", text[:limit])
+    head = _URL_USERINFO.sub(r"\g<scheme>***@", text[:limit])
+    head = _ASSIGNMENT.sub(lambda m: f"{m.group(1)}=***", head)
     return escape_text(head) + ("…" if len(text) > limit else "")
 
 

@@ -45,6 +45,7 @@ from .spec_types import (
     NonNegative,
     Positive,
     Probability,
+    StepMs,
     check_rank_acceptance,
     in_closed_unit,
     rank_rows,
@@ -169,7 +170,7 @@ class Drafter(_Frozen):
     # 95% interval of each acceptance_by_rank value, the same shape with [lo, hi] leaves
     acceptance_by_rank_interval: list[Interval] | list[list[Interval]] | None = None
     # serving: wall time of one drafting step (one token per sequence), ms, by batch size
-    draft_ms: Annotated[dict[BatchKey, Positive], Field(min_length=1)] | None = None
+    draft_ms: Annotated[dict[BatchKey, StepMs], Field(min_length=1)] | None = None
     # serving: accelerator memory hosting it takes from one replica's KV cache, GB
     memory_gb: NonNegative | None = None
     # serving: the draft model's architecture, for the roofline's drafting cost
@@ -333,7 +334,7 @@ class StepTable(_Frozen):
 
     drafters: Annotated[list[str], Field(min_length=1)]
     by_batch: Annotated[
-        dict[BatchKey, Annotated[dict[CountKey, Positive], Field(min_length=1)]],
+        dict[BatchKey, Annotated[dict[CountKey, StepMs], Field(min_length=1)]],
         Field(min_length=1),
     ]
 
@@ -350,7 +351,7 @@ class VerifyTable(_Frozen):
 
     batch: Annotated[list[BatchSize], Field(min_length=1)]
     tokens: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=1)]
-    ms: Annotated[list[list[Positive]], Field(min_length=1)]
+    ms: Annotated[list[list[StepMs]], Field(min_length=1)]
 
     def batch_range(self) -> tuple[int, int]:
         """Smallest and largest modelled batch size."""

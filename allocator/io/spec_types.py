@@ -47,6 +47,10 @@ Acceptance = (
 )
 NonNegative = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 Positive = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+#: A measured step or pass time, ms: no GPU step is shorter than a picosecond or longer than
+#: hours, and a time outside that range (a subnormal ``1e-320``, ``1e308``) would give
+#: infinite or zero tokens/s downstream. Calibrated files floor their times at 1e-9 ms.
+StepMs = Annotated[float, Field(ge=1e-12, le=1e7, allow_inf_nan=False)]
 BatchSize = Annotated[int, Field(ge=1)]
 # Mapping keys are strings in JSON: a key may be an integer written as a string.
 BatchKey = Annotated[int, Field(ge=1, strict=False)]
@@ -119,6 +123,7 @@ __all__ = [
     "Name",
     "NonNegative",
     "Positive",
+    "StepMs",
     "Probability",
     "check_rank_acceptance",
     "rank_rows",

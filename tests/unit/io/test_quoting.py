@@ -177,3 +177,14 @@ def test_an_excerpt_masks_assignments_and_is_short():
 )
 def test_mask_userinfo(address, shown):
     assert mask_userinfo(address) == shown
+
+
+def test_a_urls_password_is_masked_wherever_a_message_quotes_an_input():
+    """A trace cell, a model id or a drafter name holding ``https://user:pw@host`` was
+    quoted whole in error lines; only ``KEY=VALUE`` was masked."""
+    from allocator.io.quoting import excerpt, mask_secrets
+
+    shown = mask_secrets("TIMESTAMP https://user:hunter2@127.0.0.1/x and HF_TOKEN=hf_abc")
+    assert "hunter2" not in shown and "hf_abc" not in shown
+    assert "https://***@127.0.0.1/x" in shown
+    assert "hunter2" not in excerpt("postgresql://u:hunter2@db:5432/x")

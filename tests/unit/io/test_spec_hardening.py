@@ -172,3 +172,21 @@ def test_positions_past_k_max_do_not_change_the_front():
     b = ExactStrategy().solve(problem_from_spec(parse_problem(short))).front
     assert np.array_equal(a.members, b.members) and np.array_equal(a.k, b.k)
     assert np.allclose(a.throughput, b.throughput, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("ms", [1e-320, 1e308])
+def test_a_step_time_no_gpu_takes_is_refused_at_the_file(ms):
+    """A subnormal or astronomical step time loaded, then gave infinite tokens/s and a
+    JSON writer's traceback (``schedule --json``); the file is refused naming the entry."""
+    data = {
+        "name": "x",
+        "convention": "bonus",
+        "drafters": [{"name": "a", "acceptance": 0.5}],
+        "serving": {
+            "batch_sizes": [1],
+            "step_ms": [{"drafters": ["a"], "by_batch": {1: {0: 1.0, 1: ms}}}],
+        },
+    }
+    with pytest.raises(InputError) as e:
+        parse_problem(data)
+    assert e.value.field == "serving.step_ms.0.by_batch.1.1"
