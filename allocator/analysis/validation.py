@@ -56,6 +56,7 @@ import numpy as np
 
 from ..estimate.bench_files import VARIED, read_bench_run
 from ..estimate.jsonl import finite_number, parse_json_text, read_text, whole_count
+from ..estimate.messages import quote
 from ..exceptions import InputError, ParameterError
 from ..io.quoting import mask_secrets
 from ..model.under_load import need_serving, roofline_answers
@@ -252,7 +253,7 @@ def _burstiness(obj: Mapping, where: str) -> float:
         return math.inf
     value = finite_number(raw, f"{where}: burstiness")
     if value <= 0:
-        raise InputError(f"{where}: burstiness", f"{value!r} must be positive")
+        raise InputError(f"{where}: burstiness", f"{quote(value)} must be positive")
     return value
 
 
@@ -417,7 +418,7 @@ def _label(label: object, where: str) -> tuple[tuple[str, ...] | None, int, bool
     if m is None:
         raise InputError(
             f"{where}: label",
-            f"{label!r} is not allocator bench's label ('CONFIGURATION; max_num_seqs S')",
+            f"{quote(label)} is not allocator bench's label ('CONFIGURATION; max_num_seqs S')",
         )
     config, seqs = m.group("config"), int(m.group("seqs"))
     if config == "speculation off":
@@ -429,7 +430,7 @@ def _label(label: object, where: str) -> tuple[tuple[str, ...] | None, int, bool
     sched = _SCHEDULE.match(config)
     if sched is not None:
         return tuple(sched.group("names").split("+")), 0, True, bool(sched.group("pooled")), seqs
-    raise InputError(f"{where}: label", f"{config!r}: no configuration allocator bench writes")
+    raise InputError(f"{where}: label", f"{quote(config)}: no configuration allocator bench writes")
 
 
 def _number(obj: Mapping, key: str, where: str) -> float:
@@ -453,7 +454,7 @@ def _rate(obj: Mapping, where: str) -> float:
         return math.inf
     value = _number(obj, "request_rate", where)
     if value <= 0:
-        raise InputError(f"{where}: request_rate", f"{value!r} must be positive (or inf)")
+        raise InputError(f"{where}: request_rate", f"{quote(value)} must be positive (or inf)")
     return value
 
 
@@ -493,7 +494,7 @@ def _allocator_run(obj: dict, where: str) -> MeasuredRun:
         if (key in THROUGHPUTS or _LATENCY_KEY.match(key) or speculative) and value is not None:
             metrics[key] = _number(obj, key, where)
             if metrics[key] < 0:
-                raise InputError(f"{where}: {key}", f"{metrics[key]!r} is negative")
+                raise InputError(f"{where}: {key}", f"{quote(metrics[key])} is negative")
     return MeasuredRun(
         source=where,
         engine="vllm",
@@ -555,15 +556,16 @@ def check_deployment(problem: Problem, run: MeasuredRun) -> None:
     if run.model and named and _model_key(run.model) != _model_key(named):
         raise InputError(
             run.source,
-            f"model {run.model!r}, but the problem's serving.model is {named!r}: validate "
-            "runs of the deployment the problem describes",
+            f"model {quote(run.model)}, but the problem's serving.model is {quote(named)}: "
+            "validate runs of the deployment the problem describes",
         )
     if serving.hardware is not None:
         gpu = serving.hardware.gpu.name
         if run.hardware is not None and run.hardware.strip().casefold() != gpu.casefold():
             raise InputError(
                 run.source,
-                f"hardware {run.hardware!r}, but the problem's serving.hardware.gpu is {gpu!r}",
+                f"hardware {quote(run.hardware)}, but the problem's serving.hardware.gpu is "
+                f"{quote(gpu)}",
             )
         count, where = serving.hardware.count, "serving.hardware.count"
     else:
@@ -595,7 +597,7 @@ def check_same_deployment(runs: Sequence[MeasuredRun]) -> None:
             elif key(value) != key(getattr(first, attr)):
                 raise InputError(
                     run.source,
-                    f"{what} {value!r}, but {first.source} has {getattr(first, attr)!r}: "
+                    f"{what} {quote(value)}, but {first.source} has {quote(getattr(first, attr))}: "
                     "validate runs of one deployment against its problem",
                 )
 

@@ -393,3 +393,15 @@ def test_a_file_that_says_it_is_synthetic_is_not_called_a_measurement():
     problem = api.load(ROOT / "problems/roofline-llama31-8b.yaml")
     report = validate(problem, [MEASUREMENTS / "vllm-bench-c1-k0.json"])
     assert any("not a measurement" in n for n in report.runs[0].notes)
+
+
+def test_a_long_value_from_a_file_is_quoted_short():
+    """A 100,000-character ``hardware`` was repeated whole in the one error line."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = write(Path(d), "h.json", vllm_doc(hardware="h" * 100_000))
+        problem = api.load(ROOT / "problems/roofline-llama31-8b.yaml")
+        with pytest.raises(InputError) as e:
+            validate(problem, [path])
+    assert len(str(e.value)) < 500
