@@ -22,6 +22,9 @@ from ..exceptions import ParameterError
 from ..io.trace import read_trace
 from ..sim import Requests, arrival_times
 from ..sim.requests import MAX_SPAN_S, check_tokens
+from ..validate import rate as positive
+from ..validate import seed as valid_seed
+from ..validate import whole
 
 #: vLLM's default ``--num-prompts``.
 DEFAULT_NUM_PROMPTS = 1000
@@ -32,8 +35,7 @@ MAX_PROMPTS = 200_000
 
 def derived_seeds(seed: int) -> tuple[int, int]:
     """Two independent seeds from ``seed``: the arrivals', the tokens-per-step draws'."""
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ParameterError("seed", f"must be an integer >= 0, got {seed!r}")
+    seed = valid_seed(seed)
     states = [
         np.random.SeedSequence([int(seed), i]).generate_state(1, np.uint64)[0] for i in (0, 1)
     ]
@@ -67,9 +69,7 @@ class RequestSource:
 
     def at(self, rate: float) -> Requests:
         """The requests arriving at ``rate`` requests/s (``inf``: all at once)."""
-        r = float(rate)
-        if math.isnan(r) or r <= 0:
-            raise ParameterError("request_rate", f"must be > 0 requests/s (or inf), got {rate}")
+        r = positive(rate, "request_rate", inf=True, unit="requests/s")
         if self.trace_s is None:
             times = arrival_times(len(self), r, self.burstiness, self.seed)
         elif math.isinf(r):
@@ -118,15 +118,9 @@ def request_source(
 ) -> RequestSource:
     """``num_prompts`` requests (default :data:`DEFAULT_NUM_PROMPTS`; with a trace its first
     rows, all of them by default) of ``input_len``/``output_len`` tokens or from ``trace``."""
-    if num_prompts is not None and (
-        isinstance(num_prompts, bool) or not isinstance(num_prompts, int | np.integer)
-    ):
-        raise ParameterError("num_prompts", f"must be an integer, got {num_prompts!r}")
-    if num_prompts is not None and not 1 <= num_prompts <= MAX_PROMPTS:
-        raise ParameterError("num_prompts", f"must be in 1..{MAX_PROMPTS:,}, got {num_prompts}")
-    b = float(burstiness)
-    if math.isnan(b) or b <= 0:
-        raise ParameterError("burstiness", f"must be > 0 (or inf), got {burstiness}")
+    if num_prompts is not None:
+        num_prompts = whole(num_prompts, "num_prompts", lo=1, hi=MAX_PROMPTS)
+    b = positive(burstiness, "burstiness", inf=True)
     if b < MIN_BURSTINESS:
         raise ParameterError(
             "burstiness",
@@ -176,21 +170,12 @@ def run_rate(
             raise ParameterError(
                 "trace_speedup", "give the rate (request_rate) or a trace speed-up, not both"
             )
-        f = float(trace_speedup)
-        if not (math.isfinite(f) and f > 0):
-            raise ParameterError(
-                "trace_speedup", f"must be a finite number > 0, got {trace_speedup}"
-            )
+        f = positive(trace_speedup, "trace_speedup")
         if math.isinf(native):
             raise source.constant_trace()
         return native * f
     if request_rate is not None:
-        r = float(request_rate)
-        if math.isnan(r) or r <= 0:
-            raise ParameterError(
-                "request_rate", f"must be > 0 requests/s (or inf), got {request_rate}"
-            )
-        return r
+        return positive(request_rate, "request_rate", inf=True, unit="requests/s")
     return math.inf if native is None else native
 
 

@@ -33,6 +33,7 @@ from ..io.staged import (
     write_atomic,
     write_stdout,
 )
+from ..validate import MAX_SEED
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -103,8 +104,7 @@ JsonOption = typer.Option(
     "holds only the JSON).",
     metavar="PATH|-",
 )
-#: Largest ``--seed`` (seeds are non-negative 63-bit integers).
-MAX_SEED = 2**63 - 1
+
 
 ProblemArg = typer.Argument(
     ..., help="Problem file (YAML or JSON).", show_default=False, metavar="PROBLEM"

@@ -73,7 +73,10 @@ def test_a_step_time_no_gpu_takes_is_refused_by_field_and_nothing_written(tmp_pa
     out = tmp_path / "b.json"
     r = run("bench", prob, "--max-num-seqs", 1, "--input-len", 100, "--output-len", 5,
             "--num-prompts", 5, "--json", out)  # fmt: skip
-    assert "lies outside [1e-06, 1e+07] ms" in one_line_error(r, "serving.step_ms")
+    # refused as the file is read, naming the entry (the simulator's own bound, 1e-6 to
+    # 1e7 ms, is the second line of defence for step times a predictor computes)
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+    assert r.output.startswith("error: serving.step_ms.0.by_batch.1.0: ")
     assert not out.exists()
 
 
@@ -181,3 +184,16 @@ def test_capacity_help_names_the_ray_extra():
     r = run("capacity", "--help")
     assert r.exit_code == 0
     assert "allocator[ray]" in " ".join(r.output.replace("│", " ").split())
+
+
+def test_a_step_time_the_file_allows_but_no_gpu_takes_is_refused_by_the_simulator(tmp_path):
+    """1e-9 ms loads (calibrated files floor their times there) but is no step a replica
+    runs: the simulator's bound, 1e-6 to 1e7 ms, refuses it naming serving.step_ms."""
+    text = REQUESTS_70B.read_text().replace("1: {0: 18.58, 1: 19.625", "1: {0: 1e-9, 1: 19.6")
+    prob = tmp_path / "p.yaml"
+    prob.write_text(text)
+    out = tmp_path / "b.json"
+    r = run("bench", prob, "--max-num-seqs", 1, "--input-len", 100, "--output-len", 5,
+            "--num-prompts", 5, "--json", out)  # fmt: skip
+    assert "lies outside [1e-06, 1e+07] ms" in one_line_error(r, "serving.step_ms")
+    assert not out.exists()
