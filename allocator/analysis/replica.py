@@ -59,6 +59,7 @@ from ..model.accepted_pmf import emitted_pmf
 from ..model.memory_fit import has_spec_memory, spec_room
 from ..model.under_load import need_serving, predictor, speculative_ks
 from ..sim import Requests, Scheduler, SimResult, SpecPolicy, simulate
+from ..validate import whole
 from .capacity.by_load import tree_notes
 from .limits import untimed_drafters
 from .request_source import derived_seeds
@@ -212,8 +213,8 @@ def configuration(
     given = [d for d in (drafters or []) if d]
     if schedule and k is not None:
         raise ParameterError("schedule", "give a draft length (k) or a schedule, not both")
-    if k is not None and (isinstance(k, bool) or not 0 <= int(k) <= MAX_BENCH_K):
-        raise ParameterError("k", f"must be an integer in 0..{MAX_BENCH_K}, got {k!r}")
+    if k is not None:
+        k = whole(k, "k", lo=0, hi=MAX_BENCH_K)
     if not given and not schedule:
         if k not in (None, 0):
             raise ParameterError("k", f"k = {k} needs the drafter(s) that draft (drafters)")
@@ -548,10 +549,7 @@ def replica_scheduler(
     replica (``max_num_seqs`` replaces the file's)."""
     limits = scheduler_limits(problem)
     size = limits.max_num_seqs if max_num_seqs is None else max_num_seqs
-    if isinstance(size, bool) or not isinstance(size, int | np.integer) or size < 1:
-        raise ParameterError("max_num_seqs", f"must be an integer >= 1, got {size!r}")
-    if size > MAX_NUM_SEQS:
-        raise ParameterError("max_num_seqs", f"at most {MAX_NUM_SEQS:,} sequences, got {size:,}")
+    size = whole(size, "max_num_seqs", lo=1, hi=MAX_NUM_SEQS)
     tokens = kv_cache_tokens(problem, config)
     if tokens < limits.block_size:
         raise InputError(
@@ -559,8 +557,8 @@ def replica_scheduler(
             f"{tokens} tokens with {', '.join(config.drafters) or 'no drafter'} hosted: less "
             f"than one block of {limits.block_size}",
         )
-    if max_concurrency is not None and (isinstance(max_concurrency, bool) or max_concurrency < 1):
-        raise ParameterError("max_concurrency", f"must be an integer >= 1, got {max_concurrency!r}")
+    if max_concurrency is not None:
+        max_concurrency = whole(max_concurrency, "max_concurrency", lo=1)
     return Scheduler(
         int(size), limits.max_num_batched_tokens, tokens, limits.block_size, max_concurrency
     )

@@ -57,6 +57,7 @@ from typing import Any
 
 from ...exceptions import ParameterError
 from ...io.quoting import mask_userinfo
+from ...validate import whole
 
 #: Most local worker processes accepted.
 MAX_WORKERS = 256
@@ -235,12 +236,8 @@ class Workers:
         ray: str | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> None:
-        if workers is not None and (
-            isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
-        ):
-            raise ParameterError("workers", f"must be an integer >= 1, got {workers!r}")
-        if workers is not None and workers > MAX_WORKERS:
-            raise ParameterError("workers", f"at most {MAX_WORKERS}, got {workers}")
+        if workers is not None:
+            workers = whole(workers, "workers", lo=1, hi=MAX_WORKERS)
         if ray is not None and workers is not None:
             raise ParameterError("workers", "give local workers or a Ray cluster (ray), not both")
         self.ray_address = ray
