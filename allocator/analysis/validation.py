@@ -54,8 +54,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..estimate.bench_files import VARIED, read_bench_run
-from ..estimate.jsonl import finite_number, parse_json_text, read_text, whole_count
+from ..estimate.bench_files import VARIED, read_bench_run, split_documents
+from ..estimate.jsonl import finite_number, read_text, whole_count
 from ..estimate.messages import quote
 from ..exceptions import InputError, ParameterError
 from ..io.quoting import mask_secrets
@@ -231,15 +231,7 @@ def _documents(path: Path) -> list[tuple[str, object]]:
             "records no requests to replay; calibrate --holdout reports the step model's "
             "error on such rows",
         )
-    one_per_line = len(lines) > 1 and all(
-        line.lstrip().startswith("{") and line.rstrip().endswith("}") for _, line in lines
-    )
-    if not one_per_line:
-        return [(path.name, parse_json_text(text, path.name))]
-    return [
-        (f"{path.name} line {n}", parse_json_text(line, f"{path.name} line {n}"))
-        for n, line in lines
-    ]
+    return split_documents(text, path.name)
 
 
 def _burstiness(obj: Mapping, where: str) -> float:

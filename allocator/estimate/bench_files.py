@@ -539,21 +539,23 @@ def _sglang_run(obj: Mapping, where: str) -> BenchRun:
 
 
 def _documents(path: Path) -> list[tuple[str, object]]:
-    """The JSON objects of one file: the whole file (one run), or one per line (runs
-    appended: SGLang's ``--output-file``, vLLM's ``--append-result``)."""
-    text = read_text(path)
+    """The JSON objects of one file (:func:`split_documents`)."""
+    return split_documents(read_text(path), path.name)
+
+
+def split_documents(text: str, name: str) -> list[tuple[str, object]]:
+    """The JSON objects of one file's ``text``, each with where it is (``name``, or
+    ``name line N``): the whole text (one run), or one per line (runs appended: SGLang's
+    ``--output-file``, vLLM's ``--append-result``)."""
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
     if not lines:
-        raise InputError(path.name, "is empty")
+        raise InputError(name, "is empty")
     one_per_line = len(lines) > 1 and all(
         line.lstrip().startswith("{") and line.rstrip().endswith("}") for _, line in lines
     )
     if not one_per_line:
-        return [(path.name, parse_json_text(text, path.name))]
-    return [
-        (f"{path.name} line {n}", parse_json_text(line, f"{path.name} line {n}"))
-        for n, line in lines
-    ]
+        return [(name, parse_json_text(text, name))]
+    return [(f"{name} line {n}", parse_json_text(line, f"{name} line {n}")) for n, line in lines]
 
 
 def read_bench_run(obj: object, where: str) -> BenchRun:
@@ -628,4 +630,5 @@ __all__ = [
     "BenchRun",
     "read_bench_files",
     "read_bench_run",
+    "split_documents",
 ]
