@@ -173,6 +173,14 @@ def run_rate(
         f = positive(trace_speedup, "trace_speedup")
         if math.isinf(native):
             raise source.constant_trace()
+        assert source.trace_s is not None
+        span = float(source.trace_s[-1] - source.trace_s[0]) / f
+        if span > MAX_SPAN_S:
+            raise ParameterError(
+                "trace_speedup",
+                f"{f:g} slows the trace to {span:.3g} s, more than {MAX_SPAN_S:g} s: give a "
+                "larger speed-up",
+            )
         return native * f
     if request_rate is not None:
         return positive(request_rate, "request_rate", inf=True, unit="requests/s")

@@ -126,6 +126,18 @@ def test_a_trace_with_one_timestamp_is_named(tmp_path):
         assert f"{trace}: every row has the same timestamp" in one_line_error(r, "--trace")
 
 
+def test_a_speed_up_that_slows_a_trace_past_its_bound_names_the_speed_up(tmp_path):
+    """``--trace-speedup 1e-300`` stretches two seconds of trace past 1e8 s: the error
+    named --request-rate, which was not given."""
+    trace = tmp_path / "t.csv"
+    trace.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46,100,10\n2023-11-16 18:15:47,100,10\n2023-11-16 18:15:48,100,10\n"
+    )
+    r = run("bench", REQUESTS_70B, "--trace", trace, "--trace-speedup", 1e-300)
+    assert "slows the trace to" in one_line_error(r, "--trace-speedup")
+
+
 # ---------------------------------------------------------------- long work says how long
 def test_progress_on_a_pipe_prints_lines_with_a_total_an_estimate_and_why(monkeypatch):
     import io
