@@ -273,7 +273,7 @@ def bad_cases(tmp_path: Path):
         (b + ["--input-len", "10", "--output-len", "99999999999999999999"], "--output-len"),
         (b + ["--trace", huge], "--trace"),
         (b + ["--request-rate", "1e-100", *FIXED], "--request-rate"),
-        (b + ["--trace", TRACE, "--trace-speedup", "1e-300"], "--request-rate"),
+        (b + ["--trace", TRACE, "--trace-speedup", "1e-300"], "--trace-speedup"),
         (b + ["--max-num-seqs", "100000000000", *FIXED], "--max-num-seqs"),
         (c + slo + ["--slo", "p99_ttft_ms=2000", "--max-num-seqs", "51"], "--max-num-seqs"),
         (["bench", batched, *FIXED], "serving.scheduler.max_num_batched_tokens"),
