@@ -62,29 +62,6 @@ def search_progress(label: str, enabled: bool = True):
         yield update
 
 
-@contextlib.contextmanager
-def count_progress(label: str, unit: str, enabled: bool = True):
-    """Yield a callback ``(done)`` driving a spinner that counts ``done`` ``unit`` and the
-    time elapsed (or ``None``), for work whose total is not known in advance. Drawn only on
-    a terminal; it disappears when the work ends."""
-    if not enabled or not err.is_terminal:
-        yield None
-        return
-    columns = (
-        rich_progress.SpinnerColumn(),
-        rich_progress.TextColumn("{task.description}", markup=False),
-        rich_progress.TextColumn("{task.completed:,.0f} " + unit, markup=False),
-        rich_progress.TimeElapsedColumn(),
-    )
-    with rich_progress.Progress(*columns, console=err, transient=True) as bar:
-        task = bar.add_task(label, total=None)
-
-        def update(done: int) -> None:
-            bar.update(task, completed=done)
-
-        yield update
-
-
 #: Seconds between two progress lines when stderr is not a terminal.
 LINE_EVERY_S = 5.0
 
@@ -180,7 +157,6 @@ def total_progress(
 __all__ = [
     "LINE_EVERY_S",
     "check_search_options",
-    "count_progress",
     "search_progress",
     "total_progress",
 ]

@@ -93,8 +93,6 @@ FORMATS = tuple(READERS)
 #: Formats whose input names its drafters (outcome columns, vLLM's ``model_name``); the
 #: others read one drafter, named ``draft`` unless ``drafter`` says otherwise.
 NAMED_FORMATS = tuple(n for n, r in READERS.items() if r.names_drafters)
-#: The formats of vLLM's aggregate counters, whose short drafts only bound positions.
-VLLM_COUNTER_FORMATS = ("vllm-metrics", "vllm-log")
 #: Most positions an estimate keeps: past them the last kept value repeats (an input
 #: counting more, e.g. an SGLang histogram of 100,001 entries, is cut there with a note,
 #: and ``search.k.max`` with it), so the problem file stays small.
@@ -460,7 +458,6 @@ __all__ = [
     "MIN_TRIALS",
     "NAMED_FORMATS",
     "READERS",
-    "VLLM_COUNTER_FORMATS",
     "DrafterCounts",
     "Estimate",
     "EstimateOptions",

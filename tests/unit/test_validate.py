@@ -18,10 +18,6 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "allocator"
 SHAPE = re.compile(r"^must be .+, got .+$")
 
-#: Files that still define their own MAX_SEED until their owners take allocator.validate's;
-#: the test below fails when one of them no longer does, so that it leaves this list too.
-AWAITING: set[str] = set()
-
 NOT_NUMBERS = [True, False, np.bool_(True), "5", "inf", b"5", None, [1], 1 + 0j]
 
 
@@ -237,17 +233,5 @@ def test_max_seed_is_defined_once_in_the_package():
         if _defines_max_seed(path)
     }
     assert "allocator/validate.py" in defining
-    others = defining - {"allocator/validate.py"}
-    again = sorted(others - AWAITING)
+    again = sorted(defining - {"allocator/validate.py"})
     assert not again, f"MAX_SEED defined again in {again}: import it from allocator.validate"
-    done = sorted(AWAITING - others)
-    assert not done, f"{done} no longer define MAX_SEED: take them out of AWAITING"
-
-
-def test_every_copy_of_max_seed_has_its_value():
-    """While AWAITING is not empty, the copies agree with the one definition."""
-    import importlib
-
-    for path in AWAITING:
-        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
-        assert module.MAX_SEED == validate.MAX_SEED, path
