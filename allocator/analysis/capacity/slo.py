@@ -128,16 +128,21 @@ def parse_slos(items: Sequence[str] | Mapping[str, float]) -> tuple[SLO, ...]:
     return tuple(out)
 
 
+def _top(slos: Sequence[SLO]) -> float | None:
+    """The highest tail percentile (above the median) that ``slos`` read, or ``None``."""
+    tops = [s.percentile for s in slos if s.percentile is not None and s.percentile > 50]
+    return max(tops) if tops else None
+
+
 def thin_tail(slos: Sequence[SLO], n: int) -> str:
     """``""``, or a clause saying that ``n`` requests leave fewer than :data:`MIN_TAIL`
     beyond the highest percentile ``slos`` read (P99 of 300 requests rests on 3)."""
-    tails = [100.0 - s.percentile for s in slos if s.percentile is not None and s.percentile > 50]
-    if not tails:
+    top = _top(slos)
+    if top is None:
         return ""
-    beyond = n * min(tails) / 100.0
+    beyond = n * (100.0 - top) / 100.0
     if beyond >= MIN_TAIL:
         return ""
-    top = 100.0 - min(tails)
     return (
         f": only about {beyond:.3g} of them lie beyond p{top:g}, fewer than {MIN_TAIL}, so that "
         "percentile rests on few requests (num_prompts unset: enough)"
@@ -147,13 +152,10 @@ def thin_tail(slos: Sequence[SLO], n: int) -> str:
 def default_num_prompts(slos: Sequence[SLO]) -> tuple[int, str]:
     """Requests per run, and why: at least :data:`MIN_TAIL` beyond the highest percentile
     asked, at least :data:`MIN_PROMPTS`, at most :data:`MAX_DEFAULT_PROMPTS`."""
-    tails = [100.0 - s.percentile for s in slos if s.percentile is not None and s.percentile > 50]
+    top = _top(slos)
     need = MIN_PROMPTS
-    top = None
-    if tails:
-        tail = min(tails)
-        top = 100.0 - tail
-        need = max(MIN_PROMPTS, math.ceil(MIN_TAIL * 100.0 / tail - 1e-9))
+    if top is not None:
+        need = max(MIN_PROMPTS, math.ceil(MIN_TAIL * 100.0 / (100.0 - top) - 1e-9))
     n = min(need, MAX_DEFAULT_PROMPTS)
     if top is None:
         why = f"{n:,} requests per run (at least {MIN_PROMPTS:,}: no SLO reads a tail percentile)"
