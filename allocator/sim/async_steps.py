@@ -180,48 +180,23 @@ def process(state: State, f: InFlight) -> None:
         col = np.zeros(f.ids.size, dtype=np.int64)
         here = col != 0
     pos = state.pos
-    itl, itl_req, last = state.itl, state.itl_req, state.last
     cdf = state.cdfs[f.entry]
     finished = False
     sel = here & (f.kind == 0)
     di = col[sel]
     if di.size:
         sd = f.s[sel]
-        J = np.searchsorted(cdf, state.U[run.draw[di]], side="right")
-        e = run.emitted[di]
-        rem = run.output[di] - e
-        em = np.minimum(np.minimum(J, sd), rem)
-        state.hist += np.bincount(
-            em + (sd - 1) * state.W + (rem >= sd) * state.H, minlength=2 * state.H
-        )
-        run.emitted[di] = e + em
+        em, rem = state.draw(di, sd, cdf)
         run.computed[di] -= sd - em  # rejected drafts, and tokens past max_tokens
-        run.chunks[di] += 1
-        run.draw[di] += 1
         run.pending[di] -= 1
-        b = di.size
-        itl[pos : pos + b] = t1 - last[di]
-        itl_req[pos : pos + b] = run.req_id[di]
-        pos += b
-        last[di] = t1
+        pos = state.gaps(di, t1, pos)
         finished = bool((em == rem).any())
     sel = here & (f.kind == 2)
     ci = col[sel]
     if ci.size:
         run.computed[ci] -= f.roll[sel]
-        again = ci[run.emitted[ci] > 0]
-        fresh = ci[run.emitted[ci] == 0]
-        if fresh.size:
-            state.first_token[run.req_id[fresh]] = t1
-        g = again.size
-        if g:
-            itl[pos : pos + g] = t1 - last[again]
-            itl_req[pos : pos + g] = run.req_id[again]
-            pos += g
-        run.emitted[ci] += 1
-        run.chunks[ci] += 1
+        pos = state.emit_one(ci, t1, pos)
         run.pending[ci] -= 1
-        last[ci] = t1
         finished = True
     state.pos = pos
     gone = ~here & (f.kind != 1)
@@ -240,24 +215,10 @@ def _process_decodes(state: State, f: InFlight, size: int, t1: float) -> None:
     run = state.running
     di = slice(0, size)
     sd = f.s
-    J = np.searchsorted(state.cdfs[f.entry], state.U[run.draw[di]], side="right")
-    e = run.emitted[di]
-    rem = run.output[di] - e
-    em = np.minimum(np.minimum(J, sd), rem)
-    state.hist += np.bincount(
-        em + (sd - 1) * state.W + (rem >= sd) * state.H, minlength=2 * state.H
-    )
-    e = e + em  # (a new array: ``e`` was a view of the table)
-    run.emitted[di] = e
+    em, rem = state.draw(di, sd, state.cdfs[f.entry])
     run.computed[di] -= sd - em
-    run.chunks[di] += 1
-    run.draw[di] += 1
     run.pending[di] -= 1
-    pos = state.pos
-    state.itl[pos : pos + size] = t1 - state.last[di]
-    state.itl_req[pos : pos + size] = run.req_id[di]
-    state.pos = pos + size
-    state.last[di] = t1
+    state.pos = state.gaps(di, t1, state.pos)
     if (em == rem).any():
         n = state.n
         done = run.emitted[:n] >= run.output[:n]

@@ -333,22 +333,9 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
     finished = False
     if b:
         # every decoding sequence emits its draw, cut at what it scheduled and its output
-        J = np.searchsorted(state.cdfs[r], state.U[run.draw[di]], side="right")
-        e = run.emitted[di]
-        rem = run.output[di] - e
-        em = np.minimum(np.minimum(J, sd), rem)
-        state.hist += np.bincount(
-            em + (sd - 1) * state.W + (rem >= sd) * state.H, minlength=2 * state.H
-        )
-        e = e + em  # (a new array: ``e`` was a view of the table for a slice)
-        run.emitted[di] = e
-        run.computed[di] = run.prompt[di] + e - 1
-        run.chunks[di] += 1
-        run.draw[di] += 1
-        itl[pos : pos + b] = t1 - last[di]
-        itl_req[pos : pos + b] = run.req_id[di]
-        pos += b
-        last[di] = t1
+        em, rem = state.draw(di, sd, state.cdfs[r])
+        run.computed[di] = run.prompt[di] + run.emitted[di] - 1
+        pos = state.gaps(di, t1, pos)
         finished = bool((em == rem).any())
     if pi is not None and pi.size:
         # running prefills continue; one that completes emits a token (the next after a
@@ -357,19 +344,8 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
         run.computed[pi] = c
         complete = pi[c >= run.target[pi]]
         if complete.size:
-            again = complete[run.emitted[complete] > 0]
-            fresh = complete[run.emitted[complete] == 0]
-            if fresh.size:
-                state.first_token[run.req_id[fresh]] = t1
-            g = again.size
-            if g:
-                itl[pos : pos + g] = t1 - last[again]
-                itl_req[pos : pos + g] = run.req_id[again]
-                pos += g
-            run.emitted[complete] += 1
+            pos = state.emit_one(complete, t1, pos)
             run.prefilling[complete] = 0
-            run.chunks[complete] += 1
-            last[complete] = t1
             state.n_pref -= complete.size
             finished = True
     for row, i, chunk, tokens, _ in admitted:

@@ -231,6 +231,49 @@ class State:
             self.area += t - s
             client.next += 1
 
+    def draw(self, di: np.ndarray | slice, sd: np.ndarray | int, cdf: np.ndarray) -> tuple:
+        """The tokens each decoding column ``di`` emits this step: its next draw from
+        ``cdf``, cut at the ``sd`` tokens it scheduled and at what its output has left,
+        counted in the histogram; ``emitted``, ``chunks`` and ``draw`` advanced. Returns
+        ``(em, rem)``: tokens emitted and what was left before, one per column."""
+        run = self.running
+        J = np.searchsorted(cdf, self.U[run.draw[di]], side="right")
+        e = run.emitted[di]
+        rem = run.output[di] - e
+        em = np.minimum(np.minimum(J, sd), rem)
+        self.hist += np.bincount(
+            em + (sd - 1) * self.W + (rem >= sd) * self.H, minlength=2 * self.H
+        )
+        run.emitted[di] = e + em  # (a new array: ``e`` may be a view of the table)
+        run.chunks[di] += 1
+        run.draw[di] += 1
+        return em, rem
+
+    def gaps(self, cols: np.ndarray | slice, t1: float, pos: int) -> int:
+        """Running columns ``cols`` stream a chunk at ``t1``: the gap since each one's last
+        chunk is recorded from ``pos`` on; returns the next free position."""
+        run = self.running
+        ids = run.req_id[cols]
+        g = ids.size
+        self.itl[pos : pos + g] = t1 - self.last[cols]
+        self.itl_req[pos : pos + g] = ids
+        self.last[cols] = t1
+        return pos + g
+
+    def emit_one(self, cols: np.ndarray, t1: float, pos: int) -> int:
+        """Running columns ``cols`` complete a prefill at ``t1`` and emit one token: a
+        request's first token, or (after a recomputation) the next one, a gap since its last
+        chunk, recorded from ``pos``; returns the next free position."""
+        run = self.running
+        fresh = cols[run.emitted[cols] == 0]
+        if fresh.size:
+            self.first_token[run.req_id[fresh]] = t1
+        pos = self.gaps(cols[run.emitted[cols] > 0], t1, pos)
+        run.emitted[cols] += 1
+        run.chunks[cols] += 1
+        self.last[cols] = t1
+        return pos
+
     def finish_rows(self, done: np.ndarray, times: np.ndarray | float) -> None:
         """Running columns ``done`` (bool over the ``n`` columns) finished, at ``times`` (one
         per finished column, or one for all); their blocks are freed (vLLM's
