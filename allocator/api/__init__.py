@@ -9,69 +9,54 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from . import validate
-from ._lazy import lazy_module
-from .analysis.limits import extrapolation_notes, header_notes, limit_notes, position_notes
-from .core.problem import Problem
-from .core.result import Point, SolveResult
-from .engines import POOLED_BOUND, convention_warning, pick_point, servable
-from .engines import export_plan as engine_plan
-from .engines import export_point as engine_settings
-from .exceptions import ParameterError
-from .io.build import problem_from_file, problem_from_spec
-from .io.ranges import parse_load_range, parse_range
-from .io.spec import parse_problem, problem_json_schema, read_problem_data
-from .search import needs_batch, run
+from .. import validate
+from .._lazy import lazy_module
+from ..analysis.limits import extrapolation_notes, limit_notes, position_notes
+from ..core.problem import Problem
+from ..core.result import Point, SolveResult
+from ..engines import POOLED_BOUND, convention_warning, pick_point, servable
+from ..engines import export_plan as engine_plan
+from ..engines import export_point as engine_settings
+from ..exceptions import ParameterError
+from ..io.build import problem_from_file
+from ..io.ranges import parse_load_range
+from ..io.spec import problem_json_schema
+from ..search import needs_batch, run
+from ._load import as_problem, file_notes, load, load_data
+from ._requests import bench, size_fleet_for_rate, validate_runs
 
 # Each command's analysis is named here and imported when the command first runs
 # (allocator._lazy): a command's start-up loads its own analysis, not every other.
 if TYPE_CHECKING:
-    from . import calibration
-    from . import estimate as estimate_readers
-    from .analysis import bench as analysis_bench
-    from .analysis import breakeven as analysis_breakeven
-    from .analysis import paper as analysis_paper
-    from .analysis import plan as analysis_plan
-    from .analysis import profile_plan as analysis_profile_plan
-    from .analysis import replica as analysis_replica
-    from .analysis import request_source as analysis_request_source
-    from .analysis import rounds as analysis_rounds
-    from .analysis import schedule as analysis_schedule
-    from .analysis import trees as analysis_trees
-    from .analysis import uncertainty as analysis_uncertainty
-    from .analysis import validation as analysis_validation
-    from .analysis.bench import BenchResult
-    from .analysis.breakeven import BreakevenReport
-    from .analysis.capacity import by_load as capacity_by_load
-    from .analysis.capacity import by_rate as capacity_by_rate
-    from .analysis.capacity import slo as capacity_slo
-    from .analysis.capacity import workers as capacity_workers
-    from .analysis.capacity.by_load import CapacityResult
-    from .analysis.capacity.by_rate import RateCapacityResult
-    from .analysis.paper import PaperReport
-    from .analysis.plan import Plan, PlanSweep
-    from .analysis.profile_plan import ProfilePlan
-    from .analysis.rounds import Simulation
-    from .analysis.schedule import ContextSchedules, Schedule
-    from .analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
-    from .analysis.uncertainty import Progress
-    from .analysis.validation import ValidationReport
-    from .calibration import CalibrationReport
-    from .estimate import EstimateReport
-    from .model import point as model_point
+    from .. import calibration
+    from .. import estimate as estimate_readers
+    from ..analysis import breakeven as analysis_breakeven
+    from ..analysis import paper as analysis_paper
+    from ..analysis import plan as analysis_plan
+    from ..analysis import profile_plan as analysis_profile_plan
+    from ..analysis import rounds as analysis_rounds
+    from ..analysis import schedule as analysis_schedule
+    from ..analysis import trees as analysis_trees
+    from ..analysis import uncertainty as analysis_uncertainty
+    from ..analysis.breakeven import BreakevenReport
+    from ..analysis.capacity import by_load as capacity_by_load
+    from ..analysis.capacity.by_load import CapacityResult
+    from ..analysis.paper import PaperReport
+    from ..analysis.plan import Plan, PlanSweep
+    from ..analysis.profile_plan import ProfilePlan
+    from ..analysis.rounds import Simulation
+    from ..analysis.schedule import ContextSchedules, Schedule
+    from ..analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
+    from ..analysis.uncertainty import Progress
+    from ..calibration import CalibrationReport
+    from ..estimate import EstimateReport
+    from ..model import point as model_point
 else:
-    analysis_bench = lazy_module("allocator.analysis.bench")
     analysis_breakeven = lazy_module("allocator.analysis.breakeven")
-    analysis_validation = lazy_module("allocator.analysis.validation")
     capacity_by_load = lazy_module("allocator.analysis.capacity.by_load")
-    capacity_by_rate = lazy_module("allocator.analysis.capacity.by_rate")
-    capacity_slo = lazy_module("allocator.analysis.capacity.slo")
-    capacity_workers = lazy_module("allocator.analysis.capacity.workers")
     analysis_paper = lazy_module("allocator.analysis.paper")
     analysis_plan = lazy_module("allocator.analysis.plan")
     analysis_profile_plan = lazy_module("allocator.analysis.profile_plan")
-    analysis_replica = lazy_module("allocator.analysis.replica")
-    analysis_request_source = lazy_module("allocator.analysis.request_source")
     analysis_rounds = lazy_module("allocator.analysis.rounds")
     analysis_schedule = lazy_module("allocator.analysis.schedule")
     analysis_trees = lazy_module("allocator.analysis.trees")
@@ -79,30 +64,6 @@ else:
     calibration = lazy_module("allocator.calibration")
     estimate_readers = lazy_module("allocator.estimate")
     model_point = lazy_module("allocator.model.point")
-
-
-def load(
-    problem: str | Path | dict,
-    *,
-    check_search: bool = True,
-    base_dir: str | Path | None = None,
-) -> Problem:
-    """Read, validate and build a problem file, or build the problem from its data (a
-    dict as :func:`load_data` returns, perhaps edited). ``check_search=False``: do not
-    require the search section to be satisfiable, as for evaluating one configuration.
-    ``base_dir``: for data, the folder its relative paths (an outcome log) are read from
-    (default: the working directory)."""
-    if isinstance(problem, dict):
-        return problem_from_spec(parse_problem(problem), base_dir, check_search=check_search)
-    return problem_from_file(problem, check_search=check_search)
-
-
-def load_data(path: str | Path) -> dict:
-    """The problem file at ``path`` as plain data (a dict, as written), validated: for
-    callers that edit a problem and build it again with :func:`load`."""
-    data = read_problem_data(path)
-    parse_problem(data)
-    return data
 
 
 def solve(
@@ -321,15 +282,6 @@ def export_plan(
 # ---------------------------------------------------------------- schedule, capacity,
 # calibrate, estimate, breakeven, paper: one function per command, each returning a
 # dataclass whose ``to_dict()`` is the command's ``--json`` document.
-def _header_notes(problem: object) -> list[str]:
-    """What the header of a problem file given by path says its numbers assume."""
-    return header_notes(problem) if isinstance(problem, str | Path) else []
-
-
-def _problem(problem: Problem | str | Path | dict) -> Problem:
-    return problem if isinstance(problem, Problem) else load(problem)
-
-
 def schedule(
     problem: Problem | str | Path | dict,
     *,
@@ -354,7 +306,7 @@ def schedule(
         analysis_schedule.check_export(export)
         analysis_schedule.check_schedule_engine(engine, "engine")
     buckets = parse_contexts(contexts) if contexts is not None else None
-    prob, served = servable(_problem(problem), engine, pooled)
+    prob, served = servable(as_problem(problem), engine, pooled)
     sched: Schedule | ContextSchedules
     if buckets is None:
         sched = analysis_schedule.schedule(prob)
@@ -383,7 +335,7 @@ def profile_plan(
 
     buckets = None if contexts is None else parse_contexts(contexts)
     return analysis_profile_plan.profile_plan(
-        _problem(problem), engine, buckets, model=model, progress=progress
+        as_problem(problem), engine, buckets, model=model, progress=progress
     )
 
 
@@ -421,137 +373,12 @@ def size_fleet(
     if isinstance(sweep_load, str):
         sweep_load = parse_load_range(sweep_load)
     loads = None if sweep_load is None else np.asarray(sweep_load, dtype=float)
-    prob = _problem(problem).with_budget(budget)
+    prob = as_problem(problem).with_budget(budget)
     restricted, notes = servable(prob, engine, pooled)
     result = capacity_by_load.capacity(restricted, tokens_per_s, tpot_ms, loads, routes)
     result.notes[:0] = notes
-    result.notes += _header_notes(problem)
+    result.notes += file_notes(problem)
     return result
-
-
-# ---------------------------------------------------------------- requests (issue 17):
-# a simulated `vllm bench serve`, and capacity for a request rate under SLO percentiles.
-def bench(
-    problem: Problem | str | Path | dict,
-    *,
-    drafters: Sequence[str] | None = None,
-    k: int | None = None,
-    schedule: bool = False,
-    request_rate: float | None = None,
-    burstiness: float = 1.0,
-    max_concurrency: int | None = None,
-    num_prompts: int | None = None,
-    input_len: int | None = None,
-    output_len: int | None = None,
-    trace: str | Path | None = None,
-    trace_speedup: float | None = None,
-    seed: int = 0,
-    max_num_seqs: int | None = None,
-    engine: str = "vllm",
-    pooled: bool = False,
-) -> BenchResult:
-    """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
-    (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
-    speculation off) or ``k`` by batch size (``schedule``; refused on ``engine`` for an
-    engine that takes no schedule, SGLang); ``num_prompts`` requests
-    (default 1000) of ``input_len``/``output_len`` tokens arriving at ``request_rate``
-    (requests/s; default ``inf``, all at once) with gamma gaps of shape ``burstiness``, or
-    the first rows of a ``trace`` (its own times, sped up by ``trace_speedup`` or scaled to
-    ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
-    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Seeded by
-    ``seed``: the same seed gives the same document but for ``date``."""
-
-    prob = _problem(problem)
-    n = analysis_request_source.DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts
-    source = analysis_request_source.request_source(
-        n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
-        seed=seed,
-    )  # fmt: skip
-    rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
-    config, notes = analysis_replica.configuration(
-        prob, drafters, k, schedule=schedule, max_num_seqs=max_num_seqs, engine=engine,
-        pooled=pooled,
-    )  # fmt: skip
-    return analysis_bench.bench(
-        prob,
-        source,
-        config,
-        rate,
-        max_num_seqs=max_num_seqs,
-        max_concurrency=max_concurrency,
-        seed=seed,
-        notes=[*notes, *_header_notes(problem)],
-    )
-
-
-def size_fleet_for_rate(
-    problem: Problem | str | Path | dict,
-    request_rate: float | None,
-    slo: Sequence[str] | Mapping[str, float],
-    *,
-    burstiness: float = 1.0,
-    input_len: int | None = None,
-    output_len: int | None = None,
-    trace: str | Path | None = None,
-    trace_speedup: float | None = None,
-    num_prompts: int | None = None,
-    seed: int = 0,
-    sweep_rate: np.ndarray | Sequence[float] | str | None = None,
-    max_num_seqs: Sequence[int] | None = None,
-    workers: int | None = None,
-    ray: str | None = None,
-    engine: str = "vllm",
-    pooled: bool = False,
-    budget: Mapping[str, float] | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> RateCapacityResult:
-    """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
-    requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
-    no rate is given) with every SLO of ``slo`` met (``"p99_ttft_ms=500"`` strings or a
-    mapping; :mod:`allocator.analysis.capacity.by_rate`), beside the cheapest without speculation.
-
-    Each replica is simulated at its share of the rate over ``num_prompts`` requests
-    (default: enough for the highest percentile asked) seeded by ``seed``; ``sweep_rate``
-    also prices rates (``"LO:HI:STEPS"`` or numbers); ``max_num_seqs`` the values tried
-    (default: a ladder); the simulations run on ``workers`` local processes (default: the
-    CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
-    ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
-    caps of the problem's. ``progress(done, total)`` is called
-    as each candidate search ends, with the searches done so far and those expected in all
-    (an upper bound that falls as candidates are pruned)."""
-
-    slos = capacity_slo.parse_slos(slo)
-    n = capacity_slo.default_num_prompts(slos)[0] if num_prompts is None else num_prompts
-    source = analysis_request_source.request_source(
-        n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
-        seed=seed,
-    )  # fmt: skip
-    if request_rate is None and trace_speedup is None:
-        raise ParameterError("request_rate", "give the fleet's request rate, requests/s")
-    rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
-    if isinstance(sweep_rate, str):
-        sweep_rate = parse_range(
-            sweep_rate, "sweep_rate", positive=True, max_steps=capacity_by_rate.MAX_SWEEP_RATES
-        )
-    rates = None if sweep_rate is None else np.asarray(sweep_rate, dtype=float)
-    prob = _problem(problem).with_budget(budget)
-    path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
-    with capacity_workers.Workers(workers, ray, progress=progress) as pool:
-        fleet = capacity_by_rate.size_for_rate(
-            prob,
-            rate,
-            slos,
-            source,
-            seed=seed,
-            engine=engine,
-            pooled=pooled,
-            max_num_seqs=max_num_seqs,
-            sweep_rates=rates,
-            workers=pool,
-            problem_path=path,
-        )
-    fleet.notes += _header_notes(problem)
-    return fleet
 
 
 def calibrate(
@@ -642,7 +469,7 @@ def breakeven(
     own errors. ``curve_points``: also the gain at that many correlations on [0, 1]
     (``.curve``) (:func:`allocator.analysis.breakeven.breakeven_report`)."""
     return analysis_breakeven.breakeven_report(
-        _problem(problem), list(ensemble), list(baseline), curve_points
+        as_problem(problem), list(ensemble), list(baseline), curve_points
     )
 
 
@@ -678,7 +505,9 @@ def best_tree(
     measured rank) with the most expected tokens per step, from the drafter's
     ``acceptance_by_rank`` (Sequoia's programme, exact); ``drafters`` names the one
     drafter. With ``rounds`` (2..5e7, seeded by ``seed``) the tree is also simulated."""
-    return analysis_trees.best_tree(_problem(problem), drafters, nodes, depth, width, rounds, seed)
+    return analysis_trees.best_tree(
+        as_problem(problem), drafters, nodes, depth, width, rounds, seed
+    )
 
 
 def tree_front(
@@ -692,7 +521,7 @@ def tree_front(
     throughput per size ``1..max_nodes`` (the depth ``<= depth`` of most throughput), the
     size of most throughput, and with a ``serving`` section the tree of most tokens/s per
     batch size."""
-    return analysis_trees.tree_front(_problem(problem), drafters, max_nodes, depth, width)
+    return analysis_trees.tree_front(as_problem(problem), drafters, max_nodes, depth, width)
 
 
 def engine_tree(
@@ -715,7 +544,7 @@ def engine_tree(
     sequences; per batch size too with a ``serving`` section. Export it with
     :func:`allocator.engines.export_tree` (passing the same ``batch``)."""
     return analysis_trees.engine_tree(
-        _problem(problem), drafters, nodes, depth, width, eagle, rounds, seed, batch=batch
+        as_problem(problem), drafters, nodes, depth, width, eagle, rounds, seed, batch=batch
     )
 
 
@@ -741,7 +570,7 @@ def simulate(
             raise ParameterError("k", "give k for a chain or nodes for a tree, not both")
         depth = analysis_trees.DEFAULT_DEPTH if depth is None else depth
         return analysis_trees.simulate_best_tree(
-            _problem(problem), drafters, nodes, rounds, depth, seed
+            as_problem(problem), drafters, nodes, rounds, depth, seed
         )
 
     if k is None:
@@ -753,15 +582,6 @@ def simulate(
     if not isinstance(problem, Problem):
         problem = problem_from_file(problem, simulation=True)
     return analysis_rounds.simulate(problem, drafters, k, rounds, seed)
-
-
-def validate_runs(
-    problem: Problem | str | Path | dict, files: Sequence[str | Path], **options
-) -> ValidationReport:
-    """``allocator validate``: each measured run of ``files`` beside its replay on the
-    problem's replica (options ``drafters``, ``max_num_seqs``, ``seed``, ``progress``:
-    :func:`allocator.analysis.validation.validate`)."""
-    return analysis_validation.validate(_problem(problem), files, **options)
 
 
 __all__ = [

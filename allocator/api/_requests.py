@@ -1,0 +1,174 @@
+"""The request-level commands of the API: a simulated ``vllm bench serve`` (``bench``),
+capacity for a request rate under SLO percentiles (``size_fleet_for_rate``) and measured runs
+beside their replay (``validate_runs``). Re-exported by :mod:`allocator.api`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .._lazy import lazy_module
+from ..core.problem import Problem
+from ..exceptions import ParameterError
+from ..io.ranges import parse_range
+from ._load import as_problem, file_notes
+
+if TYPE_CHECKING:
+    from ..analysis import bench as analysis_bench
+    from ..analysis import replica as analysis_replica
+    from ..analysis import request_source as analysis_request_source
+    from ..analysis import validation as analysis_validation
+    from ..analysis.bench import BenchResult
+    from ..analysis.capacity import by_rate as capacity_by_rate
+    from ..analysis.capacity import slo as capacity_slo
+    from ..analysis.capacity import workers as capacity_workers
+    from ..analysis.capacity.by_rate import RateCapacityResult
+    from ..analysis.validation import ValidationReport
+else:
+    analysis_bench = lazy_module("allocator.analysis.bench")
+    analysis_replica = lazy_module("allocator.analysis.replica")
+    analysis_request_source = lazy_module("allocator.analysis.request_source")
+    analysis_validation = lazy_module("allocator.analysis.validation")
+    capacity_by_rate = lazy_module("allocator.analysis.capacity.by_rate")
+    capacity_slo = lazy_module("allocator.analysis.capacity.slo")
+    capacity_workers = lazy_module("allocator.analysis.capacity.workers")
+
+
+# ---------------------------------------------------------------- requests (issue 17):
+# a simulated `vllm bench serve`, and capacity for a request rate under SLO percentiles.
+def bench(
+    problem: Problem | str | Path | dict,
+    *,
+    drafters: Sequence[str] | None = None,
+    k: int | None = None,
+    schedule: bool = False,
+    request_rate: float | None = None,
+    burstiness: float = 1.0,
+    max_concurrency: int | None = None,
+    num_prompts: int | None = None,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    trace: str | Path | None = None,
+    trace_speedup: float | None = None,
+    seed: int = 0,
+    max_num_seqs: int | None = None,
+    engine: str = "vllm",
+    pooled: bool = False,
+) -> BenchResult:
+    """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
+    (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
+    speculation off) or ``k`` by batch size (``schedule``; refused on ``engine`` for an
+    engine that takes no schedule, SGLang); ``num_prompts`` requests
+    (default 1000) of ``input_len``/``output_len`` tokens arriving at ``request_rate``
+    (requests/s; default ``inf``, all at once) with gamma gaps of shape ``burstiness``, or
+    the first rows of a ``trace`` (its own times, sped up by ``trace_speedup`` or scaled to
+    ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
+    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Seeded by
+    ``seed``: the same seed gives the same document but for ``date``."""
+
+    prob = as_problem(problem)
+    n = analysis_request_source.DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts
+    source = analysis_request_source.request_source(
+        n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
+        seed=seed,
+    )  # fmt: skip
+    rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
+    config, notes = analysis_replica.configuration(
+        prob, drafters, k, schedule=schedule, max_num_seqs=max_num_seqs, engine=engine,
+        pooled=pooled,
+    )  # fmt: skip
+    return analysis_bench.bench(
+        prob,
+        source,
+        config,
+        rate,
+        max_num_seqs=max_num_seqs,
+        max_concurrency=max_concurrency,
+        seed=seed,
+        notes=[*notes, *file_notes(problem)],
+    )
+
+
+def size_fleet_for_rate(
+    problem: Problem | str | Path | dict,
+    request_rate: float | None,
+    slo: Sequence[str] | Mapping[str, float],
+    *,
+    burstiness: float = 1.0,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    trace: str | Path | None = None,
+    trace_speedup: float | None = None,
+    num_prompts: int | None = None,
+    seed: int = 0,
+    sweep_rate: np.ndarray | Sequence[float] | str | None = None,
+    max_num_seqs: Sequence[int] | None = None,
+    workers: int | None = None,
+    ray: str | None = None,
+    engine: str = "vllm",
+    pooled: bool = False,
+    budget: Mapping[str, float] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> RateCapacityResult:
+    """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
+    requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
+    no rate is given) with every SLO of ``slo`` met (``"p99_ttft_ms=500"`` strings or a
+    mapping; :mod:`allocator.analysis.capacity.by_rate`), beside the cheapest without speculation.
+
+    Each replica is simulated at its share of the rate over ``num_prompts`` requests
+    (default: enough for the highest percentile asked) seeded by ``seed``; ``sweep_rate``
+    also prices rates (``"LO:HI:STEPS"`` or numbers); ``max_num_seqs`` the values tried
+    (default: a ladder); the simulations run on ``workers`` local processes (default: the
+    CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
+    ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
+    caps of the problem's. ``progress(done, total)`` is called
+    as each candidate search ends, with the searches done so far and those expected in all
+    (an upper bound that falls as candidates are pruned)."""
+
+    slos = capacity_slo.parse_slos(slo)
+    n = capacity_slo.default_num_prompts(slos)[0] if num_prompts is None else num_prompts
+    source = analysis_request_source.request_source(
+        n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
+        seed=seed,
+    )  # fmt: skip
+    if request_rate is None and trace_speedup is None:
+        raise ParameterError("request_rate", "give the fleet's request rate, requests/s")
+    rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
+    if isinstance(sweep_rate, str):
+        sweep_rate = parse_range(
+            sweep_rate, "sweep_rate", positive=True, max_steps=capacity_by_rate.MAX_SWEEP_RATES
+        )
+    rates = None if sweep_rate is None else np.asarray(sweep_rate, dtype=float)
+    prob = as_problem(problem).with_budget(budget)
+    path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
+    with capacity_workers.Workers(workers, ray, progress=progress) as pool:
+        fleet = capacity_by_rate.size_for_rate(
+            prob,
+            rate,
+            slos,
+            source,
+            seed=seed,
+            engine=engine,
+            pooled=pooled,
+            max_num_seqs=max_num_seqs,
+            sweep_rates=rates,
+            workers=pool,
+            problem_path=path,
+        )
+    fleet.notes += file_notes(problem)
+    return fleet
+
+
+def validate_runs(
+    problem: Problem | str | Path | dict, files: Sequence[str | Path], **options
+) -> ValidationReport:
+    """``allocator validate``: each measured run of ``files`` beside its replay on the
+    problem's replica (options ``drafters``, ``max_num_seqs``, ``seed``, ``progress``:
+    :func:`allocator.analysis.validation.validate`)."""
+    return analysis_validation.validate(as_problem(problem), files, **options)
+
+
+__all__ = ["bench", "size_fleet_for_rate", "validate_runs"]
