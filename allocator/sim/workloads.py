@@ -216,7 +216,7 @@ def staged_arrivals(
     ``burstiness``: the gamma shape (1: Poisson; ``inf``: constant gaps of ``1 / rate``,
     the first at ``1 / rate`` into the stage). ``max_requests``: refuse (naming
     ``stages``) stages expecting more requests than this, or drawing more."""
-    plan = parse_stages(stages)  # type: ignore[arg-type]
+    plan = parse_stages(stages)
     shape = positive(burstiness, "burstiness", inf=True)
     expected = sum(r * s for r, s in plan)
     if max_requests is not None and expected > max_requests:
