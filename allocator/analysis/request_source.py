@@ -159,10 +159,10 @@ MIN_BURSTINESS = 0.02
 
 #: The ways of giving a run's lengths, by the parameters of each: at most one is taken.
 LENGTH_SOURCES = (
-    ("fixed lengths", ("input_len", "output_len")),
-    ("the random dataset", ("random_input_len", "random_output_len", "random_range_ratio")),
-    ("lengths from a trace's rows", ("lengths_from",)),
     ("a trace replayed", ("trace",)),
+    ("lengths from a trace's rows", ("lengths_from",)),
+    ("the random dataset", ("random_input_len", "random_output_len", "random_range_ratio")),
+    ("fixed lengths", ("input_len", "output_len")),
 )
 
 

@@ -208,8 +208,10 @@ def bench_command(
     """Simulate `vllm bench serve` on one replica: requests arrive, are scheduled step by
     step as vLLM's V1 scheduler does (continuous batching, chunked prefill, KV blocks,
     preemption), each decoding sequence's tokens drawn from the configuration's acceptance;
-    every request runs to its output length (as vllm bench serve --ignore-eos); the JSON has
-    vLLM's --save-result keys, so a measurement can be diffed against it."""
+    the JSON has vLLM's --save-result keys, so a measurement can be diffed against it.
+
+    Every request runs to its output length, as vllm bench serve --ignore-eos (no stop token
+    is simulated)."""
     precheck_outputs(json=json_path, per_request=per_request, plot=plot_path)
     if plot_path:
         plots.check_plot_path(plot_path, "--plot")

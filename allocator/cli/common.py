@@ -169,8 +169,9 @@ RandomOutputLenOption = typer.Option(
 RandomRangeRatioOption = typer.Option(
     None,
     "--random-range-ratio",
-    help="vLLM's random dataset: lengths uniform on [floor(L(1-R)), ceil(L(1+R))], R in "
-    '[0, 1) (default 0), or {"input": A, "output": B} for each.',
+    help="vLLM's random dataset: each length L drawn uniformly from the integers "
+    'floor(L(1-R)) to ceil(L(1+R)), R in [0, 1) (default 0), or {"input": A, "output": B} '
+    "for each.",
     metavar="R",
 )
 LengthsFromOption = typer.Option(

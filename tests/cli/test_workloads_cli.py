@@ -37,20 +37,20 @@ def bad_cases(tmp_path: Path):
     fixed = ["--input-len", "100", "--output-len", "20"]
     return [
         # contradictory lengths: one line naming both flags
-        (b + [*fixed, "--random-input-len", "50"], "--input-len", "--random-input-len"),
+        (b + [*fixed, "--random-input-len", "50"], "--random-input-len", "--input-len"),
         (
             b + ["--output-len", "5", "--random-range-ratio", "0.2"],
-            "--output-len",
             "--random-range-ratio",
+            "--output-len",
         ),  # noqa: E501
         (
             b + ["--random-output-len", "5", "--lengths-from", TRACE],
-            "--random-output-len",
             "--lengths-from",
+            "--random-output-len",
         ),  # noqa: E501
-        (b + ["--lengths-from", TRACE, "--trace", TRACE], "--lengths-from", "--trace"),
-        (c + [*fixed, "--random-input-len", "50"], "--input-len", "--random-input-len"),
-        (c + ["--lengths-from", TRACE, "--input-len", "5"], "--input-len", "--lengths-from"),
+        (b + ["--lengths-from", TRACE, "--trace", TRACE], "--trace", "--lengths-from"),
+        (c + [*fixed, "--random-input-len", "50"], "--random-input-len", "--input-len"),
+        (c + ["--lengths-from", TRACE, "--input-len", "5"], "--lengths-from", "--input-len"),
         # the random dataset's values
         (b + ["--random-range-ratio", "1"], "--random-range-ratio", ""),
         (b + ["--random-range-ratio", "-0.5"], "--random-range-ratio", ""),

@@ -401,11 +401,11 @@ def test_lengths_from_a_bad_trace_names_the_option(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "field", "other"),
     [
-        ({"input_len": 5, "output_len": 5, "random_input_len": 5}, "input_len", "random_input_len"),
-        ({"output_len": 5, "random_range_ratio": 0.1}, "output_len", "random_range_ratio"),
-        ({"random_output_len": 5, "lengths_from": TRACE}, "random_output_len", "lengths_from"),
-        ({"lengths_from": TRACE, "trace": TRACE}, "lengths_from", "trace"),
-        ({"input_len": 5, "trace": TRACE}, "input_len", "trace"),
+        ({"input_len": 5, "output_len": 5, "random_input_len": 5}, "random_input_len", "input_len"),
+        ({"output_len": 5, "random_range_ratio": 0.1}, "random_range_ratio", "output_len"),
+        ({"random_output_len": 5, "lengths_from": TRACE}, "lengths_from", "random_output_len"),
+        ({"lengths_from": TRACE, "trace": TRACE}, "trace", "lengths_from"),
+        ({"input_len": 5, "trace": TRACE}, "trace", "input_len"),
     ],
 )
 def test_two_sources_of_lengths_are_refused_naming_both(kwargs, field, other):
