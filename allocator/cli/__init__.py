@@ -8,9 +8,11 @@ attribute of this package, is the group with every command registered (the tests
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from .group import ClickException, Command, OneLineErrors, UsageError, reflow, usage_error_line
 from .group import app as _app
@@ -118,15 +120,37 @@ def _summaries_only() -> None:
         _app.command(module.replace("_", "-"), help=SUMMARIES[module])(lambda: None)
 
 
+@contextlib.contextmanager
+def uncollected_imports() -> Iterator[None]:
+    """Import without the cyclic garbage collector, then freeze what was imported.
+
+    A command's imports (numpy's, pydantic's and typer's modules, the problem-file
+    models) allocate hundreds of thousands of objects that live as long as the process;
+    the collector's passes over them during start-up free almost nothing and cost about
+    a tenth of it (docs/design.md §9). ``gc.freeze`` then moves them to the permanent
+    generation, so the command's own collections skip them too. A reference cycle made
+    and dropped while importing is never freed: bounded by what importing allocates.
+    The collector is enabled again afterwards if it was before."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
 def main() -> None:
     args = sys.argv[1:]
     module = requested_module(args)
-    if module is not None:
-        load_commands([module])
-    elif any(not a.startswith("-") for a in args):
-        load_commands()  # an unknown command: the group names the known ones
-    else:
-        _summaries_only()  # the group's --help (or --version)
+    with uncollected_imports():
+        if module is not None:
+            load_commands([module])
+        elif any(not a.startswith("-") for a in args):
+            load_commands()  # an unknown command: the group names the known ones
+        else:
+            _summaries_only()  # the group's --help (or --version)
     _app()
 
 
@@ -142,5 +166,6 @@ __all__ = [
     "main",
     "reflow",
     "requested_module",
+    "uncollected_imports",
     "usage_error_line",
 ]
