@@ -13,9 +13,25 @@ import gc
 import importlib
 import sys
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .group import ClickException, Command, OneLineErrors, UsageError, reflow, usage_error_line
-from .group import app as _app
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    from . import group
+    from .group import ClickException, Command, OneLineErrors, UsageError, reflow, usage_error_line
+else:  # typer: imported by main() with the commands (uncollected_imports)
+    group = lazy_module("allocator.cli.group")
+
+#: The group's names this package re-exports, read from :mod:`.group` on first use.
+_GROUP_NAMES = (
+    "ClickException",
+    "Command",
+    "OneLineErrors",
+    "UsageError",
+    "reflow",
+    "usage_error_line",
+)
 
 #: The command modules, in the order of ``--help``; each registers itself on import.
 COMMANDS = (
@@ -106,10 +122,12 @@ def requested_module(args: Sequence[str]) -> str | None:
     return None
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name == "app":
         load_commands()
-        return _app
+        return group.app
+    if name in _GROUP_NAMES:
+        return getattr(group, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -117,7 +135,7 @@ def _summaries_only() -> None:
     """Register each command as its summary alone (no options, never run): what the
     group's ``--help`` lists, without importing the commands behind it."""
     for module in COMMANDS:
-        _app.command(module.replace("_", "-"), help=SUMMARIES[module])(lambda: None)
+        group.app.command(module.replace("_", "-"), help=SUMMARIES[module])(lambda: None)
 
 
 @contextlib.contextmanager
@@ -145,13 +163,14 @@ def main() -> None:
     args = sys.argv[1:]
     module = requested_module(args)
     with uncollected_imports():
+        app = group.app  # typer and the group: imported here, uncollected
         if module is not None:
             load_commands([module])
         elif any(not a.startswith("-") for a in args):
             load_commands()  # an unknown command: the group names the known ones
         else:
             _summaries_only()  # the group's --help (or --version)
-    _app()
+    app()
 
 
 __all__ = [
