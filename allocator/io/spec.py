@@ -53,8 +53,8 @@ from .spec_types import (
 
 
 class _Frozen(BaseModel):
-    # strict: a boolean is not a number (``acceptance: true``) and a string is not one
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    # strict: no bool or str is a number; defer_build: validators built on first use (§9)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
 
 class PassCostCurve(_Frozen):
