@@ -18,8 +18,7 @@ from .session_affinity import SessionAffinity
 
 #: Every router by the name ``--router`` takes.
 ROUTERS: dict[str, type[Router]] = {
-    cls.name: cls
-    for cls in (RoundRobin, LeastRequests, LeastKV, PrefixAffinity, SessionAffinity)
+    cls.name: cls for cls in (RoundRobin, LeastRequests, LeastKV, PrefixAffinity, SessionAffinity)
 }
 
 
@@ -27,9 +26,7 @@ def get_router(name: str) -> Router:
     """A new router by name; ``ParameterError`` on ``router`` naming the known ones."""
     cls = ROUTERS.get(name) if isinstance(name, str) else None
     if cls is None:
-        raise ParameterError(
-            "router", f"unknown router {name!r}: one of {', '.join(ROUTERS)}"
-        )
+        raise ParameterError("router", f"unknown router {name!r}: one of {', '.join(ROUTERS)}")
     return cls()
 
 

@@ -85,7 +85,9 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("sched, speedup, policy", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    "sched, speedup, policy", [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_fleet_of_one_is_simulate(sched, speedup, policy):
     reqs = read_trace(TRACE, num_prompts=600, speedup=speedup)
     for router in ("round-robin", "least-requests", "least-kv"):
@@ -238,7 +240,10 @@ def test_bad_input(kwargs, field):
 
 def test_client_limit_and_async_refused_past_one_replica():
     reqs = fixed_requests(4, 8, 4, request_rate=1.0)
-    for sched in (Scheduler(4, 64, 4_000, max_concurrency=2), Scheduler(4, 64, 4_000, async_scheduling=True)):
+    for sched in (
+        Scheduler(4, 64, 4_000, max_concurrency=2),
+        Scheduler(4, 64, 4_000, async_scheduling=True),
+    ):
         with pytest.raises(ParameterError) as err:
             simulate_fleet(reqs, SPEC, step, sched, 2)
         assert err.value.field == "scheduler"
