@@ -57,6 +57,8 @@ def bench(
     max_num_seqs: int | None = None,
     engine: str = "vllm",
     pooled: bool = False,
+    replicas: int = 1,
+    router: str | None = None,
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
@@ -66,9 +68,12 @@ def bench(
     (requests/s; default ``inf``, all at once) with gamma gaps of shape ``burstiness``, or
     the first rows of a ``trace`` (its own times, sped up by ``trace_speedup`` or scaled to
     ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
-    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Seeded by
-    ``seed``: the same seed gives the same document but for ``date``."""
+    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``; ``replicas``
+    identical replicas behind ``router`` (:data:`allocator.sim.routers.ROUTERS`; default
+    ``round-robin`` past one replica; one replica is the single run). Seeded by ``seed``:
+    the same seed gives the same document but for ``date``."""
 
+    count, router = analysis_bench.fleet_settings(replicas, router)
     prob = as_problem(problem)
     n = analysis_request_source.DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts
     source = analysis_request_source.request_source(
@@ -89,6 +94,8 @@ def bench(
         max_concurrency=max_concurrency,
         seed=seed,
         notes=[*notes, *file_notes(problem)],
+        replicas=count,
+        router=router,
     )
 
 

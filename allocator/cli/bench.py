@@ -25,6 +25,7 @@ from .common import (
     OutputLenOption,
     PooledOption,
     ProblemArg,
+    RouterOption,
     TraceOption,
     emit_json,
     handles_input_errors,
@@ -173,6 +174,14 @@ def bench_command(
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed of every draw."),
     engine: str = EngineOption,
     pooled: bool = PooledOption,
+    replicas: int = typer.Option(
+        1,
+        "--replicas",
+        help="Identical replicas behind --router, on one clock (1: the single replica). "
+        "The JSON's metrics are then the fleet's, each replica's under replicas.",
+        metavar="N",
+    ),
+    router: str = RouterOption,
     json_path: str = JsonOption,
     per_request: str = typer.Option(
         None,
@@ -215,6 +224,8 @@ def bench_command(
         max_num_seqs=max_num_seqs,
         engine=engine,
         pooled=pooled,
+        replicas=replicas,
+        router=router,
     )
     doc = result.to_dict(slos)
     if per_request:

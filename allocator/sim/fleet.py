@@ -49,6 +49,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -320,7 +321,7 @@ def concat_results(
     n = len(requests)
     runs = [(p, i) for p, i in zip(parts, ids, strict=True) if p is not None]
     first = runs[0][0]
-    per_request = {
+    per_request: dict[str, Any] = {
         name: np.empty(n, dtype=getattr(first, name).dtype)
         for name in (
             "sent_s",
@@ -355,7 +356,15 @@ def concat_results(
 
 def check_replicas(replicas: object) -> int:
     """A replica count: an integer in ``1 ..`` :data:`MAX_REPLICAS`."""
-    return whole(replicas, "replicas", lo=1, hi=MAX_REPLICAS)
+    n = whole(replicas, "replicas", lo=1)
+    if n > MAX_REPLICAS:
+        raise ParameterError(
+            "replicas",
+            f"at most {MAX_REPLICAS:,} in one simulated fleet (each replica holds its own "
+            f"state and each arrival looks at every replica, so time and memory grow with "
+            f"the count), got {n:,}",
+        )
+    return n
 
 
 def simulate_fleet(

@@ -58,8 +58,8 @@ class Router:
     summary: ClassVar[str] = ""
     #: The :class:`View` entries :meth:`choose` reads (``in_flight``, ``kv_usage``).
     reads: ClassVar[frozenset[str]] = frozenset()
-    #: What a request's key means to this router (``""``: keys unused); a keyed router
-    #: refuses a workload without keys.
+    #: What requests must carry for this router, its key's meaning (``""``: keys unused);
+    #: a keyed router refuses a workload without keys.
     keyed: ClassVar[str] = ""
 
     def __init__(self) -> None:
@@ -79,9 +79,7 @@ class Router:
         """Refuse (``ParameterError`` on ``router``) a workload this router cannot route."""
         if self.keyed and not has_keys:
             raise ParameterError(
-                "router",
-                f"{self.name} needs requests that carry a {self.keyed} (prompts that share "
-                f"a prefix, sessions); these requests carry none",
+                "router", f"{self.name} needs {self.keyed}; these requests carry none"
             )
 
     def choose(self, view: View) -> int:

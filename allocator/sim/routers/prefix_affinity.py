@@ -37,7 +37,7 @@ class PrefixAffinity(Router):
         "(llm-d prefix-cache scorer, production-stack PrefixAwareRouter)"
     )
     reads = frozenset({"in_flight"})
-    keyed = "prefix group"
+    keyed = "prompts that share a prefix (a prefix group per request)"
 
     def reset(self) -> None:
         self.holders: dict[int, np.ndarray] = {}

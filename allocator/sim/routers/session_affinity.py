@@ -27,7 +27,7 @@ class SessionAffinity(Router):
         "flight (llm-d session-affinity scorer, production-stack SessionRouter)"
     )
     reads = frozenset({"in_flight"})
-    keyed = "session"
+    keyed = "requests that carry a session id"
 
     def reset(self) -> None:
         self.home: dict[int, int] = {}
