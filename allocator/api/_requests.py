@@ -119,6 +119,7 @@ def size_fleet_for_rate(
     pooled: bool = False,
     budget: Mapping[str, float] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    router: str | None = None,
 ) -> RateCapacityResult:
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
@@ -128,8 +129,11 @@ def size_fleet_for_rate(
     Each replica is simulated at its share of the rate over ``num_prompts`` requests
     (default: enough for the highest percentile asked) seeded by ``seed``; ``sweep_rate``
     also prices rates (``"LO:HI:STEPS"`` or numbers); ``max_num_seqs`` the values tried
-    (default: a ladder); the simulations run on ``workers`` local processes (default: the
-    CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
+    (default: a ladder); ``router`` (a name of :data:`allocator.sim.routers.ROUTERS`):
+    fleets of ``n`` replicas behind it are simulated at the whole rate instead (the
+    replica count found by simulation, not by dividing the rate); the simulations run on
+    ``workers`` local processes (default: the CPUs available) or on the Ray cluster at
+    ``ray``. Only what ``engine`` serves unless
     ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
     caps of the problem's. ``progress(done, total)`` is called
     as each candidate search ends, with the searches done so far and those expected in all
@@ -164,6 +168,7 @@ def size_fleet_for_rate(
             sweep_rates=rates,
             workers=pool,
             problem_path=path,
+            router=router,
         )
     fleet.notes += file_notes(problem)
     return fleet

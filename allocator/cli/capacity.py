@@ -43,6 +43,7 @@ from .common import (
     OutputLenOption,
     PooledOption,
     ProblemArg,
+    RouterOption,
     TraceOption,
     emit_json,
     handles_input_errors,
@@ -273,6 +274,7 @@ def capacity_command(
         "needs the extra, pip install 'allocator\\[ray]'.",
         metavar="ADDRESS",
     ),
+    router: str = RouterOption,
     tokens_per_s: float = typer.Option(
         None,
         "--tokens-per-s",
@@ -340,13 +342,14 @@ def capacity_command(
         _rate_mode(
             problem, request_rate, slo, burstiness, input_len, output_len, trace,
             trace_speedup, num_prompts, seed, sweep_rate, _sizes(max_num_seqs), workers,
-            ray, engine, pooled, caps, json_path, plot_path,
+            ray, engine, pooled, caps, json_path, plot_path, router,
         )  # fmt: skip
         return
     rate_flags = {
         "--slo": slo or None, "--input-len": input_len, "--output-len": output_len,
         "--trace": trace, "--num-prompts": num_prompts, "--sweep-rate": sweep_rate,
         "--max-num-seqs": max_num_seqs, "--workers": workers, "--ray": ray,
+        "--router": router,
     }  # fmt: skip
     for flag, value in rate_flags.items():
         if value is not None:
@@ -408,7 +411,7 @@ def capacity_command(
 def _rate_mode(
     problem, request_rate, slo, burstiness, input_len, output_len, trace, trace_speedup,
     num_prompts, seed, sweep_rate, sizes, workers, ray, engine, pooled, caps, json_path,
-    plot_path,
+    plot_path, router=None,
 ) -> None:  # fmt: skip
     if plot_path:
         if sweep_rate is None:
@@ -446,6 +449,7 @@ def _rate_mode(
             pooled=pooled,
             budget=caps,
             progress=progress,
+            router=router,
         )
     doc = result.to_dict()
     slos = ", ".join(s.text() + " ms" for s in result.slos)
