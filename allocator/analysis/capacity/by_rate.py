@@ -49,9 +49,9 @@ import numpy as np
 
 from ...engines import POOLED_BOUND
 from ...exceptions import InfeasibleError, InputError, ParameterError
+from ...sim.routers import get_router
 from ..bench import plain_metrics
 from ..limits import acceptance_notes, lengths_note, provenance_notes
-from ...sim.routers import get_router
 from ..request_source import RequestSource
 from .by_load import price_or_gpus
 from .crossings import crossings

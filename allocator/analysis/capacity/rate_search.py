@@ -64,6 +64,7 @@ from ...exceptions import InputError, ParameterError
 from ...model.accepted_pmf import emitted_pmf
 from ...sim import SimResult, metric, summary
 from ...sim.fleet import MAX_REPLICAS
+from ..bench import run_fleet
 from ..replica import (
     Configuration,
     ProblemStepTime,
@@ -72,7 +73,6 @@ from ..replica import (
     run,
     scheduler_limits,
 )
-from ..bench import run_fleet
 from ..request_source import RequestSource
 from ..schedule import schedule_engines
 from .grid import configurations
