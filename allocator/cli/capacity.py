@@ -35,6 +35,7 @@ from ..exceptions import InputError
 from ..io.ranges import parse_load_range
 from .common import (
     MAX_SEED,
+    ROUTER_NAMES,
     BudgetOption,
     BurstinessOption,
     EngineOption,
@@ -43,7 +44,6 @@ from .common import (
     OutputLenOption,
     PooledOption,
     ProblemArg,
-    RouterOption,
     TraceOption,
     emit_json,
     handles_input_errors,
@@ -274,7 +274,14 @@ def capacity_command(
         "needs the extra, pip install 'allocator\\[ray]'.",
         metavar="ADDRESS",
     ),
-    router: str = RouterOption,
+    router: str = typer.Option(
+        None,
+        "--router",
+        help="With --request-rate: count replicas by simulating the fleet behind this router "
+        "(" + ", ".join(ROUTER_NAMES) + ") at the whole rate, instead of splitting the "
+        "rate evenly (the default).",
+        metavar="NAME",
+    ),
     tokens_per_s: float = typer.Option(
         None,
         "--tokens-per-s",

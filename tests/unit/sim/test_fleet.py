@@ -86,7 +86,11 @@ CASES = [
 
 
 @pytest.mark.parametrize(
-    "sched, speedup, policy", [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+    "sched, speedup, policy",
+    [
+        pytest.param(*c[1:], id=c[0], marks=[pytest.mark.slow] if i else [])
+        for i, c in enumerate(CASES)
+    ],
 )
 def test_fleet_of_one_is_simulate(sched, speedup, policy):
     reqs = read_trace(TRACE, num_prompts=600, speedup=speedup)
@@ -115,13 +119,15 @@ def test_one_session_on_many_replicas_is_one_replica_through_rebuilds():
     same_run(fleet.replicas[r], one)
 
 
-@pytest.mark.parametrize("n", [2, 4, 8])
+@pytest.mark.parametrize(
+    "n", [4, pytest.param(2, marks=pytest.mark.slow), pytest.param(8, marks=pytest.mark.slow)]
+)
 def test_round_robin_thins_poisson_to_erlang(n):
     """Each replica's inter-arrival CV is 1/sqrt(n) within 4 standard errors: for gaps of
     a gamma law of shape n the sample variance has relative variance (2 + 6/n)/m over m
     gaps, so the CV's standard error is CV/2 * sqrt((2 + 6/n)/m)."""
-    total = 16_000
-    reqs = fixed_requests(total, 64, 8, request_rate=200.0, burstiness=1.0, seed=11)
+    total = 8_000
+    reqs = fixed_requests(total, 16, 2, request_rate=200.0, burstiness=1.0, seed=11)
     fleet = simulate_fleet(reqs, SpecPolicy.off(), step, Scheduler(64, 4096, 100_000), n)
     cv_true = 1.0 / math.sqrt(n)
     for part in fleet.replicas:
@@ -147,6 +153,7 @@ JSQ_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n, rate, burst, seed", JSQ_CASES)
 def test_least_requests_no_worse_than_round_robin_on_p99_ttft(n, rate, burst, seed):
     """Requests of two sizes (one in ten with 1,024 output tokens, the rest 16): round-robin
