@@ -64,7 +64,7 @@ from .requests import Requests
 from .results import SimResult
 from .routers import Router, View, get_router
 from .scheduler import schedule, update_from_output
-from .state import STRETCH_STEPS, State, _uniforms
+from .state import STRETCH_STEPS, State
 
 #: Most replicas one fleet simulates: each holds its own state, and every arrival looks at
 #: every replica a load-reading router reads, so time and memory grow with the count
@@ -160,7 +160,11 @@ class _Fleet:
     # ------------------------------------------------------------------ set-up
     def build(self) -> None:
         o = self.O
-        self.U = _uniforms(o, self.seed, STRETCH_STEPS + 1)
+        # State's layout of the draws (one per decode step of each request, request after
+        # request, then padding a stretch reads past the end), over every request of the
+        # fleet: a fleet of one draws what simulate() draws (a test compares the runs)
+        steps = int((o - 1).sum())
+        self.U = np.random.default_rng(self.seed).random(steps + STRETCH_STEPS + 1)
         self.u_start = np.concatenate(([0], np.cumsum(o - 1)[:-1])).astype(np.int64)
         n = len(self.requests)
         share = int(FIRST_SHARE * n / self.count) + SLACK_REQUESTS
