@@ -38,7 +38,7 @@ from ..sim.results import max_output_tokens_per_s, spec_decode_counts
 from ..sim.routers import ROUTERS, get_router
 from .limits import acceptance_notes, lengths_note, provenance_notes
 from .replica import Configuration, Replica, check_prefill, replica, run
-from .request_source import derived_seeds
+from .request_source import derived_seeds, stage_metrics
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -63,6 +63,8 @@ class BenchResult:
     date: str = ""
     trace: str | None = None
     model_id: str = ""
+    #: Staged loads: each stage's metrics (:func:`~.request_source.stage_metrics`).
+    stages: list[dict] = field(default_factory=list)
     fleet: FleetResult | None = None
 
     def label(self) -> str:
@@ -113,6 +115,8 @@ class BenchResult:
         doc["max_output_tokens_per_s"] = max_output_tokens_per_s(r)
         doc["rtfx"] = 0.0
         doc.update(spec)
+        if self.stages:
+            doc["stages"] = [plain_metrics(s) for s in self.stages]
         if self.fleet is not None:
             doc["router"] = self.fleet.router
             doc["replicas"] = replica_documents(self.fleet)
@@ -346,7 +350,7 @@ def bench(
     all_notes += list(rep.notes) + provenance_notes(problem)
     all_notes += acceptance_notes(problem, rep.config.members, rep.config.max_k)
     all_notes += lengths_note(
-        source.trace is None, int(source.prompt_tokens[0]), int(source.output_tokens[0])
+        source.fixed_lengths, int(source.prompt_tokens[0]), int(source.output_tokens[0])
     )
     if config.pooled and len(config.drafters) > 1:
         if POOLED_BOUND not in all_notes:
@@ -379,6 +383,7 @@ def bench(
         trace=source.trace,
         model_id=model_id(problem),
         fleet=fleet,
+        stages=stage_metrics(source, result, percentiles),
     )
 
 

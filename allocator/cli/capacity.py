@@ -41,9 +41,13 @@ from .common import (
     EngineOption,
     InputLenOption,
     JsonOption,
+    LengthsFromOption,
     OutputLenOption,
     PooledOption,
     ProblemArg,
+    RandomInputLenOption,
+    RandomOutputLenOption,
+    RandomRangeRatioOption,
     TraceOption,
     emit_json,
     handles_input_errors,
@@ -234,6 +238,10 @@ def capacity_command(
     burstiness: float = BurstinessOption,
     input_len: int = InputLenOption,
     output_len: int = OutputLenOption,
+    random_input_len: int = RandomInputLenOption,
+    random_output_len: int = RandomOutputLenOption,
+    random_range_ratio: str = RandomRangeRatioOption,
+    lengths_from: str = LengthsFromOption,
     trace: str = TraceOption,
     trace_speedup: float = typer.Option(
         None,
@@ -349,13 +357,18 @@ def capacity_command(
         _rate_mode(
             problem, request_rate, slo, burstiness, input_len, output_len, trace,
             trace_speedup, num_prompts, seed, sweep_rate, _sizes(max_num_seqs), workers,
-            ray, engine, pooled, caps, json_path, plot_path, router,
+            ray, engine, pooled, caps, json_path, plot_path,
+            {"random_input_len": random_input_len, "random_output_len": random_output_len,
+             "random_range_ratio": random_range_ratio, "lengths_from": lengths_from},
+            router,
         )  # fmt: skip
         return
     rate_flags = {
         "--slo": slo or None, "--input-len": input_len, "--output-len": output_len,
         "--trace": trace, "--num-prompts": num_prompts, "--sweep-rate": sweep_rate,
         "--max-num-seqs": max_num_seqs, "--workers": workers, "--ray": ray,
+        "--random-input-len": random_input_len, "--random-output-len": random_output_len,
+        "--random-range-ratio": random_range_ratio, "--lengths-from": lengths_from,
         "--router": router,
     }  # fmt: skip
     for flag, value in rate_flags.items():
@@ -418,7 +431,7 @@ def capacity_command(
 def _rate_mode(
     problem, request_rate, slo, burstiness, input_len, output_len, trace, trace_speedup,
     num_prompts, seed, sweep_rate, sizes, workers, ray, engine, pooled, caps, json_path,
-    plot_path, router=None,
+    plot_path, workload, router=None,
 ) -> None:  # fmt: skip
     if plot_path:
         if sweep_rate is None:
@@ -448,6 +461,7 @@ def _rate_mode(
             trace_speedup=trace_speedup,
             num_prompts=num_prompts,
             seed=seed,
+            **workload,
             sweep_rate=sweep_rate,
             max_num_seqs=sizes,
             workers=workers,
