@@ -62,6 +62,8 @@ def bench(
     random_range_ratio: float | str | Mapping[str, float] | None = None,
     lengths_from: str | Path | None = None,
     stages: str | Sequence[tuple[float, float]] | None = None,
+    replicas: int = 1,
+    router: str | None = None,
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
@@ -76,9 +78,12 @@ def bench(
     ``random_range_ratio``) or lengths drawn from the rows of the trace ``lengths_from``;
     instead of one rate: ``stages``, ``"RATE:SECONDS,..."``, whose arrivals set the number
     of requests (:func:`allocator.analysis.request_source.request_source`). Every request
-    runs to its output length (vLLM's ``--ignore-eos``). Seeded by ``seed``: the same seed
-    gives the same document but for ``date``."""
+    runs to its output length (vLLM's ``--ignore-eos``). ``replicas`` identical replicas
+    behind ``router`` (:data:`allocator.sim.routers.ROUTERS`; default ``round-robin`` past
+    one replica; one replica is the single run). Seeded by ``seed``: the same seed gives
+    the same document but for ``date``."""
 
+    count, router = analysis_bench.fleet_settings(replicas, router)
     prob = as_problem(problem)
     n = num_prompts
     if n is None and stages is None:
@@ -102,6 +107,8 @@ def bench(
         max_concurrency=max_concurrency,
         seed=seed,
         notes=[*notes, *file_notes(problem), *analysis_request_source.workload_notes(source)],
+        replicas=count,
+        router=router,
     )
 
 
@@ -129,6 +136,7 @@ def size_fleet_for_rate(
     pooled: bool = False,
     budget: Mapping[str, float] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    router: str | None = None,
 ) -> RateCapacityResult:
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
@@ -139,8 +147,11 @@ def size_fleet_for_rate(
     (default: enough for the highest percentile asked; their lengths as :func:`bench`
     takes them, staged loads aside: the search sets the rate) seeded by ``seed``; ``sweep_rate``
     also prices rates (``"LO:HI:STEPS"`` or numbers); ``max_num_seqs`` the values tried
-    (default: a ladder); the simulations run on ``workers`` local processes (default: the
-    CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
+    (default: a ladder); ``router`` (a name of :data:`allocator.sim.routers.ROUTERS`):
+    fleets of ``n`` replicas behind it are simulated at the whole rate instead (the
+    replica count found by simulation, not by dividing the rate); the simulations run on
+    ``workers`` local processes (default: the CPUs available) or on the Ray cluster at
+    ``ray``. Only what ``engine`` serves unless
     ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
     caps of the problem's. ``progress(done, total)`` is called
     as each candidate search ends, with the searches done so far and those expected in all
@@ -176,6 +187,7 @@ def size_fleet_for_rate(
             sweep_rates=rates,
             workers=pool,
             problem_path=path,
+            router=router,
         )
     fleet.notes += file_notes(problem) + analysis_request_source.workload_notes(source)
     return fleet

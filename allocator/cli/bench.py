@@ -29,6 +29,7 @@ from .common import (
     RandomInputLenOption,
     RandomOutputLenOption,
     RandomRangeRatioOption,
+    RouterOption,
     TraceOption,
     emit_json,
     handles_input_errors,
@@ -190,6 +191,14 @@ def bench_command(
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed of every draw."),
     engine: str = EngineOption,
     pooled: bool = PooledOption,
+    replicas: int = typer.Option(
+        1,
+        "--replicas",
+        help="Identical replicas behind --router, on one clock (1: the single replica). "
+        "The JSON's metrics are then the fleet's, each replica's under replicas.",
+        metavar="N",
+    ),
+    router: str = RouterOption,
     json_path: str = JsonOption,
     per_request: str = typer.Option(
         None,
@@ -240,6 +249,8 @@ def bench_command(
         random_range_ratio=random_range_ratio,
         lengths_from=lengths_from,
         stages=stages,
+        replicas=replicas,
+        router=router,
     )
     doc = result.to_dict(slos)
     if per_request:

@@ -130,6 +130,18 @@ PooledOption = typer.Option(
     "--pooled",
     help="Also pool several drafters (any-correct): an upper bound no engine serves, labelled so.",
 )
+#: The routers ``--router`` takes, as :data:`allocator.sim.routers.ROUTERS` names them
+#: (written out, so that no command loads the simulator to print its help; a test holds
+#: the two equal).
+ROUTER_NAMES = ("round-robin", "least-requests", "least-kv", "prefix-affinity", "session-affinity")
+#: ``--router``: the rule a fleet's router routes by (:mod:`allocator.sim.routers`).
+RouterOption = typer.Option(
+    None,
+    "--router",
+    help="The router in front of the replicas: " + ", ".join(ROUTER_NAMES) + " (default "
+    "round-robin past one replica).",
+    metavar="NAME",
+)
 
 # The requests of `bench` and `capacity --request-rate`, named as vLLM's benchmark names them.
 BurstinessOption = typer.Option(
@@ -447,6 +459,8 @@ __all__ = [
     "EngineOption",
     "JsonOption",
     "PooledOption",
+    "ROUTER_NAMES",
+    "RouterOption",
     "ProblemArg",
     "SafeConsole",
     "emit_json",
