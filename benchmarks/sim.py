@@ -15,7 +15,8 @@ It prints, each a median of ``R`` runs inside this process (no start-up):
   off (the baseline: one token per step, more steps), the case with a step function that
   also takes arrays (``many``: one call per decode-only stretch) and the same run played
   step by step (the reference the decode-only stretches are tested against, identical
-  output), with the ratios;
+  output), with the ratios; then the case under async scheduling (vLLM's default,
+  ``Scheduler(async_scheduling=True)``), with its decode-only stretches and step by step;
 * how the time grows with the requests (``N`` = 1,000 .. all 19,366 at the trace's rate)
   and with ``max_num_seqs`` (8 .. 512, the trace sped up 4x so that the batch fills).
 
@@ -146,8 +147,10 @@ def main() -> None:
     every = read_trace(TRACE)
     reqs = every.head(10_000)
 
-    def step_by_step():
-        engine = _Engine(reqs, spec, step_ms, sched, 0, stretches=False)
+    asched = Scheduler(256, 8192, 500_000, async_scheduling=True)
+
+    def step_by_step(sc=sched):
+        engine = _Engine(reqs, spec, step_ms, sc, 0, stretches=False)
         engine.run()
         return engine.result()
 
@@ -155,6 +158,8 @@ def main() -> None:
     w_off, c_off, r_off = timed(lambda: simulate(reqs, off, step_ms, sched, seed=0), repeats)
     w_arr, c_arr, r_arr = timed(lambda: simulate(reqs, spec, ArrayStep(), sched, seed=0), repeats)
     w_ref, c_ref, _ = timed(step_by_step, max(1, repeats // 2))
+    w_as, c_as, r_as = timed(lambda: simulate(reqs, spec, step_ms, asched, seed=0), repeats)
+    w_asr, c_asr, r_asr = timed(lambda: step_by_step(asched), repeats)
     print()
     print(
         f"{'10,000 conversation requests':<34} {'wall s':>8} {'cpu s':>8} {'req/s':>9} {'steps':>9}"
@@ -164,9 +169,12 @@ def main() -> None:
         ("speculation off (baseline)", w_off, c_off, r_off),
         ("k=4, step_ms with many()", w_arr, c_arr, r_arr),
         ("k=4 step by step (reference)", w_ref, c_ref, r),
+        ("k=4 async scheduling", w_as, c_as, r_as),
+        ("k=4 async step by step", w_asr, c_asr, r_asr),
     ):
         print(f"{name:<34} {wall:>8.3f} {cpu:>8.3f} {len(reqs) / wall:>9,.0f} {run.steps:>9,}")
     print(f"ratio case / baseline: {w / w_off:.2f}; step-by-step / case: {w_ref / w:.2f}")
+    print(f"async: async / case {w_as / w:.2f}; async step-by-step / async {w_asr / w_as:.2f}")
 
     sizes = [1_000, 5_000, 19_366] if args.quick else [1_000, 2_000, 5_000, 10_000, 19_366]
     print()

@@ -18,7 +18,8 @@ pmf. The pieces, each beside the vLLM code it follows:
   with the same result as step by step;
 * :mod:`allocator.sim.async_steps`: under ``Scheduler.async_scheduling`` (vLLM's
   ``AsyncScheduler`` and its batch queue of two) each step is scheduled while the step
-  before it runs and its output processed a step later, every step on its own.
+  before it runs and its output processed a step later (decode-only stretches there too,
+  several turns at once, the same result).
 
 Time starts at 0 (the benchmark's start) and advances by each step's ``step_ms``; with
 nothing running or waiting it jumps to the next request the client sends. Requests the
@@ -125,7 +126,6 @@ class _Engine:
     ) -> None:
         self.state = State(requests, policy, sched, seed)
         self.step_ms = step_ms
-        stretches = stretches and not sched.async_scheduling  # (step by step under async)
         self.many = getattr(step_ms, "many", None) if stretches else None
         self.stretches = stretches
 
@@ -144,7 +144,7 @@ class _Engine:
         state = self.state
         step_ms, many = self.step_ms, self.many
         if state.async_sched:
-            run_async(state, step_ms)
+            run_async(state, step_ms, many, self.stretches)
             return
         client = state.client
         while client.finished < state.N:

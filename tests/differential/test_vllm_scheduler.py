@@ -15,7 +15,9 @@ decode step: the uniform ``allocator.sim.decode_uniforms(output, seed)[i][d]`` t
 CDF of the case's pmf for the ``k`` drafts the step verifies; the case has one pmf per
 ``k``).
 
-Compared, per step in order: the decoding requests scheduled, their computed tokens summed
+The simulator plays each case twice, its decode-only stretches on (as ``simulate`` runs)
+and off (every step on its own); both must agree with vLLM. Compared, per step in order:
+the decoding requests scheduled, their computed tokens summed
 before the step and the prompt (prefill or recomputation) tokens scheduled (what the
 simulator hands its ``StepTime``); per request: the time of the ``schedule()`` that first
 scheduled it (the step's start, or under async scheduling the start of the step then
@@ -87,8 +89,8 @@ from allocator.sim import (  # noqa: E402
     Scheduler,
     SpecPolicy,
     decode_uniforms,
-    simulate,
 )
+from allocator.sim.engine import _Engine  # noqa: E402
 from tests.support.vllm_driver import Limits, Workload, run  # noqa: E402
 
 #: Random workloads compared per mode (``ALLOCATOR_VLLM_CASES`` overrides).
@@ -169,7 +171,9 @@ def policy(c: dict) -> SpecPolicy:
     )
 
 
-def play_sim(c: dict):
+def play_sim(c: dict, stretches: bool = True):
+    """The simulator on case ``c``; ``stretches=False`` plays every step on its own (the
+    decode-only fast path off)."""
     steps = UnitStep()
     sched = Scheduler(
         c["seqs"],
@@ -179,13 +183,16 @@ def play_sim(c: dict):
         async_scheduling=c["async_scheduling"],
     )
     assert sched.num_blocks == c["blocks"]
-    res = simulate(
+    engine = _Engine(
         Requests(c["arrival"].astype(np.float64), c["prompt"], c["output"]),
         policy(c),
         steps,
         sched,
-        seed=c["seed"],
+        c["seed"],
+        stretches=stretches,
     )
+    engine.run()
+    res = engine.result()
     assert len(steps.calls) == res.steps
     return res, steps.calls
 
@@ -270,11 +277,12 @@ def compare(c: dict) -> tuple[bool, bool, bool, bool, str]:
     """(steps agree, requests agree, vLLM padded a one-token admission, a request carried
     stale drafts, the first difference)."""
     res, calls = play_sim(c)
+    res_slow, calls_slow = play_sim(c, stretches=False)
     trace = play_vllm(c)
     a, b = calls, step_rows(trace)
-    steps_ok = a == b
+    steps_ok = a == b and calls_slow == b
     ra, rb = request_rows_sim(res), request_rows_vllm(trace)
-    reqs_ok = ra == rb
+    reqs_ok = ra == rb and request_rows_sim(res_slow) == rb
     padded = any(s.padded or s.pad_blocked for s in trace.steps)
     stale = any(s.stale for s in trace.steps + trace.empty)
     why = ""

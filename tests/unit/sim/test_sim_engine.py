@@ -9,6 +9,7 @@ the front of the waiting queue with its output), no admission in a step that pre
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -243,22 +244,38 @@ POLICIES = [
 ]
 
 
-@pytest.mark.parametrize("name, sched, speedup", CASES, ids=[c[0] for c in CASES])
-@pytest.mark.parametrize("policy", POLICIES, ids=["k4", "off", "schedule"])
-def test_stretches_equal_step_by_step(name, sched, speedup, policy):
-    """Decode-only stretches played as matrices give exactly what the same steps played
-    one at a time give: every time, token, gap and counter."""
-    trace = read_trace(TRACE, num_prompts=400, speedup=speedup)
+class _Step:
+    """The linear step time of the stretch tests, per step and (``many``) on arrays."""
 
-    def step(b, k, ctx, pf):
+    def __call__(self, b, k, ctx, pf):
         return 8.0 + 0.05 * b * (1 + k) + 0.00002 * b * ctx + 0.06 * pf
 
+    def many(self, b, k, ctx, pf):
+        return 8.0 + 0.05 * b * (1 + k) + 0.00002 * b * ctx + 0.06 * pf
+
+
+@pytest.mark.parametrize("name, sched, speedup", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("policy", POLICIES, ids=["k4", "off", "schedule"])
+@pytest.mark.parametrize("async_scheduling", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("arrays", [False, True], ids=["per-step", "many"])
+def test_stretches_equal_step_by_step(name, sched, speedup, policy, async_scheduling, arrays):
+    """Decode-only stretches played as matrices give exactly what the same steps played
+    one at a time give: every time, token, gap and counter, under synchronous and
+    asynchronous scheduling, the stretch's times asked step by step or in one call."""
+    trace = read_trace(TRACE, num_prompts=400, speedup=speedup)
+    sched = dataclasses.replace(sched, async_scheduling=async_scheduling)
+    step = _Step() if arrays else _Step().__call__
+
     runs = []
+    played = []
     for stretches in (True, False):
         engine = _Engine(trace, policy, step, sched, 3, stretches=stretches)
+        engine.step_tokens = []
         engine.run()
         runs.append(engine.result())
+        played.append(engine.step_tokens)
     fast, slow = runs
+    assert played[0] == played[1]
     assert fast.steps == slow.steps
     for f in (
         "sent_s",
