@@ -2,7 +2,8 @@
 
 The case: the first ``N`` requests of the bundled Azure LLM inference trace 2023
 (conversation), replayed at their own timestamps on one replica (``max_num_seqs`` 256,
-``max_num_batched_tokens`` 8192, a KV cache of 500,000 tokens in blocks of 16), speculation
+``max_num_batched_tokens`` 8192, a KV cache of 500,000 tokens in blocks of 16, vLLM's
+synchronous scheduler unless said), speculation
 on at ``k = 4`` with the pmf of the EAGLE-3 per-position acceptance bundled in
 ``problems/measured/llama31-8b-eagle.yaml`` (acceptance length 3.08), and a linear step
 function (synthetic, loosely the size of an 8B verifier; for timing only, not a
@@ -22,7 +23,8 @@ It prints, each a median of ``R`` runs inside this process (no start-up):
 
 Then the same through the problem file (``--problem``, in this process: ``allocator.api.bench``,
 the path ``allocator bench`` takes): ``problems/requests-70b.yaml`` (its measured tables,
-prefill table and scheduler, ``max_num_seqs`` 50), the first 10,000 conversation requests at
+prefill table and scheduler, ``max_num_seqs`` 50, async scheduling as the file's default),
+the first 10,000 conversation requests at
 their own timestamps, EAGLE-3 with ``k`` by batch size (speculation on) beside speculation off;
 requests simulated per second, and how the time grows with the requests and with
 ``max_num_seqs`` (speculation off, whose step times reach batch 50: 8 .. 50, the trace sped up
@@ -143,7 +145,7 @@ def main() -> None:
     pmf = chain_pmf(ACCEPTANCE)
     spec = SpecPolicy.fixed(4, pmf)
     off = SpecPolicy.off()
-    sched = Scheduler(256, 8192, 500_000)
+    sched = Scheduler(256, 8192, 500_000, async_scheduling=False)
     every = read_trace(TRACE)
     reqs = every.head(10_000)
 
@@ -192,7 +194,7 @@ def main() -> None:
         f"{'max_num_seqs':>12} {'wall s':>8} {'steps':>9} {'max running':>12} {'preemptions':>12}"
     )
     for b in seqs:
-        sb = Scheduler(b, 8192, 500_000)
+        sb = Scheduler(b, 8192, 500_000, async_scheduling=False)
         wb, _, rb = timed(lambda sb=sb: simulate(fast, spec, step_ms, sb, seed=0), repeats)
         print(
             f"{b:>12} {wb:>8.3f} {rb.steps:>9,} {rb.max_running_seqs:>12} "

@@ -560,8 +560,30 @@ def replica_scheduler(
     if max_concurrency is not None:
         max_concurrency = whole(max_concurrency, "max_concurrency", lo=1)
     return Scheduler(
-        int(size), limits.max_num_batched_tokens, tokens, limits.block_size, max_concurrency
+        int(size),
+        limits.max_num_batched_tokens,
+        tokens,
+        limits.block_size,
+        max_concurrency,
+        limits.async_scheduling,
     )
+
+
+def with_async_scheduling(problem: Problem, async_scheduling: bool | None) -> Problem:
+    """The problem with ``serving.scheduler.async_scheduling`` set to ``async_scheduling``
+    (``None``: the file's, the problem as it is). ``ParameterError`` on
+    ``async_scheduling`` when it is not a bool; the file needs ``serving.scheduler``."""
+    if async_scheduling is None:
+        return problem
+    if not isinstance(async_scheduling, bool):
+        raise ParameterError(
+            "async_scheduling", f"must be True, False or None, got {async_scheduling!r}"
+        )
+    limits = scheduler_limits(problem)
+    serving = replace(
+        need_serving(problem), scheduler=replace(limits, async_scheduling=async_scheduling)
+    )
+    return replace(problem, serving=serving)
 
 
 @dataclass(frozen=True, eq=False)
@@ -723,4 +745,5 @@ __all__ = [
     "schedule_configuration",
     "scheduler_limits",
     "spec_policy",
+    "with_async_scheduling",
 ]

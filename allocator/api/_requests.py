@@ -57,6 +57,7 @@ def bench(
     max_num_seqs: int | None = None,
     engine: str = "vllm",
     pooled: bool = False,
+    async_scheduling: bool | None = None,
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
@@ -66,10 +67,12 @@ def bench(
     (requests/s; default ``inf``, all at once) with gamma gaps of shape ``burstiness``, or
     the first rows of a ``trace`` (its own times, sped up by ``trace_speedup`` or scaled to
     ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
-    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Seeded by
-    ``seed``: the same seed gives the same document but for ``date``."""
+    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs`` and
+    ``async_scheduling`` its ``serving.scheduler.async_scheduling`` (``None``: the file's,
+    default true as vLLM's). Seeded by ``seed``: the same seed gives the same document but
+    for ``date``."""
 
-    prob = as_problem(problem)
+    prob = analysis_replica.with_async_scheduling(as_problem(problem), async_scheduling)
     n = analysis_request_source.DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts
     source = analysis_request_source.request_source(
         n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
@@ -112,6 +115,7 @@ def size_fleet_for_rate(
     pooled: bool = False,
     budget: Mapping[str, float] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    async_scheduling: bool | None = None,
 ) -> RateCapacityResult:
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
@@ -124,9 +128,10 @@ def size_fleet_for_rate(
     (default: a ladder); the simulations run on ``workers`` local processes (default: the
     CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
     ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
-    caps of the problem's. ``progress(done, total)`` is called
-    as each candidate search ends, with the searches done so far and those expected in all
-    (an upper bound that falls as candidates are pruned)."""
+    caps of the problem's; ``async_scheduling`` replaces the file's
+    ``serving.scheduler.async_scheduling`` (``None``: the file's). ``progress(done,
+    total)`` is called as each candidate search ends, with the searches done so far and
+    those expected in all (an upper bound that falls as candidates are pruned)."""
 
     slos = capacity_slo.parse_slos(slo)
     n = capacity_slo.default_num_prompts(slos)[0] if num_prompts is None else num_prompts
@@ -142,7 +147,9 @@ def size_fleet_for_rate(
             sweep_rate, "sweep_rate", positive=True, max_steps=capacity_by_rate.MAX_SWEEP_RATES
         )
     rates = None if sweep_rate is None else np.asarray(sweep_rate, dtype=float)
-    prob = as_problem(problem).with_budget(budget)
+    prob = analysis_replica.with_async_scheduling(
+        as_problem(problem).with_budget(budget), async_scheduling
+    )
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
     with capacity_workers.Workers(workers, ray, progress=progress) as pool:
         fleet = capacity_by_rate.size_for_rate(

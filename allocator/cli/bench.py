@@ -18,6 +18,7 @@ from ..io.staged import write_atomic
 from ..sim import metric
 from .common import (
     MAX_SEED,
+    AsyncSchedulingOption,
     BurstinessOption,
     EngineOption,
     InputLenOption,
@@ -187,6 +188,7 @@ def bench_command(
         metavar="PATH",
     ),
     slo: list[str] = SloOption,
+    async_scheduling: bool = AsyncSchedulingOption,
 ) -> None:
     """Simulate `vllm bench serve` on one replica: requests arrive, are scheduled step by
     step as vLLM's V1 scheduler does (continuous batching, chunked prefill, KV blocks,
@@ -215,6 +217,7 @@ def bench_command(
         max_num_seqs=max_num_seqs,
         engine=engine,
         pooled=pooled,
+        async_scheduling=async_scheduling,
     )
     doc = result.to_dict(slos)
     if per_request:

@@ -35,6 +35,7 @@ from ..exceptions import InputError
 from ..io.ranges import parse_load_range
 from .common import (
     MAX_SEED,
+    AsyncSchedulingOption,
     BudgetOption,
     BurstinessOption,
     EngineOption,
@@ -310,6 +311,7 @@ def capacity_command(
         ".svg); needs --sweep-rate or --sweep-load.",
         metavar="PATH",
     ),
+    async_scheduling: bool = AsyncSchedulingOption,
 ) -> None:
     """Size a fleet: the cheapest replicas and configuration for a load, beside the cheapest
     without speculation.
@@ -340,13 +342,14 @@ def capacity_command(
         _rate_mode(
             problem, request_rate, slo, burstiness, input_len, output_len, trace,
             trace_speedup, num_prompts, seed, sweep_rate, _sizes(max_num_seqs), workers,
-            ray, engine, pooled, caps, json_path, plot_path,
+            ray, engine, pooled, caps, json_path, plot_path, async_scheduling=async_scheduling,
         )  # fmt: skip
         return
     rate_flags = {
         "--slo": slo or None, "--input-len": input_len, "--output-len": output_len,
         "--trace": trace, "--num-prompts": num_prompts, "--sweep-rate": sweep_rate,
         "--max-num-seqs": max_num_seqs, "--workers": workers, "--ray": ray,
+        "--async-scheduling" if async_scheduling else "--no-async-scheduling": async_scheduling,
     }  # fmt: skip
     for flag, value in rate_flags.items():
         if value is not None:
@@ -408,7 +411,7 @@ def capacity_command(
 def _rate_mode(
     problem, request_rate, slo, burstiness, input_len, output_len, trace, trace_speedup,
     num_prompts, seed, sweep_rate, sizes, workers, ray, engine, pooled, caps, json_path,
-    plot_path,
+    plot_path, async_scheduling=None,
 ) -> None:  # fmt: skip
     if plot_path:
         if sweep_rate is None:
@@ -446,6 +449,7 @@ def _rate_mode(
             pooled=pooled,
             budget=caps,
             progress=progress,
+            async_scheduling=async_scheduling,
         )
     doc = result.to_dict()
     slos = ", ".join(s.text() + " ms" for s in result.slos)

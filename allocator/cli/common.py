@@ -131,6 +131,15 @@ PooledOption = typer.Option(
     help="Also pool several drafters (any-correct): an upper bound no engine serves, labelled so.",
 )
 
+#: ``--[no-]async-scheduling``: the scheduler `bench` and `capacity --request-rate` simulate.
+AsyncSchedulingOption = typer.Option(
+    None,
+    "--async-scheduling/--no-async-scheduling",
+    help="Schedule each step while the one before it runs, as vLLM's default (or not: "
+    "vLLM's --no-async-scheduling). Default: serving.scheduler.async_scheduling (true).",
+    show_default=False,
+)
+
 # The requests of `bench` and `capacity --request-rate`, named as vLLM's benchmark names them.
 BurstinessOption = typer.Option(
     1.0,
@@ -396,6 +405,7 @@ def emit_json(doc: object, path: str | None) -> None:
 
 
 __all__ = [
+    "AsyncSchedulingOption",
     "BurstinessOption",
     "InputLenOption",
     "OutputLenOption",

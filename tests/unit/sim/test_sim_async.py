@@ -25,6 +25,18 @@ def ms(x):
     return np.round(np.asarray(x) * 1000, 9).tolist()
 
 
+def test_async_scheduling_is_the_default_as_in_vllm():
+    """``Scheduler`` plays vLLM 0.33.0's default, the ``AsyncScheduler``: a request finished
+    by accepted drafts has one more step scheduled (here 3 steps where the synchronous
+    scheduler plays 2: a prefill and one decode emitting all 3 drafts' tokens)."""
+    assert Scheduler(8, 256, 10**5).async_scheduling is True
+    pol = SpecPolicy.fixed(3, [0.0, 0.0, 0.0, 0.0, 1.0])
+    reqs = Requests([0.0], [4], [5])
+    default = simulate(reqs, pol, lambda *a: 1.0, Scheduler(8, 256, 10**5))
+    sync = _run(reqs, pol, False)
+    assert (default.steps, sync.steps) == (3, 2)
+
+
 def _run(reqs, pol, async_scheduling, **kw):
     sched = Scheduler(8, 256, 10**5, async_scheduling=async_scheduling, **kw)
     return simulate(reqs, pol, lambda *a: 1.0, sched)  # every step 1 ms
