@@ -64,14 +64,16 @@ class InFlight:
     """A step scheduled and not yet processed: the requests it scheduled (``ids``), their
     tokens (``s``), what each does (``kind``: 0 decodes, 1 a prefill chunk that leaves
     prompt to compute, 2 a chunk that completes the prompt and samples), the placeholder
-    drafts a padded prompt rolls back (``roll``), its ``k``, pmf ``entry``, tokens and
+    drafts a padded prompt rolls back (``roll``), its ``k``, pmf ``entry`` (or per id,
+    ``ents``, the entry of the drafts each carried; ``None``: ``entry`` for all), tokens and
     end time."""
 
-    __slots__ = ("end", "entry", "ids", "k", "kind", "plain", "roll", "s", "tokens")
+    __slots__ = ("end", "ents", "entry", "ids", "k", "kind", "plain", "roll", "s", "tokens")
 
     def __init__(self, out: Scheduled) -> None:
         self.k = out.k
         self.entry = out.entry
+        self.ents: np.ndarray | None = None
         self.tokens = out.tokens
         self.end = 0.0
         self.ids = np.zeros(0, dtype=np.int64)
@@ -88,7 +90,7 @@ def launch(state: State, out: Scheduled, step_ms: StepTime, start: float) -> InF
     run = state.running
     m = out.m
     s = out.s if isinstance(out.s, np.ndarray) else np.full(m, out.s, dtype=np.int64)
-    if not out.admitted and state.n_pref == 0 and int(s[:m].min()) > 0:
+    if not out.admitted and state.n_pref == 0 and out.ents is None and int(s[:m].min()) > 0:
         return _launch_decodes(state, out, s[:m], step_ms, start)
     cols = np.flatnonzero(s[:m] > 0)
     sc = s[cols]
@@ -131,6 +133,10 @@ def launch(state: State, out: Scheduled, step_ms: StepTime, start: float) -> InF
     f.ids = run.req_id[every].copy()
     f.s = np.concatenate((sc, np.asarray(taken, dtype=np.int64)))
     f.roll = roll
+    if out.ents is not None:
+        f.ents = np.concatenate((out.ents[cols], np.full(len(rows), out.entry, dtype=np.int64)))
+    if not state.one_entry:  # placeholders: the drafts of this step's count
+        run.carried[every] = state.entry_of[every.size]
     run.pending[every[f.kind != 1]] += 1
     state.steps += 1  # (an extra step still in flight when the last request finishes counts)
     if state.step_tokens is not None:
@@ -156,6 +162,8 @@ def _launch_decodes(
     f.kind = state.zeros[:m]
     f.roll = f.kind
     f.plain = True
+    if not state.one_entry:
+        run.carried[:m] = state.entry_of[m]
     state.steps += 1
     if state.step_tokens is not None:
         state.step_tokens.append(out.tokens)
@@ -191,7 +199,10 @@ def process(state: State, f: InFlight) -> None:
     di = col[sel]
     if di.size:
         sd = f.s[sel]
-        em, rem = state.draw(di, sd, cdf)
+        if f.ents is None:
+            em, rem = state.draw(di, sd, cdf)
+        else:
+            em, rem = state.draw_carried(di, sd, f.ents[sel])
         run.computed[di] -= sd - em  # rejected drafts, and tokens past max_tokens
         run.pending[di] -= 1
         pos = state.gaps(di, t1, pos)
@@ -242,7 +253,8 @@ def _stale(state: State, f: InFlight, which: np.ndarray, cdf: np.ndarray, t1: fl
         e = int(saved.emitted[i])
         if f.kind[j] == 0:
             sd = int(f.s[j])
-            J = int(np.searchsorted(cdf, state.U[saved.draw[i]], side="right"))
+            c = cdf if f.ents is None else state.cdfs[int(f.ents[j])]
+            J = int(np.searchsorted(c, state.U[saved.draw[i]], side="right"))
             rem = int(saved.output[i]) - e
             em = min(J, sd, rem)
             state.hist[em + (sd - 1) * state.W + (rem >= sd) * state.H] += 1
@@ -419,6 +431,7 @@ def decode_stretch(
     # the step in flight after the stretch: step hc, scheduled in turn hc - 1
     nxt = InFlight.__new__(InFlight)
     nxt.k, nxt.entry, nxt.tokens = k, r, sizes[last] * (1 + k)
+    nxt.ents = None
     nxt.end = ends[hc]
     nxt.ids = run.req_id[:n][sched[last]].copy()
     nxt.s = np.full(nxt.ids.size, 1 + k, dtype=np.int64)
@@ -445,6 +458,8 @@ def decode_stretch(
     state.t = ends[last]
     state.steps += hc
     state.prev_count = sizes[last]
+    if not state.one_entry:  # the placeholders of the step launched last
+        run.carried[:n] = state.entry_of[sizes[last]]
     done = fin <= last
     if done.any():
         state.finish_rows(done, np.asarray(ends)[fin[done]])

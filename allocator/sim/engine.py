@@ -36,10 +36,10 @@ Simplifications, all stated:
   ``long_prefill_token_threshold`` 0 (its default), no ``max_model_len`` cap, no extra
   drafting slots in the budget (``max_num_new_slots_for_drafting`` is 0 for EAGLE, MTP and
   n-gram), no pipeline or data parallelism;
-* every decoding request of a step verifies the same ``k``, the policy's at the number of
-  requests the previous step scheduled (vLLM's ``dynamic_sd_lookup``, line 1712): a
-  request the budget left out of the previous step keeps, in vLLM, the drafts of the step
-  before it (the same ``k`` unless the scheduled count crossed a range);
+* a step's time is asked at one ``k``, the policy's at the number of requests the previous
+  step scheduled (vLLM's ``dynamic_sd_lookup``, line 1712), though a request the budget
+  left out of the previous step verifies, as in vLLM, the drafts it carries from the step
+  it was last scheduled in (:mod:`allocator.sim.scheduler`, "The step's k");
 * drafting costs what ``step_ms`` says (no separate drafter); no stop tokens (every
   request runs to its output length, as the benchmark's ``ignore_eos`` makes it); no
   merging of several steps' tokens into one chunk by a slow client; a padded 1-token

@@ -42,31 +42,28 @@ Left out, because the simulator says it does not model them (``allocator/sim/eng
 ``max_model_len`` (set far above every request here), the watermark and
 ``long_prefill_token_threshold`` (both at vLLM's defaults, 0).
 
-One difference, a simplification the simulator states (``engine.py``, "every decoding
-request of a step verifies the same ``k``"): under a dynamic ``k`` a decoding request left
-out of the previous step (the token budget ran out before it, or async scheduling skipped
-it) carries in vLLM the drafts of the step it was last scheduled in, ``dynamic_sd_lookup``
-at that step's scheduled count, not at the previous step's (``scheduler.py`` lines
-1010-1025 schedule ``request.spec_token_ids``, which ``update_draft_token_ids``, lines
-2862-2881, and ``AsyncScheduler._update_after_schedule``, ``async_scheduler.py`` lines
-24-49, set only for the requests of a step; the count, ``scheduler.py`` lines 1709-1713).
-When the two counts fall in ranges with different ``k`` the request asks for another
-``1 + k`` tokens of the budget and of its blocks, and draws from another pmf. The driver
-marks those requests (``Step.stale``, in played steps and in schedules of no token:
-such a request can preempt itself and schedule nothing);
-:func:`test_dynamic_k_agrees_but_for_stale_drafts` asserts that every case that disagrees
-has one, and counts them.
+Carried drafts: under a dynamic ``k`` a decoding request left out of the previous step
+(the token budget ran out before it) carries in vLLM the drafts of the step it was last
+scheduled in, ``dynamic_sd_lookup`` at that step's scheduled count, not at the previous
+step's (``scheduler.py`` lines 1010-1025 schedule ``request.spec_token_ids``, which
+``update_draft_token_ids``, lines 2862-2881, and ``AsyncScheduler._update_after_schedule``,
+``async_scheduler.py`` lines 24-49, set only for the requests of a step; the count,
+``scheduler.py`` lines 1709-1713). The simulator plays it (``State.running.carried``: the
+entry of the last step a request was scheduled in, set when its prefill completes): it asks
+for ``1 + k`` of that ``k`` of the budget and of its blocks and draws from that pmf. The
+driver marks those requests (``Step.stale``, in played steps and in schedules of no token),
+so the count of cases that reach the rule is reported.
 
 Found (``ALLOCATOR_VLLM_CASES=1000``, seeds 0-999 in each mode; cases agreeing in every
-step and every request):
+step and every request, fast path on and off):
 
 * static ``k``, synchronous: 1000 of 1000 (330 with a padded or padding-blocked
   admission);
 * static ``k``, asynchronous: 1000 of 1000 (290 padded);
-* dynamic ``k``, synchronous: 990 of 1000; 21 cases had stale drafts, 11 of them agree
-  anyway, the 10 others are every disagreement;
-* dynamic ``k``, asynchronous: 992 of 1000; 19 had stale drafts, 11 agree, the 8 others
-  are every disagreement.
+* dynamic ``k``, synchronous: 1000 of 1000; 21 cases had carried drafts of another step,
+  all agree (990 before the simulator played the rule, every disagreement among them);
+* dynamic ``k``, asynchronous: 1000 of 1000; 19 had carried drafts, all agree (992
+  before).
 
 The four modes take about 30 s together on one core. Longer runs, seeds from 1000 on for
 170 s per mode: static ``k`` 27,143 of 27,143 synchronous and 15,651 of 15,651
@@ -349,15 +346,15 @@ def test_static_k_agrees_with_vllm(async_scheduling):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("async_scheduling", [False, True], ids=["sync", "async"])
-def test_dynamic_k_agrees_but_for_stale_drafts(async_scheduling):
-    """With a dynamic ``k`` every case agrees except cases where a request carried drafts
-    of an older step (the difference the module docstring describes), and those stay
-    few."""
+def test_dynamic_k_agrees_with_vllm(async_scheduling):
+    """With a dynamic ``k`` every case agrees step for step and request for request,
+    those where a request carried the drafts of an older step (the module docstring)
+    included; such cases are reached."""
     counts, stale_diff, other_diff = run_cases(async_scheduling, dynamic=True)
-    assert not other_diff, f"{len(other_diff)} of {CASES} disagree without stale drafts:\n" + (
-        "\n".join(other_diff[:20])
-    )
-    assert len(stale_diff) <= max(2, CASES // 50), stale_diff
+    failures = stale_diff + other_diff
+    assert not failures, f"{len(failures)} of {CASES} disagree:\n" + "\n".join(failures[:20])
+    if CASES >= 500:
+        assert counts["stale"] > 0  # the carried-drafts rule was exercised
 
 
 @pytest.mark.slow
