@@ -39,6 +39,19 @@ else:
 
 # ---------------------------------------------------------------- requests (issue 17):
 # a simulated `vllm bench serve`, and capacity for a request rate under SLO percentiles.
+def _vllm_scheduler_only(engine: str) -> None:
+    """The request simulator plays vLLM 0.33's scheduler (``allocator/sim``); SGLang's
+    (``sglang/srt/managers/scheduler.py``, ``schedule_policy.py``: its new-token ratio,
+    chunked prefill size, radix cache) is not modelled, so it is refused under SGLang's
+    name: :class:`ParameterError` on ``engine`` for ``"sglang"``."""
+    if engine == "sglang":
+        raise ParameterError(
+            "engine",
+            "sglang: the request simulator follows vLLM's scheduler; SGLang's scheduler is "
+            "not modelled, so bench and capacity for a request rate run only with vllm",
+        )
+
+
 def bench(
     problem: Problem | str | Path | dict,
     *,
@@ -70,8 +83,9 @@ def bench(
     ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs`` and
     ``async_scheduling`` its ``serving.scheduler.async_scheduling`` (``None``: the file's,
     default true as vLLM's). Seeded by ``seed``: the same seed gives the same document but
-    for ``date``."""
+    for ``date``. ``engine`` ``"sglang"`` is refused (:func:`_vllm_scheduler_only`)."""
 
+    _vllm_scheduler_only(engine)
     prob = analysis_replica.with_async_scheduling(as_problem(problem), async_scheduling)
     n = analysis_request_source.DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts
     source = analysis_request_source.request_source(
@@ -131,8 +145,10 @@ def size_fleet_for_rate(
     caps of the problem's; ``async_scheduling`` replaces the file's
     ``serving.scheduler.async_scheduling`` (``None``: the file's). ``progress(done,
     total)`` is called as each candidate search ends, with the searches done so far and
-    those expected in all (an upper bound that falls as candidates are pruned)."""
+    those expected in all (an upper bound that falls as candidates are pruned). ``engine``
+    ``"sglang"`` is refused (:func:`_vllm_scheduler_only`)."""
 
+    _vllm_scheduler_only(engine)
     slos = capacity_slo.parse_slos(slo)
     n = capacity_slo.default_num_prompts(slos)[0] if num_prompts is None else num_prompts
     source = analysis_request_source.request_source(

@@ -510,3 +510,29 @@ def test_async_scheduling_field_must_be_a_bool(tmp_path):
     good = rp.problem()
     with pytest.raises(ParameterError, match="async_scheduling"):
         api.bench(good, input_len=10, output_len=5, num_prompts=5, async_scheduling="no")
+
+
+def test_sglang_is_refused_where_the_simulator_would_run_vllms_scheduler(tmp_path):
+    """``bench`` and ``capacity --request-rate`` with ``--engine sglang``: one line on
+    ``--engine``, exit 2, no file (the simulator is vLLM's scheduler, SGLang's is not
+    modelled); ``capacity --tokens-per-s --engine sglang`` (no scheduler simulated) still
+    answers with what SGLang serves."""
+    p = problem_file(tmp_path)
+    out = tmp_path / "o.json"
+    slo = ["--slo", "p99_ttft_ms=400"]
+    for args in (
+        ["bench", p, "-d", "eagle", "-k", "2", *FIXED],
+        ["bench", p, *FIXED],
+        ["capacity", p, "--request-rate", "5", *slo, *FIXED],
+    ):
+        r = run(*args, "--engine", "sglang", "--json", out)
+        assert r.exit_code == 2, r.output
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: --engine: sglang:"), r.stderr
+        assert "vLLM's scheduler" in lines[0] and "not modelled" in lines[0]
+        assert not out.exists()
+    with pytest.raises(ParameterError, match="not modelled"):
+        api.bench(rp.problem(), input_len=10, output_len=5, num_prompts=5, engine="sglang")
+    r = run("capacity", p, "--tokens-per-s", "1000", "--engine", "sglang", "--json", "-")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["replicas"] >= 1
