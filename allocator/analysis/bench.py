@@ -80,12 +80,13 @@ class BenchResult:
         ``--save-detailed`` (vLLM 0.33.0, vllm/benchmarks/serve.py: the header of
         ``main_async``, lines 2306-2330, merged with ``benchmark()``'s ``result``, lines
         1318-1341, 1376-1387 and the statistics of ``process_one_metric``, lines
-        1426-1432), computed as vLLM computes them, then the simulator's own keys and
-        ``notes``. ``request_goodput`` (requests meeting every ``ttft``, ``tpot`` and
-        ``e2el`` ceiling of ``slos``, per second, as vLLM's ``--goodput`` counts them) is
-        ``null`` without one, as vLLM writes it without ``--goodput``; the
-        ``spec_decode_*`` keys only when a step drafted, as vLLM writes them only when the
-        server drafted."""
+        1426-1432), computed as vLLM computes them, then the simulator's own keys,
+        ``async_scheduling`` (the scheduler that ran: vLLM's ``AsyncScheduler`` or the
+        synchronous one) and ``notes``. ``request_goodput`` (requests meeting every
+        ``ttft``, ``tpot`` and ``e2el`` ceiling of ``slos``, per second, as vLLM's
+        ``--goodput`` counts them) is ``null`` without one, as vLLM writes it without
+        ``--goodput``; the ``spec_decode_*`` keys only when a step drafted, as vLLM writes
+        them only when the server drafted."""
 
         rate: float | str = "inf" if math.isinf(self.request_rate) else float(self.request_rate)
         burst: float | str = "inf" if math.isinf(self.burstiness) else float(self.burstiness)
@@ -120,6 +121,7 @@ class BenchResult:
         if self.fleet is not None:
             doc["router"] = self.fleet.router
             doc["replicas"] = replica_documents(self.fleet)
+        doc["async_scheduling"] = self.scheduler.async_scheduling
         doc["notes"] = list(self.notes) + goodput_notes(slos)
         return doc
 

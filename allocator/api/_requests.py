@@ -39,6 +39,19 @@ else:
 
 # ---------------------------------------------------------------- requests (issue 17):
 # a simulated `vllm bench serve`, and capacity for a request rate under SLO percentiles.
+def _vllm_scheduler_only(engine: str) -> None:
+    """The request simulator plays vLLM 0.33's scheduler (``allocator/sim``); SGLang's
+    (``sglang/srt/managers/scheduler.py``, ``schedule_policy.py``: its new-token ratio,
+    chunked prefill size, radix cache) is not modelled, so it is refused under SGLang's
+    name: :class:`ParameterError` on ``engine`` for ``"sglang"``."""
+    if engine == "sglang":
+        raise ParameterError(
+            "engine",
+            "sglang: the request simulator follows vLLM's scheduler; SGLang's scheduler is "
+            "not modelled, so bench and capacity for a request rate run only with vllm",
+        )
+
+
 def bench(
     problem: Problem | str | Path | dict,
     *,
@@ -64,6 +77,7 @@ def bench(
     stages: str | Sequence[tuple[float, float]] | None = None,
     replicas: int = 1,
     router: str | None = None,
+    async_scheduling: bool | None = None,
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
@@ -73,7 +87,9 @@ def bench(
     (requests/s; default ``inf``, all at once) with gamma gaps of shape ``burstiness``, or
     the first rows of a ``trace`` (its own times, sped up by ``trace_speedup`` or scaled to
     ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
-    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Instead of
+    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs`` and
+    ``async_scheduling`` its ``serving.scheduler.async_scheduling`` (``None``: the file's,
+    default true as vLLM's). Instead of
     fixed lengths: vLLM's random dataset (``random_input_len``, ``random_output_len``,
     ``random_range_ratio``) or lengths drawn from the rows of the trace ``lengths_from``;
     instead of one rate: ``stages``, ``"RATE:SECONDS,..."``, whose arrivals set the number
@@ -81,10 +97,13 @@ def bench(
     runs to its output length (vLLM's ``--ignore-eos``). ``replicas`` identical replicas
     behind ``router`` (:data:`allocator.sim.routers.ROUTERS`; default ``round-robin`` past
     one replica; one replica is the single run). Seeded by ``seed``: the same seed gives
-    the same document but for ``date``."""
+    the same document but for ``date``. ``engine`` ``"sglang"`` is refused
+    (:func:`_vllm_scheduler_only`)."""
 
+    _vllm_scheduler_only(engine)
     count, router = analysis_bench.fleet_settings(replicas, router)
-    prob = as_problem(problem)
+    prob = analysis_replica.with_async_scheduling(as_problem(problem), async_scheduling)
+    prob, fleet_notes = analysis_replica.fleet_scheduling(prob, count, async_scheduling)
     n = num_prompts
     if n is None and stages is None:
         n = analysis_request_source.DEFAULT_NUM_PROMPTS
@@ -106,7 +125,12 @@ def bench(
         max_num_seqs=max_num_seqs,
         max_concurrency=max_concurrency,
         seed=seed,
-        notes=[*notes, *file_notes(problem), *analysis_request_source.workload_notes(source)],
+        notes=[
+            *notes,
+            *fleet_notes,
+            *file_notes(problem),
+            *analysis_request_source.workload_notes(source),
+        ],
         replicas=count,
         router=router,
     )
@@ -137,6 +161,7 @@ def size_fleet_for_rate(
     budget: Mapping[str, float] | None = None,
     progress: Callable[[int, int], None] | None = None,
     router: str | None = None,
+    async_scheduling: bool | None = None,
 ) -> RateCapacityResult:
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
@@ -153,10 +178,13 @@ def size_fleet_for_rate(
     ``workers`` local processes (default: the CPUs available) or on the Ray cluster at
     ``ray``. Only what ``engine`` serves unless
     ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
-    caps of the problem's. ``progress(done, total)`` is called
-    as each candidate search ends, with the searches done so far and those expected in all
-    (an upper bound that falls as candidates are pruned)."""
+    caps of the problem's; ``async_scheduling`` replaces the file's
+    ``serving.scheduler.async_scheduling`` (``None``: the file's). ``progress(done,
+    total)`` is called as each candidate search ends, with the searches done so far and
+    those expected in all (an upper bound that falls as candidates are pruned). ``engine``
+    ``"sglang"`` is refused (:func:`_vllm_scheduler_only`)."""
 
+    _vllm_scheduler_only(engine)
     slos = capacity_slo.parse_slos(slo)
     n = capacity_slo.default_num_prompts(slos)[0] if num_prompts is None else num_prompts
     source = analysis_request_source.request_source(
@@ -172,7 +200,12 @@ def size_fleet_for_rate(
             sweep_rate, "sweep_rate", positive=True, max_steps=capacity_by_rate.MAX_SWEEP_RATES
         )
     rates = None if sweep_rate is None else np.asarray(sweep_rate, dtype=float)
-    prob = as_problem(problem).with_budget(budget)
+    prob = analysis_replica.with_async_scheduling(
+        as_problem(problem).with_budget(budget), async_scheduling
+    )
+    fleet_notes: list[str] = []
+    if router is not None:  # the replica count is searched by simulating the fleet
+        prob, fleet_notes = analysis_replica.fleet_scheduling(prob, 2, async_scheduling)
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
     with capacity_workers.Workers(workers, ray, progress=progress) as pool:
         fleet = capacity_by_rate.size_for_rate(
@@ -189,7 +222,9 @@ def size_fleet_for_rate(
             problem_path=path,
             router=router,
         )
-    fleet.notes += file_notes(problem) + analysis_request_source.workload_notes(source)
+    fleet.notes += (
+        fleet_notes + file_notes(problem) + analysis_request_source.workload_notes(source)
+    )
     return fleet
 
 

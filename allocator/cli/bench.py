@@ -18,6 +18,7 @@ from ..io.staged import write_atomic
 from ..sim import metric
 from .common import (
     MAX_SEED,
+    AsyncSchedulingOption,
     BurstinessOption,
     EngineOption,
     InputLenOption,
@@ -213,6 +214,7 @@ def bench_command(
         metavar="PATH",
     ),
     slo: list[str] = SloOption,
+    async_scheduling: bool = AsyncSchedulingOption,
 ) -> None:
     """Simulate `vllm bench serve` on one replica: requests arrive, are scheduled step by
     step as vLLM's V1 scheduler does (continuous batching, chunked prefill, KV blocks,
@@ -251,6 +253,7 @@ def bench_command(
         stages=stages,
         replicas=replicas,
         router=router,
+        async_scheduling=async_scheduling,
     )
     doc = result.to_dict(slos)
     if per_request:

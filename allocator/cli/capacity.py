@@ -36,6 +36,7 @@ from ..io.ranges import parse_load_range
 from .common import (
     MAX_SEED,
     ROUTER_NAMES,
+    AsyncSchedulingOption,
     BudgetOption,
     BurstinessOption,
     EngineOption,
@@ -327,6 +328,7 @@ def capacity_command(
         ".svg); needs --sweep-rate or --sweep-load.",
         metavar="PATH",
     ),
+    async_scheduling: bool = AsyncSchedulingOption,
 ) -> None:
     """Size a fleet: the cheapest replicas and configuration for a load, beside the cheapest
     without speculation.
@@ -361,6 +363,7 @@ def capacity_command(
             {"random_input_len": random_input_len, "random_output_len": random_output_len,
              "random_range_ratio": random_range_ratio, "lengths_from": lengths_from},
             router,
+            async_scheduling=async_scheduling,
         )  # fmt: skip
         return
     rate_flags = {
@@ -370,6 +373,7 @@ def capacity_command(
         "--random-input-len": random_input_len, "--random-output-len": random_output_len,
         "--random-range-ratio": random_range_ratio, "--lengths-from": lengths_from,
         "--router": router,
+        "--async-scheduling" if async_scheduling else "--no-async-scheduling": async_scheduling,
     }  # fmt: skip
     for flag, value in rate_flags.items():
         if value is not None:
@@ -432,6 +436,7 @@ def _rate_mode(
     problem, request_rate, slo, burstiness, input_len, output_len, trace, trace_speedup,
     num_prompts, seed, sweep_rate, sizes, workers, ray, engine, pooled, caps, json_path,
     plot_path, workload, router=None,
+    async_scheduling=None,
 ) -> None:  # fmt: skip
     if plot_path:
         if sweep_rate is None:
@@ -471,6 +476,7 @@ def _rate_mode(
             budget=caps,
             progress=progress,
             router=router,
+            async_scheduling=async_scheduling,
         )
     doc = result.to_dict()
     slos = ", ".join(s.text() + " ms" for s in result.slos)

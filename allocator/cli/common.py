@@ -143,6 +143,15 @@ RouterOption = typer.Option(
     metavar="NAME",
 )
 
+#: ``--[no-]async-scheduling``: the scheduler `bench` and `capacity --request-rate` simulate.
+AsyncSchedulingOption = typer.Option(
+    None,
+    "--async-scheduling/--no-async-scheduling",
+    help="Schedule each step while the one before it runs, as vLLM's default (or not: "
+    "vLLM's --no-async-scheduling). Default: serving.scheduler.async_scheduling (true).",
+    show_default=False,
+)
+
 # The requests of `bench` and `capacity --request-rate`, named as vLLM's benchmark names them.
 BurstinessOption = typer.Option(
     1.0,
@@ -445,6 +454,7 @@ def emit_json(doc: object, path: str | None) -> None:
 
 
 __all__ = [
+    "AsyncSchedulingOption",
     "BurstinessOption",
     "InputLenOption",
     "LengthsFromOption",

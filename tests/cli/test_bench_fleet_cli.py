@@ -92,3 +92,23 @@ def test_bad_input(tmp_path, args, says):
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], r.output
     assert not out.exists()
+
+
+def test_a_fleet_falls_back_to_synchronous_scheduling_and_says_so(tmp_path):
+    """vLLM's default (asynchronous scheduling, the file's default) is played for one
+    replica; a fleet is simulated synchronously with a note, and the same fleet asked for
+    explicitly with --async-scheduling is refused on that flag."""
+    p = problem_file(tmp_path)
+    args = [p, "--request-rate", "40", *FIXED]
+    one = bench_doc(*args)
+    assert one["async_scheduling"] is True
+    fleet = bench_doc(*args, "--replicas", "2")
+    assert fleet["async_scheduling"] is False
+    assert any("simulated with synchronous scheduling" in n for n in fleet["notes"])
+    assert bench_doc(*args, "--replicas", "2", "--no-async-scheduling")["notes"] == [
+        n for n in fleet["notes"] if "simulated with synchronous scheduling" not in n
+    ]
+    r = run("bench", *args, "--replicas", "2", "--async-scheduling")
+    assert r.exit_code == 2
+    assert r.output.startswith("error: --async-scheduling: ")
+    assert len(r.output.strip().splitlines()) == 1
