@@ -111,10 +111,10 @@ def launch(state: State, out: Scheduled, step_ms: StepTime, start: float) -> InF
     roll = np.zeros(cols.size + len(rows), dtype=np.int64)
     kinds = [kind]
     taken = []
-    for j, (row, _, chunk, tokens, took) in enumerate(out.admitted):
-        run.computed[row] = took
+    for j, (row, _, chunk, rest, took) in enumerate(out.admitted):
+        run.computed[row] += took  # (from the cache hit's tokens)
         taken.append(took)
-        if chunk == tokens:  # completes the prompt (and output so far): it samples
+        if chunk == rest:  # completes the prompt (and output so far): it samples
             run.prefilling[row] = 0
             state.n_pref -= 1
             roll[cols.size + j] = took - chunk  # a padded prompt's placeholder drafts
@@ -256,7 +256,9 @@ def _stale(state: State, f: InFlight, which: np.ndarray, cdf: np.ndarray, t1: fl
         if e + em >= saved.output[i]:  # finished in the waiting queue
             state.finish[i] = t1
             state.waiting.remove(i)
-            state.client.finish(t1, 1)
+            state.client.finish(t1, 1, np.array([i]))
+            if state.cache is not None:
+                state.cache.forget(i)
 
 
 def run_async(state: State, step_ms: StepTime) -> None:

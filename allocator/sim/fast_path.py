@@ -76,6 +76,8 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
         # budget left, or the head's first chunk not fitting beside the blocks of the
         # stretch's first step (decoding only takes more blocks after it)
         if n < state.max_seqs and per_step < state.budget:
+            if state.cache is not None:
+                return False  # (a cache hit could let the head in: step by step)
             i = state.waiting[0]
             tokens = int(state.saved.prompt[i] + state.saved.emitted[i])
             si = min(tokens, state.budget - per_step)
@@ -90,6 +92,8 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     else:
         next_send = state.client.next_send_time()
         through = next_send < math.inf or state.client.all_sent()
+        # a finish that frees shared blocks or releases a session's next turn ends it
+        through = through and state.cache is None and not state.client.held
     rem = run.output[:n] - e
     horizon = int(int(rem.max() if through else rem.min()) / state.mean_tokens[r]) + 2
     if next_send < math.inf and state.dt_decode > 0:
@@ -118,9 +122,13 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     # KV blocks: each sequence's grow with its tokens (a finished one's are freed); the
     # matrix is needed only when the blocks at the last step could overflow or peak
     tot: np.ndarray | None = None
-    if int(np.add.reduce(np.maximum((base + prev[-1]) // bs, nb0))) > pool.peak:
+    cache = state.cache
+    # blocks held by several sequences (prefix caching) are counted once in the pool
+    shared = int(nb0.sum()) - pool.used if cache is not None else 0
+    if int(np.add.reduce(np.maximum((base + prev[-1]) // bs, nb0))) - shared > pool.peak:
         blocks = np.maximum((base + prev) // bs, nb0)
         tot = (blocks * active).sum(axis=1) if active is not None else blocks.sum(axis=1)
+        tot -= shared
         over = tot > pool.usable
         if over.any():
             h_max = int(over.argmax())
@@ -191,13 +199,15 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     # the state after the stretch (blocks and last chunk as of the last step: right for
     # the sequences still running, unused for those finished in the stretch)
     played = np.minimum(fin, last) + 1 if active is not None else hc
+    if cache is not None:
+        _name_blocks(state, nb0, np.maximum((base + prev[:hc]) // bs, nb0), pe + prev[last])
     run.blocks[:n] = np.maximum((base + prev[last]) // bs, nb0)
     state.last[:n] = ends[-1]
     e += np.minimum(cum[last], rem)
     run.computed[:n] = run.prompt[:n] + e - 1
     run.chunks[:n] += played
     run.draw[:n] += played
-    pool.used = int(run.blocks[:n].sum())
+    pool.used = int(run.blocks[:n].sum()) - shared
     if tot is not None:
         peak = int(tot[:hc].max())
         if peak > pool.peak:
@@ -211,6 +221,23 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     if done.any():
         state.finish_rows(done, ends_arr[fin[done]])
     return True
+
+
+def _name_blocks(state: State, nb0: np.ndarray, blocks: np.ndarray, known: np.ndarray) -> None:
+    """Prefix caching after a stretch of ``H`` steps: the blocks the ``n`` sequences took
+    (``blocks`` ``(H, n)``, held at each step; ``nb0`` ``(n,)`` before) are taken from the
+    free queue step after step, column after column, as step by step; each sequence then
+    enters its full blocks of its ``known`` ``(n,)`` tokens at the last step in the hash
+    table."""
+    cache = state.cache
+    assert cache is not None
+    ids = state.running.req_id[: nb0.size].tolist()
+    new = np.diff(np.concatenate((nb0[None, :], blocks)), axis=0)
+    for h, j in np.argwhere(new > 0).tolist():
+        cache.grow(ids[j], int(new[h, j]))
+    full = np.maximum(known - cache.lookahead, 0) // cache.B
+    for j in np.flatnonzero(full > cache.cached[ids]).tolist():
+        cache.cache(ids[j], int(full[j]))
 
 
 def _times_at_once(

@@ -80,8 +80,8 @@ class Scheduled:
     Running columns ``[0, m)`` scheduled, ``s`` tokens each (an int when all decode
     ``1 + k``, else ``(m,)``); ``plain``: every running request was decoding; ``k`` and
     ``entry``: the policy's ``k`` and pmf index at the decode batch; ``admitted``: the
-    waiting requests admitted, ``(column, request, prompt chunk, tokens to compute, tokens
-    taken)`` (taken: the chunk, or ``1 + k`` for a padded 1-token prompt);
+    waiting requests admitted, ``(column, request, prompt chunk, tokens to compute past
+    the cache hit, tokens taken)`` (taken: the chunk, or ``1 + k`` for a padded 1-token prompt);
     ``tokens``: tokens scheduled in all, padding included.
     """
 
@@ -161,8 +161,11 @@ def schedule_running(state: State, out: Scheduled) -> bool:
     need = np.maximum((run.computed[:m] + s + (state.L + bs - 1)) // bs - run.blocks[:m], 0)
     total = int(need.sum())
     preempted = False
+    cache = state.cache
     if total <= state.pool.free:
         state.pool.used += total
+        if cache is not None:
+            grow(state, 0, m, need)
     else:
         m = allocate_slots(state, need, m)
         preempted = True
@@ -173,8 +176,38 @@ def schedule_running(state: State, out: Scheduled) -> bool:
         else:
             scheduled = m * s
     run.blocks[:m] += need
+    if cache is not None:
+        cache_full(state, m, s)
     out.m, out.s, out.tokens = m, s, scheduled
     return preempted
+
+
+def grow(state: State, lo: int, hi: int, need: np.ndarray) -> None:
+    """Prefix caching: running columns ``[lo, hi)`` take ``need[lo:hi]`` fresh blocks from
+    the free queue, in column order (vLLM allocates request after request)."""
+    cache = state.cache
+    assert cache is not None
+    ids = state.running.req_id
+    for j in (np.flatnonzero(need[lo:hi]) + lo).tolist():
+        cache.grow(int(ids[j]), int(need[j]))
+
+
+def cache_full(state: State, m: int, s: np.ndarray | int) -> None:
+    """Prefix caching: each scheduled running column ``[0, m)`` enters its full blocks up to
+    ``min(computed + scheduled, num_tokens)`` tokens that have a hash
+    (``kv_cache_manager.py`` lines 596-602)."""
+    cache = state.cache
+    assert cache is not None
+    run = state.running
+    ids = run.req_id[:m]
+    known = run.prompt[:m] + run.emitted[:m]
+    upto = np.minimum(run.computed[:m] + s, known)
+    full = np.minimum(upto, known - cache.lookahead) // cache.B
+    more = full > cache.cached[ids]
+    if isinstance(s, np.ndarray):
+        more &= s[:m] > 0  # (a request skipped under async scheduling allocates nothing)
+    for j in np.flatnonzero(more).tolist():
+        cache.cache(int(ids[j]), int(full[j]))
 
 
 def allocate_slots(state: State, need: np.ndarray, m: int) -> int:
@@ -190,10 +223,14 @@ def allocate_slots(state: State, need: np.ndarray, m: int) -> int:
         over = cr > free
         if not over.any():
             pool.used = pool.usable - (free - int(cr[-1]))
+            if state.cache is not None:
+                grow(state, done, m, need)
             return m
         j = done + int(np.argmax(over))
         if j > done:
             free -= int(cr[j - done - 1])
+            if state.cache is not None:
+                grow(state, done, j, need)  # (before the preemptions free blocks)
         done = j
         while True:
             victim = state.n - 1
@@ -222,56 +259,80 @@ def preempt(state: State) -> int:
         state.n_pref -= 1
     state.waiting.appendleft(i)
     state.n = row
+    if state.cache is not None:
+        return state.cache.free(i)  # (shared blocks stay with the others)
     return int(run.blocks[row])
 
 
 def schedule_waiting(state: State, out: Scheduled) -> None:
     """Admit waiting requests first come first served while the budget, ``max_num_seqs``
-    and the free blocks allow (the whole prompt's blocks free, the first chunk's taken)."""
+    and the free blocks allow (the whole prompt's blocks free, the first chunk's taken).
+    Under prefix caching a request starts from its cache hit: its computed tokens are the
+    hit's, it computes the rest, and its blocks are the hit's plus fresh ones."""
     run = state.running
     saved = state.saved
     waiting = state.waiting
     budget_left = state.budget - out.tokens
     pool = state.pool
     bs, L = pool.block_size, state.L
+    cache = state.cache
     pad = state.pad_to
+    # vLLM pads a request with one token to compute when no running request was a prefill
+    # chunk and running requests were scheduled or the request has computed tokens (a
+    # cache hit): ``not prefill_scheduled and (scheduled_running_reqs or
+    # num_computed_tokens > 0)``, scheduler.py lines 1309-1330
+    running_scheduled = out.m > 0
     if pad:
-        scheduled = out.m > 0
-        if scheduled and isinstance(out.s, np.ndarray) and state.async_sched:
-            scheduled = bool((out.s[: out.m] > 0).any())  # (skipped: not scheduled)
-        if not scheduled or (not out.plain and run.prefilling[: out.m].any()):
-            pad = 0  # no running request scheduled, or one of them a prefill chunk
+        if running_scheduled and isinstance(out.s, np.ndarray) and state.async_sched:
+            running_scheduled = bool((out.s[: out.m] > 0).any())  # (skipped: not scheduled)
+        if not out.plain and run.prefilling[: out.m].any():
+            pad = 0  # a running request was a prefill chunk
     free = pool.free
     while budget_left > 0 and waiting and state.n < state.max_seqs:
         i = waiting[0]
         tokens = int(saved.prompt[i] + saved.emitted[i])
-        chunk = min(tokens, budget_left)
+        hit: list[int] = []
+        held = evict = 0
+        if cache is not None:
+            hit = cache.lookup(i, tokens)
+            held = len(hit)
+            evict = cache.evictable(hit)
+        computed = held * bs
+        rest = tokens - computed
+        chunk = min(rest, budget_left)
         taken = chunk
-        if pad and tokens == 1:
+        if pad and rest == 1 and (running_scheduled or computed > 0):
             taken = pad
             if taken > budget_left:
                 break
-        blocks = -(-(taken + L) // bs)
+        blocks = -(-(computed + taken + L) // bs)
         # the whole prompt must fit before its first chunk is admitted (vLLM's
-        # scheduler_reserve_full_isl); the chunk's blocks are what it takes now
-        if max(blocks, -(-tokens // bs)) > free:
+        # scheduler_reserve_full_isl); the chunk's blocks are what it takes now; hit blocks
+        # taken off the free queue count against it (num_evictable_blocks)
+        if max(blocks, -(-tokens // bs)) - held + evict > free:
             break
         waiting.popleft()
         row = state.n
         state.n += 1
         state.n_pref += 1
-        saved.computed[i] = 0
+        saved.computed[i] = computed
         saved.blocks[i] = blocks
         saved.target[i] = tokens
         saved.prefilling[i] = 1
         run.table[:, row] = saved.table[:, i]
         state.last[row] = state.saved_last[i]
-        free -= blocks
+        if cache is not None:
+            cache.record(tokens, computed, bool(state.preemptions[i]))
+            cache.admit(i, hit, blocks - held)
+            cache.cache(i, min(computed + chunk, tokens - cache.lookahead) // bs)
+            free = cache.free_count
+        else:
+            free -= blocks
         if math.isnan(state.first_sched[i]):
             state.first_sched[i] = state.t
         budget_left -= taken
         out.tokens += taken
-        out.admitted.append((row, i, chunk, tokens, taken))
+        out.admitted.append((row, i, chunk, rest, taken))
     pool.used = pool.usable - free
 
 
@@ -348,9 +409,9 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
             run.prefilling[complete] = 0
             state.n_pref -= complete.size
             finished = True
-    for row, i, chunk, tokens, _ in admitted:
-        run.computed[row] = chunk  # a padded request's placeholder drafts are rejected
-        if chunk == tokens:  # the whole prompt (and output so far) in one chunk
+    for row, i, chunk, rest, _ in admitted:
+        run.computed[row] += chunk  # a padded request's placeholder drafts are rejected
+        if chunk == rest:  # the rest of the prompt (and output so far) in one chunk
             if run.emitted[row]:
                 itl[pos] = t1 - last[row]
                 itl_req[pos] = i
@@ -381,6 +442,8 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
 __all__ = [
     "Scheduled",
     "allocate_slots",
+    "cache_full",
+    "grow",
     "preempt",
     "schedule",
     "schedule_running",
