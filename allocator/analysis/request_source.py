@@ -8,6 +8,14 @@ an Azure LLM inference trace (``TIMESTAMP,ContextTokens,GeneratedTokens``). A tr
 rate is its rows over their time span; asked for another rate it is sped up or slowed
 down uniformly. One ``seed`` seeds everything: two independent streams are derived from
 it, one for the arrivals and one for the tokens per step (:func:`derived_seeds`).
+
+**What they share** (for prefix caching; :mod:`allocator.sim.sessions`): with
+``shared_prefix_len`` every prompt starts with the same tokens; with ``turns`` above 1 the
+requests are multi-turn sessions (each turn's prompt the previous prompt, its answer and a
+new message of ``input_len`` tokens), the first turns arriving as above at ``rate / turns``
+sessions/s (so ``rate`` requests/s were every turn sent at once) and each later turn sent
+``think_time`` s after the previous one finishes (closed loop: the client waits for the
+answer).
 """
 
 from __future__ import annotations
@@ -21,7 +29,8 @@ import numpy as np
 from ..exceptions import ParameterError
 from ..io.trace import read_trace
 from ..sim import Requests, arrival_times
-from ..sim.requests import MAX_SPAN_S, check_tokens
+from ..sim.requests import MAX_SPAN_S, TokenContent, check_tokens
+from ..sim.sessions import session_starts, sessions, shared_prefix
 from ..validate import rate as positive
 from ..validate import seed as valid_seed
 from ..validate import whole
@@ -54,6 +63,9 @@ class RequestSource:
     seed: int = 0
     trace_s: np.ndarray | None = None
     trace: str | None = None
+    content: TokenContent | None = None
+    after: np.ndarray | None = None
+    think_s: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.prompt_tokens.size)
@@ -70,7 +82,13 @@ class RequestSource:
     def at(self, rate: float) -> Requests:
         """The requests arriving at ``rate`` requests/s (``inf``: all at once)."""
         r = positive(rate, "request_rate", inf=True, unit="requests/s")
-        if self.trace_s is None:
+        if self.after is not None:
+            # sessions: their first turns at rate / turns, each later turn at its first's
+            first = session_starts(self.after)
+            starts = arrival_times(first.size, r * first.size / len(self), self.burstiness,
+                                   self.seed)  # fmt: skip
+            times = starts[np.searchsorted(first, np.arange(len(self)), side="right") - 1]
+        elif self.trace_s is None:
             times = arrival_times(len(self), r, self.burstiness, self.seed)
         elif math.isinf(r):
             times = np.zeros(len(self))
@@ -86,7 +104,9 @@ class RequestSource:
                     f"the trace at {r:g} requests/s spans {times[-1]:.3g} s, more than "
                     f"{MAX_SPAN_S:g} s: give a higher rate",
                 )
-        return Requests(times, self.prompt_tokens, self.output_tokens)
+        return Requests(
+            times, self.prompt_tokens, self.output_tokens, self.content, self.after, self.think_s
+        )
 
     def constant_trace(self) -> ParameterError:
         """The error of a trace whose rows share one timestamp, asked for a rate."""
@@ -115,9 +135,18 @@ def request_source(
     trace: str | Path | None = None,
     burstiness: float = 1.0,
     seed: int = 0,
+    shared_prefix_len: int = 0,
+    turns: int = 1,
+    think_time: float = 0.0,
 ) -> RequestSource:
     """``num_prompts`` requests (default :data:`DEFAULT_NUM_PROMPTS`; with a trace its first
-    rows, all of them by default) of ``input_len``/``output_len`` tokens or from ``trace``."""
+    rows, all of them by default) of ``input_len``/``output_len`` tokens or from ``trace``;
+    every prompt starting with the same ``shared_prefix_len`` tokens; in sessions of
+    ``turns`` with ``think_time`` s between a turn's finish and the next turn's send (not
+    with a trace)."""
+    turns = whole(turns, "turns", lo=1)
+    if think_time != 0.0 and turns == 1:
+        raise ParameterError("think_time", "is the pause between turns: give turns above 1")
     if num_prompts is not None:
         num_prompts = whole(num_prompts, "num_prompts", lo=1, hi=MAX_PROMPTS)
     b = positive(burstiness, "burstiness", inf=True)
@@ -140,8 +169,19 @@ def request_source(
             raise ParameterError(
                 "num_prompts", f"the trace has more than {MAX_PROMPTS:,} rows: take fewer"
             )
+        if turns > 1:
+            raise ParameterError("turns", "makes sessions of input/output lengths, not a trace")
+        content = None
+        if shared_prefix_len:
+            content = shared_prefix(reqs.prompt_tokens, reqs.output_tokens, shared_prefix_len)
         return RequestSource(
-            reqs.prompt_tokens, reqs.output_tokens, b, arrival_seed, reqs.arrival_s, str(trace)
+            reqs.prompt_tokens,
+            reqs.output_tokens,
+            b,
+            arrival_seed,
+            reqs.arrival_s,
+            str(trace),
+            content,
         )
     if input_len is None or output_len is None:
         missing = "input_len" if input_len is None else "output_len"
@@ -149,6 +189,17 @@ def request_source(
     check_tokens("input_len", input_len)
     check_tokens("output_len", output_len)
     n = DEFAULT_NUM_PROMPTS if num_prompts is None else int(num_prompts)
+    if turns > 1:
+        prompt, output, content, after, think = sessions(
+            n, turns, input_len, output_len, think_time, shared_prefix_len
+        )
+        return RequestSource(prompt, output, b, arrival_seed, None, None, content, after, think)
+    if shared_prefix_len:
+        p = np.full(n, int(input_len), dtype=np.int64)
+        o = np.full(n, int(output_len), dtype=np.int64)
+        return RequestSource(
+            p, o, b, arrival_seed, None, None, shared_prefix(p, o, shared_prefix_len)
+        )
     return RequestSource(
         np.full(n, int(input_len), dtype=np.int64),
         np.full(n, int(output_len), dtype=np.int64),

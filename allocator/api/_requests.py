@@ -57,6 +57,10 @@ def bench(
     max_num_seqs: int | None = None,
     engine: str = "vllm",
     pooled: bool = False,
+    shared_prefix_len: int = 0,
+    turns: int = 1,
+    think_time: float = 0.0,
+    prefix_caching: bool = True,
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
@@ -66,14 +70,21 @@ def bench(
     (requests/s; default ``inf``, all at once) with gamma gaps of shape ``burstiness``, or
     the first rows of a ``trace`` (its own times, sped up by ``trace_speedup`` or scaled to
     ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
-    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Seeded by
-    ``seed``: the same seed gives the same document but for ``date``."""
+    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Every prompt
+    starts with the same ``shared_prefix_len`` tokens; ``turns`` above 1 makes multi-turn
+    sessions (each turn's prompt the previous prompt, its answer and ``input_len`` new
+    tokens), the next turn sent ``think_time`` s after the previous finishes
+    (:mod:`allocator.analysis.request_source`). ``prefix_caching=False`` turns off the
+    file's ``serving.scheduler.enable_prefix_caching``. Seeded by ``seed``: the same seed
+    gives the same document but for ``date``."""
 
     prob = as_problem(problem)
+    if not prefix_caching:
+        prob = analysis_replica.with_prefix_caching(prob, False)
     n = analysis_request_source.DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts
     source = analysis_request_source.request_source(
         n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
-        seed=seed,
+        seed=seed, shared_prefix_len=shared_prefix_len, turns=turns, think_time=think_time,
     )  # fmt: skip
     rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
     config, notes = analysis_replica.configuration(
@@ -112,6 +123,10 @@ def size_fleet_for_rate(
     pooled: bool = False,
     budget: Mapping[str, float] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    shared_prefix_len: int = 0,
+    turns: int = 1,
+    think_time: float = 0.0,
+    prefix_caching: bool = True,
 ) -> RateCapacityResult:
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
@@ -124,7 +139,8 @@ def size_fleet_for_rate(
     (default: a ladder); the simulations run on ``workers`` local processes (default: the
     CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
     ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
-    caps of the problem's. ``progress(done, total)`` is called
+    caps of the problem's. ``shared_prefix_len``, ``turns``, ``think_time`` and
+    ``prefix_caching`` as :func:`bench` takes them. ``progress(done, total)`` is called
     as each candidate search ends, with the searches done so far and those expected in all
     (an upper bound that falls as candidates are pruned)."""
 
@@ -132,7 +148,7 @@ def size_fleet_for_rate(
     n = capacity_slo.default_num_prompts(slos)[0] if num_prompts is None else num_prompts
     source = analysis_request_source.request_source(
         n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
-        seed=seed,
+        seed=seed, shared_prefix_len=shared_prefix_len, turns=turns, think_time=think_time,
     )  # fmt: skip
     if request_rate is None and trace_speedup is None:
         raise ParameterError("request_rate", "give the fleet's request rate, requests/s")
@@ -143,6 +159,8 @@ def size_fleet_for_rate(
         )
     rates = None if sweep_rate is None else np.asarray(sweep_rate, dtype=float)
     prob = as_problem(problem).with_budget(budget)
+    if not prefix_caching:
+        prob = analysis_replica.with_prefix_caching(prob, False)
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
     with capacity_workers.Workers(workers, ray, progress=progress) as pool:
         fleet = capacity_by_rate.size_for_rate(

@@ -22,10 +22,14 @@ from .common import (
     EngineOption,
     InputLenOption,
     JsonOption,
+    NoPrefixCachingOption,
     OutputLenOption,
     PooledOption,
     ProblemArg,
+    SharedPrefixLenOption,
+    ThinkTimeOption,
     TraceOption,
+    TurnsOption,
     emit_json,
     handles_input_errors,
     note,
@@ -160,6 +164,10 @@ def bench_command(
     ),
     input_len: int = InputLenOption,
     output_len: int = OutputLenOption,
+    shared_prefix_len: int = SharedPrefixLenOption,
+    turns: int = TurnsOption,
+    think_time: float = ThinkTimeOption,
+    no_prefix_caching: bool = NoPrefixCachingOption,
     trace: str = TraceOption,
     trace_speedup: float = typer.Option(
         None, "--trace-speedup", help="Run the trace F times faster.", metavar="F"
@@ -215,6 +223,10 @@ def bench_command(
         max_num_seqs=max_num_seqs,
         engine=engine,
         pooled=pooled,
+        shared_prefix_len=shared_prefix_len,
+        turns=turns,
+        think_time=think_time,
+        prefix_caching=not no_prefix_caching,
     )
     doc = result.to_dict(slos)
     if per_request:

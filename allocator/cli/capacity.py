@@ -40,10 +40,14 @@ from .common import (
     EngineOption,
     InputLenOption,
     JsonOption,
+    NoPrefixCachingOption,
     OutputLenOption,
     PooledOption,
     ProblemArg,
+    SharedPrefixLenOption,
+    ThinkTimeOption,
     TraceOption,
+    TurnsOption,
     emit_json,
     handles_input_errors,
     note,
@@ -233,6 +237,10 @@ def capacity_command(
     burstiness: float = BurstinessOption,
     input_len: int = InputLenOption,
     output_len: int = OutputLenOption,
+    shared_prefix_len: int = SharedPrefixLenOption,
+    turns: int = TurnsOption,
+    think_time: float = ThinkTimeOption,
+    no_prefix_caching: bool = NoPrefixCachingOption,
     trace: str = TraceOption,
     trace_speedup: float = typer.Option(
         None,
@@ -341,12 +349,17 @@ def capacity_command(
             problem, request_rate, slo, burstiness, input_len, output_len, trace,
             trace_speedup, num_prompts, seed, sweep_rate, _sizes(max_num_seqs), workers,
             ray, engine, pooled, caps, json_path, plot_path,
+            {"shared_prefix_len": shared_prefix_len, "turns": turns,
+             "think_time": think_time, "prefix_caching": not no_prefix_caching},
         )  # fmt: skip
         return
     rate_flags = {
         "--slo": slo or None, "--input-len": input_len, "--output-len": output_len,
         "--trace": trace, "--num-prompts": num_prompts, "--sweep-rate": sweep_rate,
         "--max-num-seqs": max_num_seqs, "--workers": workers, "--ray": ray,
+        "--shared-prefix-len": shared_prefix_len or None, "--turns": None if turns == 1
+        else turns, "--think-time": think_time or None,
+        "--no-prefix-caching": no_prefix_caching or None,
     }  # fmt: skip
     for flag, value in rate_flags.items():
         if value is not None:
@@ -408,7 +421,7 @@ def capacity_command(
 def _rate_mode(
     problem, request_rate, slo, burstiness, input_len, output_len, trace, trace_speedup,
     num_prompts, seed, sweep_rate, sizes, workers, ray, engine, pooled, caps, json_path,
-    plot_path,
+    plot_path, workload,
 ) -> None:  # fmt: skip
     if plot_path:
         if sweep_rate is None:
@@ -446,6 +459,7 @@ def _rate_mode(
             pooled=pooled,
             budget=caps,
             progress=progress,
+            **workload,
         )
     doc = result.to_dict()
     slos = ", ".join(s.text() + " ms" for s in result.slos)

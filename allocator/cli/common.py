@@ -144,6 +144,33 @@ InputLenOption = typer.Option(
 OutputLenOption = typer.Option(
     None, "--output-len", help="Output tokens of every request.", metavar="O"
 )
+SharedPrefixLenOption = typer.Option(
+    0,
+    "--shared-prefix-len",
+    help="Every prompt starts with the same N tokens (a system prompt, as vLLM's "
+    "prefix-repetition dataset); at most the prompt length.",
+    metavar="N",
+)
+TurnsOption = typer.Option(
+    1,
+    "--turns",
+    help="Multi-turn sessions of N requests: each turn's prompt is the previous prompt, its "
+    "answer and a new message of --input-len tokens; a turn is sent --think-time after the "
+    "previous one finishes (closed loop). Sessions start at the request rate / N.",
+    metavar="N",
+)
+ThinkTimeOption = typer.Option(
+    0.0,
+    "--think-time",
+    help="Seconds between a turn's last token and the next turn's send (with --turns).",
+    metavar="S",
+)
+NoPrefixCachingOption = typer.Option(
+    False,
+    "--no-prefix-caching",
+    help="Turn vLLM's automatic prefix caching off (default: the file's "
+    "serving.scheduler.enable_prefix_caching, on unless it says false).",
+)
 TraceOption = typer.Option(
     None,
     "--trace",

@@ -374,13 +374,15 @@ class SchedulerSpec(_Frozen):
     tokens one step processes (prefill chunks plus every decoding sequence's 1 + k);
     ``kv_cache_tokens``: tokens the KV cache holds (vLLM's start-up line ``GPU KV cache
     size: N tokens``; without it, from ``serving.memory``); ``block_size``: tokens per KV
-    block (vLLM's default 16).
+    block (vLLM's default 16); ``enable_prefix_caching``: vLLM's automatic prefix caching
+    (on by default, as in vLLM 0.33.0: ``vllm/config/cache.py``).
     """
 
     max_num_seqs: Annotated[int, Field(ge=1, le=MAX_NUM_SEQS)]
     max_num_batched_tokens: Annotated[int, Field(ge=1, le=MAX_BATCHED_TOKENS)]
     kv_cache_tokens: Annotated[int, Field(ge=1, le=MAX_KV_TOKENS)] | None = None
     block_size: Annotated[int, Field(ge=1, le=4096)] = 16
+    enable_prefix_caching: bool = True
 
     @model_validator(mode="after")
     def _budget_holds_the_batch(self) -> SchedulerSpec:

@@ -54,8 +54,16 @@ def _same(a, b):
 # ---------------------------------------------------------------- closed form
 @pytest.mark.parametrize(
     ("shared", "prompt", "block", "lookahead"),
-    [(128, 300, 16, 0), (100, 300, 16, 0), (300, 300, 16, 0), (256, 256, 16, 0),
-     (64, 200, 32, 1), (63, 200, 16, 1), (15, 40, 16, 0), (200, 200, 8, 1)],
+    [
+        (128, 300, 16, 0),
+        (100, 300, 16, 0),
+        (300, 300, 16, 0),
+        (256, 256, 16, 0),
+        (64, 200, 32, 1),
+        (63, 200, 16, 1),
+        (15, 40, 16, 0),
+        (200, 200, 8, 1),
+    ],
 )
 def test_warm_hit_rate_is_the_shared_full_blocks(shared, prompt, block, lookahead):
     """N requests, each prompt starting with the same ``shared`` tokens, sent one at a time.
@@ -69,8 +77,9 @@ def test_warm_hit_rate_is_the_shared_full_blocks(shared, prompt, block, lookahea
     if shared == prompt:
         segs = [[(0, shared), (1 + i, out)] for i in range(n)]
     reqs = Requests(np.arange(n) * 1.0, np.full(n, prompt), np.full(n, out), _content(segs))
-    sched = Scheduler(8, 4096, 64 * 1024, block, enable_prefix_caching=True,
-                      hash_lookahead_tokens=lookahead)
+    sched = Scheduler(
+        8, 4096, 64 * 1024, block, enable_prefix_caching=True, hash_lookahead_tokens=lookahead
+    )
     r = simulate(reqs, SpecPolicy.off(), _step, sched)
     h = block * min(max(shared - lookahead, 0) // block, (prompt - 1) // block)
     assert r.prefix_cache == (n * prompt, (n - 1) * h, 0, 0)
@@ -87,8 +96,9 @@ def test_requests_sent_together_hit_blocks_allocated_in_the_same_step():
     the first one's full blocks (30 tokens, block 8: 3 blocks, 24 tokens)."""
     segs = [[(0, 30), (1, 2)], [(0, 30), (2, 2)]]
     reqs = Requests([0.0, 0.0], [30, 30], [2, 2], _content(segs))
-    r = simulate(reqs, SpecPolicy.off(), _step, Scheduler(4, 100, 1000, 8,
-                                                          enable_prefix_caching=True))
+    r = simulate(
+        reqs, SpecPolicy.off(), _step, Scheduler(4, 100, 1000, 8, enable_prefix_caching=True)
+    )
     assert r.prefix_cache == (60, 24, 0, 0)
 
 
@@ -127,8 +137,14 @@ def test_caching_on_without_sharing_or_preemption_changes_nothing(async_scheduli
     for seed in range(120):
         reqs, policy, block, blocks, seqs, budget = _random_workload(seed, share=False)
         off = Scheduler(seqs, budget, blocks * block, block, async_scheduling=async_scheduling)
-        on = Scheduler(seqs, budget, blocks * block, block, async_scheduling=async_scheduling,
-                       enable_prefix_caching=True)
+        on = Scheduler(
+            seqs,
+            budget,
+            blocks * block,
+            block,
+            async_scheduling=async_scheduling,
+            enable_prefix_caching=True,
+        )
         a = simulate(reqs, policy, _step, off, seed=seed)
         if a.preemptions.any():
             continue
@@ -154,8 +170,14 @@ def test_the_pool_stays_consistent(async_scheduling):
     the fast path gives what step by step gives."""
     for seed in range(80):
         reqs, policy, block, blocks, seqs, budget = _random_workload(seed, share=True)
-        sched = Scheduler(seqs, budget, blocks * block, block, async_scheduling=async_scheduling,
-                          enable_prefix_caching=True)
+        sched = Scheduler(
+            seqs,
+            budget,
+            blocks * block,
+            block,
+            async_scheduling=async_scheduling,
+            enable_prefix_caching=True,
+        )
         results = []
         for stretches in (True, False):
             e = _Engine(reqs, policy, _step, sched, seed, stretches=stretches)
