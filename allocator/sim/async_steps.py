@@ -51,7 +51,7 @@ import math
 import numpy as np
 
 from .config import StepTime
-from .scheduler import Scheduled, schedule, step_seconds
+from .scheduler import Scheduled, cache_output, schedule, step_seconds
 from .state import State
 
 
@@ -199,6 +199,8 @@ def process(state: State, f: InFlight) -> None:
         run.pending[ci] -= 1
         finished = True
     state.pos = pos
+    if state.cache is not None and (di.size or ci.size):
+        cache_output(state, 0, np.concatenate((di, ci)))  # (output placeholders: always)
     gone = ~here & (f.kind != 1)
     if gone.any():
         _stale(state, f, np.flatnonzero(gone), cdf, t1)
@@ -219,6 +221,8 @@ def _process_decodes(state: State, f: InFlight, size: int, t1: float) -> None:
     run.computed[di] -= sd - em
     run.pending[di] -= 1
     state.pos = state.gaps(di, t1, state.pos)
+    if state.cache is not None:
+        cache_output(state, 0, np.arange(size))
     if (em == rem).any():
         n = state.n
         done = run.emitted[:n] >= run.output[:n]

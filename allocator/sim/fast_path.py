@@ -200,7 +200,8 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     # the sequences still running, unused for those finished in the stretch)
     played = np.minimum(fin, last) + 1 if active is not None else hc
     if cache is not None:
-        _name_blocks(state, nb0, np.maximum((base + prev[:hc]) // bs, nb0), pe + prev[last])
+        blocks = np.maximum((base + prev[:hc]) // bs, nb0)
+        _name_blocks(state, nb0, blocks, pe + prev[last], pe + np.minimum(cum[last], rem))
     run.blocks[:n] = np.maximum((base + prev[last]) // bs, nb0)
     state.last[:n] = ends[-1]
     e += np.minimum(cum[last], rem)
@@ -223,12 +224,16 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     return True
 
 
-def _name_blocks(state: State, nb0: np.ndarray, blocks: np.ndarray, known: np.ndarray) -> None:
+def _name_blocks(
+    state: State, nb0: np.ndarray, blocks: np.ndarray, known: np.ndarray, after: np.ndarray
+) -> None:
     """Prefix caching after a stretch of ``H`` steps: the blocks the ``n`` sequences took
     (``blocks`` ``(H, n)``, held at each step; ``nb0`` ``(n,)`` before) are taken from the
     free queue step after step, column after column, as step by step; each sequence then
-    enters its full blocks of its ``known`` ``(n,)`` tokens at the last step in the hash
-    table."""
+    enters in the hash table the full blocks its last step's scheduling enters (of its
+    ``known`` ``(n,)`` tokens then) or, with drafts, its last output enters (of its
+    ``after`` ``(n,)`` tokens but the newest: :func:`~allocator.sim.scheduler.cache_output`),
+    the most of those (each step enters at least what the one before did)."""
     cache = state.cache
     assert cache is not None
     ids = state.running.req_id[: nb0.size].tolist()
@@ -236,6 +241,8 @@ def _name_blocks(state: State, nb0: np.ndarray, blocks: np.ndarray, known: np.nd
     for h, j in np.argwhere(new > 0).tolist():
         cache.grow(ids[j], int(new[h, j]))
     full = np.maximum(known - cache.lookahead, 0) // cache.B
+    if state.kmax > 0:
+        full = np.maximum(full, np.minimum(after - 1, after - cache.lookahead) // cache.B)
     for j in np.flatnonzero(full > cache.cached[ids]).tolist():
         cache.cache(ids[j], int(full[j]))
 

@@ -182,6 +182,25 @@ def schedule_running(state: State, out: Scheduled) -> bool:
     return preempted
 
 
+def cache_output(state: State, M: int, cols: np.ndarray | None = None) -> None:
+    """Prefix caching at a step's output: each running column of ``cols`` (default
+    ``[0, M)``) that has sampled, past its prefill, enters its full blocks of verified
+    tokens (``update_from_output``, ``scheduler.py`` lines 2401-2415: ``cache_blocks(request,
+    num_computed_tokens - num_in_flight_tokens)`` for a running request that received
+    tokens, when speculation is configured or the step had output placeholders, that is
+    under async scheduling; the computed tokens are then its tokens but the newest)."""
+    cache = state.cache
+    assert cache is not None
+    run = state.running
+    if cols is None:
+        cols = np.flatnonzero(run.prefilling[:M] == 0)
+    ids = run.req_id[cols]
+    known = run.prompt[cols] + run.emitted[cols]
+    full = np.minimum(known - 1, known - cache.lookahead) // cache.B
+    for j in np.flatnonzero(full > cache.cached[ids]).tolist():
+        cache.cache(int(ids[j]), int(full[j]))
+
+
 def grow(state: State, lo: int, hi: int, need: np.ndarray) -> None:
     """Prefix caching: running columns ``[lo, hi)`` take ``need[lo:hi]`` fresh blocks from
     the free queue, in column order (vLLM allocates request after request)."""
@@ -425,6 +444,10 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
             state.n_pref -= 1
             finished = True
     state.pos = pos
+    if state.cache is not None and state.kmax > 0:
+        # with drafts, the blocks the step's verified tokens filled are cached at its
+        # output (the newest token, not yet computed, left out)
+        cache_output(state, M)
     state.area += n_sys * dt
     state.t = t1
     if not prefill_tokens:
@@ -443,6 +466,7 @@ __all__ = [
     "Scheduled",
     "allocate_slots",
     "cache_full",
+    "cache_output",
     "grow",
     "preempt",
     "schedule",
