@@ -76,16 +76,24 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
         # budget left, or the head's first chunk not fitting beside the blocks of the
         # stretch's first step (decoding only takes more blocks after it)
         if n < state.max_seqs and per_step < state.budget:
-            if state.cache is not None:
-                return False  # (a cache hit could let the head in: step by step)
             i = state.waiting[0]
             tokens = int(state.saved.prompt[i] + state.saved.emitted[i])
-            si = min(tokens, state.budget - per_step)
-            head = max(-(-(si + state.L) // bs), -(-tokens // bs))
+            shared = 0
+            if state.cache is None:
+                si = min(tokens, state.budget - per_step)
+                head = max(-(-(si + state.L) // bs), -(-tokens // bs))
+            else:
+                held = _head_hit(state, i, tokens, n)
+                if held < 0:
+                    return False  # (its hit could grow in the stretch: step by step)
+                si = min(tokens - held * bs, state.budget - per_step)
+                head = max(-(-(held * bs + si + state.L) // bs), -(-tokens // bs)) - held
+                head += state.cache.evictable(state.cache.lookup(i, tokens))
+                shared = int(nb0.sum()) - pool.used
             # each decoding row needs at most ⌈(1 + k) / block_size⌉ more blocks
             if pool.free - n * -(-(1 + k) // bs) >= head:
                 return False
-            used0 = int(np.maximum(base // bs, nb0).sum())
+            used0 = int(np.maximum(base // bs, nb0).sum()) - shared
             if pool.usable - used0 >= head:
                 return False
         next_send = math.inf
@@ -222,6 +230,27 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     if done.any():
         state.finish_rows(done, ends_arr[fin[done]])
     return True
+
+
+def _head_hit(state: State, i: int, tokens: int, n: int) -> int:
+    """Prefix caching: the blocks waiting request ``i`` (``tokens`` known) finds cached
+    now, or ``-1`` when a stretch could make it find more: the hash of its first block
+    not found is one that a running column ``[0, n)`` has among its blocks yet to cache.
+    Found blocks can only be lost in a stretch (its new blocks evict free cached ones),
+    which makes admitting it no easier, so the count now is what the stretch may assume."""
+    cache = state.cache
+    assert cache is not None
+    held = len(cache.lookup(i, tokens))
+    if held >= min((tokens - 1) // cache.B, cache.hashable(tokens)):
+        return held  # (nothing more to find)
+    want = cache.block_hashes(i, held + 1)[held]
+    ids = state.running.req_id[:n].tolist()
+    for r in ids:
+        if cache.cached[r] <= held:
+            total = int(state.P[r] + state.O[r])
+            if cache.hashable(total) > held and cache.block_hashes(r, held + 1)[held] == want:
+                return -1
+    return held
 
 
 def _name_blocks(

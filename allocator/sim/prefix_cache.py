@@ -118,17 +118,19 @@ class PrefixCache:
     def block_hashes(self, i: int, count: int) -> list[int]:
         """Request ``i``'s first ``count`` block hashes (computed once, kept until it
         finishes)."""
-        have = self.hashes.setdefault(i, [])
+        have = self.hashes.get(i)
+        if have is None:
+            have = self.hashes[i] = []
         if len(have) >= count:
             return have
-        B, la = self.B, self.lookahead
         if self.content is None:
-            # the request's own tokens: an id no content uses (from -2 down: Python hashes
-            # -1 as -2)
-            ids = np.array([-2 - i], dtype=np.int64)
-            lengths = np.array([1 << 62], dtype=np.int64)
-        else:
-            ids, lengths = self.content.segments(i)
+            # every request's tokens its own: block j of request i is named (i, j) alone,
+            # as one int (no content, so no hash of a shared prefix to meet)
+            base = i << 32
+            have.extend(range(base + len(have), base + count))
+            return have
+        B, la = self.B, self.lookahead
+        ids, lengths = self.content.segments(i)
         ends = np.cumsum(lengths).tolist()
         idl = ids.tolist()
         starts = [e - n for e, n in zip(ends, lengths.tolist(), strict=True)]
