@@ -11,7 +11,7 @@ scheduler does (:func:`simulate`, with a :class:`Scheduler`, a :class:`SpecPolic
 from .config import Scheduler, StepTime
 from .engine import simulate
 from .policy import SpecPolicy
-from .requests import Requests, arrival_times, fixed_requests
+from .requests import Requests, TokenContent, arrival_times, fixed_requests
 from .results import (
     LATENCIES,
     PERCENTILES,
@@ -32,6 +32,7 @@ __all__ = [
     "SimResult",
     "SpecPolicy",
     "StepTime",
+    "TokenContent",
     "acceptance_length",
     "arrival_times",
     "decode_uniforms",
