@@ -94,7 +94,9 @@ class PrefixCache:
         self.queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_gpu_blocks))
         self.ref = [0] * num_gpu_blocks
         self.hash_of: dict[int, int] = {}
-        self.table: dict[int, dict[int, None]] = {}
+        # hash -> its block, or (several blocks, as vLLM's BlockHashToBlockMap) a dict of
+        # them in the order entered
+        self.table: dict[int, int | dict[int, None]] = {}
         self.blocks: dict[int, list[int]] = {}
         self.hashes: dict[int, list[int]] = {}
         self.cached = np.zeros(n_requests, dtype=np.int64)
@@ -165,7 +167,7 @@ class PrefixCache:
             found = table.get(hashes[j])
             if found is None:
                 break
-            hit.append(next(iter(found)))
+            hit.append(found if isinstance(found, int) else next(iter(found)))
         return hit
 
     def evictable(self, blocks: list[int]) -> int:
@@ -187,16 +189,19 @@ class PrefixCache:
     # ------------------------------------------------------------------ blocks
     def pop(self, count: int) -> list[int]:
         """``count`` blocks from the free queue's front, each losing a cached hash."""
-        queue, hash_of, table, ref = self.queue, self.hash_of, self.table, self.ref
+        popitem, unhash, table, ref = self.queue.popitem, self.hash_of.pop, self.table, self.ref
         out = []
         for _ in range(count):
-            b = queue.popitem(last=False)[0]
-            h = hash_of.pop(b, None)
+            b = popitem(False)[0]
+            h = unhash(b, None)
             if h is not None:
                 entry = table[h]
-                del entry[b]
-                if not entry:
+                if isinstance(entry, int):
                     del table[h]
+                else:
+                    del entry[b]
+                    if len(entry) == 1:
+                        table[h] = next(iter(entry))
             ref[b] = 1
             out.append(b)
         return out
@@ -230,7 +235,9 @@ class PrefixCache:
             hash_of[b] = h
             entry = table.get(h)
             if entry is None:
-                table[h] = {b: None}
+                table[h] = b
+            elif isinstance(entry, int):
+                table[h] = {entry: None, b: None}
             else:
                 entry[b] = None
         self.cached[i] = full
