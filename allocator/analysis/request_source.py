@@ -66,6 +66,8 @@ class RequestSource:
     content: TokenContent | None = None
     after: np.ndarray | None = None
     think_s: np.ndarray | None = None
+    #: the command-line flags that make what the requests share (for a reproducing command)
+    flags: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(self.prompt_tokens.size)
@@ -182,6 +184,7 @@ def request_source(
             reqs.arrival_s,
             str(trace),
             content,
+            flags=_flags(shared_prefix_len, turns, think_time),
         )
     if input_len is None or output_len is None:
         missing = "input_len" if input_len is None else "output_len"
@@ -193,19 +196,31 @@ def request_source(
         prompt, output, content, after, think = sessions(
             n, turns, input_len, output_len, think_time, shared_prefix_len
         )
-        return RequestSource(prompt, output, b, arrival_seed, None, None, content, after, think)
+        flags = _flags(shared_prefix_len, turns, think_time)
+        return RequestSource(
+            prompt, output, b, arrival_seed, None, None, content, after, think, flags
+        )
     if shared_prefix_len:
         p = np.full(n, int(input_len), dtype=np.int64)
         o = np.full(n, int(output_len), dtype=np.int64)
-        return RequestSource(
-            p, o, b, arrival_seed, None, None, shared_prefix(p, o, shared_prefix_len)
-        )
+        content = shared_prefix(p, o, shared_prefix_len)
+        flags = _flags(shared_prefix_len, turns, think_time)
+        return RequestSource(p, o, b, arrival_seed, None, None, content, flags=flags)
     return RequestSource(
         np.full(n, int(input_len), dtype=np.int64),
         np.full(n, int(output_len), dtype=np.int64),
         b,
         arrival_seed,
     )
+
+
+def _flags(shared_prefix_len: int, turns: int, think_time: float) -> tuple[str, ...]:
+    out: list[str] = []
+    if shared_prefix_len:
+        out += ["--shared-prefix-len", str(int(shared_prefix_len))]
+    if turns > 1:
+        out += ["--turns", str(int(turns)), "--think-time", repr(float(think_time))]
+    return tuple(out)
 
 
 def run_rate(

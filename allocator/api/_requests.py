@@ -5,6 +5,7 @@ beside their replay (``validate_runs``). Re-exported by :mod:`allocator.api`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -161,6 +162,7 @@ def size_fleet_for_rate(
     prob = as_problem(problem).with_budget(budget)
     if not prefix_caching:
         prob = analysis_replica.with_prefix_caching(prob, False)
+        source = replace(source, flags=(*source.flags, "--no-prefix-caching"))
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
     with capacity_workers.Workers(workers, ray, progress=progress) as pool:
         fleet = capacity_by_rate.size_for_rate(

@@ -29,8 +29,9 @@ the client as one streamed chunk at the end of the step.
 
 Simplifications, all stated:
 
-* prefix caching only with ``Scheduler.enable_prefix_caching`` (:mod:`allocator.sim.
-  prefix_cache`; off, every admission computes its prompt from scratch), no time on the CPU (without async scheduling a step's scheduling and
+* prefix caching only with ``Scheduler.enable_prefix_caching``
+  (:mod:`allocator.sim.prefix_cache`; off, every admission computes its prompt from
+  scratch), no time on the CPU (without async scheduling a step's scheduling and
   output processing take no time; with it the GPU never waits for them either), no
   watermark (vLLM's default 0),
   ``long_prefill_token_threshold`` 0 (its default), no ``max_model_len`` cap, no extra

@@ -203,7 +203,7 @@ def compare(c: dict) -> tuple[bool, bool, str]:
             (j for j, (x, y) in enumerate(zip(calls, rows_v, strict=False)) if x != y),
             min(len(calls), len(rows_v)),
         )
-        return False, hit, f"step {j}: sim {calls[j:j + 1]} vllm {rows_v[j:j + 1]}"
+        return False, hit, f"step {j}: sim {calls[j : j + 1]} vllm {rows_v[j : j + 1]}"
     if req_s != req_v:
         i = next(i for i, (x, y) in enumerate(zip(req_s, req_v, strict=True)) if x != y)
         return False, hit, f"request {i}: sim {req_s[i]} vllm {req_v[i]}"

@@ -179,6 +179,7 @@ def bench_command(
             "--output-len", str(int(source.output_tokens[0])),
             "--burstiness", repr(float(source.burstiness)),
         ]  # fmt: skip
+    words += list(source.flags)
     words += ["--num-prompts", str(n), "--seed", str(seed)]
     return shlex.join(words)
 
