@@ -14,12 +14,17 @@ settings from the problem file to the simulator.
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 
 from allocator import api
+from allocator.analysis import replica as R
+from allocator.analysis.capacity import rate_search as RS
+from allocator.analysis.capacity import slo as S
 from allocator.analysis.replica import configuration, replica_scheduler
+from allocator.analysis.request_source import request_source
 from allocator.exceptions import ParameterError
 from allocator.sim import Requests, Scheduler, SpecPolicy, simulate
 from allocator.sim.sessions import sessions, shared_prefix
@@ -128,3 +133,25 @@ def test_bad_workloads_are_refused_naming_the_flag(tmp_path, args, flag):
     assert res.exit_code == 2
     assert flag in res.output and "Traceback" not in res.output
     assert not out.exists()
+
+
+@pytest.mark.parametrize("size", [1, 8])
+def test_capacity_bounds_hold_when_prompts_are_found_cached(size):
+    """Capacity's screening bounds (rate_search.bounds) stay bounds when requests share a
+    prefix: prompts of 400 tokens, 384 of them shared, are mostly found in the cache, so
+    the floors and the throughput ceiling count only the prompt past the largest possible
+    hit (counting whole prompts, the TTFT floor exceeds what the runs give)."""
+    prob = rp.problem()
+    cfg = R.Configuration.off(prob.names)
+    slos = S.parse_slos(["p99_ttft_ms=1", "mean_ttft_ms=1", "p90_e2el_ms=1"])
+    source = request_source(300, input_len=400, output_len=30, shared_prefix_len=384)
+    bnd = RS.bounds(prob, RS.Candidate(cfg, size), source, slos)
+    for rate in (0.5, 50.0, math.inf):
+        r = api.bench(
+            prob, max_num_seqs=size, request_rate=rate, input_len=400, output_len=30,
+            num_prompts=300, shared_prefix_len=384,
+        )  # fmt: skip
+        for s in slos:
+            assert bnd.floors[s.key] <= r.metrics[s.key] * (1 + 1e-9), (s.key, rate)
+        if math.isinf(rate):
+            assert r.metrics["request_throughput"] <= bnd.rate
