@@ -212,6 +212,7 @@ def compare(c: dict) -> tuple[bool, bool, str]:
     return True, hit, ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("async_scheduling", [False, True], ids=["sync", "async"])
 def test_prefix_caching_agrees_with_vllm(async_scheduling):
     bad = []
