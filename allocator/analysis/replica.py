@@ -687,13 +687,39 @@ def check_prefill(problem: Problem, rep: Replica, requests: Requests) -> None:
 
 
 # ---------------------------------------------------------------- one run
+def outside_engine(result: SimResult, overhead_ms: float) -> SimResult:
+    """``result`` with each request's time outside the engine's steps
+    (``serving.ttft_overhead_ms``: API server, tokenisation, detokenisation, streaming)
+    added: its first and last chunks, and the run's duration, ``overhead_ms`` later, so
+    that TTFT and E2EL grow by it and ITL and TPOT do not. Applied to the simulated run,
+    not inside it: with requests sent at their own times (a request rate) the engine sees
+    every request ``overhead_ms`` later than sent, which shifts its whole schedule and
+    changes none of its steps, so the shift is exact; under ``max_concurrency`` the
+    client's slot would also stay busy for it, which is not modelled (the next request is
+    sent at the engine's last chunk). The simulator itself (:mod:`allocator.sim`) knows
+    engine steps only. ``time_in_system_s`` stays the engine's."""
+    if overhead_ms == 0.0:
+        return result
+    shift = overhead_ms / 1e3
+    return replace(
+        result,
+        first_token_s=result.first_token_s + shift,
+        finish_s=result.finish_s + shift,
+        duration_s=result.duration_s + shift,
+    )
+
+
 def run(problem: Problem, rep: Replica, requests: Requests, seed: int = 0) -> SimResult:
     """Simulate ``requests`` on the replica ``rep`` (seeded by ``seed``'s second derived
     stream): the refusals of the module docstring first."""
     check_prefill(problem, rep, requests)
     _, sim_seed = derived_seeds(seed)
+    serving = problem.serving
+    overhead = 0.0 if serving is None else serving.ttft_overhead_ms
     try:
-        return simulate(requests, rep.policy, rep.step, rep.scheduler, sim_seed)
+        return outside_engine(
+            simulate(requests, rep.policy, rep.step, rep.scheduler, sim_seed), overhead
+        )
     except ParameterError as exc:
         if exc.field == "kv_cache_tokens":
             raise InputError("serving.scheduler.kv_cache_tokens", exc.message) from None
@@ -717,6 +743,7 @@ __all__ = [
     "configuration",
     "kv_cache_tokens",
     "lookahead_tokens",
+    "outside_engine",
     "replica",
     "replica_scheduler",
     "run",
