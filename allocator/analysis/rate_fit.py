@@ -88,6 +88,7 @@ __all__ = [
     "MAX_EVALUATIONS",
     "READ_BACK_RTOL",
     "TAIL_WEIGHT",
+    "TOLERANCE",
     "RateCalibrationReport",
     "has_rate_runs",
     "rate_calibration",
@@ -99,7 +100,10 @@ TAIL_WEIGHT = 0.5
 #: step of 0.02, the overhead's 2% (at least 0.02 ms).
 DIFF_STEP = 0.02
 #: Evaluations of the objective at most (each replays every run once).
-MAX_EVALUATIONS = 60
+MAX_EVALUATIONS = 40
+#: Relative change of the cost and of the factors at which the minimiser stops: a tenth of
+#: the percent a measured latency statistic is known to (a run's own noise is larger).
+TOLERANCE = 1e-3
 #: Largest relative difference of a metric between the fit and its written file.
 READ_BACK_RTOL = 1e-6
 #: Upper bound of the fitted time outside the steps, ms.
@@ -514,6 +518,8 @@ def rate_calibration(
         bounds=(lo, hi),
         method="trf",
         diff_step=DIFF_STEP,
+        ftol=TOLERANCE,
+        xtol=TOLERANCE,
         max_nfev=MAX_EVALUATIONS,
     )
     theta = np.asarray(res.x, float)

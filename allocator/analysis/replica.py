@@ -57,6 +57,7 @@ from ..engines import ENGINES, servable
 from ..exceptions import InputError, NotModelledError, ParameterError
 from ..model.accepted_pmf import emitted_pmf
 from ..model.memory_fit import has_spec_memory, spec_room
+from ..model.steptime import StepInputs
 from ..model.under_load import need_serving, predictor, speculative_ks
 from ..sim import Requests, Scheduler, SimResult, SpecPolicy, simulate
 from ..validate import whole
@@ -438,15 +439,22 @@ class ProblemStepTime:
     def _ask(self, k: int, decode_seqs, context, prefill) -> np.ndarray:
         """The predictor at draft length ``k`` over arrays of the step's inputs (rows with no
         decoding sequence run no drafter)."""
-        b = np.asarray(decode_seqs, dtype=float)
+        b = np.asarray(decode_seqs, dtype=float).reshape(-1)
         rows = np.repeat(self.members[None], b.size, axis=0)
         rows[b == 0] = False
         kk = np.where(b > 0, k, 0).astype(np.int64)
-        verified = np.where(kk > 0, self.m * kk + 1, 1)
-        return np.asarray(
-            self.pred.step_ms(rows, kk, verified, b, np.asarray(context, float), prefill),
-            dtype=float,
+        verified = np.where(kk > 0, self.m * kk + 1, 1).astype(np.int64)
+        # built here, whole and non-negative by construction: the contract's checks
+        # (step_inputs) cost more than the step time itself at every simulated step
+        x = StepInputs(
+            rows,
+            kk,
+            verified,
+            b,
+            np.broadcast_to(np.asarray(context, float).reshape(-1), b.shape).copy(),
+            np.broadcast_to(np.asarray(prefill, float).reshape(-1), b.shape).copy(),
         )
+        return np.asarray(self.pred.step_ms_of(x), dtype=float)
 
     def __call__(self, decode_seqs: int, k: int, context_tokens: float, prefill_tokens: int):
         if self.exact_lookup:
