@@ -115,12 +115,17 @@ _SHIFTED = ("ttft", "e2el")
 
 
 def has_rate_runs(files: Sequence[str | Path]) -> bool:
-    """Whether any benchmark file of ``files`` (CSV files aside) holds a run at a finite
-    request rate."""
-    bench = [Path(f) for f in files if Path(f).suffix.lower() != ".csv"]
-    if not bench:
+    """Whether ``files`` are benchmark files of runs at a finite request rate only (no CSV
+    rows, no closed-loop run: those keep the steady-state relation, and the rate runs
+    beside them are left out with a note). A file the benchmark reader refuses is not
+    (the steady-state path then refuses it in its own words)."""
+    if not files or any(Path(f).suffix.lower() == ".csv" for f in files):
         return False
-    return any(math.isfinite(r.request_rate) for r in read_bench_files(bench, drafter=None))
+    try:
+        runs = read_bench_files([Path(f) for f in files], drafter=None)
+    except InputError:
+        return False
+    return bool(runs) and all(math.isfinite(r.request_rate) for r in runs)
 
 
 def _weights(metrics: Mapping[str, float]) -> dict[str, float]:

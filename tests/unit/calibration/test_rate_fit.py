@@ -169,13 +169,6 @@ def _case(tmp_path: Path, two: Path, case: str) -> tuple[list[str], str]:
         doc = json.loads(b.read_text())
         _edit(b, ttfts=doc["ttfts"][:-1])
         return args, "ttfts"
-    if case == "closed loop":
-        _edit(b, request_rate="inf", max_concurrency=4)
-        return args, "closed-loop"
-    if case == "csv":
-        c = tmp_path / "rows.csv"
-        c.write_text("drafters,k,batch,tokens_per_s\n,0,1,50\n")
-        return [str(a), str(c), "-p", problem], "rows.csv"
     if case == "no specs":
         p = tmp_path / "q.yaml"
         data = yaml.safe_load((two / "p.yaml").read_text())
@@ -192,7 +185,7 @@ def _case(tmp_path: Path, two: Path, case: str) -> tuple[list[str], str]:
 
 @pytest.mark.parametrize(
     "case",
-    ["models", "gpus", "no lengths", "unequal", "closed loop", "csv", "no specs", "holdout"],
+    ["models", "gpus", "no lengths", "unequal", "no specs", "holdout"],
 )
 def test_bad_input_is_refused_in_one_line_and_nothing_is_written(tmp_path, two, case):
     args, named = _case(tmp_path, two, case)
@@ -210,3 +203,16 @@ def test_different_models_name_both_files(tmp_path, two):
     with pytest.raises(InputError) as e:
         api.calibrate(args[:2], args[3], tmp_path / "o.yaml")
     assert "b.json" in str(e.value) and "a.json" in str(e.value)
+
+
+def test_rate_runs_given_with_closed_loop_runs_are_refused_by_the_rate_fit(tmp_path, two):
+    """Called on its own (calibrate sends such a mix to the steady-state path, which
+    leaves the rate runs out with a note), the rate fit refuses a closed-loop run."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text((two / "run0.json").read_text())
+    b.write_text((two / "run1.json").read_text())
+    _edit(b, request_rate="inf", max_concurrency=4)
+    assert not rate_fit.has_rate_runs([a, b]) and rate_fit.has_rate_runs([a])
+    with pytest.raises(InputError) as e:
+        rate_fit.rate_calibration([a, b], two / "p.yaml", tmp_path / "o.yaml")
+    assert "closed-loop" in str(e.value) and "b.json" in str(e.value)
