@@ -44,7 +44,8 @@ run replayed from it, and not written if any metric differs from the fit's by mo
 **Refused**, one line each, nothing written: runs of different models, GPUs or
 tensor-parallel sizes (naming both files); a run at a request rate without its
 per-request lengths; per-request arrays of unequal lengths; closed-loop runs (or CSV rows)
-in the same call (they keep the steady-state relation: calibrate them alone, then the
+given to this fit (``calibrate`` sends such a mix to the steady-state relation, which
+leaves the rate runs out with a note: calibrate the closed-loop runs alone, then the
 rate runs with the calibrated file as ``--problem``); a problem without
 ``serving.hardware`` and ``serving.model``; a fit whose written file cannot reproduce it.
 """
