@@ -7,6 +7,7 @@ Rows without k = 0 with specs, and rows varying in context without them."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -304,8 +305,12 @@ def test_a_file_that_would_not_be_the_fit_is_not_written(tmp_path, monkeypatch):
     (tmp_path / "p.yaml").write_text(TODAY)
     real = report_module.CalibrationReport.text
 
-    def off(self):  # the file as a broken writer would give it: one table entry moved
-        return real(self).replace("overhead_ms: ", "overhead_ms: 1")
+    def off(self):  # the file as a broken writer would give it: the overhead 1 ms more
+        return re.sub(
+            r"overhead_ms: ([-+0-9.eE]+)",
+            lambda m: f"overhead_ms: {float(m.group(1)) + 1.0!r}",
+            real(self),
+        )
 
     monkeypatch.setattr(report_module.CalibrationReport, "text", off)
     out = tmp_path / "o.yaml"
