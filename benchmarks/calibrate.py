@@ -1,5 +1,6 @@
-"""Calibration speed and accuracy: ``python benchmarks/calibrate.py [--repeats R]`` and
-``python benchmarks/calibrate.py --accuracy``.
+"""Calibration speed and accuracy: ``python benchmarks/calibrate.py [--repeats R]``,
+``python benchmarks/calibrate.py --rate [--repeats R]`` (runs at a request rate, fitted
+through the simulator: ``rate_case``) and ``python benchmarks/calibrate.py --accuracy``.
 
 Times ``R`` whole ``allocator calibrate`` processes (start-up included) on a 50-row
 measured table (two drafters and their pair, k = 1, 3, 5, 7 at four batch sizes, the
@@ -38,6 +39,7 @@ from processes import timed_runs
 # the known step-time model the tests draw their synthetic rows from
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from tests.support.rate_reference import Truth, problem_file, run, vllm_file  # noqa: E402
 from tests.support.synthetic_serving import true_expected, true_step  # noqa: E402
 
 PROBLEM = """\
@@ -49,6 +51,19 @@ drafters:
 search: {k: {max: 16}}
 """
 TARGET_S = 2.0
+#: Request-rate case (issue 24, item 3): runs, requests per run, and the target, s.
+RATE_RUNS, RATE_REQUESTS, RATE_TARGET_S = 8, 300, 60.0
+#: (request rate /s, mean prompt, mean output tokens) of the rate case's runs
+RATE_CASE = (
+    (4.0, 512, 128),
+    (12.0, 1024, 128),
+    (20.0, 256, 256),
+    (8.0, 2048, 64),
+    (16.0, 512, 128),
+    (6.0, 1024, 256),
+    (24.0, 256, 64),
+    (10.0, 768, 128),
+)
 
 
 def table(seed: int = 0) -> str:
@@ -161,13 +176,74 @@ def accuracy() -> None:
         print(f"  undetermined: {', '.join(und) or 'none'}")
 
 
+def rate_case(repeats: int) -> None:
+    """``--rate``: ``repeats`` whole ``allocator calibrate`` processes on
+    :data:`RATE_RUNS` runs of :data:`RATE_REQUESTS` requests at a request rate, made by the
+    independent reference engine of tests/support/rate_reference.py (known factors, 2%
+    step noise), beside ``allocator evaluate``'s start-up; the median, the ratio, the
+    target and the fitted factors against the reference's."""
+    truth = Truth()
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp)
+        files = []
+        for i, (rate, pin, pout) in enumerate(RATE_CASE[:RATE_RUNS]):
+            prompts = rng.integers(pin // 2, pin * 3 // 2, RATE_REQUESTS)
+            outputs = rng.integers(pout // 2, pout * 3 // 2, RATE_REQUESTS)
+            sim = run(truth, rate=rate, prompts=prompts, outputs=outputs, seed=i)
+            f = d / f"run{i}.json"
+            vllm_file(f, sim, rate=rate, prompts=prompts, outputs=outputs)
+            files.append(str(f))
+        problem = problem_file(d / "p.yaml")
+        py = [sys.executable, "-m", "allocator"]
+        cal = py + ["calibrate", *files, "-p", str(problem), "-o", str(d / "p2.yaml")]
+        cal += ["--json", "-"]
+        base = py + ["evaluate", str(problem), "-d", "d", "-k", "3", "--json", "-"]
+        t_base = timed_runs(base, repeats).median
+        runs = timed_runs(cal, repeats)
+        doc = json.loads(runs.stdout)
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, load average {load}; repeats {repeats}"
+    )
+    t = runs.median
+    print("| case | median s, whole process | ratio to evaluate | target | evaluations |")
+    print("|---|---|---|---|---|")
+    print(f"| allocator evaluate (baseline: start-up floor) | {t_base:.2f} | 1.00 |  |  |")
+    print(
+        f"| allocator calibrate, {RATE_RUNS} runs x {RATE_REQUESTS} requests at a rate | "
+        f"{t:.2f} | {t / t_base:.2f} | <= {RATE_TARGET_S:.0f} s "
+        f"{'met' if t <= RATE_TARGET_S else 'MISSED'} | {doc['evaluations']} |"
+    )
+    want = {
+        "mem_eff": truth.mem_eff,
+        "compute_eff": truth.compute_eff,
+        "prefill_eff": truth.prefill_eff,
+        "ttft_overhead_ms": truth.overhead_ms,
+    }
+    for p in doc["parameters"]:
+        shown = "not determined" if p["value"] is None else f"{p['value']:.4g}"
+        print(f"{p['name']}: {shown} (written {p['written']:.4g}; reference {want[p['name']]})")
+    print(
+        f"in-sample median |error| {doc['median_abs_error_pct']:.2f}%, "
+        f"largest {doc['max_abs_error_pct']:.2f}%"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--accuracy", action="store_true", help="held-out errors, not speed")
+    ap.add_argument(
+        "--rate", action="store_true", help="the request-rate case (8 runs x 300 requests)"
+    )
     args = ap.parse_args()
     if args.accuracy:
         accuracy()
+        return
+    if args.rate:
+        rate_case(args.repeats)
         return
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp)

@@ -57,6 +57,7 @@ from ..engines import ENGINES, servable
 from ..exceptions import InputError, NotModelledError, ParameterError
 from ..model.accepted_pmf import emitted_pmf
 from ..model.memory_fit import has_spec_memory, spec_room
+from ..model.steptime import StepInputs
 from ..model.under_load import need_serving, predictor, speculative_ks
 from ..sim import Requests, Scheduler, SimResult, SpecPolicy, simulate
 from ..validate import whole
@@ -438,15 +439,22 @@ class ProblemStepTime:
     def _ask(self, k: int, decode_seqs, context, prefill) -> np.ndarray:
         """The predictor at draft length ``k`` over arrays of the step's inputs (rows with no
         decoding sequence run no drafter)."""
-        b = np.asarray(decode_seqs, dtype=float)
+        b = np.asarray(decode_seqs, dtype=float).reshape(-1)
         rows = np.repeat(self.members[None], b.size, axis=0)
         rows[b == 0] = False
         kk = np.where(b > 0, k, 0).astype(np.int64)
-        verified = np.where(kk > 0, self.m * kk + 1, 1)
-        return np.asarray(
-            self.pred.step_ms(rows, kk, verified, b, np.asarray(context, float), prefill),
-            dtype=float,
+        verified = np.where(kk > 0, self.m * kk + 1, 1).astype(np.int64)
+        # built here, whole and non-negative by construction: the contract's checks
+        # (step_inputs) cost more than the step time itself at every simulated step
+        x = StepInputs(
+            rows,
+            kk,
+            verified,
+            b,
+            np.broadcast_to(np.asarray(context, float).reshape(-1), b.shape).copy(),
+            np.broadcast_to(np.asarray(prefill, float).reshape(-1), b.shape).copy(),
         )
+        return np.asarray(self.pred.step_ms_of(x), dtype=float)
 
     def __call__(self, decode_seqs: int, k: int, context_tokens: float, prefill_tokens: int):
         if self.exact_lookup:
@@ -772,13 +780,39 @@ def check_prefill(problem: Problem, rep: Replica, requests: Requests) -> None:
 
 
 # ---------------------------------------------------------------- one run
+def outside_engine(result: SimResult, overhead_ms: float) -> SimResult:
+    """``result`` with each request's time outside the engine's steps
+    (``serving.ttft_overhead_ms``: API server, tokenisation, detokenisation, streaming)
+    added: its first and last chunks, and the run's duration, ``overhead_ms`` later, so
+    that TTFT and E2EL grow by it and ITL and TPOT do not. Applied to the simulated run,
+    not inside it: with requests sent at their own times (a request rate) the engine sees
+    every request ``overhead_ms`` later than sent, which shifts its whole schedule and
+    changes none of its steps, so the shift is exact; under ``max_concurrency`` the
+    client's slot would also stay busy for it, which is not modelled (the next request is
+    sent at the engine's last chunk). The simulator itself (:mod:`allocator.sim`) knows
+    engine steps only. ``time_in_system_s`` stays the engine's."""
+    if overhead_ms == 0.0:
+        return result
+    shift = overhead_ms / 1e3
+    return replace(
+        result,
+        first_token_s=result.first_token_s + shift,
+        finish_s=result.finish_s + shift,
+        duration_s=result.duration_s + shift,
+    )
+
+
 def run(problem: Problem, rep: Replica, requests: Requests, seed: int = 0) -> SimResult:
     """Simulate ``requests`` on the replica ``rep`` (seeded by ``seed``'s second derived
     stream): the refusals of the module docstring first."""
     check_prefill(problem, rep, requests)
     _, sim_seed = derived_seeds(seed)
+    serving = problem.serving
+    overhead = 0.0 if serving is None else serving.ttft_overhead_ms
     try:
-        return simulate(requests, rep.policy, rep.step, rep.scheduler, sim_seed)
+        return outside_engine(
+            simulate(requests, rep.policy, rep.step, rep.scheduler, sim_seed), overhead
+        )
     except ParameterError as exc:
         if exc.field == "kv_cache_tokens":
             raise InputError("serving.scheduler.kv_cache_tokens", exc.message) from None
@@ -803,6 +837,7 @@ __all__ = [
     "kv_cache_tokens",
     "hash_lookahead_tokens",
     "lookahead_tokens",
+    "outside_engine",
     "replica",
     "replica_scheduler",
     "run",

@@ -81,6 +81,9 @@ _LATENCY_KEY = re.compile(r"^(mean|median|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)
 _LABEL = re.compile(r"^(?P<config>.+); max_num_seqs (?P<seqs>\d+)$")
 _CHAIN = re.compile(r"^(?P<names>[^,]+), k=(?P<k>\d+)(?P<pooled> \(pooled.*\))?$")
 _SCHEDULE = re.compile(r"^(?P<names>[^,]+), k by batch size .*?(?P<pooled> \(pooled.*\))?$")
+#: Per-request arrays of ``--save-detailed`` / ``--output-details`` beside the lengths
+#: (one entry per request, as ``input_lens``).
+PER_REQUEST = ("ttfts", "itls", "errors", "generated_texts")
 #: The metric families of the plot and the table, by key.
 FAMILIES = ("TTFT", "TPOT", "ITL", "E2EL", "throughput")
 
@@ -211,6 +214,7 @@ class MeasuredRun:
     pooled: bool = False
     max_num_seqs: int | None = None
     notes: tuple[str, ...] = ()
+    lengths_recorded: bool = False
 
 
 def _documents(path: Path) -> list[tuple[str, object]]:
@@ -268,6 +272,12 @@ def _per_request(obj: Mapping, where: str) -> tuple[np.ndarray, np.ndarray] | No
         raise InputError(
             f"{where}: output_lens", f"{len(outs)} entries for {len(ins)} input_lens entries"
         )
+    for key in PER_REQUEST:  # one entry per request in every per-request array
+        v = obj.get(key)
+        if isinstance(v, list) and len(v) != len(ins):
+            raise InputError(
+                f"{where}: {key}", f"{len(v)} entries for {len(ins)} input_lens entries"
+            )
     prompt = np.array([whole_count(v, f"{where}: input_lens[{i}]") for i, v in enumerate(ins)])
     output = np.array([whole_count(v, f"{where}: output_lens[{i}]") for i, v in enumerate(outs)])
     done = output > 0
@@ -401,6 +411,7 @@ def _engine_run(obj: dict, where: str) -> MeasuredRun:
         output_tokens=output,
         metrics=metrics,
         notes=tuple(notes),
+        lengths_recorded=arrays is not None,
     )
 
 
@@ -771,6 +782,7 @@ def validate(
 __all__ = [
     "ACCEPTANCE",
     "FAMILIES",
+    "PER_REQUEST",
     "THROUGHPUTS",
     "MeasuredRun",
     "MetricError",

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..analysis import paper as analysis_paper
     from ..analysis import plan as analysis_plan
     from ..analysis import profile_plan as analysis_profile_plan
+    from ..analysis import rate_fit as analysis_rate_fit
     from ..analysis import rounds as analysis_rounds
     from ..analysis import schedule as analysis_schedule
     from ..analysis import trees as analysis_trees
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from ..analysis.paper import PaperReport
     from ..analysis.plan import Plan, PlanSweep
     from ..analysis.profile_plan import ProfilePlan
+    from ..analysis.rate_fit import RateCalibrationReport
     from ..analysis.rounds import Simulation
     from ..analysis.schedule import ContextSchedules, Schedule
     from ..analysis.trees import BestTree, EngineTree, SimulatedTree, TreeFront
@@ -57,6 +59,7 @@ else:
     analysis_paper = lazy_module("allocator.analysis.paper")
     analysis_plan = lazy_module("allocator.analysis.plan")
     analysis_profile_plan = lazy_module("allocator.analysis.profile_plan")
+    analysis_rate_fit = lazy_module("allocator.analysis.rate_fit")
     analysis_rounds = lazy_module("allocator.analysis.rounds")
     analysis_schedule = lazy_module("allocator.analysis.schedule")
     analysis_trees = lazy_module("allocator.analysis.trees")
@@ -389,7 +392,8 @@ def calibrate(
     holdout: float | str | None = None,
     seed: int = 0,
     drafters: str | None = None,
-) -> CalibrationReport:
+    progress: Callable[[int, int], None] | None = None,
+) -> CalibrationReport | RateCalibrationReport:
     """``allocator calibrate``: the step-time predictor fitted to the rows of ``measured``
     (CSV files and the engines' benchmark files, in any mix) for the problem file
     ``problem``, and the calibrated problem (``.data``, and ``.text()`` to write as
@@ -404,7 +408,23 @@ def calibrate(
     rows (chosen by ``seed``) held out, or ``"by-k"``/``"by-batch"`` (each group predicted
     by the fit of the others); ``drafters``: the drafter of the speculative benchmark runs
     (default the problem's only one)
-    (:func:`allocator.calibration.calibration_report`)."""
+    (:func:`allocator.calibration.calibration_report`).
+
+    Benchmark files of runs at a request rate are fitted through the request-level
+    simulator instead (:func:`allocator.analysis.rate_fit.rate_calibration`: ``mem_eff``,
+    ``compute_eff``, ``prefill_eff``, ``ttft_overhead_ms`` from their TTFT, TPOT, ITL and
+    E2EL, every replay from ``seed``), with ``progress(done, total)`` after each
+    evaluation; ``holdout`` is refused there."""
+    files = [measured] if isinstance(measured, str | Path) else list(measured)
+    if analysis_rate_fit.has_rate_runs(files):
+        if holdout is not None:
+            raise ParameterError(
+                "holdout", "runs at a request rate are fitted whole: no rows to hold out"
+            )
+        calibration.check_paths(files, problem, out)
+        return analysis_rate_fit.rate_calibration(
+            files, problem, out, seed=seed, drafters=drafters, progress=progress
+        )
     return calibration.calibration_report(
         measured, problem, out, holdout=holdout, seed=seed, drafters=drafters
     )

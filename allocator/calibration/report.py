@@ -56,7 +56,8 @@ MODEL_FORM = {
 #: The roofline's form, as ``calibrate --json`` states it (docs/design.md §8.12).
 ROOFLINE_FORM = {
     "pass": "max([W + X*cov(n) + kv*(b*C + n)] / mem_eff + fixed_ms + seq_ms*b, "
-    "[flop*n + attn*(b*t*C + P(P+1)/2)] / compute_eff), n = b*t + P",
+    "[flop*b*t + attn*b*t*C] / compute_eff) + [flop*P + attn*P(P+1)/2] / prefill_eff, "
+    "n = b*t + P",
     "step": "pass + k * draft pass + overhead_ms (speculative)",
 }
 

@@ -63,6 +63,7 @@ def undetermined(
       fixed time are one constant; ``mem_eff`` takes it);
     - without specs, ``mem_eff`` and ``compute_eff`` (only their ratio to the peak terms
       shows); ``kv_ms`` and ``attn_ms`` need more than one context length.
+    - ``prefill_eff``: no row prefills;
     - ``comm_eff`` (fitted by default only on more than one GPU): no all-reduce, or one
       token count per pass (``b·t + P``): the all-reduce is then one constant with
       ``fixed_ms``.
@@ -150,6 +151,8 @@ def undetermined(
                 f"one token count per pass measured ({tokens[0]:g}): the all-reduce time is "
                 "one constant with the fixed time per pass",
             )
+    if not np.any(x.prefill > 0):
+        mark("prefill_eff", "no row prefills: the prefill tokens' share of peak does not show")
     if model.form == "pnorm" and batches.size < 3:
         mark("p", "fewer than three batch sizes: the bend of the p-norm is not determined")
     return out

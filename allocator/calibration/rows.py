@@ -380,8 +380,9 @@ def _bench_rows(
             f"{len(rate)} benchmark run(s) at a request rate, with a ramp-up or with varied "
             f"lengths left out ({', '.join(r.source for r in rate[:3])}"
             f"{', ...' if len(rate) > 3 else ''}): only closed-loop runs at a fixed "
-            "concurrency with fixed lengths have a steady state; the others would need the "
-            "serving simulator inside the fit, which calibrate does not run"
+            "concurrency with fixed lengths have a steady state; runs at a request rate are "
+            "fitted through the serving simulator in a call of their own (give them alone, "
+            "with this calibrated file as --problem)"
         )
     adaptive = [r for r in runs if r.kind == STEADY and r.adaptive]
     if adaptive:

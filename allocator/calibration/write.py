@@ -146,6 +146,7 @@ def _roofline_section(problem: Problem, cal: Calibration, previous: dict) -> tup
             "mem_eff",
             "compute_eff",
             "comm_eff",
+            "prefill_eff",
             "fixed_ms",
             "seq_ms",
             "overhead_ms",

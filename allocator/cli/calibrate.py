@@ -8,10 +8,12 @@ import typer
 from rich.table import Table
 
 from .. import api
+from ..analysis.rate_fit import has_rate_runs
 from ..calibration import check_paths
 from ..io.staged import write_atomic
 from .common import JsonOption, emit_json, handles_input_errors, out, precheck_outputs
 from .group import app
+from .progress import total_progress
 
 MeasuredArg = typer.Argument(
     ...,
@@ -64,21 +66,43 @@ def calibrate_command(
     """Fit the step times to measured tokens/s and write the problem with `serving`.
 
     Today's form, or the roofline's factors where the problem gives serving.hardware
-    and serving.model. Prints predicted against measured tokens/s with the median and
-    largest absolute error (on the held-out rows only under --holdout), and every
-    parameter with its 95% interval. Comments of PROBLEM are not kept.
+    and serving.model. Benchmark runs at a request rate are replayed on the simulated
+    replica and mem_eff, compute_eff, prefill_eff and ttft_overhead_ms fitted to their
+    TTFT, TPOT, ITL and E2EL (with a progress bar). Prints predicted against measured
+    tokens/s with the median and largest absolute error (on the held-out rows only under
+    --holdout), and every parameter with its 95% interval. Comments of PROBLEM are not kept.
     """
     check_paths(measured, problem, out_path, json_path)
     precheck_outputs(out=out_path, json=json_path)
-    report = api.calibrate(
-        measured, problem, out_path, holdout=holdout, seed=seed, drafters=drafters
-    )
+    with total_progress(
+        "calibrate",
+        "evaluations",
+        enabled=has_rate_runs(measured),
+        why="each evaluation replays every run at a request rate",
+    ) as progress:
+        report = api.calibrate(
+            measured,
+            problem,
+            out_path,
+            holdout=holdout,
+            seed=seed,
+            drafters=drafters,
+            progress=progress,
+        )
     doc = report.to_dict()
     write_atomic(out_path, report.text(), "--out")
     if json_path == "-":
         emit_json(doc, "-")
         return
     emit_json(doc, json_path)
+    if doc.get("form") == "request-rate":
+        out.print(_rate_table(doc))
+        _summary(doc)
+        out.print(_parameters(doc))
+        for note in report.notes:
+            out.print(f"note: {note}", soft_wrap=True)
+        out.print(f"wrote {out_path}")
+        return
     out.print(_table(doc))
     shown = _shown_rows(doc)
     if len(shown) > TABLE_ROWS:
@@ -99,6 +123,36 @@ def calibrate_command(
 
 #: Rows the terminal table shows at most (every row is in --json).
 TABLE_ROWS = 50
+#: The statistics a request-rate fit's table shows per run (every one is in --json).
+RATE_KEYS = ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "mean_e2el_ms")
+
+
+def _summary(doc: dict) -> None:
+    median, largest = doc["median_abs_error_pct"], doc["max_abs_error_pct"]
+    if median is not None:
+        out.print(
+            f"{doc['evaluated_on']}: median |error| {median:.2f}%, largest {largest:.2f}%",
+            soft_wrap=True,
+        )
+
+
+def _rate_table(doc: dict) -> Table:
+    t = Table(
+        title="request-rate runs: error % of the written file's replay against measured",
+        title_justify="left",
+    )
+    t.add_column("run", justify="left")
+    t.add_column("rate", justify="right")
+    for key in RATE_KEYS:
+        t.add_column(key.removesuffix("_ms").replace("_", " "), justify="right")
+    for r in doc["runs"][:TABLE_ROWS]:
+        cells = []
+        for key in RATE_KEYS:
+            m = r["metrics"].get(key)
+            e = None if m is None else m["error_pct"]
+            cells.append("-" if e is None else f"{e:+.1f}")
+        t.add_row(r["source"], f"{r['request_rate']:g}", *cells)
+    return t
 
 
 def _shown_rows(doc: dict) -> list[dict]:

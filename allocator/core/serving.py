@@ -81,6 +81,9 @@ class Serving:
         "rows": n}``, or ``None``.
     drafter_memory_gb : per drafter its ``memory_gb`` (0 without), for the memory cap from
         the specs when the file gives no ``serving.memory``.
+    ttft_overhead_ms : ms each request spends outside the engine's steps, added to its
+        TTFT and E2EL by the request-level simulator (``serving.ttft_overhead_ms``, its
+        default resolved).
     """
 
     batch_sizes: np.ndarray
@@ -103,6 +106,7 @@ class Serving:
     roofline: Mapping[str, Any] = field(default_factory=dict)
     calibrated_from: Mapping[str, Any] | None = None
     drafter_memory_gb: tuple[float, ...] = ()
+    ttft_overhead_ms: float = 0.0
 
     @property
     def has_roofline(self) -> bool:

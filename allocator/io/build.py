@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.defaults import default_factors
 from ..core.hardware import Hardware
 from ..core.memory import MemoryModel
 from ..core.model_spec import ModelSpec
@@ -192,6 +193,7 @@ def serving_from_spec(spec: ProblemSpec, base_dir: Path | None = None) -> Servin
             for d in spec.drafters
         ),
         roofline=_roofline_factors(s, names),
+        ttft_overhead_ms=_ttft_overhead_ms(s),
         drafter_memory_gb=tuple(float(d.memory_gb or 0.0) for d in spec.drafters),
         calibrated_from=None
         if s.calibrated_from is None
@@ -212,12 +214,22 @@ def serving_from_spec(spec: ProblemSpec, base_dir: Path | None = None) -> Servin
     )
 
 
+#: The shares of peak a roofline file may omit, each then the GPU's default.
+DEFAULT_SHARES = ("mem_eff", "compute_eff", "prefill_eff", "comm_eff")
+
+
 def _roofline_factors(s, names: tuple[str, ...]) -> dict:
-    """``serving.roofline`` as plain data; a drafter named in ``roofline.drafters`` must
-    be one of the problem's."""
-    if s.roofline is None:
-        return {}
-    factors = s.roofline.model_dump()
+    """``serving.roofline`` as plain data, each share of peak the file omits (or the whole
+    section) at the GPU's default (:func:`allocator.core.defaults.default_factors`) when
+    the file gives ``serving.hardware``; a drafter named in ``roofline.drafters`` must be
+    one of the problem's."""
+    factors = {} if s.roofline is None else s.roofline.model_dump()
+    if s.hardware is not None and s.model is not None:
+        default = default_factors(s.hardware.gpu)
+        for key in DEFAULT_SHARES:
+            if factors.get(key) is None:
+                factors[key] = float(default[key])
+    factors = {k: v for k, v in factors.items() if v is not None}
     for name in factors.get("drafters") or {}:
         if name not in names:
             raise InputError(
@@ -225,6 +237,16 @@ def _roofline_factors(s, names: tuple[str, ...]) -> dict:
                 f"no such drafter (the problem has {', '.join(names)})",
             )
     return factors
+
+
+def _ttft_overhead_ms(s) -> float:
+    """``serving.ttft_overhead_ms``; omitted: the GPU's default with the roofline
+    (``serving.hardware`` and ``serving.model``), else 0 (no GPU to take a default of)."""
+    if s.ttft_overhead_ms is not None:
+        return float(s.ttft_overhead_ms)
+    if s.hardware is not None and s.model is not None:
+        return float(default_factors(s.hardware.gpu)["ttft_overhead_ms"])
+    return 0.0
 
 
 def architecture(

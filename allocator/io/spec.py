@@ -445,9 +445,23 @@ class DraftFactors(_Frozen):
     seq_ms: NonNegative = 0.0
 
 
+#: A share of a peak rate reached, in (0, 1]; omitted (``None``): the GPU's default.
+Share = Annotated[
+    float,
+    Field(
+        gt=0.0,
+        le=1.0,
+        description="Share of peak reached, in (0, 1]. Default: the GPU's fitted default "
+        "(allocator.core.defaults.default_factors), the peak itself for a GPU without one.",
+    ),
+]
+
+
 class RooflineSpec(_Frozen):
     """The roofline's fitted factors (docs/design.md §8.12): the share of peak bandwidth
-    (``mem_eff``), throughput (``compute_eff``) and link (``comm_eff``) reached, ms per pass
+    (``mem_eff``), throughput reached by decoding tokens (``compute_eff``) and by prefill
+    tokens (``prefill_eff``) and of the link (``comm_eff``), each omitted for the GPU's
+    default (:func:`allocator.core.defaults.default_factors`), ms per pass
     (``fixed_ms``), per decoding sequence per pass (``seq_ms``) and per speculative step
     (``overhead_ms``), how memory and compute combine (``form``: ``max`` or ``pnorm`` with
     exponent ``p``), whether the KV write of processed tokens is counted, and each
@@ -456,9 +470,10 @@ class RooflineSpec(_Frozen):
 
     form: Literal["max", "pnorm"] = "max"
     p: Annotated[float, Field(ge=1.0, le=64.0)] = 8.0
-    mem_eff: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
-    compute_eff: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
-    comm_eff: Annotated[float, Field(gt=0.0, le=1.0)] = 1.0
+    mem_eff: Share | None = None
+    compute_eff: Share | None = None
+    prefill_eff: Share | None = None
+    comm_eff: Share | None = None
     fixed_ms: NonNegative = 0.0
     seq_ms: NonNegative = 0.0
     overhead_ms: NonNegative = 0.0
@@ -500,6 +515,13 @@ class ServingSpec(_Frozen):
     """Serving under load: batch sizes to plan for, price, and step times (measured
     tables, a component model, or the roofline from ``hardware`` and ``model``).
 
+    ``ttft_overhead_ms``: ms each request spends outside the engine's steps (API server,
+    tokenisation, detokenisation, streaming), added to its time to first token and its
+    end-to-end latency by the request-level simulator; omitted: the GPU's default
+    (:func:`allocator.core.defaults.default_factors`) with the roofline, else 0 (a
+    measured table or component model gives no GPU to take a default of, and its times
+    are measured at the engine).
+
     ``gpu_cost_per_hour``: $/h of one replica, the deployment the step times are of (gives
     ``cost_per_mtok``); ``gpus_per_replica``: the GPUs it takes (default
     ``hardware.count``, else 1). ``overhead_ms``: added to every speculative step
@@ -514,6 +536,19 @@ class ServingSpec(_Frozen):
     step_ms: list[StepTable] = []
     verify_ms: VerifyTable | None = None
     overhead_ms: NonNegative = 0.0
+    ttft_overhead_ms: (
+        Annotated[
+            float,
+            Field(
+                ge=0.0,
+                allow_inf_nan=False,
+                description="ms per request outside the engine's steps, added to TTFT and "
+                "E2EL. Default: the GPU's fitted default with serving.hardware and "
+                "serving.model (allocator.core.defaults.default_factors), else 0.",
+            ),
+        ]
+        | None
+    ) = None
     memory: MemorySpec | None = None
     scheduler: SchedulerSpec | None = None
     prefill_ms: PrefillTable | None = None

@@ -446,21 +446,21 @@ QUOTES.update(
         "allocator profile-plan problems/roofline-llama31-8b.yaml --json scratch/plan.json": [
             (
                 G + "calibration.md",
-                "The plan takes 11 runs out of 135 candidates",
+                "The plan takes 10 runs out of 135 candidates",
                 '"candidates": 135',
             ),
             (
                 G + "calibration.md",
-                "speculation off at concurrency 1 and 256 (context 1024) and 1 (context 8192)",
+                "speculation off at concurrency 1 and 256 (context 1024) and 32 (context 8192)",
                 "run01-off-k0-c1-ctx1024.json",
             ),
             (G + "calibration.md", "at concurrency 1 and 256", "run02-off-k0-c256-ctx1024.json"),
-            (G + "calibration.md", "and 1 (context 8192)", "run03-off-k0-c1-ctx8192.json"),
-            (G + "calibration.md", "`k = 7` (concurrency 8)", "run11-eagle3-k7-c8-ctx1024.json"),
+            (G + "calibration.md", "and 32 (context 8192)", "run03-off-k0-c32-ctx8192.json"),
+            (G + "calibration.md", "`k = 2` (concurrency 1)", "run10-eagle3-k2-c1-ctx1024.json"),
             (
                 G + "calibration.md",
-                "# roofline-llama31-8b: 11 benchmark run(s) on vllm",
-                "# roofline-llama31-8b: 11 benchmark run(s) on vllm",
+                "# roofline-llama31-8b: 10 benchmark run(s) on vllm",
+                "# roofline-llama31-8b: 10 benchmark run(s) on vllm",
             ),
             (
                 G + "calibration.md",

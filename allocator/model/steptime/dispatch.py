@@ -128,19 +128,22 @@ class ServingPredictor(StepTimePredictor):
             y = StepInputs(
                 x.members, x.draft_steps, x.verified, x.decode_seqs, x.context, 0.0 * x.prefill
             )
-        passes = r.drafter_pass_ms(y)
-        specd = roofline_drafters(s, r)
-        for b in np.unique(y.decode_seqs):
-            at = y.decode_seqs == b
-            measured = draft_ms_at(s, float(b))
-            passes[np.ix_(at, ~specd)] = measured[~specd][None, :]
-        one = np.where(y.members, passes, 0.0)
-        if s.drafting == "parallel":
-            d = np.max(one, axis=1, initial=0.0)
-        else:
-            d = np.sum(one, axis=1)
-        drafting = y.draft_steps * d
-        drafting = np.where((y.draft_steps > 0) & ~y.members.any(axis=1), np.nan, drafting)
+        if y.draft_steps.any():
+            passes = r.drafter_pass_ms(y)
+            specd = roofline_drafters(s, r)
+            for b in np.unique(y.decode_seqs):
+                at = y.decode_seqs == b
+                measured = draft_ms_at(s, float(b))
+                passes[np.ix_(at, ~specd)] = measured[~specd][None, :]
+            one = np.where(y.members, passes, 0.0)
+            if s.drafting == "parallel":
+                d = np.max(one, axis=1, initial=0.0)
+            else:
+                d = np.sum(one, axis=1)
+            drafting = y.draft_steps * d
+            drafting = np.where((y.draft_steps > 0) & ~y.members.any(axis=1), np.nan, drafting)
+        else:  # no row drafts: every row's drafting time is 0 (as the general path gives)
+            drafting = np.zeros(len(y))
         out = r.verify_ms(y) + drafting + r.overhead_ms * y.speculative
         if measured_prefill:
             out = np.where(y.decode_seqs > 0, out, 0.0) + prefill_ms_at(s, x.prefill)
@@ -156,6 +159,10 @@ class ServingPredictor(StepTimePredictor):
     def step_ms_of(self, x: StepInputs) -> np.ndarray:
         """:meth:`step_ms` of checked inputs."""
         s = self.serving
+        if not s.tables and not s.has_component_model and self.roofline is not None:
+            # nothing measured answers: every row is the roofline's (the general path below
+            # reaches the same call for every row)
+            return self._roofline_step(x)
         out = np.full(len(x), np.nan)
         matched = self._tables.matched(x.members, chain_rows(x)) >= 0
         if matched.any():

@@ -6,9 +6,10 @@ tokens each and ``P`` prefilled prompt tokens (``n = b·t + P`` for the verifier
 tokens verified per sequence), all times in ms::
 
     memory_ms  = [W + X·cov(n) + κ·(b·C + n)] / η_m + fixed_ms + seq_ms·b
-    compute_ms = [φ·n + α·(b·t·C + P·(P + 1)/2)] / η_c
-    pass_ms    = max(memory_ms, compute_ms)                      (form "max")
-               = (memory_ms^p + compute_ms^p)^(1/p)               (form "pnorm")
+    compute_ms = [φ·b·t + α·b·t·C] / η_c
+    prefill_ms = [φ·P + α·P·(P + 1)/2] / η_p
+    pass_ms    = max(memory_ms, compute_ms) + prefill_ms          (form "max")
+               = (memory_ms^p + compute_ms^p)^(1/p) + prefill_ms  (form "pnorm")
 
 with the *peak terms*, each the time of its traffic or arithmetic at the hardware's peak
 rate (:class:`PeakTerms`, from the specs: ``B`` bytes/s and ``F`` FLOP/s of the replica):
@@ -28,12 +29,28 @@ rate (:class:`PeakTerms`, from the specs: ``B`` bytes/s and ``F`` FLOP/s of the 
   prompt before them (one prompt chunk without a cached prefix: ``P(P + 1)/2`` pairs, an
   upper bound when the chunk mixes several prompts).
 
-and the fitted *efficiency factors*: ``η_m = mem_eff`` and ``η_c = compute_eff`` in
-``(0, 1]`` (the share of peak bandwidth and throughput reached), ``fixed_ms`` (time per
+and the fitted *efficiency factors*: ``η_m = mem_eff``, ``η_c = compute_eff`` and
+``η_p = prefill_eff`` in ``(0, 1]`` (the share of peak bandwidth, of peak throughput
+reached by decoding and verified tokens, and by prefill tokens), ``fixed_ms`` (time per
 pass the bandwidth does not explain: launches, synchronisation, the all-reduces'
 latency where the link has no latency figure) and ``seq_ms`` (per decoding sequence per
 pass: scheduling, sampling, block tables). ``fixed_ms`` and ``seq_ms`` sit inside the
 memory side, as today's ``v0`` and ``v1`` do, so a compute-bound pass hides them.
+
+**Prefill** is added to the pass, not put inside the max. In vLLM 0.33.0 a step is one
+forward pass over the scheduled tokens of every request, decoding and prefilling
+(``GPUModelRunner.execute_model``, ``vllm/v1/worker/gpu_model_runner.py``: the chunks of
+``scheduler_output.num_scheduled_tokens`` flattened into one batch); the decoding tokens'
+matmuls are memory-bound (the weight read hides their arithmetic: the max), a prompt
+chunk's are compute-bound and run on top of that read, so a mixed step costs the decode
+step plus the chunk's arithmetic, and a step of ``P`` prompt tokens alone
+``W/η_m + fixed_ms + prefill_ms`` (affine in ``P`` with the attention's quadratic term,
+the shape measured prefill latencies have). Prefill has its share of peak ``η_p`` apart
+from decode's ``η_c`` (its long GEMMs and flash attention reach a different share than
+the skinny decode GEMMs), fitted from time to first token
+(:mod:`allocator.calibration.rate_fit`). With no prefill in a step (``P = 0``,
+``prefill_ms = 0``) the pass is exactly the decode pass. The memory side still counts the
+prompt tokens' KV write and the experts they touch.
 
 **Shapes** (:class:`~allocator.core.model_spec.ModelSpec`, set by the spec, never fitted).
 On a layer with a sliding window ``w`` a decoding token reads and attends to
@@ -166,6 +183,7 @@ FACTOR_NAMES: tuple[str, ...] = (
     "seq_ms",
     "overhead_ms",
     "comm_eff",
+    "prefill_eff",
 )
 #: Lower bound of an efficiency factor.
 MIN_EFF = 1e-4
@@ -404,6 +422,7 @@ class RooflinePredictor(StepTimePredictor):
     seq_ms: float = 0.0
     overhead_ms: float = 0.0
     comm_eff: float = 1.0
+    prefill_eff: float = 1.0
     form: Literal["max", "pnorm"] = "max"
     p: float = 8.0
     drafting: Literal["sequential", "parallel"] = "sequential"
@@ -418,7 +437,7 @@ class RooflinePredictor(StepTimePredictor):
             raise InputError("drafting", f"{self.drafting!r} is not sequential or parallel")
         if not P_BOUNDS[0] <= self.p <= P_BOUNDS[1]:
             raise InputError("serving.roofline.p", f"{self.p} is outside {P_BOUNDS}")
-        for key in ("mem_eff", "compute_eff", "comm_eff"):
+        for key in ("mem_eff", "compute_eff", "comm_eff", "prefill_eff"):
             v = getattr(self, key)
             if not MIN_EFF <= v <= 1.0:
                 raise InputError(f"serving.roofline.{key}", f"{v} is outside [{MIN_EFF}, 1]")
@@ -517,18 +536,29 @@ class RooflinePredictor(StepTimePredictor):
         return memory, compute
 
     def verifier_parts(self, x: StepInputs) -> tuple[np.ndarray, np.ndarray]:
-        """The verifier pass's memory and compute times ``(B,)`` ms (before combining).
+        """The verifier pass's memory time and its decoding tokens' compute time ``(B,)`` ms
+        (before combining); the prefill tokens' arithmetic is :meth:`prefill_compute_ms`.
 
-        The linear layers' arithmetic is evaluated as ``(φ·b)·t + φ·P``, the order in which
+        The memory side counts every processed token (``n = b·t + P``: its KV write and
+        the experts it touches); the compute side only the ``b·t`` decoding tokens. The
+        linear layers' arithmetic is evaluated as ``(φ·b)·t``, the order in which
         calibrate's fitted form ``c·b·t`` has always been computed, so that
         :meth:`from_linear` gives today's step times to the last bit."""
         b, t, c, pre = x.decode_seqs, x.verified.astype(float), x.context, x.prefill
         n = b * t + pre
-        pairs = b * t * self.peak.attended(c) + self.peak.prefill_pairs(pre)
+        pairs = b * t * self.peak.attended(c)
         memory, _ = self._memory_compute(self.peak, n, b, c, pairs, self.fixed_ms, self.seq_ms)
         pk = self.peak
-        compute = (pk.token_ms * b * t + pk.token_ms * pre + pk.attn_ms * pairs) / self.compute_eff
+        compute = (pk.token_ms * b * t + pk.attn_ms * pairs) / self.compute_eff
         return memory, compute
+
+    def prefill_compute_ms(self, x: StepInputs) -> np.ndarray:
+        """The step's prefill tokens' arithmetic ``(B,)`` ms, at their own share of peak
+        ``prefill_eff``: ``[φ·P + α·pairs(P)] / η_p`` (0 where the step prefills nothing);
+        added to the step, not put inside the max (module docstring, "Prefill")."""
+        pre = x.prefill
+        pk = self.peak
+        return (pk.token_ms * pre + pk.attn_ms * pk.prefill_pairs(pre)) / self.prefill_eff
 
     def _comm(self, peak: PeakTerms, n: np.ndarray) -> np.ndarray:
         if not (peak.allreduce_ms or peak.allreduce_fixed_ms):
@@ -546,6 +576,8 @@ class RooflinePredictor(StepTimePredictor):
         """The verifier's pass ``(B,)`` ms; NaN for an empty step."""
         memory, compute = self.verifier_parts(x)
         out = combine(memory, compute, self.form, self.p) + self.comm_ms(x)
+        if np.any(x.prefill > 0):
+            out = out + self.prefill_compute_ms(x)
         return np.where((x.decode_seqs > 0) | (x.prefill > 0), out, np.nan)
 
     def drafter_pass_ms(self, x: StepInputs) -> np.ndarray:
@@ -636,7 +668,7 @@ class RooflinePredictor(StepTimePredictor):
         """The parameter-vector view (:class:`ParameterSpace`).
 
         Order: ``mem_eff, compute_eff, fixed_ms, seq_ms, overhead_ms``, ``p`` (form
-        "pnorm" only), ``comm_eff``, the verifier's peak terms, then per drafter
+        "pnorm" only), ``comm_eff``, ``prefill_eff``, the verifier's peak terms, then per drafter
         ``draft.<name>.`` ``fixed_ms, seq_ms`` and its peak terms. Peak terms from specs
         are ``spec_determined``. Fitted by default: with a verifier spec its factors (and
         ``p``; ``comm_eff`` only where a model all-reduces, on more than one GPU); without
@@ -669,6 +701,7 @@ class RooflinePredictor(StepTimePredictor):
         if self.form == "pnorm":
             add("p", self.p, *P_BOUNDS, False, True)
         add("comm_eff", self.comm_eff, MIN_EFF, 1.0, False, vs and self.has_comm)
+        add("prefill_eff", self.prefill_eff, MIN_EFF, 1.0, False, vs)
         for key, v in zip(PEAK_NAMES, self.peak.values(), strict=True):
             default = key in ("weights_ms", "token_ms") or v > 0
             if key == "expert_ms" and not self.peak.experts:

@@ -41,6 +41,7 @@ MODEL = {
 }
 TRUTH = {
     "mem_eff": 0.6,
+    "prefill_eff": 0.5,
     "fixed_ms": 0.5,
     "seq_ms": 0.01,
     "overhead_ms": 0.2,
@@ -88,23 +89,36 @@ def bench_files(tmp_path: Path, noise: float = 0.01, seed: int = 0) -> list[Path
     rng = np.random.default_rng(seed)
 
     kv_write = model.peak.kv_ms / model.mem_eff  # ms per prefilled token's KV written
+    # ms per prefilled token's arithmetic: the linear layers' and the attention's at the
+    # run's mean prompt chunk (the model's pairs P(P + 1)/2 are taken at the mean prefill
+    # per step, so the truth is too: the step stays affine in the prefill)
+    phi, alpha = model.peak.token_ms, model.peak.attn_ms
 
-    def step(b: int, t: int, context: float, prefill: int) -> float:
-        # the decoding step (memory bound) plus the prefilled prompts' KV write: affine in
-        # the prefill, so that a run's mean prefill per step gives its mean step exactly
-        k = t - 1 if b > 0 else 0
-        if b == 0:
-            ms = model.fixed_ms + model.peak.weights_ms / model.mem_eff
-        else:
-            ms = float(model.step_ms(np.array([[k > 0]]), k, k + 1, float(b), context, 0.0)[0])
-        return (ms + kv_write * prefill) * (1.0 + noise * rng.standard_normal())
+    def stepper(mean_prefill: float):
+        per_token = kv_write + (phi + alpha * (mean_prefill + 1.0) / 2.0) / model.prefill_eff
+
+        def step(b: int, t: int, context: float, prefill: int) -> float:
+            # the decoding step (memory bound) plus the prefilled prompts' KV write and
+            # arithmetic: affine in the prefill, so that a run's mean prefill per step
+            # gives its mean step
+            k = t - 1 if b > 0 else 0
+            if b == 0:
+                ms = model.fixed_ms + model.peak.weights_ms / model.mem_eff
+            else:
+                x = np.array([[k > 0]])
+                ms = float(model.step_ms(x, k, k + 1, float(b), context, 0.0)[0])
+            return (ms + per_token * prefill) * (1.0 + noise * rng.standard_normal())
+
+        return step
 
     paths = []
     for c in (1, 8, 32):
         for k in (0, 1, 2, 4):
             for input_len in (128, 512):
+                # a prompt per request, a request per output / E steps in each slot
+                e = sum(ACC**j for j in range(k + 1))
                 sim = simulate(
-                    step,
+                    stepper(c * input_len * e / 64),
                     concurrency=c,
                     num_prompts=PROMPTS * c,
                     input_len=input_len,
@@ -152,7 +166,12 @@ def test_recovers_the_roofline_factors_from_synthetic_bench_files(tmp_path, runs
     got = {p["name"]: p for p in doc["parameters"]}
     for name, want in TRUTH.items():
         p = got[name]
-        assert p["value"] == pytest.approx(want, rel=0.1, abs=2e-3), (name, p)
+        # mem_eff, fixed_ms and prefill_eff trade through the prefill (its KV write at
+        # mem_eff, its arithmetic at prefill_eff, both linear in the mean prefill per step,
+        # which the steady-state relation estimates only to within its own approximation;
+        # mem_eff against fixed_ms only through the KV traffic): looser
+        rel = 0.25 if name in ("mem_eff", "fixed_ms", "prefill_eff") else 0.1
+        assert p["value"] == pytest.approx(want, rel=rel, abs=2e-3), (name, p)
         lo, hi = p["interval_95"]
         assert lo <= p["value"] <= hi
     # never compute bound: the rows cannot determine compute_eff; it is written at the
@@ -163,7 +182,10 @@ def test_recovers_the_roofline_factors_from_synthetic_bench_files(tmp_path, runs
     assert written["roofline"]["compute_eff"] == pytest.approx(
         got["compute_eff"]["written"], rel=1e-9
     )
-    assert written["roofline"]["mem_eff"] == pytest.approx(TRUTH["mem_eff"], rel=0.1)
+    assert written["roofline"]["mem_eff"] == pytest.approx(TRUTH["mem_eff"], rel=0.25)
+    assert written["roofline"]["prefill_eff"] == pytest.approx(
+        got["prefill_eff"]["written"], rel=1e-9
+    )
     assert written["roofline"]["drafters"]["d"]["fixed_ms"] == pytest.approx(0.3, rel=0.1)
     cal = written["calibrated_from"]
     assert cal["rows"] == len(files)

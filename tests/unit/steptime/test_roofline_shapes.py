@@ -86,8 +86,8 @@ def test_latent_attention_peak_terms():
     r = RooflinePredictor.from_specs(TOY_HW, mla)
     assert r.peak.kv_ms == pytest.approx(1.8432e-5, rel=1e-12)
     assert r.peak.attn_ms == pytest.approx(5.57056e-6, rel=1e-12)
-    _, compute = r.verifier_parts(step_inputs(NONE, 0, 1, 0, 0.0, 100.0))
-    assert compute[0] == pytest.approx(2.0 + 8.27392e-3, rel=1e-12)
+    prefill = r.prefill_compute_ms(step_inputs(NONE, 0, 1, 0, 0.0, 100.0))
+    assert prefill[0] == pytest.approx(2.0 + 8.27392e-3, rel=1e-12)
 
 
 def test_tensor_parallelism_not_dividing_the_heads_is_refused():
