@@ -48,6 +48,7 @@ Every run to its output length: the simulator has no stop token, as ``vllm bench
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -65,6 +66,14 @@ from .requests import MAX_SPAN_S, MAX_TOKENS
 RANDOM_INPUT_LEN = 1024
 RANDOM_OUTPUT_LEN = 128
 
+#: Most stages one staged load takes. Each stage's requests are summarised on their own
+#: after the run, a pass over the whole run's inter-token gaps per stage, so a run of tens
+#: of thousands of one-second stages (a 120 KB ``--stages``) took minutes where one stage
+#: of the same span took seconds; inference-perf's load sweeps use a few to a few dozen.
+MAX_STAGES = 1_000
+#: Characters of a stage that does not parse quoted in the error (one line, however long).
+_SHOWN = 40
+
 
 def range_ratios(value: object, field: str = "random_range_ratio") -> tuple[float, float]:
     """``(input, output)`` range ratios from one number (both), a mapping with ``input``
@@ -77,14 +86,17 @@ def range_ratios(value: object, field: str = "random_range_ratio") -> tuple[floa
         except ValueError:
             try:
                 raw = json.loads(value)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: "[[[...]]]" nested deep
                 raise ParameterError(
                     field, 'must be a number in [0, 1) or {"input": A, "output": B}'
                 ) from None
     if isinstance(raw, Mapping):
         if set(raw) != {"input", "output"}:
+            keys = sorted(map(str, raw))
+            shown = ", ".join(repr(k[:_SHOWN]) for k in keys[:4])
+            more = f" and {len(keys) - 4:,} more" if len(keys) > 4 else ""
             raise ParameterError(
-                field, f"a mapping takes the keys input and output, got {sorted(map(str, raw))}"
+                field, f"a mapping takes the keys input and output, got [{shown}]{more}"
             )
         pair = (raw["input"], raw["output"])
     else:
@@ -172,11 +184,16 @@ def lengths_from(
 
 def parse_stages(text: str | Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
     """Load stages ``((rate, seconds), ...)`` from ``"RATE:SECONDS,..."`` text or pairs:
-    each rate a finite number of requests/s > 0, each duration a finite number of seconds
-    > 0, their sum at most :data:`~allocator.sim.requests.MAX_SPAN_S`.
+    at most :data:`MAX_STAGES` of them, each rate a finite number of requests/s > 0, each
+    duration a finite number of seconds > 0, their sum at most
+    :data:`~allocator.sim.requests.MAX_SPAN_S`.
     :class:`ParameterError` on ``stages`` naming the stage otherwise."""
     if isinstance(text, str):
-        items = [s.strip() for s in text.split(",")]
+        items = [s.strip() for s in text.split(",", MAX_STAGES)]
+        if len(items) > MAX_STAGES:
+            raise ParameterError(
+                "stages", f"more than {MAX_STAGES:,} stages: give fewer, longer stages"
+            )
         pairs: list[tuple[object, object]] = []
         for i, item in enumerate(items, 1):
             rate_text, sep, secs_text = item.partition(":")
@@ -185,11 +202,21 @@ def parse_stages(text: str | Sequence[tuple[float, float]]) -> tuple[tuple[float
                     raise ValueError
                 pairs.append((float(rate_text), float(secs_text)))
             except ValueError:
+                shown = item if len(item) <= _SHOWN else item[:_SHOWN] + "…"
                 raise ParameterError(
-                    "stages", f"stage {i}: expected RATE:SECONDS, got {item!r}"
+                    "stages", f"stage {i}: expected RATE:SECONDS, got {shown!r}"
                 ) from None
     else:
-        pairs = [tuple(p) for p in text]  # type: ignore[misc]
+        try:
+            pairs = [tuple(p) for p in itertools.islice(text, MAX_STAGES + 1)]  # type: ignore[misc]
+        except TypeError:
+            raise ParameterError(
+                "stages", 'expected "RATE:SECONDS,..." text or (rate, seconds) pairs'
+            ) from None
+    if len(pairs) > MAX_STAGES:
+        raise ParameterError(
+            "stages", f"more than {MAX_STAGES:,} stages: give fewer, longer stages"
+        )
     if not pairs:
         raise ParameterError("stages", "give one or more stages RATE:SECONDS")
     stages = []
@@ -260,6 +287,7 @@ def staged_arrivals(
 
 
 __all__ = [
+    "MAX_STAGES",
     "RANDOM_INPUT_LEN",
     "RANDOM_OUTPUT_LEN",
     "lengths_from",
