@@ -8,11 +8,20 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
 from allocator.exceptions import ParameterError
-from allocator.sim.workloads import MAX_STAGES, parse_stages, range_ratios
+from allocator.sim.workloads import (
+    MAX_DRAWS,
+    MAX_STAGES,
+    lengths_from,
+    parse_stages,
+    random_lengths,
+    range_ratios,
+    staged_arrivals,
+)
 from tests.support.cli_runner import run
 from tests.unit.analysis import requests_problem as rp
 
@@ -91,3 +100,59 @@ def test_a_deeply_nested_range_ratio_is_refused_not_a_traceback(tmp_path, depth)
     with pytest.raises(ParameterError) as e:
         range_ratios(text)
     assert e.value.field == "random_range_ratio"
+
+
+# The library's face of the same options (allocator.sim.workloads): a ParameterError naming
+# the parameter, never numpy's own error, an allocation of terabytes or a loop that grows
+# until the process is killed.
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, "3"])
+def test_a_bad_seed_is_named(seed):
+    for call in (
+        lambda: random_lengths(5, 10, 10, seed=seed),
+        lambda: lengths_from(np.array([3]), np.array([4]), 5, seed=seed),
+        lambda: staged_arrivals([(1.0, 10.0)], 1.0, seed=seed),
+    ):
+        with pytest.raises(ParameterError) as e:
+            call()
+        assert e.value.field == "seed"
+
+
+def test_draws_past_the_limit_are_refused_before_allocating():
+    with pytest.raises(ParameterError) as e:
+        random_lengths(10**12, 10, 10)
+    assert e.value.field == "num_prompts"
+    with pytest.raises(ParameterError) as e:
+        lengths_from(np.array([3]), np.array([4]), 10**12)
+    assert e.value.field == "num_prompts"
+    with pytest.raises(ParameterError, match="expect") as e:
+        staged_arrivals([(1e3, 1e8)], 1.0)  # 1e11 requests expected, no max_requests given
+    assert e.value.field == "stages"
+    assert len(random_lengths(MAX_DRAWS // 100, 10, 10)[0]) == MAX_DRAWS // 100
+
+
+@pytest.mark.parametrize("shape", [1e-300, 1e-9])
+def test_a_gamma_shape_whose_gaps_underflow_is_refused_not_looped(shape):
+    # gaps of 0 never reach the stage's end: chunks of them piled up until the process
+    # was killed; 1e6 such arrivals are more than max_requests, refused as drawn
+    with pytest.raises(ParameterError, match="drew more than") as e:
+        staged_arrivals([(1.0, 10.0)], shape, seed=0, max_requests=1000)
+    assert e.value.field == "stages"
+
+
+@pytest.mark.parametrize(
+    "prompts",
+    [np.array([0, 5]), np.array([1.5, 5]), np.array(["a", "b"]), np.array([np.nan, 5]), [[1, 2]]],
+)
+def test_lengths_that_are_not_token_counts_are_named(prompts):
+    with pytest.raises(ParameterError) as e:
+        lengths_from(prompts, np.array([4, 4]), 3)
+    assert e.value.field == "lengths_from"
+
+
+def test_lengths_drawn_are_rows_of_the_table():
+    # whole floats are taken as token counts; each draw is one row, its two lengths together
+    p, o = lengths_from([3.0, 7.0, 11.0], [4, 8, 12], 500, seed=1)
+    assert p.dtype == o.dtype == np.int64
+    assert set(zip(p.tolist(), o.tolist(), strict=True)) == {(3, 4), (7, 8), (11, 12)}
