@@ -53,11 +53,14 @@ def read_trace(
     Bad input raises :class:`~allocator.exceptions.ParameterError` on ``field`` (the
     parameter that named the file: ``trace``, ``lengths_from``) naming the row
     (1-based data row, the header is row 0) and column: a missing column, an unparsable or
-    decreasing timestamp, a token count that is not a positive integer, no data rows.
+    decreasing timestamp, a token count that is not a positive integer, no data rows, an
+    empty or blank ``path``.
     """
     if num_prompts is not None:
         num_prompts = whole(num_prompts, "num_prompts", lo=1)
     factor = positive(speedup, "speedup")
+    if not str(path).strip():  # Path("") is ".", which would be refused as a directory
+        raise ParameterError(field, "is empty: give a file name")
     p = check_regular_file(path, field, MAX_LOG_BYTES)
     try:
         handle = p.open(newline="", encoding="utf-8-sig")

@@ -48,6 +48,7 @@ Every run to its output length: the simulator has no stop token, as ``vllm bench
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -57,6 +58,7 @@ import numpy as np
 from ..exceptions import ParameterError
 from ..validate import finite, whole
 from ..validate import rate as positive
+from ..validate import seed as valid_seed
 from .requests import MAX_SPAN_S, MAX_TOKENS
 
 #: vLLM 0.33.0's random dataset defaults (``RandomDataset.DEFAULT_INPUT_LEN``,
@@ -64,6 +66,19 @@ from .requests import MAX_SPAN_S, MAX_TOKENS
 #: ``--random-output-len`` default to the same, lines 1888-1898).
 RANDOM_INPUT_LEN = 1024
 RANDOM_OUTPUT_LEN = 128
+
+#: Most stages one staged load takes. Each stage's requests are summarised on their own
+#: after the run, a pass over the whole run's inter-token gaps per stage, so a run of tens
+#: of thousands of one-second stages (a 120 KB ``--stages``) took minutes where one stage
+#: of the same span took seconds; inference-perf's load sweeps use a few to a few dozen.
+MAX_STAGES = 1_000
+#: Most requests one call draws (lengths or arrivals): two ``int64`` arrays of this many
+#: take 160 MB; the simulator runs far fewer (``allocator.analysis.request_source``).
+MAX_DRAWS = 10_000_000
+#: Most gaps drawn at a time for one stage (8 MB): a tiny gamma shape asks for many more.
+_CHUNK = 1 << 20
+#: Characters of a stage that does not parse quoted in the error (one line, however long).
+_SHOWN = 40
 
 
 def range_ratios(value: object, field: str = "random_range_ratio") -> tuple[float, float]:
@@ -77,14 +92,17 @@ def range_ratios(value: object, field: str = "random_range_ratio") -> tuple[floa
         except ValueError:
             try:
                 raw = json.loads(value)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: "[[[...]]]" nested deep
                 raise ParameterError(
                     field, 'must be a number in [0, 1) or {"input": A, "output": B}'
                 ) from None
     if isinstance(raw, Mapping):
         if set(raw) != {"input", "output"}:
+            keys = sorted(map(str, raw))
+            shown = ", ".join(repr(k[:_SHOWN]) for k in keys[:4])
+            more = f" and {len(keys) - 4:,} more" if len(keys) > 4 else ""
             raise ParameterError(
-                field, f"a mapping takes the keys input and output, got {sorted(map(str, raw))}"
+                field, f"a mapping takes the keys input and output, got [{shown}]{more}"
             )
         pair = (raw["input"], raw["output"])
     else:
@@ -145,11 +163,11 @@ def random_lengths(
     """Prompt and output lengths (tokens; two ``(num_prompts,)`` int64 arrays) as vLLM
     0.33.0's random dataset draws them with ``--seed seed`` (module docstring): prompts
     are ``prefix_len`` plus the drawn input."""
-    n = whole(num_prompts, "num_prompts", lo=1)
+    n = whole(num_prompts, "num_prompts", lo=1, hi=MAX_DRAWS)
     (lo_in, hi_in), (lo_out, hi_out) = random_bounds(
         input_len, output_len, ratios, prefix_len=prefix_len, num_special=num_special
     )
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(valid_seed(seed))
     inputs = rng.integers(lo_in, hi_in + 1, size=n)
     outputs = rng.integers(lo_out, hi_out + 1, size=n)
     return (inputs + int(prefix_len)).astype(np.int64), outputs.astype(np.int64)
@@ -160,23 +178,38 @@ def lengths_from(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``num_prompts`` (prompt, output) length pairs drawn uniformly with replacement from
     the rows of ``prompt_tokens`` and ``output_tokens`` (``(R,)`` each, one row a
-    request), a row's two lengths kept together; two ``(num_prompts,)`` int64 arrays."""
-    n = whole(num_prompts, "num_prompts", lo=1)
-    prompts = np.asarray(prompt_tokens, dtype=np.int64)
-    outputs = np.asarray(output_tokens, dtype=np.int64)
+    request), a row's two lengths kept together; two ``(num_prompts,)`` int64 arrays.
+    Every length a whole number of tokens in ``1..MAX_TOKENS``."""
+    n = whole(num_prompts, "num_prompts", lo=1, hi=MAX_DRAWS)
+    rng = np.random.default_rng(valid_seed(seed))
+    try:
+        given = np.asarray(prompt_tokens), np.asarray(output_tokens)
+        prompts, outputs = (np.asarray(a, dtype=np.float64) for a in given)
+    except (TypeError, ValueError):
+        raise ParameterError("lengths_from", "lengths must be numbers of tokens") from None
     if prompts.ndim != 1 or prompts.shape != outputs.shape or prompts.size == 0:
         raise ParameterError("lengths_from", "needs one or more rows of prompt and output lengths")
-    rows = np.random.default_rng(seed).integers(0, prompts.size, size=n)
-    return prompts[rows], outputs[rows]
+    for a in (prompts, outputs):
+        if not (np.all(a == np.round(a)) and a.min() >= 1 and a.max() <= MAX_TOKENS):
+            raise ParameterError(
+                "lengths_from", f"lengths must be whole numbers of tokens in 1..{MAX_TOKENS:,}"
+            )
+    rows = rng.integers(0, prompts.size, size=n)
+    return prompts[rows].astype(np.int64), outputs[rows].astype(np.int64)
 
 
 def parse_stages(text: str | Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
     """Load stages ``((rate, seconds), ...)`` from ``"RATE:SECONDS,..."`` text or pairs:
-    each rate a finite number of requests/s > 0, each duration a finite number of seconds
-    > 0, their sum at most :data:`~allocator.sim.requests.MAX_SPAN_S`.
+    at most :data:`MAX_STAGES` of them, each rate a finite number of requests/s > 0, each
+    duration a finite number of seconds > 0, their sum at most
+    :data:`~allocator.sim.requests.MAX_SPAN_S`.
     :class:`ParameterError` on ``stages`` naming the stage otherwise."""
     if isinstance(text, str):
-        items = [s.strip() for s in text.split(",")]
+        items = [s.strip() for s in text.split(",", MAX_STAGES)]
+        if len(items) > MAX_STAGES:
+            raise ParameterError(
+                "stages", f"more than {MAX_STAGES:,} stages: give fewer, longer stages"
+            )
         pairs: list[tuple[object, object]] = []
         for i, item in enumerate(items, 1):
             rate_text, sep, secs_text = item.partition(":")
@@ -185,11 +218,21 @@ def parse_stages(text: str | Sequence[tuple[float, float]]) -> tuple[tuple[float
                     raise ValueError
                 pairs.append((float(rate_text), float(secs_text)))
             except ValueError:
+                shown = item if len(item) <= _SHOWN else item[:_SHOWN] + "…"
                 raise ParameterError(
-                    "stages", f"stage {i}: expected RATE:SECONDS, got {item!r}"
+                    "stages", f"stage {i}: expected RATE:SECONDS, got {shown!r}"
                 ) from None
     else:
-        pairs = [tuple(p) for p in text]  # type: ignore[misc]
+        try:
+            pairs = [tuple(p) for p in itertools.islice(text, MAX_STAGES + 1)]  # type: ignore[misc]
+        except TypeError:
+            raise ParameterError(
+                "stages", 'expected "RATE:SECONDS,..." text or (rate, seconds) pairs'
+            ) from None
+    if len(pairs) > MAX_STAGES:
+        raise ParameterError(
+            "stages", f"more than {MAX_STAGES:,} stages: give fewer, longer stages"
+        )
     if not pairs:
         raise ParameterError("stages", "give one or more stages RATE:SECONDS")
     stages = []
@@ -214,12 +257,15 @@ def staged_arrivals(
     """Arrival times (s from the start of the first stage, non-decreasing) and each
     request's stage (0-based): two ``(N,)`` arrays, ``N`` drawn (module docstring).
     ``burstiness``: the gamma shape (1: Poisson; ``inf``: constant gaps of ``1 / rate``,
-    the first at ``1 / rate`` into the stage). ``max_requests``: refuse (naming
-    ``stages``) stages expecting more requests than this, or drawing more."""
+    the first at ``1 / rate`` into the stage). ``max_requests`` (at most, and by default,
+    :data:`MAX_DRAWS`): refuse (naming ``stages``) stages expecting more requests than
+    this, or drawing more."""
     plan = parse_stages(stages)
     shape = positive(burstiness, "burstiness", inf=True)
+    seed = valid_seed(seed)
+    max_requests = MAX_DRAWS if max_requests is None else min(int(max_requests), MAX_DRAWS)
     expected = sum(r * s for r, s in plan)
-    if max_requests is not None and expected > max_requests:
+    if expected > max_requests:
         raise ParameterError(
             "stages",
             f"expect {expected:,.0f} requests in all, more than {max_requests:,}: give "
@@ -236,21 +282,25 @@ def staged_arrivals(
         else:
             # enough gaps to pass the stage's end almost surely; more drawn when not
             mean = r * secs
-            chunk = int(mean + 10.0 * math.sqrt(mean / min(shape, 1.0)) + 16)
+            chunk = int(min(mean + 10.0 * math.sqrt(mean / min(shape, 1.0)) + 16, _CHUNK))
             acc: list[np.ndarray] = []
             end = 0.0
+            drawn = sum(x.size for x in times)
             while end < secs:
+                if drawn > max_requests:  # every time drawn so far lies before `end`
+                    raise ParameterError("stages", f"drew more than {max_requests:,} requests")
                 gaps = rng.gamma(shape=shape, scale=1.0 / (r * shape), size=chunk)
                 part = end + np.cumsum(gaps)
                 acc.append(part)
                 end = float(part[-1])
+                drawn += int(np.count_nonzero(part < secs))
             t = np.concatenate(acc)
             t = t[t < secs]
         times.append(start + t)
         labels.append(np.full(t.size, j, dtype=np.int64))
         start += secs
     all_t = np.concatenate(times)
-    if max_requests is not None and all_t.size > max_requests:
+    if all_t.size > max_requests:
         raise ParameterError("stages", f"drew {all_t.size:,} requests, more than {max_requests:,}")
     if all_t.size == 0:
         raise ParameterError(
@@ -260,6 +310,8 @@ def staged_arrivals(
 
 
 __all__ = [
+    "MAX_DRAWS",
+    "MAX_STAGES",
     "RANDOM_INPUT_LEN",
     "RANDOM_OUTPUT_LEN",
     "lengths_from",
