@@ -325,8 +325,9 @@ def request_source(
             missing = "input_len" if input_len is None else "output_len"
             raise ParameterError(
                 missing,
-                "give the requests: input and output lengths, the random dataset's, "
-                "lengths_from or a trace",
+                "give the requests: input and output lengths, the random dataset's "
+                "(random_input_len), lengths from a trace's rows (lengths_from) or a trace "
+                "(trace)",
             )
         check_tokens("input_len", input_len)
         check_tokens("output_len", output_len)
@@ -425,10 +426,17 @@ def workload_notes(source: RequestSource) -> list[str]:
         )
     if source.stages is not None:
         counts = np.bincount(np.asarray(source.stage_of), minlength=len(source.stages))
-        plan = ", ".join(
-            f"{r:g} req/s for {s:g} s: {int(c):,}"
-            for (r, s), c in zip(source.stages, counts, strict=True)
-        )
+        if len(source.stages) <= 10:
+            plan = ", ".join(
+                f"{r:g} req/s for {s:g} s: {int(c):,}"
+                for (r, s), c in zip(source.stages, counts, strict=True)
+            )
+        else:  # one line, however many stages
+            rates = [r for r, _ in source.stages]
+            plan = (
+                f"{len(source.stages):,} stages at {min(rates):g} to {max(rates):g} req/s over "
+                f"{sum(s for _, s in source.stages):g} s"
+            )
         notes.append(
             f"staged load, {len(source):,} requests drawn ({plan}); request_rate is their "
             "mean over the stages' time, and each stage's own metrics are under stages in the JSON"
@@ -456,6 +464,7 @@ def stage_metrics(
     req = result.requests
     out: list[dict[str, float | int]] = []
     start = 0.0
+    gap_stage = np.asarray(source.stage_of)[result.itl_request]  # each ITL gap's stage, once
     for j, (r, secs) in enumerate(source.stages):
         idx = np.flatnonzero(source.stage_of == j)
         entry: dict[str, float | int] = {
@@ -467,7 +476,7 @@ def stage_metrics(
         }
         start += secs
         if idx.size:
-            gaps = np.isin(result.itl_request, idx)
+            gaps = gap_stage == j
             sub = replace(
                 result,
                 requests=Requests(

@@ -156,3 +156,17 @@ def test_lengths_drawn_are_rows_of_the_table():
     p, o = lengths_from([3.0, 7.0, 11.0], [4, 8, 12], 500, seed=1)
     assert p.dtype == o.dtype == np.int64
     assert set(zip(p.tolist(), o.tolist(), strict=True)) == {(3, 4), (7, 8), (11, 12)}
+
+
+def test_many_stages_are_one_short_note(tmp_path):
+    """Past ten stages the staged-load note summarises (count, rate range, time) instead of
+    listing each stage, so a thousand stages stay one short line; ten are still listed."""
+    p = problem_file(tmp_path)
+    for n, listed in ((10, True), (40, False)):
+        stages = ",".join(f"{1 + i % 3}:2" for i in range(n))
+        r = run("bench", p, "--input-len", "50", "--output-len", "5", "--stages", stages)
+        assert r.exit_code == 0, r.output
+        (note,) = [line for line in r.output.splitlines() if line.startswith("staged load")]
+        assert ("3 req/s for 2 s:" in note) is listed
+        if not listed:
+            assert f"{n} stages at 1 to 3 req/s over {2 * n} s" in note and len(note) < 200
