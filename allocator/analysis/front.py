@@ -125,6 +125,15 @@ class Deployment:
         return f"{self.gpu or 'own replica'} TP{self.tp}"
 
 
+def gpu_name(name: str, parameter: str) -> str:
+    """The table's key of GPU ``name``; a :class:`ParameterError` naming ``parameter`` and
+    listing the known GPUs otherwise."""
+    try:
+        return table_gpu(name, parameter).name
+    except InputError as exc:
+        raise ParameterError(parameter, exc.message) from None
+
+
 def own_hardware(problem: Problem) -> tuple[str | None, int]:
     """The file's own GPU (``None`` without ``serving.hardware``) and TP (its
     ``gpus_per_replica`` without one)."""
@@ -147,7 +156,7 @@ def gpu_prices(
     assert serving is not None
     given: dict[str, float] = {}
     for name, value in (gpu_cost or {}).items():
-        key = table_gpu(name, "gpu_cost").name
+        key = gpu_name(name, "gpu_cost")
         v = float(value)
         if not (math.isfinite(v) and v > 0):
             raise ParameterError("gpu_cost", f"{name}: a price must be a positive $/GPU-hour")
@@ -265,7 +274,7 @@ def deployments(
     else:
         names = []
         for g in gpus:
-            key = table_gpu(str(g), "gpus").name if g is not None else None
+            key = gpu_name(str(g), "gpus") if g is not None else None
             if key not in names:
                 names.append(key)
         if not names:
@@ -773,7 +782,8 @@ def _run(
         if max_concurrency is not None and max_num_seqs is None:
             by_config: dict[tuple, Candidate] = {}  # each configuration at its largest
             for c in cands:
-                k = c.config.tie_key()
+                cfg = c.config  # a schedule's ranges depend on max_num_seqs: not in the key
+                k = (tuple(np.flatnonzero(cfg.members)), cfg.k, cfg.is_schedule)
                 if k not in by_config or c.max_num_seqs > by_config[k].max_num_seqs:
                     by_config[k] = c
             cands = list(by_config.values())
