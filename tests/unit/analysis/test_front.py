@@ -203,10 +203,10 @@ def test_a_replica_that_cannot_hold_the_model_is_left_out_or_refused():
     assert any("h200 TP1" in n and "GB of weights" in n for n in notes)
 
 
-def test_measured_step_times_are_not_retargeted():
+def test_a_problem_without_the_roofline_is_not_retargeted():
     with pytest.raises(ParameterError) as exc:
         api.front(rp.data(), gpus=["h200"], **SHORT)
-    assert exc.value.field == "gpus"
+    assert exc.value.field == "gpus" and "not the roofline's" in exc.value.message
 
 
 @pytest.mark.slow
