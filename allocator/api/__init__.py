@@ -22,8 +22,8 @@ from ..io.build import problem_from_file
 from ..io.ranges import parse_load_range
 from ..io.spec import problem_json_schema
 from ..search import needs_batch, run
-from ._load import as_problem, file_notes, load, load_data
 from ._front import front
+from ._load import as_problem, file_notes, load, load_data
 from ._requests import bench, size_fleet_for_rate, validate_runs
 
 # Each command's analysis is named here and imported when the command first runs

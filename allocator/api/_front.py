@@ -14,12 +14,14 @@ from ..exceptions import InfeasibleError, NotModelledError, ParameterError
 from ._load import file_notes, load, load_data
 
 if TYPE_CHECKING:
+    from ..analysis import deployments as analysis_deployments
     from ..analysis import front as analysis_front
     from ..analysis import request_source as analysis_request_source
     from ..analysis.capacity import slo as capacity_slo
     from ..analysis.capacity import workers as capacity_workers
     from ..analysis.front import FrontResult
 else:
+    analysis_deployments = lazy_module("allocator.analysis.deployments")
     analysis_front = lazy_module("allocator.analysis.front")
     analysis_request_source = lazy_module("allocator.analysis.request_source")
     capacity_slo = lazy_module("allocator.analysis.capacity.slo")
@@ -103,7 +105,7 @@ def front(
         built = load(problem)
         base, path = Path(problem).resolve().parent, str(problem)
     stem = Path(path).stem if path != "PROBLEM" else built.name
-    deployed, notes = analysis_front.deployments(
+    deployed, notes = analysis_deployments.deployments(
         built, data, base, source, gpus=gpus, tp=tp, gpu_cost=gpu_cost, stem=stem
     )
     notes += file_notes(problem)

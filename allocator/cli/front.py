@@ -39,6 +39,23 @@ if TYPE_CHECKING:
 else:  # only --plot draws
     plots = lazy_module("allocator.plots")
 
+#: ``--slo KEY=MS`` (repeatable): flags points, never changes a run.
+FrontSloOption = typer.Option(
+    None,
+    "--slo",
+    help="KEY=MS: a latency ceiling, mean|median|pN of ttft|tpot|itl|e2el, e.g. "
+    "p99_tpot_ms=50; points missing one are kept and flagged (repeatable).",
+    metavar="KEY=MS",
+)
+#: ``--gpu-cost GPU=$/h`` (repeatable), read by :func:`gpu_costs`.
+GpuCostOption = typer.Option(
+    None,
+    "--gpu-cost",
+    help="GPU=$/h: the price of one GPU-hour (repeatable; default: the problem's "
+    "serving.gpu_cost_per_hour over its GPUs, for its own GPU).",
+    metavar="GPU=$/h",
+)
+
 
 def int_list(text: str | None, flag: str, hi: int) -> list[int] | None:
     """``A[,B...]`` as integers in ``1..hi``; :class:`InputError` naming ``flag``."""
@@ -129,13 +146,7 @@ def front_command(
         "largest max_num_seqs unless --max-num-seqs).",
         metavar="C[,C...]",
     ),
-    slo: list[str] = typer.Option(
-        None,
-        "--slo",
-        help="KEY=MS: a latency ceiling, mean|median|pN of ttft|tpot|itl|e2el, e.g. "
-        "p99_tpot_ms=50; points missing one are kept and flagged (repeatable).",
-        metavar="KEY=MS",
-    ),
+    slo: list[str] = FrontSloOption,
     gpus: str = typer.Option(
         None,
         "--gpus",
@@ -154,13 +165,7 @@ def front_command(
         help="max_num_seqs values, S[,S...] (default: powers of two up to the largest).",
         metavar="S[,S...]",
     ),
-    gpu_cost: list[str] = typer.Option(
-        None,
-        "--gpu-cost",
-        help="GPU=$/h: the price of one GPU-hour (repeatable; default: the problem's "
-        "serving.gpu_cost_per_hour over its GPUs, for its own GPU).",
-        metavar="GPU=$/h",
-    ),
+    gpu_cost: list[str] = GpuCostOption,
     num_prompts: int = typer.Option(
         None,
         "--num-prompts",
@@ -219,7 +224,10 @@ def front_command(
         if not Path(problems_dir).is_dir():
             raise InputError("--problems-dir", f"{problems_dir} is not a folder")
     label = "simulating the front"
-    why = "each point is one simulated run (after one job per deployment listing its candidates); the time left assumes the rest take as long"
+    why = (
+        "each point is one simulated run (after one job per deployment listing its "
+        "candidates); the time left assumes the rest take as long"
+    )
     with total_progress(label, "jobs done", enabled=json_path != "-", why=why) as progress:
         result = api.front(
             problem,
@@ -290,4 +298,12 @@ def front_command(
         out.print(f"wrote {path}", markup=False, highlight=False)
 
 
-__all__ = ["front_command", "front_table", "gpu_costs", "int_list", "name_list"]
+__all__ = [
+    "FrontSloOption",
+    "GpuCostOption",
+    "front_command",
+    "front_table",
+    "gpu_costs",
+    "int_list",
+    "name_list",
+]

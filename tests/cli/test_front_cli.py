@@ -67,8 +67,9 @@ def test_a_retargeted_points_bench_command_names_the_file_written(tmp_path):
     folder = tmp_path / "retargeted"
     folder.mkdir()
     out = tmp_path / "f.json"
+    csv_out = tmp_path / "f.csv"
     r = run("front", p, *SHORT, "--gpus", "h100-sxm,h200", "--tp", "1,2", "--max-num-seqs",
-            "2,8", "--problems-dir", folder, "--json", out, "--csv", tmp_path / "f.csv")  # fmt: skip
+            "2,8", "--problems-dir", folder, "--json", out, "--csv", csv_out)  # fmt: skip
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
     written = sorted(x.name for x in folder.iterdir())
@@ -81,7 +82,7 @@ def test_a_retargeted_points_bench_command_names_the_file_written(tmp_path):
         if (point["gpu"], point["tp"]) != ("h100-sxm", 1):
             assert point["problem_file"].startswith(str(folder))
         assert bench_doc(point["bench_command"]) == point["metrics"], point["bench_command"]
-    rows = (tmp_path / "f.csv").read_text().splitlines()
+    rows = csv_out.read_text().splitlines()
     assert len(rows) == len(points) + 1
 
 

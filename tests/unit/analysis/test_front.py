@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from allocator import api
+from allocator.analysis import deployments as dp
 from allocator.analysis import front as fr
 from allocator.analysis.capacity.rate_search import candidates
 from allocator.analysis.replica import Configuration, kv_cache_tokens
@@ -89,7 +90,7 @@ def test_per_gpu_and_per_user_and_cost_from_the_metrics():
 
 def test_gpu_cost_replaces_the_files_price_and_a_gpu_without_one_has_no_cost():
     prob = api.load(ROOFLINE)
-    prices, notes = fr.gpu_prices(prob, ["h100-sxm", "h200"], {"h200": 3.0})
+    prices, notes = dp.gpu_prices(prob, ["h100-sxm", "h200"], {"h200": 3.0})
     assert prices["h200"] == 3.0 and math.isnan(prices["h100-sxm"])  # the file has no price
     assert any("no price for h100-sxm" in n for n in notes)
 
@@ -161,7 +162,7 @@ def test_a_retargeted_kv_cache_follows_the_replicas_memory(gpu, tp):
     data = roofline_data()
     prob = api.load(copy.deepcopy(data))
     source = request_source(10, input_len=64, output_len=16)
-    deployed, _ = fr.deployments(prob, data, None, source, gpus=[gpu], tp=[tp])
+    deployed, _ = dp.deployments(prob, data, None, source, gpus=[gpu], tp=[tp])
     (d,) = deployed
     assert not d.own and d.problem.serving.hardware.count == tp
     assert d.problem.serving.hardware.gpu.name == gpu
@@ -185,7 +186,7 @@ def test_bad_hardware_is_refused_naming_the_parameter(options, field, words):
     prob = api.load(copy.deepcopy(data))
     source = request_source(10, input_len=64, output_len=16)
     with pytest.raises(ParameterError) as exc:
-        fr.deployments(prob, data, None, source, **options)
+        dp.deployments(prob, data, None, source, **options)
     assert exc.value.field == field and words in exc.value.message
 
 
@@ -196,9 +197,9 @@ def test_a_replica_that_cannot_hold_the_model_is_left_out_or_refused():
     prob = api.load(copy.deepcopy(data))
     source = request_source(10, input_len=64, output_len=16)
     with pytest.raises(ParameterError) as exc:
-        fr.deployments(prob, data, None, source, gpus=["l40s"], tp=[1, 2])
+        dp.deployments(prob, data, None, source, gpus=["l40s"], tp=[1, 2])
     assert exc.value.field == "tp" and "holds the model" in exc.value.message
-    kept, notes = fr.deployments(prob, data, None, source, gpus=["h200"], tp=[1, 2])
+    kept, notes = dp.deployments(prob, data, None, source, gpus=["h200"], tp=[1, 2])
     assert [(d.gpu, d.tp) for d in kept] == [("h200", 2)]
     assert any("h200 TP1" in n and "GB of weights" in n for n in notes)
 
