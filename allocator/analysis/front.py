@@ -515,7 +515,17 @@ def _run(
         )
     ctx = Context(problems, source, request_rate, slos, seed)
     pool.expect(len(jobs))
-    runs = pool.map(run_point, jobs, ctx)
+
+    # the longest runs first (the fewest sequences at once take the most steps), so that
+    # no long run starts last while the other workers wait; results in the jobs' order
+    def width(job: Job) -> int:
+        return min(job.candidate.max_num_seqs, job.max_concurrency or MAX_POINTS)
+
+    order = sorted(range(len(jobs)), key=lambda i: (width(jobs[i]), i))
+    done = pool.map(run_point, [jobs[i] for i in order], ctx)
+    runs: list[Run] = [Run()] * len(jobs)
+    for i, run in zip(order, done, strict=True):
+        runs[i] = run
     for run in runs:
         if run.error is not None:
             _raise(run.error)

@@ -164,3 +164,15 @@ def test_json_to_stdout_holds_only_the_document(tmp_path):
     assert all(not p["dominated"] for p in front)
     users = [p["output_tokens_per_s_per_user"] for p in front]
     assert users == sorted(users)
+
+
+def test_a_trace_points_bench_command_reproduces_it(tmp_path):
+    trace = ROOT / "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"
+    out = tmp_path / "f.json"
+    r = run("front", table_problem(tmp_path), "--trace", trace, "--num-prompts", "40",
+            "--request-rate", "3", "--max-num-seqs", "8", "--workers", "1", "--json", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    points = json.loads(out.read_text())["points"]
+    assert all("--trace" in p["bench_command"] for p in points)
+    for point in points[:3]:
+        assert bench_doc(point["bench_command"]) == point["metrics"], point["bench_command"]
