@@ -169,8 +169,9 @@ def test_json_to_stdout_holds_only_the_document(tmp_path):
 def test_a_trace_points_bench_command_reproduces_it(tmp_path):
     trace = ROOT / "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"
     out = tmp_path / "f.json"
-    r = run("front", table_problem(tmp_path), "--trace", trace, "--num-prompts", "40",
-            "--request-rate", "3", "--max-num-seqs", "8", "--workers", "1", "--json", out)  # fmt: skip
+    args = ["--trace", trace, "--num-prompts", "40", "--request-rate", "3"]
+    r = run("front", table_problem(tmp_path), *args, "--max-num-seqs", "8", "--workers", "1",
+            "--json", out)  # fmt: skip
     assert r.exit_code == 0, r.output
     points = json.loads(out.read_text())["points"]
     assert all("--trace" in p["bench_command"] for p in points)
