@@ -28,6 +28,7 @@ from ..sim import PERCENTILES, Scheduler, SimResult, summary
 from ..sim.results import max_output_tokens_per_s, spec_decode_counts
 from .limits import acceptance_notes, lengths_note, provenance_notes
 from .replica import Configuration, replica, run
+from .request_source import stage_metrics
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -52,6 +53,8 @@ class BenchResult:
     date: str = ""
     trace: str | None = None
     model_id: str = ""
+    #: Staged loads: each stage's metrics (:func:`~.request_source.stage_metrics`).
+    stages: list[dict] = field(default_factory=list)
 
     def label(self) -> str:
         """vLLM's ``label`` of the run: the configuration and ``max_num_seqs``."""
@@ -97,6 +100,8 @@ class BenchResult:
         doc["max_output_tokens_per_s"] = max_output_tokens_per_s(r)
         doc["rtfx"] = 0.0
         doc.update(spec)
+        if self.stages:
+            doc["stages"] = [plain_metrics(s) for s in self.stages]
         doc["notes"] = list(self.notes) + goodput_notes(slos)
         return doc
 
@@ -244,7 +249,7 @@ def bench(
     all_notes = list(notes) + list(rep.notes) + provenance_notes(problem)
     all_notes += acceptance_notes(problem, rep.config.members, rep.config.max_k)
     all_notes += lengths_note(
-        source.trace is None, int(source.prompt_tokens[0]), int(source.output_tokens[0])
+        source.fixed_lengths, int(source.prompt_tokens[0]), int(source.output_tokens[0])
     )
     if config.pooled and len(config.drafters) > 1:
         if POOLED_BOUND not in all_notes:
@@ -276,6 +281,7 @@ def bench(
         date=datetime.datetime.now().strftime("%Y%m%d-%H%M%S"),
         trace=source.trace,
         model_id=model_id(problem),
+        stages=stage_metrics(source, result, percentiles),
     )
 
 

@@ -8,19 +8,33 @@ an Azure LLM inference trace (``TIMESTAMP,ContextTokens,GeneratedTokens``). A tr
 rate is its rows over their time span; asked for another rate it is sped up or slowed
 down uniformly. One ``seed`` seeds everything: two independent streams are derived from
 it, one for the arrivals and one for the tokens per step (:func:`derived_seeds`).
+
+**Workloads as benchmarks generate them** (:mod:`allocator.sim.workloads`): vLLM's random
+dataset (``random_input_len``, ``random_output_len``, ``random_range_ratio``: lengths
+uniform around the means, drawn from ``seed`` itself as ``vllm bench serve --seed`` draws
+them); lengths drawn with replacement from a trace's rows (``lengths_from``) at generated
+arrivals; and staged loads (``stages``: ``(rate, seconds)`` windows of Poisson or gamma
+arrivals, whose draws set the number of requests). The lengths are one of: fixed
+(``input_len`` and ``output_len``, the random dataset at range ratio 0 but refused beside
+its options), random, from a trace's rows, or a trace replayed (``trace``); the arrivals
+are generated at one rate, staged, or the trace's own. Every request runs to its output
+length (vLLM's ``--ignore-eos``).
 """
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from ..exceptions import ParameterError
 from ..io.trace import read_trace
-from ..sim import Requests, arrival_times
+from ..sim import PERCENTILES, Requests, SimResult, arrival_times, summary, workloads
 from ..sim.requests import MAX_SPAN_S, check_tokens
 from ..validate import rate as positive
 from ..validate import seed as valid_seed
@@ -31,6 +45,13 @@ DEFAULT_NUM_PROMPTS = 1000
 #: Most requests one run simulates: 200,000 conversation requests take about a minute on
 #: one core (memory: about 20 bytes per output token, plus the per-request arrays).
 MAX_PROMPTS = 200_000
+
+
+def lengths_seed(seed: int) -> int:
+    """A third stream from ``seed``, independent of :func:`derived_seeds`' two: the rows
+    drawn by ``lengths_from``."""
+    state = np.random.SeedSequence([int(valid_seed(seed)), 2]).generate_state(1, np.uint64)
+    return int(state[0] >> np.uint64(1))
 
 
 def derived_seeds(seed: int) -> tuple[int, int]:
@@ -54,6 +75,21 @@ class RequestSource:
     seed: int = 0
     trace_s: np.ndarray | None = None
     trace: str | None = None
+    #: Staged loads: the ``(rate, seconds)`` stages, the arrival times drawn for them (s,
+    #: ``(N,)``) and each request's stage (``(N,)``, 0-based); ``at`` returns these times.
+    stages: tuple[tuple[float, float], ...] | None = None
+    stage_s: np.ndarray | None = None
+    stage_of: np.ndarray | None = None
+    #: The command-line words giving the lengths when they are neither fixed nor a trace
+    #: replayed (``("--random-input-len", "1024", ...)``, ``("--lengths-from", PATH)``), for
+    #: a command that reproduces the run; ``()`` otherwise.
+    lengths: tuple[str, ...] = ()
+
+    @property
+    def fixed_lengths(self) -> bool:
+        """Every request has the same prompt and output lengths, as given (no trace, no
+        drawn lengths)."""
+        return self.trace is None and not self.lengths
 
     def __len__(self) -> int:
         return int(self.prompt_tokens.size)
@@ -70,6 +106,12 @@ class RequestSource:
     def at(self, rate: float) -> Requests:
         """The requests arriving at ``rate`` requests/s (``inf``: all at once)."""
         r = positive(rate, "request_rate", inf=True, unit="requests/s")
+        if self.stage_s is not None:
+            if r != self.mean_rate:
+                raise ParameterError(
+                    "request_rate", "the stages set the arrivals (stages): give one or the other"
+                )
+            return Requests(self.stage_s, self.prompt_tokens, self.output_tokens)
         if self.trace_s is None:
             times = arrival_times(len(self), r, self.burstiness, self.seed)
         elif math.isinf(r):
@@ -98,6 +140,14 @@ class RequestSource:
         )
 
     @property
+    def mean_rate(self) -> float | None:
+        """Staged loads: the requests drawn over the stages' whole time, requests/s;
+        ``None`` otherwise."""
+        if self.stages is None:
+            return None
+        return len(self) / sum(s for _, s in self.stages)
+
+    @property
     def mean_output(self) -> float:
         return float(self.output_tokens.mean())
 
@@ -105,6 +155,31 @@ class RequestSource:
 #: The smallest burstiness (gamma shape) accepted: below it numpy's gamma draws underflow
 #: to 0 (measured: none in 2,000,000 draws at 0.02, 3e-5 of them at 0.015, 47% at 0.001).
 MIN_BURSTINESS = 0.02
+
+
+#: The ways of giving a run's lengths, by the parameters of each: at most one is taken.
+LENGTH_SOURCES = (
+    ("a trace replayed", ("trace",)),
+    ("lengths from a trace's rows", ("lengths_from",)),
+    ("the random dataset", ("random_input_len", "random_output_len", "random_range_ratio")),
+    ("fixed lengths", ("input_len", "output_len")),
+)
+
+
+def _one_length_source(given: dict[str, object]) -> str | None:
+    """The one way of giving lengths used (a :data:`LENGTH_SOURCES` name), ``None`` for
+    none; :class:`ParameterError` naming a parameter of each when two are mixed."""
+    used = [
+        (kind, next(n for n in names if given[n] is not None))
+        for kind, names in LENGTH_SOURCES
+        if any(given[n] is not None for n in names)
+    ]
+    if len(used) > 1:
+        (kind_a, a), (kind_b, b) = used[:2]
+        raise ParameterError(
+            a, f"gives {kind_a}, not to be mixed with {kind_b} ({b}): give one of them"
+        )
+    return used[0][0] if used else None
 
 
 def request_source(
@@ -115,9 +190,22 @@ def request_source(
     trace: str | Path | None = None,
     burstiness: float = 1.0,
     seed: int = 0,
+    random_input_len: int | None = None,
+    random_output_len: int | None = None,
+    random_range_ratio: float | str | Mapping[str, float] | None = None,
+    lengths_from: str | Path | None = None,
+    stages: str | Sequence[tuple[float, float]] | None = None,
 ) -> RequestSource:
-    """``num_prompts`` requests (default :data:`DEFAULT_NUM_PROMPTS`; with a trace its first
-    rows, all of them by default) of ``input_len``/``output_len`` tokens or from ``trace``."""
+    """The requests of a run (module docstring).
+
+    Lengths, one of: ``input_len``/``output_len`` tokens each; vLLM's random dataset
+    (``random_input_len``, default 1024, ``random_output_len``, default 128, and
+    ``random_range_ratio``, default 0: :func:`allocator.sim.workloads.random_lengths`,
+    seeded by ``seed`` itself as vLLM's ``--seed``); ``lengths_from``, a trace whose rows
+    are drawn with replacement; or ``trace``, replayed with its times. ``num_prompts``
+    requests (default :data:`DEFAULT_NUM_PROMPTS`; with a trace its first rows, all of them
+    by default), or, with ``stages`` (``"RATE:SECONDS,..."`` or ``(rate, seconds)``
+    pairs), as many as arrive in them (``num_prompts`` refused)."""
     if num_prompts is not None:
         num_prompts = whole(num_prompts, "num_prompts", lo=1, hi=MAX_PROMPTS)
     b = positive(burstiness, "burstiness", inf=True)
@@ -129,10 +217,22 @@ def request_source(
             "simultaneous sends the shape does not describe",
         )
     arrival_seed, _ = derived_seeds(seed)
-    if trace is not None:
-        if input_len is not None or output_len is not None:
+    kind = _one_length_source(
+        {
+            "input_len": input_len,
+            "output_len": output_len,
+            "random_input_len": random_input_len,
+            "random_output_len": random_output_len,
+            "random_range_ratio": random_range_ratio,
+            "lengths_from": lengths_from,
+            "trace": trace,
+        }
+    )
+    if kind == "a trace replayed":
+        assert trace is not None
+        if stages is not None:
             raise ParameterError(
-                "trace", "takes the lengths from its rows: give a trace or input/output lengths"
+                "stages", "generate the arrivals, and a trace (trace) brings its own: give one"
             )
         limit = num_prompts if num_prompts is not None else MAX_PROMPTS
         reqs = read_trace(trace, num_prompts=limit)
@@ -143,17 +243,63 @@ def request_source(
         return RequestSource(
             reqs.prompt_tokens, reqs.output_tokens, b, arrival_seed, reqs.arrival_s, str(trace)
         )
-    if input_len is None or output_len is None:
-        missing = "input_len" if input_len is None else "output_len"
-        raise ParameterError(missing, "give the requests: input and output lengths, or a trace")
-    check_tokens("input_len", input_len)
-    check_tokens("output_len", output_len)
-    n = DEFAULT_NUM_PROMPTS if num_prompts is None else int(num_prompts)
+    stage_plan = None
+    stage_s = stage_of = None
+    if stages is not None:
+        if num_prompts is not None:
+            raise ParameterError(
+                "num_prompts", "the stages (stages) set the number of requests: give one"
+            )
+        stage_plan = workloads.parse_stages(stages)
+        stage_s, stage_of = workloads.staged_arrivals(stage_plan, b, arrival_seed, MAX_PROMPTS)
+        n = int(stage_s.size)
+    else:
+        n = DEFAULT_NUM_PROMPTS if num_prompts is None else int(num_prompts)
+    if kind == "the random dataset":
+        ratios = (0.0, 0.0)
+        if random_range_ratio is not None:
+            ratios = workloads.range_ratios(random_range_ratio)
+        n_in = workloads.RANDOM_INPUT_LEN if random_input_len is None else random_input_len
+        n_out = workloads.RANDOM_OUTPUT_LEN if random_output_len is None else random_output_len
+        prompts, outputs = workloads.random_lengths(n, n_in, n_out, ratios, seed=valid_seed(seed))
+        ratio_text = (
+            repr(ratios[0])
+            if ratios[0] == ratios[1]
+            else json.dumps({"input": ratios[0], "output": ratios[1]})
+        )
+        words: tuple[str, ...] = (
+            "--random-input-len", str(n_in), "--random-output-len", str(n_out),
+            "--random-range-ratio", ratio_text,
+        )  # fmt: skip
+    elif kind == "lengths from a trace's rows":
+        assert lengths_from is not None
+        rows = read_trace(lengths_from, num_prompts=MAX_PROMPTS, field="lengths_from")
+        prompts, outputs = workloads.lengths_from(
+            rows.prompt_tokens, rows.output_tokens, n, lengths_seed(seed)
+        )
+        words = ("--lengths-from", str(lengths_from))
+    else:
+        if input_len is None or output_len is None:
+            missing = "input_len" if input_len is None else "output_len"
+            raise ParameterError(
+                missing,
+                "give the requests: input and output lengths, the random dataset's, "
+                "lengths_from or a trace",
+            )
+        check_tokens("input_len", input_len)
+        check_tokens("output_len", output_len)
+        prompts = np.full(n, int(input_len), dtype=np.int64)
+        outputs = np.full(n, int(output_len), dtype=np.int64)
+        words = ()
     return RequestSource(
-        np.full(n, int(input_len), dtype=np.int64),
-        np.full(n, int(output_len), dtype=np.int64),
+        prompts,
+        outputs,
         b,
         arrival_seed,
+        stages=stage_plan,
+        stage_s=stage_s,
+        stage_of=stage_of,
+        lengths=words,
     )
 
 
@@ -161,7 +307,14 @@ def run_rate(
     source: RequestSource, request_rate: float | None, trace_speedup: float | None
 ) -> float:
     """The rate of a run: ``request_rate``; or a trace's own rate times ``trace_speedup``
-    (default 1); or, for generated arrivals, ``inf`` (vLLM's default: all at once)."""
+    (default 1); or, for generated arrivals, ``inf`` (vLLM's default: all at once); for
+    staged loads, the requests drawn over the stages' time (neither parameter taken)."""
+    staged = source.mean_rate
+    if staged is not None:
+        for name, value in (("request_rate", request_rate), ("trace_speedup", trace_speedup)):
+            if value is not None:
+                raise ParameterError(name, "the stages (stages) set the arrivals: give one")
+        return staged
     native = source.native_rate  # None: generated arrivals
     if trace_speedup is not None:
         if native is None:
@@ -187,12 +340,97 @@ def run_rate(
     return math.inf if native is None else native
 
 
+def workload_notes(source: RequestSource) -> list[str]:
+    """Notes on lengths drawn and staged arrivals (none for fixed lengths or a trace)."""
+    notes = []
+    if source.lengths:
+        what = " ".join(source.lengths)
+        p, o = source.prompt_tokens, source.output_tokens
+        notes.append(
+            f"lengths drawn ({what}, seeded): prompts {int(p.min()):,} to {int(p.max()):,} "
+            f"tokens (mean {p.mean():,.1f}), outputs {int(o.min()):,} to {int(o.max()):,} "
+            f"(mean {source.mean_output:,.1f}); every request runs to its output length, as "
+            "vllm bench serve --ignore-eos"
+        )
+    if source.stages is not None:
+        counts = np.bincount(np.asarray(source.stage_of), minlength=len(source.stages))
+        plan = ", ".join(
+            f"{r:g} req/s for {s:g} s: {int(c):,}"
+            for (r, s), c in zip(source.stages, counts, strict=True)
+        )
+        notes.append(
+            f"staged load, {len(source):,} requests drawn ({plan}); request_rate is their "
+            "mean over the stages' time, and each stage's own metrics are under stages in the JSON"
+        )
+    return notes
+
+
+#: A stage's own metrics (:func:`stage_metrics`): these keys of
+#: :func:`allocator.sim.summary`, and every latency statistic (``mean_ttft_ms``...).
+STAGE_KEYS = ("completed", "total_input_tokens", "total_output_tokens", "mean_queue_ms")
+_LATENCY_KEY = re.compile(r"^(mean|median|std|p[0-9.]+)_(ttft|tpot|itl|e2el)_ms$")
+
+
+def stage_metrics(
+    source: RequestSource, result: SimResult, percentiles: Sequence[float] = PERCENTILES
+) -> list[dict[str, float | int]]:
+    """Per stage of a staged load (``[]`` otherwise), the metrics of the requests that
+    arrived in it, under ``vllm bench serve``'s keys (:data:`STAGE_KEYS` and the latency
+    statistics, computed by :func:`allocator.sim.summary` on those requests alone; ITL
+    over the gaps of their chunks), headed by ``stage`` (1-based), ``request_rate``,
+    ``seconds``, ``start_s`` and ``num_prompts`` (arrivals in it). Throughputs and
+    durations stay whole-run: a stage's requests finish after it ends."""
+    if source.stages is None or source.stage_of is None:
+        return []
+    req = result.requests
+    out: list[dict[str, float | int]] = []
+    start = 0.0
+    for j, (r, secs) in enumerate(source.stages):
+        idx = np.flatnonzero(source.stage_of == j)
+        entry: dict[str, float | int] = {
+            "stage": j + 1,
+            "request_rate": r,
+            "seconds": secs,
+            "start_s": start,
+            "num_prompts": int(idx.size),
+        }
+        start += secs
+        if idx.size:
+            gaps = np.isin(result.itl_request, idx)
+            sub = replace(
+                result,
+                requests=Requests(
+                    req.arrival_s[idx], req.prompt_tokens[idx], req.output_tokens[idx]
+                ),
+                sent_s=result.sent_s[idx],
+                first_scheduled_s=result.first_scheduled_s[idx],
+                first_token_s=result.first_token_s[idx],
+                finish_s=result.finish_s[idx],
+                output_tokens=result.output_tokens[idx],
+                chunks=result.chunks[idx],
+                preemptions=result.preemptions[idx],
+                itl_s=result.itl_s[gaps],
+                itl_request=result.itl_request[gaps],
+            )
+            metrics = summary(sub, percentiles)
+            entry.update(
+                {k: v for k, v in metrics.items() if k in STAGE_KEYS or _LATENCY_KEY.match(k)}
+            )
+        out.append(entry)
+    return out
+
+
 __all__ = [
     "DEFAULT_NUM_PROMPTS",
     "MIN_BURSTINESS",
     "MAX_PROMPTS",
     "RequestSource",
+    "STAGE_KEYS",
+    "LENGTH_SOURCES",
     "derived_seeds",
+    "lengths_seed",
     "request_source",
     "run_rate",
+    "stage_metrics",
+    "workload_notes",
 ]

@@ -57,6 +57,11 @@ def bench(
     max_num_seqs: int | None = None,
     engine: str = "vllm",
     pooled: bool = False,
+    random_input_len: int | None = None,
+    random_output_len: int | None = None,
+    random_range_ratio: float | str | Mapping[str, float] | None = None,
+    lengths_from: str | Path | None = None,
+    stages: str | Sequence[tuple[float, float]] | None = None,
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
@@ -66,14 +71,22 @@ def bench(
     (requests/s; default ``inf``, all at once) with gamma gaps of shape ``burstiness``, or
     the first rows of a ``trace`` (its own times, sped up by ``trace_speedup`` or scaled to
     ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
-    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Seeded by
-    ``seed``: the same seed gives the same document but for ``date``."""
+    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Instead of
+    fixed lengths: vLLM's random dataset (``random_input_len``, ``random_output_len``,
+    ``random_range_ratio``) or lengths drawn from the rows of the trace ``lengths_from``;
+    instead of one rate: ``stages``, ``"RATE:SECONDS,..."``, whose arrivals set the number
+    of requests (:func:`allocator.analysis.request_source.request_source`). Every request
+    runs to its output length (vLLM's ``--ignore-eos``). Seeded by ``seed``: the same seed
+    gives the same document but for ``date``."""
 
     prob = as_problem(problem)
-    n = analysis_request_source.DEFAULT_NUM_PROMPTS if num_prompts is None else num_prompts
+    n = num_prompts
+    if n is None and stages is None:
+        n = analysis_request_source.DEFAULT_NUM_PROMPTS
     source = analysis_request_source.request_source(
         n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
-        seed=seed,
+        seed=seed, random_input_len=random_input_len, random_output_len=random_output_len,
+        random_range_ratio=random_range_ratio, lengths_from=lengths_from, stages=stages,
     )  # fmt: skip
     rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
     config, notes = analysis_replica.configuration(
@@ -88,7 +101,7 @@ def bench(
         max_num_seqs=max_num_seqs,
         max_concurrency=max_concurrency,
         seed=seed,
-        notes=[*notes, *file_notes(problem)],
+        notes=[*notes, *file_notes(problem), *analysis_request_source.workload_notes(source)],
     )
 
 
@@ -104,6 +117,10 @@ def size_fleet_for_rate(
     trace_speedup: float | None = None,
     num_prompts: int | None = None,
     seed: int = 0,
+    random_input_len: int | None = None,
+    random_output_len: int | None = None,
+    random_range_ratio: float | str | Mapping[str, float] | None = None,
+    lengths_from: str | Path | None = None,
     sweep_rate: np.ndarray | Sequence[float] | str | None = None,
     max_num_seqs: Sequence[int] | None = None,
     workers: int | None = None,
@@ -119,7 +136,8 @@ def size_fleet_for_rate(
     mapping; :mod:`allocator.analysis.capacity.by_rate`), beside the cheapest without speculation.
 
     Each replica is simulated at its share of the rate over ``num_prompts`` requests
-    (default: enough for the highest percentile asked) seeded by ``seed``; ``sweep_rate``
+    (default: enough for the highest percentile asked; their lengths as :func:`bench`
+    takes them, staged loads aside: the search sets the rate) seeded by ``seed``; ``sweep_rate``
     also prices rates (``"LO:HI:STEPS"`` or numbers); ``max_num_seqs`` the values tried
     (default: a ladder); the simulations run on ``workers`` local processes (default: the
     CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
@@ -132,7 +150,8 @@ def size_fleet_for_rate(
     n = capacity_slo.default_num_prompts(slos)[0] if num_prompts is None else num_prompts
     source = analysis_request_source.request_source(
         n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
-        seed=seed,
+        seed=seed, random_input_len=random_input_len, random_output_len=random_output_len,
+        random_range_ratio=random_range_ratio, lengths_from=lengths_from,
     )  # fmt: skip
     if request_rate is None and trace_speedup is None:
         raise ParameterError("request_rate", "give the fleet's request rate, requests/s")
@@ -158,7 +177,7 @@ def size_fleet_for_rate(
             workers=pool,
             problem_path=path,
         )
-    fleet.notes += file_notes(problem)
+    fleet.notes += file_notes(problem) + analysis_request_source.workload_notes(source)
     return fleet
 
 

@@ -22,9 +22,13 @@ from .common import (
     EngineOption,
     InputLenOption,
     JsonOption,
+    LengthsFromOption,
     OutputLenOption,
     PooledOption,
     ProblemArg,
+    RandomInputLenOption,
+    RandomOutputLenOption,
+    RandomRangeRatioOption,
     TraceOption,
     emit_json,
     handles_input_errors,
@@ -160,6 +164,19 @@ def bench_command(
     ),
     input_len: int = InputLenOption,
     output_len: int = OutputLenOption,
+    random_input_len: int = RandomInputLenOption,
+    random_output_len: int = RandomOutputLenOption,
+    random_range_ratio: str = RandomRangeRatioOption,
+    lengths_from: str = LengthsFromOption,
+    stages: str = typer.Option(
+        None,
+        "--stages",
+        help="Staged load RATE:SECONDS[,RATE:SECONDS...] (as inference-perf's load stages): "
+        "each stage Poisson arrivals (gamma with --burstiness) at RATE requests/s for SECONDS, "
+        "one after another; the arrivals drawn set the number of requests (no --num-prompts, "
+        "no --request-rate).",
+        metavar="R:S,...",
+    ),
     trace: str = TraceOption,
     trace_speedup: float = typer.Option(
         None, "--trace-speedup", help="Run the trace F times faster.", metavar="F"
@@ -191,7 +208,10 @@ def bench_command(
     """Simulate `vllm bench serve` on one replica: requests arrive, are scheduled step by
     step as vLLM's V1 scheduler does (continuous batching, chunked prefill, KV blocks,
     preemption), each decoding sequence's tokens drawn from the configuration's acceptance;
-    the JSON has vLLM's --save-result keys, so a measurement can be diffed against it."""
+    the JSON has vLLM's --save-result keys, so a measurement can be diffed against it.
+
+    Every request runs to its output length, as vllm bench serve --ignore-eos (no stop token
+    is simulated)."""
     precheck_outputs(json=json_path, per_request=per_request, plot=plot_path)
     if plot_path:
         plots.check_plot_path(plot_path, "--plot")
@@ -215,6 +235,11 @@ def bench_command(
         max_num_seqs=max_num_seqs,
         engine=engine,
         pooled=pooled,
+        random_input_len=random_input_len,
+        random_output_len=random_output_len,
+        random_range_ratio=random_range_ratio,
+        lengths_from=lengths_from,
+        stages=stages,
     )
     doc = result.to_dict(slos)
     if per_request:

@@ -40,9 +40,13 @@ from .common import (
     EngineOption,
     InputLenOption,
     JsonOption,
+    LengthsFromOption,
     OutputLenOption,
     PooledOption,
     ProblemArg,
+    RandomInputLenOption,
+    RandomOutputLenOption,
+    RandomRangeRatioOption,
     TraceOption,
     emit_json,
     handles_input_errors,
@@ -233,6 +237,10 @@ def capacity_command(
     burstiness: float = BurstinessOption,
     input_len: int = InputLenOption,
     output_len: int = OutputLenOption,
+    random_input_len: int = RandomInputLenOption,
+    random_output_len: int = RandomOutputLenOption,
+    random_range_ratio: str = RandomRangeRatioOption,
+    lengths_from: str = LengthsFromOption,
     trace: str = TraceOption,
     trace_speedup: float = typer.Option(
         None,
@@ -341,12 +349,16 @@ def capacity_command(
             problem, request_rate, slo, burstiness, input_len, output_len, trace,
             trace_speedup, num_prompts, seed, sweep_rate, _sizes(max_num_seqs), workers,
             ray, engine, pooled, caps, json_path, plot_path,
+            {"random_input_len": random_input_len, "random_output_len": random_output_len,
+             "random_range_ratio": random_range_ratio, "lengths_from": lengths_from},
         )  # fmt: skip
         return
     rate_flags = {
         "--slo": slo or None, "--input-len": input_len, "--output-len": output_len,
         "--trace": trace, "--num-prompts": num_prompts, "--sweep-rate": sweep_rate,
         "--max-num-seqs": max_num_seqs, "--workers": workers, "--ray": ray,
+        "--random-input-len": random_input_len, "--random-output-len": random_output_len,
+        "--random-range-ratio": random_range_ratio, "--lengths-from": lengths_from,
     }  # fmt: skip
     for flag, value in rate_flags.items():
         if value is not None:
@@ -408,7 +420,7 @@ def capacity_command(
 def _rate_mode(
     problem, request_rate, slo, burstiness, input_len, output_len, trace, trace_speedup,
     num_prompts, seed, sweep_rate, sizes, workers, ray, engine, pooled, caps, json_path,
-    plot_path,
+    plot_path, workload,
 ) -> None:  # fmt: skip
     if plot_path:
         if sweep_rate is None:
@@ -438,6 +450,7 @@ def _rate_mode(
             trace_speedup=trace_speedup,
             num_prompts=num_prompts,
             seed=seed,
+            **workload,
             sweep_rate=sweep_rate,
             max_num_seqs=sizes,
             workers=workers,

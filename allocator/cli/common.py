@@ -139,10 +139,47 @@ BurstinessOption = typer.Option(
     metavar="B",
 )
 InputLenOption = typer.Option(
-    None, "--input-len", help="Prompt tokens of every request.", metavar="I"
+    None,
+    "--input-len",
+    help="Prompt tokens of every request (fixed lengths; not with the --random-* options).",
+    metavar="I",
 )
 OutputLenOption = typer.Option(
-    None, "--output-len", help="Output tokens of every request.", metavar="O"
+    None,
+    "--output-len",
+    help="Output tokens of every request. Every request runs to its output length, as "
+    "vllm bench serve --ignore-eos (no stop token is simulated).",
+    metavar="O",
+)
+RandomInputLenOption = typer.Option(
+    None,
+    "--random-input-len",
+    help="vLLM's random dataset: prompt tokens drawn uniformly around I (default 1024 when "
+    "any --random-* option is given), as vllm bench serve --dataset-name random draws them "
+    "with --seed.",
+    metavar="I",
+)
+RandomOutputLenOption = typer.Option(
+    None,
+    "--random-output-len",
+    help="vLLM's random dataset: output tokens drawn uniformly around O (default 128); each "
+    "request runs to its drawn length (vLLM sets --ignore-eos for this dataset).",
+    metavar="O",
+)
+RandomRangeRatioOption = typer.Option(
+    None,
+    "--random-range-ratio",
+    help="vLLM's random dataset: each length L drawn uniformly from the integers "
+    'floor(L(1-R)) to ceil(L(1+R)), R in [0, 1) (default 0), or {"input": A, "output": B} '
+    "for each.",
+    metavar="R",
+)
+LengthsFromOption = typer.Option(
+    None,
+    "--lengths-from",
+    help="Prompt and output lengths drawn with replacement (seeded) from the rows of a trace "
+    "(Azure format, its first 200,000 rows), at generated arrivals (not its times).",
+    metavar="PATH",
 )
 TraceOption = typer.Option(
     None,
@@ -398,7 +435,11 @@ def emit_json(doc: object, path: str | None) -> None:
 __all__ = [
     "BurstinessOption",
     "InputLenOption",
+    "LengthsFromOption",
     "OutputLenOption",
+    "RandomInputLenOption",
+    "RandomOutputLenOption",
+    "RandomRangeRatioOption",
     "TraceOption",
     "MAX_SEED",
     "OUTPUT_FLAGS",

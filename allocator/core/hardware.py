@@ -35,7 +35,7 @@ from types import MappingProxyType
 
 from ..exceptions import InputError, NotModelledError
 from ..validate import whole
-from .interconnect import Link, known_links, link
+from .interconnect import Link, fabric_links, known_links, link
 
 __all__ = ["GPU", "GPUS", "Hardware", "gpu", "known_gpus"]
 
@@ -282,6 +282,14 @@ class Hardware:
         whole(self.count, "serving.hardware.count", lo=1, floats=True, error=InputError)
         if self.interconnect is not None:
             object.__setattr__(self, "interconnect", link(self.interconnect).name)
+            own = self.gpu.link
+            ok = fabric_links(own) if own else set(known_links())
+            if self.interconnect not in ok:
+                raise InputError(
+                    "serving.hardware.interconnect",
+                    f"{self.interconnect} does not join {self.gpu.name} GPUs (its links: "
+                    f"{', '.join(sorted(ok))})",
+                )
         for key, what in (("pp", "pipeline"), ("ep", "expert")):
             v = whole(
                 getattr(self, key), f"serving.hardware.{key}", lo=1, floats=True, error=InputError

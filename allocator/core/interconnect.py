@@ -48,7 +48,7 @@ import numpy as np
 
 from ..exceptions import InputError
 
-__all__ = ["LINKS", "Link", "known_links", "link", "ring_allreduce_ms"]
+__all__ = ["LINKS", "Link", "fabric_links", "known_links", "link", "ring_allreduce_ms"]
 
 
 @dataclass(frozen=True)
@@ -303,6 +303,28 @@ LINKS: Mapping[str, Link] = MappingProxyType(
         )
     }
 )
+
+
+#: The vendor fabrics (NVLink, NVSwitch, Infinity Fabric): each joins only the GPUs built
+#: for it, named by the default link of those GPUs. Third-generation NVSwitch carries NVLink 4
+#: (its source above: the HGX H100 baseboard). PCIe and the network links join any GPU.
+_FABRICS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {
+        "nvlink3": frozenset({"nvlink3"}),
+        "nvlink4": frozenset({"nvlink4", "nvswitch3"}),
+        "nvlink5": frozenset({"nvlink5"}),
+        "infinity-fabric-mi300x": frozenset({"infinity-fabric-mi300x"}),
+    }
+)
+_VENDOR_FABRIC = frozenset().union(*_FABRICS.values())
+
+
+def fabric_links(own: str) -> set[str]:
+    """The links that can join GPUs whose default link is ``own``: their own fabric (for a
+    vendor fabric) and every link that is not a vendor fabric (PCIe, InfiniBand, RoCE).
+    An L40S (``pcie4-x16``) has no NVLink; an H100 (``nvlink4``) is not on NVLink 5."""
+    open_links = {name for name in LINKS if name not in _VENDOR_FABRIC}
+    return open_links | set(_FABRICS.get(own, frozenset({own})))
 
 
 def known_links() -> tuple[str, ...]:

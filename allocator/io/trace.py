@@ -35,7 +35,13 @@ TRACE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 TRACE_CHUNK_ROWS = 65_536
 
 
-def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float = 1.0) -> Requests:
+def read_trace(
+    path: str | Path,
+    num_prompts: int | None = None,
+    speedup: float = 1.0,
+    *,
+    field: str = "trace",
+) -> Requests:
     """Requests from a CSV in the Azure LLM inference trace format.
 
     Columns ``TIMESTAMP`` (``YYYY-MM-DD HH:MM:SS[.fraction]``, any order of columns, other
@@ -44,18 +50,19 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
     speedup`` seconds. ``num_prompts``: the first ``N`` rows (all when ``None``). Read in
     chunks of :data:`TRACE_CHUNK_ROWS` rows, stopping after ``num_prompts`` rows.
 
-    Bad input raises :class:`~allocator.exceptions.ParameterError` on ``trace`` naming the row
+    Bad input raises :class:`~allocator.exceptions.ParameterError` on ``field`` (the
+    parameter that named the file: ``trace``, ``lengths_from``) naming the row
     (1-based data row, the header is row 0) and column: a missing column, an unparsable or
     decreasing timestamp, a token count that is not a positive integer, no data rows.
     """
     if num_prompts is not None:
         num_prompts = whole(num_prompts, "num_prompts", lo=1)
     factor = positive(speedup, "speedup")
-    p = check_regular_file(path, "trace", MAX_LOG_BYTES)
+    p = check_regular_file(path, field, MAX_LOG_BYTES)
     try:
         handle = p.open(newline="", encoding="utf-8-sig")
     except OSError as exc:
-        raise ParameterError("trace", f"cannot read {p}: {exc.strerror or exc}") from None
+        raise ParameterError(field, f"cannot read {p}: {exc.strerror or exc}") from None
     stamps: list[np.ndarray] = []
     prompts: list[np.ndarray] = []
     outputs: list[np.ndarray] = []
@@ -65,16 +72,16 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
         try:
             header = next(reader)
         except StopIteration:
-            raise ParameterError("trace", f"{p} is empty (no header)") from None
+            raise ParameterError(field, f"{p} is empty (no header)") from None
         except (csv.Error, UnicodeDecodeError) as exc:
             raise ParameterError(
-                "trace", f"{p}: unreadable header: {mask_secrets(str(exc))}"
+                field, f"{p}: unreadable header: {mask_secrets(str(exc))}"
             ) from None
         names = [h.strip() for h in header]
         missing = [c for c in TRACE_COLUMNS if c not in names]
         if missing:
             raise ParameterError(
-                "trace",
+                field,
                 f"{p}: missing column {', '.join(missing)} (header: {excerpt(','.join(names))})",
             )
         cols = [names.index(c) for c in TRACE_COLUMNS]
@@ -93,19 +100,19 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
                         break
             except (csv.Error, UnicodeDecodeError) as exc:
                 raise ParameterError(
-                    "trace", f"{p}: row {done + len(rows) + 1}: {mask_secrets(str(exc))}"
+                    field, f"{p}: row {done + len(rows) + 1}: {mask_secrets(str(exc))}"
                 ) from None
             if not rows:
                 break
-            ts, pr, out = _parse_chunk(rows, cols, width, done, p)
+            ts, pr, out = _parse_chunk(rows, cols, width, done, p, field)
             if previous is not None and ts[0] < previous:
                 raise ParameterError(
-                    "trace", f"{p}: row {done + 1}: TIMESTAMP goes back in time (not monotone)"
+                    field, f"{p}: row {done + 1}: TIMESTAMP goes back in time (not monotone)"
                 )
             back = np.flatnonzero(ts[1:] < ts[:-1])
             if back.size:
                 raise ParameterError(
-                    "trace",
+                    field,
                     f"{p}: row {done + int(back[0]) + 2}: TIMESTAMP goes back in time "
                     "(not monotone)",
                 )
@@ -115,7 +122,7 @@ def read_trace(path: str | Path, num_prompts: int | None = None, speedup: float 
             outputs.append(out)
             done += len(rows)
     if not stamps:
-        raise ParameterError("trace", f"{p}: no data rows")
+        raise ParameterError(field, f"{p}: no data rows")
     ts_all = np.concatenate(stamps)
     seconds = (ts_all - ts_all[0]).astype(np.int64) / 1e9 / factor
     return Requests(seconds, np.concatenate(prompts), np.concatenate(outputs))
@@ -139,13 +146,13 @@ def _epoch_seconds(raw: list[str]) -> np.ndarray | None:
 
 
 def _parse_chunk(
-    rows: list[list[str]], cols: list[int], width: int, offset: int, path: Path
+    rows: list[list[str]], cols: list[int], width: int, offset: int, path: Path, field: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One chunk of trace rows as (timestamps ``datetime64[ns]``, prompt, output) arrays."""
     for i, row in enumerate(rows):
         if len(row) < width:
             raise ParameterError(
-                "trace", f"{path}: row {offset + i + 1}: {len(row)} fields, expected {width}"
+                field, f"{path}: row {offset + i + 1}: {len(row)} fields, expected {width}"
             )
     raw_ts = [row[cols[0]].strip() for row in rows]
     ts = _epoch_seconds(raw_ts)
@@ -161,7 +168,7 @@ def _parse_chunk(
                     raise ValueError
             except ValueError:
                 raise ParameterError(
-                    "trace",
+                    field,
                     f"{path}: row {offset + i + 1}: TIMESTAMP {excerpt(s)} is not a timestamp",
                 ) from None
         raise AssertionError("unreachable")  # pragma: no cover
@@ -180,7 +187,7 @@ def _parse_chunk(
                     ok = False
                 if not ok:
                     raise ParameterError(
-                        "trace",
+                        field,
                         f"{path}: row {offset + i + 1}: {name} must be a positive integer of "
                         f"at most {MAX_TOKENS:,} tokens, got {excerpt(s)}",
                     )

@@ -359,24 +359,22 @@ QUOTES.update(
         "--json scratch/qwen-calibration.json": [
             (G + "calibration.md", "(3.78643 ms,", "verify_fixed_ms 3.78643"),
             (G + "calibration.md", "0.799657 ms per sequence", "verify_per_seq_ms 0.799657"),
-            (G + "calibration.md", "0.51137 ms per verified token", "compute_ms_per_token 0.51137"),
             (
                 G + "calibration.md",
-                "`overhead_ms + 3·drafters.eagle3.fixed_ms + 3·drafters.eagle3.per_seq_ms\n= "
-                "7.05492`",
-                "overhead_ms (determined: overhead_ms + 3·drafters.eagle3.fixed_ms + "
-                "3·drafters.eagle3.per_seq_ms = 7.05492)",
+                "`overhead_ms +\n3·drafters.eagle3.fixed_ms = 6.19796`",
+                "overhead_ms (determined: overhead_ms + 3·drafters.eagle3.fixed_ms = 6.19796)",
+            ),
+            (G + "calibration.md", "(1e-10 and 2.06599 ms)", "overhead_ms 1e-10 (written)"),
+            (G + "calibration.md", "2.06599 ms", "drafters.eagle3.fixed_ms 2.06599 (written)"),
+            (
+                G + "calibration.md",
+                "(0.285653 ms per sequence",
+                "drafters.eagle3.per_seq_ms 0.285653",
             ),
             (
                 G + "calibration.md",
-                "(0.000376024, 2.19885 and 0.152667 ms)",
-                "overhead_ms 0.000376024 (written)",
-            ),
-            (G + "calibration.md", "2.19885 and", "drafters.eagle3.fixed_ms 2.19885 (written)"),
-            (
-                G + "calibration.md",
-                "and 0.152667 ms",
-                "drafters.eagle3.per_seq_ms 0.152667 (written)",
+                "(`compute_ms_per_token` 1e-10, not separately determined)",
+                "compute_ms_per_token 1e-10 (written) not separately determined",
             ),
             (G + "calibration.md", "(447.90\nagainst 566.21", "eagle3 3 4 1.860 447.90"),
             (G + "calibration.md", "566.21 tokens/s at batch 4", "- 0 4 1.000 566.21"),
@@ -385,11 +383,11 @@ QUOTES.update(
             (G + "calibration.md", "keeps speculation off at batch 1", "1 (none) 0 218.051"),
             (
                 G + "calibration.md",
-                "(speedup\n1.0658, 1.1187, 1.1676)",
-                "4 eagle3 1 610.322 152.58 6.554 1.0658",
+                "(speedup\n1.0241, 1.0471, 1.0673)",
+                "4 eagle3 1 586.45 146.613 6.821 1.0241",
             ),
-            (G + "calibration.md", "1.1187", "8 eagle3 1 878.854 109.857 9.103 1.1187"),
-            (G + "calibration.md", "1.1676", "16 eagle3 1 1126.72 70.4203 14.2 1.1676"),
+            (G + "calibration.md", "1.0471", "8 eagle3 1 822.582 102.823 9.725 1.0471"),
+            (G + "calibration.md", "1.0673", "16 eagle3 1 1029.93 64.3707 15.54 1.0673"),
             (
                 G + "calibration.md",
                 "speculative step times at batch 8..16\nextrapolate the fitted form: speculation "

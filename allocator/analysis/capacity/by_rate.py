@@ -173,6 +173,8 @@ def bench_command(
     words += ["--max-num-seqs", str(cand.max_num_seqs), "--request-rate", repr(float(rate))]
     if source.trace is not None:
         words += ["--trace", source.trace]
+    elif source.lengths:
+        words += [*source.lengths, "--burstiness", repr(float(source.burstiness))]
     else:
         words += [
             "--input-len", str(int(source.prompt_tokens[0])),
@@ -389,7 +391,7 @@ def _size(
     chosen = best_fleet.candidate.config
     out_notes += acceptance_notes(problem, chosen.members, chosen.max_k)
     out_notes += lengths_note(
-        source.trace is None, int(source.prompt_tokens[0]), int(source.output_tokens[0])
+        source.fixed_lengths, int(source.prompt_tokens[0]), int(source.output_tokens[0])
     )
     if best_fleet.candidate.config.pooled and len(best_fleet.candidate.config.drafters) > 1:
         if POOLED_BOUND not in out_notes:

@@ -385,7 +385,9 @@ def test_undetermined_parameters_have_no_value_in_the_model_block(tmp_path):
         tmp_path / "q.yaml",
     ).to_dict()
     undetermined = {p["name"] for p in doc["parameters"] if p["value"] is None}
-    assert {"overhead_ms", "drafters.eagle3.fixed_ms", "drafters.eagle3.per_seq_ms"} <= undetermined
+    # the pair one k cannot separate (the per-sequence slope, fixed by two batch sizes, may or
+    # may not clear its standard error, as the optimiser lands)
+    assert {"overhead_ms", "drafters.eagle3.fixed_ms"} <= undetermined
     m = doc["model"]
     flat = {k: v for k, v in m.items() if k.endswith("_ms") or k == "compute_ms_per_token"}
     for name, d in m["drafters"].items():

@@ -127,3 +127,25 @@ def test_ring_allreduce_is_the_closed_form(n):
 def test_one_gpu_or_an_empty_message_sends_nothing():
     assert np.all(ring_allreduce_ms(np.array([0.0, 1e6]), 1, 450e9, 1e-6) == 0.0)
     assert float(ring_allreduce_ms(0.0, 8, 450e9, 1e-6)) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [("l40s", "nvlink5"), ("l40s", "nvlink4"), ("h100-sxm", "nvlink5"), ("b200", "nvlink4")],
+)
+def test_a_vendor_fabric_joins_only_its_own_gpus(name, bad):
+    """An L40S is a PCIe card (no NVLink); an H100 is on NVLink 4, not 5: refused naming
+    the field and listing the links that do join it."""
+    with pytest.raises(InputError) as e:
+        Hardware(gpu(name), 2, bad)
+    assert e.value.field == "serving.hardware.interconnect"
+    assert bad in str(e.value) and GPUS[name].link in str(e.value)
+
+
+@pytest.mark.parametrize("name", sorted(GPUS))
+def test_every_gpu_takes_its_own_link_pcie_and_the_network(name):
+    own = GPUS[name].link
+    for other in {own, "pcie4-x16", "ib-ndr", "roce-400g"}:
+        assert Hardware(gpu(name), 2, other).link.name == other
+    if own == "nvlink4":  # HGX H100/H200: NVLink 4 through third-generation NVSwitch
+        assert Hardware(gpu(name), 8, "nvswitch3").link.name == "nvswitch3"

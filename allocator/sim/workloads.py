@@ -1,0 +1,271 @@
+"""Workloads as benchmarks generate them: request lengths and arrival times (numpy only).
+
+**vLLM's random dataset** (:func:`random_lengths`; ``vllm bench serve --dataset-name
+random``, vLLM 0.33.0). ``vllm/benchmarks/datasets/utils.py`` ``get_sampling_params``
+(lines 39-101) takes ``input_range_ratio`` and ``output_range_ratio`` in ``[0, 1)``
+(lines 64-67; one ``--random-range-ratio`` number is both, a JSON dict ``{"input": a,
+"output": b}`` each, ``_resolve_range_ratios`` lines 19-36), subtracts the tokenizer's
+special tokens from the input length (line 69: ``real = max(0, input_len -
+num_special)``), and draws each request's lengths uniformly among the integers
+
+- input: ``floor(real * (1 - r_in)) .. ceil(real * (1 + r_in))`` (lines 70-71),
+- output: ``max(1, floor(output_len * (1 - r_out))) .. max(1, ceil(output_len * (1 +
+  r_out)))`` (lines 72-77),
+
+both ends included, as ``rng.integers(low, high + 1, size=N)``, all inputs first, then all
+outputs (lines 96-97), from ``RandomDataset``'s own ``np.random.default_rng(seed)``
+(``vllm/benchmarks/datasets/datasets.py`` line 579, seeded by ``--seed``). The prompt is
+``--random-prefix-len`` tokens of one fixed random prefix, shared by every request, then
+the drawn input length (datasets.py line 753); vLLM refuses a draw whose shortest prompt
+(prefix + low input) is below one token (lines 597-615). The simulator has no tokenizer:
+``num_special`` is 0 unless given (the server then adds none), and a prompt is exactly
+prefix + drawn input tokens (vLLM re-encodes the text and may land a few tokens off,
+``gen_prompt_decode_to_target_len``). With the same seed and ``num_special`` the lengths
+are vLLM's own, draw for draw (``tests/unit/sim/test_workloads.py`` runs vLLM's
+``RandomDataset`` where it is installed).
+
+**Lengths from a trace** (:func:`lengths_from`): ``N`` rows drawn uniformly with
+replacement from a trace's rows, each request taking one row's prompt and output lengths
+together (their correlation kept), from a seeded generator.
+
+**Staged loads** (:func:`staged_arrivals`; inference-perf's ``load.stages``, each a
+``rate`` and a ``duration``): stage ``j`` runs from the end of the stages before it for
+``seconds_j``, its requests arriving as a renewal process of gamma gaps of shape
+``burstiness`` and mean ``1 / rate_j`` (shape 1: a Poisson process, so its count is
+Poisson with mean ``rate_j * seconds_j``) started at the stage's start and cut at its end;
+the requests are numbered across stages in arrival order. inference-perf instead sends
+exactly ``int(rate * duration)`` requests per stage at Poisson times
+(``inference_perf/loadgen/load_generator.py``, ``PoissonLoadTimer`` in ``load_timer.py``:
+a Poisson count for each second, spread over it), letting a stage run past its duration
+when late; the expected counts agree, the spread of the count does not. vLLM's rescaling of
+the last arrival to ``N / rate`` (:func:`allocator.sim.arrival_times`) is not applied: a
+stage is a time window, not a count.
+
+Every run to its output length: the simulator has no stop token, as ``vllm bench serve
+--ignore-eos`` (which vLLM 0.33.0 turns on for the random dataset,
+``vllm/benchmarks/serve.py`` lines 2181-2187).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..exceptions import ParameterError
+from ..validate import finite, whole
+from ..validate import rate as positive
+from .requests import MAX_SPAN_S, MAX_TOKENS
+
+#: vLLM 0.33.0's random dataset defaults (``RandomDataset.DEFAULT_INPUT_LEN``,
+#: ``DEFAULT_OUTPUT_LEN``, datasets.py lines 570-571; ``--random-input-len`` and
+#: ``--random-output-len`` default to the same, lines 1888-1898).
+RANDOM_INPUT_LEN = 1024
+RANDOM_OUTPUT_LEN = 128
+
+
+def range_ratios(value: object, field: str = "random_range_ratio") -> tuple[float, float]:
+    """``(input, output)`` range ratios from one number (both), a mapping with ``input``
+    and ``output`` keys, or the text of either (``"0.3"``, ``'{"input": 0.3, "output":
+    0.5}'``, as vLLM's ``--random-range-ratio`` reads it); each in ``[0, 1)``."""
+    raw: object = value
+    if isinstance(value, str):
+        try:
+            raw = float(value)
+        except ValueError:
+            try:
+                raw = json.loads(value)
+            except ValueError:
+                raise ParameterError(
+                    field, 'must be a number in [0, 1) or {"input": A, "output": B}'
+                ) from None
+    if isinstance(raw, Mapping):
+        if set(raw) != {"input", "output"}:
+            raise ParameterError(
+                field, f"a mapping takes the keys input and output, got {sorted(map(str, raw))}"
+            )
+        pair = (raw["input"], raw["output"])
+    else:
+        pair = (raw, raw)
+    out = []
+    for v in pair:
+        r = finite(v, field, lo=0.0)
+        if r >= 1.0:
+            raise ParameterError(field, f"must be in [0, 1) as vLLM takes it, got {v!r}")
+        out.append(r)
+    return out[0], out[1]
+
+
+def random_bounds(
+    input_len: int,
+    output_len: int,
+    ratios: tuple[float, float] = (0.0, 0.0),
+    *,
+    prefix_len: int = 0,
+    num_special: int = 0,
+) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The integer ranges ``((in_low, in_high), (out_low, out_high))`` (both ends
+    included; the input's without the prefix) vLLM's random dataset draws from (module
+    docstring). :class:`ParameterError` naming ``random_input_len`` when the shortest
+    prompt would be below one token, or the longest past the simulator's token limit."""
+    n_in = whole(input_len, "random_input_len", lo=0, hi=MAX_TOKENS)
+    n_out = whole(output_len, "random_output_len", lo=0, hi=MAX_TOKENS)
+    pre = whole(prefix_len, "random_prefix_len", lo=0, hi=MAX_TOKENS)
+    special = whole(num_special, "num_special", lo=0)
+    r_in, r_out = ratios
+    real = max(0, n_in - special)
+    lo_in = math.floor(real * (1 - r_in))
+    hi_in = math.ceil(real * (1 + r_in))
+    lo_out = max(math.floor(n_out * (1 - r_out)), 1)
+    hi_out = max(math.ceil(n_out * (1 + r_out)), 1)
+    if pre + lo_in < 1:
+        raise ParameterError(
+            "random_input_len",
+            f"{n_in} at range ratio {r_in:g} gives prompts as short as {pre + lo_in} tokens "
+            "(prefix + sampled): give a longer input or a smaller ratio, as vLLM asks",
+        )
+    if pre + hi_in > MAX_TOKENS or hi_out > MAX_TOKENS:
+        name = "random_input_len" if pre + hi_in > MAX_TOKENS else "random_output_len"
+        raise ParameterError(name, f"the longest draw passes {MAX_TOKENS:,} tokens")
+    return (lo_in, hi_in), (lo_out, hi_out)
+
+
+def random_lengths(
+    num_prompts: int,
+    input_len: int,
+    output_len: int,
+    ratios: tuple[float, float] = (0.0, 0.0),
+    *,
+    prefix_len: int = 0,
+    num_special: int = 0,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt and output lengths (tokens; two ``(num_prompts,)`` int64 arrays) as vLLM
+    0.33.0's random dataset draws them with ``--seed seed`` (module docstring): prompts
+    are ``prefix_len`` plus the drawn input."""
+    n = whole(num_prompts, "num_prompts", lo=1)
+    (lo_in, hi_in), (lo_out, hi_out) = random_bounds(
+        input_len, output_len, ratios, prefix_len=prefix_len, num_special=num_special
+    )
+    rng = np.random.default_rng(seed)
+    inputs = rng.integers(lo_in, hi_in + 1, size=n)
+    outputs = rng.integers(lo_out, hi_out + 1, size=n)
+    return (inputs + int(prefix_len)).astype(np.int64), outputs.astype(np.int64)
+
+
+def lengths_from(
+    prompt_tokens: np.ndarray, output_tokens: np.ndarray, num_prompts: int, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """``num_prompts`` (prompt, output) length pairs drawn uniformly with replacement from
+    the rows of ``prompt_tokens`` and ``output_tokens`` (``(R,)`` each, one row a
+    request), a row's two lengths kept together; two ``(num_prompts,)`` int64 arrays."""
+    n = whole(num_prompts, "num_prompts", lo=1)
+    prompts = np.asarray(prompt_tokens, dtype=np.int64)
+    outputs = np.asarray(output_tokens, dtype=np.int64)
+    if prompts.ndim != 1 or prompts.shape != outputs.shape or prompts.size == 0:
+        raise ParameterError("lengths_from", "needs one or more rows of prompt and output lengths")
+    rows = np.random.default_rng(seed).integers(0, prompts.size, size=n)
+    return prompts[rows], outputs[rows]
+
+
+def parse_stages(text: str | Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+    """Load stages ``((rate, seconds), ...)`` from ``"RATE:SECONDS,..."`` text or pairs:
+    each rate a finite number of requests/s > 0, each duration a finite number of seconds
+    > 0, their sum at most :data:`~allocator.sim.requests.MAX_SPAN_S`.
+    :class:`ParameterError` on ``stages`` naming the stage otherwise."""
+    if isinstance(text, str):
+        items = [s.strip() for s in text.split(",")]
+        pairs: list[tuple[object, object]] = []
+        for i, item in enumerate(items, 1):
+            rate_text, sep, secs_text = item.partition(":")
+            try:
+                if not sep:
+                    raise ValueError
+                pairs.append((float(rate_text), float(secs_text)))
+            except ValueError:
+                raise ParameterError(
+                    "stages", f"stage {i}: expected RATE:SECONDS, got {item!r}"
+                ) from None
+    else:
+        pairs = [tuple(p) for p in text]  # type: ignore[misc]
+    if not pairs:
+        raise ParameterError("stages", "give one or more stages RATE:SECONDS")
+    stages = []
+    for i, pair in enumerate(pairs, 1):
+        if len(pair) != 2:
+            raise ParameterError("stages", f"stage {i}: expected (rate, seconds)")
+        r = positive(pair[0], f"stages: stage {i} rate", unit="requests/s")
+        s = positive(pair[1], f"stages: stage {i} seconds", unit="s")
+        stages.append((r, s))
+    span = sum(s for _, s in stages)
+    if span > MAX_SPAN_S:
+        raise ParameterError("stages", f"last {span:.3g} s in all, more than {MAX_SPAN_S:g} s")
+    return tuple(stages)
+
+
+def staged_arrivals(
+    stages: Sequence[tuple[float, float]],
+    burstiness: float = 1.0,
+    seed: int = 0,
+    max_requests: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Arrival times (s from the start of the first stage, non-decreasing) and each
+    request's stage (0-based): two ``(N,)`` arrays, ``N`` drawn (module docstring).
+    ``burstiness``: the gamma shape (1: Poisson; ``inf``: constant gaps of ``1 / rate``,
+    the first at ``1 / rate`` into the stage). ``max_requests``: refuse (naming
+    ``stages``) stages expecting more requests than this, or drawing more."""
+    plan = parse_stages(stages)
+    shape = positive(burstiness, "burstiness", inf=True)
+    expected = sum(r * s for r, s in plan)
+    if max_requests is not None and expected > max_requests:
+        raise ParameterError(
+            "stages",
+            f"expect {expected:,.0f} requests in all, more than {max_requests:,}: give "
+            "lower rates or shorter stages",
+        )
+    rng = np.random.default_rng(seed)
+    times: list[np.ndarray] = []
+    labels: list[np.ndarray] = []
+    start = 0.0
+    for j, (r, secs) in enumerate(plan):
+        if math.isinf(shape):
+            t = np.arange(1, math.floor(r * secs) + 1) / r
+            t = t[t < secs]
+        else:
+            # enough gaps to pass the stage's end almost surely; more drawn when not
+            mean = r * secs
+            chunk = int(mean + 10.0 * math.sqrt(mean / min(shape, 1.0)) + 16)
+            acc: list[np.ndarray] = []
+            end = 0.0
+            while end < secs:
+                gaps = rng.gamma(shape=shape, scale=1.0 / (r * shape), size=chunk)
+                part = end + np.cumsum(gaps)
+                acc.append(part)
+                end = float(part[-1])
+            t = np.concatenate(acc)
+            t = t[t < secs]
+        times.append(start + t)
+        labels.append(np.full(t.size, j, dtype=np.int64))
+        start += secs
+    all_t = np.concatenate(times)
+    if max_requests is not None and all_t.size > max_requests:
+        raise ParameterError("stages", f"drew {all_t.size:,} requests, more than {max_requests:,}")
+    if all_t.size == 0:
+        raise ParameterError(
+            "stages", "no request arrived in any stage: give higher rates or longer stages"
+        )
+    return all_t, np.concatenate(labels)
+
+
+__all__ = [
+    "RANDOM_INPUT_LEN",
+    "RANDOM_OUTPUT_LEN",
+    "lengths_from",
+    "parse_stages",
+    "random_bounds",
+    "random_lengths",
+    "range_ratios",
+    "staged_arrivals",
+]
