@@ -8,7 +8,8 @@ by batch size: 17 configurations) at ``max_num_seqs`` 4, 8, 16, 32, 64, 128: 204
 each 2,000 requests of 1,024 prompt and 256 output tokens sent at once (``--request-rate
 inf``), seed 0. ``--quick``: 200 requests per point.
 
-It prints the median wall time of ``R`` whole ``allocator front`` processes (start-up
+It prints the load average at the end (other work on a shared machine lengthens the wall
+times far more than the CPU seconds), the median wall time of ``R`` whole ``allocator front`` processes (start-up
 included) on 2 local worker processes beside the same command in one process
 (``--workers 1``), their ratio, the CPU seconds each used (less sensitive than wall time to
 other work on a shared machine), the points and requests simulated per wall second, and
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -49,6 +51,10 @@ def main() -> None:
     prompts = 200 if args.quick else 2000
     rows = []
     docs = {}
+    print(f"allocator front: {SIZES} max_num_seqs, 2 GPUs, {prompts:,} requests a point, median "
+          f"of {args.repeats} run(s)")  # fmt: skip
+    print(f"{'workers':>8} {'points':>7} {'wall s':>8} {'CPU s':>8} {'points/s':>9} "
+          f"{'requests/s':>11}", flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         for workers in (2,) if args.no_baseline else (2, 1):
             out = Path(tmp) / f"front-{workers}.json"
@@ -56,14 +62,14 @@ def main() -> None:
             doc = json.loads(out.read_text())
             docs[workers] = doc
             n = len(doc["points"])
-            rows.append((workers, runs.median, statistics.median(runs.cpus), n))
+            wall, cpu = runs.median, statistics.median(runs.cpus)
+            rows.append((workers, wall, cpu, n))
+            rate = n * prompts / wall
+            print(f"{workers:>8} {n:>7} {wall:>8.1f} {cpu:>8.1f} {n / wall:>9.2f} {rate:>11,.0f}",
+                  flush=True)  # fmt: skip
     same = len(docs) < 2 or docs[1]["points"] == docs[2]["points"]
-    print(f"allocator front: {rows[0][3]} points of {prompts:,} requests, median of "
-          f"{args.repeats} run(s)")  # fmt: skip
-    print(f"{'workers':>8} {'wall s':>8} {'CPU s':>8} {'points/s':>9} {'requests/s':>11}")
-    for workers, wall, cpu, n in rows:
-        rate = n * prompts / wall
-        print(f"{workers:>8} {wall:>8.1f} {cpu:>8.1f} {n / wall:>9.2f} {rate:>11,.0f}")
+    # other work on the machine shows in the wall times, far less in the CPU seconds
+    print(f"load average (1, 5, 15 min) at the end: {os.getloadavg()}")
     if len(rows) == 2:
         print(f"ratio 2 workers / 1: {rows[0][1] / rows[1][1]:.2f} (wall)")
     print(f"same front on 1 and 2 workers: {same}")
