@@ -8,12 +8,12 @@ by batch size: 17 configurations) at ``max_num_seqs`` 4, 8, 16, 32, 64, 128: 204
 each 2,000 requests of 1,024 prompt and 256 output tokens sent at once (``--request-rate
 inf``), seed 0. ``--quick``: 200 requests per point.
 
-It prints the load average at the end (other work on a shared machine lengthens the wall
-times far more than the CPU seconds), the median wall time of ``R`` whole ``allocator front`` processes (start-up
+It prints the median wall time of ``R`` whole ``allocator front`` processes (start-up
 included) on 2 local worker processes beside the same command in one process
 (``--workers 1``), their ratio, the CPU seconds each used (less sensitive than wall time to
-other work on a shared machine), the points and requests simulated per wall second, and
-checks that both give the same front document.
+other work on a shared machine), the points and requests simulated per wall second, the
+load average at the end (other work lengthens the wall times far more than the CPU
+seconds), and checks that both give the same front document.
 """
 
 from __future__ import annotations
