@@ -2,7 +2,8 @@
 
 The case: the first ``N`` requests of the bundled Azure LLM inference trace 2023
 (conversation), replayed at their own timestamps on one replica (``max_num_seqs`` 256,
-``max_num_batched_tokens`` 8192, a KV cache of 500,000 tokens in blocks of 16), speculation
+``max_num_batched_tokens`` 8192, a KV cache of 500,000 tokens in blocks of 16, vLLM's
+synchronous scheduler unless said), speculation
 on at ``k = 4`` with the pmf of the EAGLE-3 per-position acceptance bundled in
 ``problems/measured/llama31-8b-eagle.yaml`` (acceptance length 3.08), and a linear step
 function (synthetic, loosely the size of an 8B verifier; for timing only, not a
@@ -15,13 +16,15 @@ It prints, each a median of ``R`` runs inside this process (no start-up):
   off (the baseline: one token per step, more steps), the case with a step function that
   also takes arrays (``many``: one call per decode-only stretch) and the same run played
   step by step (the reference the decode-only stretches are tested against, identical
-  output), with the ratios;
+  output), with the ratios; then the case under async scheduling (vLLM's default,
+  ``Scheduler(async_scheduling=True)``), with its decode-only stretches and step by step;
 * how the time grows with the requests (``N`` = 1,000 .. all 19,366 at the trace's rate)
   and with ``max_num_seqs`` (8 .. 512, the trace sped up 4x so that the batch fills).
 
 Then the same through the problem file (``--problem``, in this process: ``allocator.api.bench``,
 the path ``allocator bench`` takes): ``problems/requests-70b.yaml`` (its measured tables,
-prefill table and scheduler, ``max_num_seqs`` 50), the first 10,000 conversation requests at
+prefill table and scheduler, ``max_num_seqs`` 50, async scheduling as the file's default),
+the first 10,000 conversation requests at
 their own timestamps, EAGLE-3 with ``k`` by batch size (speculation on) beside speculation off;
 requests simulated per second, and how the time grows with the requests and with
 ``max_num_seqs`` (speculation off, whose step times reach batch 50: 8 .. 50, the trace sped up
@@ -142,12 +145,14 @@ def main() -> None:
     pmf = chain_pmf(ACCEPTANCE)
     spec = SpecPolicy.fixed(4, pmf)
     off = SpecPolicy.off()
-    sched = Scheduler(256, 8192, 500_000)
+    sched = Scheduler(256, 8192, 500_000, async_scheduling=False)
     every = read_trace(TRACE)
     reqs = every.head(10_000)
 
-    def step_by_step():
-        engine = _Engine(reqs, spec, step_ms, sched, 0, stretches=False)
+    asched = Scheduler(256, 8192, 500_000, async_scheduling=True)
+
+    def step_by_step(sc=sched):
+        engine = _Engine(reqs, spec, step_ms, sc, 0, stretches=False)
         engine.run()
         return engine.result()
 
@@ -155,6 +160,8 @@ def main() -> None:
     w_off, c_off, r_off = timed(lambda: simulate(reqs, off, step_ms, sched, seed=0), repeats)
     w_arr, c_arr, r_arr = timed(lambda: simulate(reqs, spec, ArrayStep(), sched, seed=0), repeats)
     w_ref, c_ref, _ = timed(step_by_step, max(1, repeats // 2))
+    w_as, c_as, r_as = timed(lambda: simulate(reqs, spec, step_ms, asched, seed=0), repeats)
+    w_asr, c_asr, r_asr = timed(lambda: step_by_step(asched), repeats)
     print()
     print(
         f"{'10,000 conversation requests':<34} {'wall s':>8} {'cpu s':>8} {'req/s':>9} {'steps':>9}"
@@ -164,9 +171,12 @@ def main() -> None:
         ("speculation off (baseline)", w_off, c_off, r_off),
         ("k=4, step_ms with many()", w_arr, c_arr, r_arr),
         ("k=4 step by step (reference)", w_ref, c_ref, r),
+        ("k=4 async scheduling", w_as, c_as, r_as),
+        ("k=4 async step by step", w_asr, c_asr, r_asr),
     ):
         print(f"{name:<34} {wall:>8.3f} {cpu:>8.3f} {len(reqs) / wall:>9,.0f} {run.steps:>9,}")
     print(f"ratio case / baseline: {w / w_off:.2f}; step-by-step / case: {w_ref / w:.2f}")
+    print(f"async: async / case {w_as / w:.2f}; async step-by-step / async {w_asr / w_as:.2f}")
 
     sizes = [1_000, 5_000, 19_366] if args.quick else [1_000, 2_000, 5_000, 10_000, 19_366]
     print()
@@ -184,7 +194,7 @@ def main() -> None:
         f"{'max_num_seqs':>12} {'wall s':>8} {'steps':>9} {'max running':>12} {'preemptions':>12}"
     )
     for b in seqs:
-        sb = Scheduler(b, 8192, 500_000)
+        sb = Scheduler(b, 8192, 500_000, async_scheduling=False)
         wb, _, rb = timed(lambda sb=sb: simulate(fast, spec, step_ms, sb, seed=0), repeats)
         print(
             f"{b:>12} {wb:>8.3f} {rb.steps:>9,} {rb.max_running_seqs:>12} "

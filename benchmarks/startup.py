@@ -9,12 +9,15 @@ every case alike, and prints the median wall and CPU seconds of ``R`` runs (defa
 - ``python -c "import allocator"`` and, separately, whether it imported scipy.
 
 and each case's ratio to the floor beside its target (``--help`` at most 1.2x, the small
-``solve`` at most 2x). Each checkout is byte-compiled first (``compileall``), as an
-installed package is, so that no case pays for compiling the sources (which
-``PYTHONDONTWRITEBYTECODE`` would otherwise make every run do), and one untimed round
-warms the file cache. With ``--baseline DIR`` (another checkout of the project) the same
-commands run against it too, for a before/after ratio. Nothing here is asserted; the
-numbers go into the project's notes, with the load average printed before and after.
+``solve`` at most 2x), by wall time (the target's measure) and by CPU time (steadier
+when other processes share the cores: a busy machine stretches every wall time), with
+the first and third quartiles of the wall times. Each checkout is byte-compiled first
+(``compileall``), as an installed package is, so that no case pays for compiling the
+sources (which ``PYTHONDONTWRITEBYTECODE`` would otherwise make every run do), and one
+untimed round warms the file cache. With ``--baseline DIR`` (another checkout of the
+project) the same commands run against it too, for a before/after ratio. Nothing here is
+asserted; the numbers go into the project's notes, with the load average printed before
+and after.
 """
 
 from __future__ import annotations
@@ -73,6 +76,14 @@ def run(cmd: list[str], root: Path) -> tuple[float, float]:
     return wall, cpu
 
 
+def quartiles(xs: list[float]) -> str:
+    """The first and third quartiles of ``xs`` (seconds), the spread around the median."""
+    if len(xs) < 2:
+        return "-"
+    q1, _, q3 = statistics.quantiles(xs, n=4)
+    return f"{q1:.3f}-{q3:.3f}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeats", type=int, default=7, help="whole runs per case (median)")
@@ -93,14 +104,22 @@ def main() -> None:
                 walls.setdefault((label, name), []).append(w)
                 cpus.setdefault((label, name), []).append(c)
     print(f"python {platform.python_version()}, {platform.machine()}, repeats {args.repeats}")
-    print(f"{'checkout':9} {'case':28} {'wall s':>7} {'cpu s':>7} {'/floor':>7} {'target':>7}")
+    print(
+        f"{'checkout':9} {'case':28} {'wall s':>7} {'q1-q3':>13} {'cpu s':>7} {'/floor':>7} "
+        f"{'cpu/fl':>7} {'target':>7}"
+    )
     for label, root in roots.items():
         floor = statistics.median(walls[(label, "import numpy, pydantic")])
+        cpu_floor = statistics.median(cpus[(label, "import numpy, pydantic")])
         for name in cases(root):
             w = statistics.median(walls[(label, name)])
             c = statistics.median(cpus[(label, name)])
+            spread = quartiles(walls[(label, name)])
             target = f"{TARGETS[name]:7.1f}" if name in TARGETS else ""
-            print(f"{label:9} {name:28} {w:7.3f} {c:7.3f} {w / floor:7.2f} {target}".rstrip())
+            print(
+                f"{label:9} {name:28} {w:7.3f} {spread:>13} {c:7.3f} {w / floor:7.2f} "
+                f"{c / cpu_floor:7.2f} {target}".rstrip()
+            )
         probe = subprocess.run(
             [sys.executable, "-c", "import sys, allocator; print('scipy' in sys.modules)"],
             capture_output=True,

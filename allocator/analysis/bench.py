@@ -9,6 +9,13 @@ run (:func:`allocator.sim.summary`: vLLM's keys and formulas, with ``--percentil
 ttft,tpot,itl,e2el --metric-percentiles 50,90,95,99``) headed by vLLM's own ``date``,
 ``label``, ``num_prompts``, ``request_rate``, ``burstiness`` and ``max_concurrency``, and the
 notes. The same seed gives the same document but for ``date``.
+
+**A fleet** (``replicas > 1``): ``replicas`` identical replicas behind a router
+(:mod:`allocator.sim.fleet`, :mod:`allocator.sim.routers`), the requests sent as ``vllm bench
+serve`` against the router would send them. The document's metrics are then the fleet's
+(every request, the same keys and formulas), with ``router`` and ``replicas``: one entry per
+replica, its index, ``num_prompts`` (the requests it received) and its own metrics under
+the same keys. One replica is the single run, the document unchanged.
 """
 
 from __future__ import annotations
@@ -24,11 +31,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..engines import POOLED_BOUND
-from ..sim import PERCENTILES, Scheduler, SimResult, summary
+from ..exceptions import InputError, NotModelledError, ParameterError
+from ..sim import PERCENTILES, Requests, Scheduler, SimResult, summary
+from ..sim.fleet import FleetResult, check_replicas, simulate_fleet
 from ..sim.results import max_output_tokens_per_s, spec_decode_counts
+from ..sim.routers import ROUTERS, get_router
 from .limits import acceptance_notes, lengths_note, provenance_notes
-from .replica import Configuration, replica, run
-from .request_source import stage_metrics
+from .replica import Configuration, Replica, check_prefill, replica, run
+from .request_source import derived_seeds, stage_metrics
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -55,22 +65,28 @@ class BenchResult:
     model_id: str = ""
     #: Staged loads: each stage's metrics (:func:`~.request_source.stage_metrics`).
     stages: list[dict] = field(default_factory=list)
+    fleet: FleetResult | None = None
 
     def label(self) -> str:
-        """vLLM's ``label`` of the run: the configuration and ``max_num_seqs``."""
-        return f"{self.config.label()}; max_num_seqs {self.scheduler.max_num_seqs}"
+        """vLLM's ``label`` of the run: the configuration and ``max_num_seqs`` (and, for a
+        fleet, its replicas and router)."""
+        text = f"{self.config.label()}; max_num_seqs {self.scheduler.max_num_seqs}"
+        if self.fleet is not None:
+            text += f"; {len(self.fleet.replicas)} replicas behind {self.fleet.router}"
+        return text
 
     def to_dict(self, slos: Sequence[SLO] = ()) -> dict:
         """``bench --json``: every key ``vllm bench serve --save-result`` writes without
         ``--save-detailed`` (vLLM 0.33.0, vllm/benchmarks/serve.py: the header of
         ``main_async``, lines 2306-2330, merged with ``benchmark()``'s ``result``, lines
         1318-1341, 1376-1387 and the statistics of ``process_one_metric``, lines
-        1426-1432), computed as vLLM computes them, then the simulator's own keys and
-        ``notes``. ``request_goodput`` (requests meeting every ``ttft``, ``tpot`` and
-        ``e2el`` ceiling of ``slos``, per second, as vLLM's ``--goodput`` counts them) is
-        ``null`` without one, as vLLM writes it without ``--goodput``; the
-        ``spec_decode_*`` keys only when a step drafted, as vLLM writes them only when the
-        server drafted."""
+        1426-1432), computed as vLLM computes them, then the simulator's own keys,
+        ``async_scheduling`` (the scheduler that ran: vLLM's ``AsyncScheduler`` or the
+        synchronous one) and ``notes``. ``request_goodput`` (requests meeting every
+        ``ttft``, ``tpot`` and ``e2el`` ceiling of ``slos``, per second, as vLLM's
+        ``--goodput`` counts them) is ``null`` without one, as vLLM writes it without
+        ``--goodput``; the ``spec_decode_*`` keys only when a step drafted, as vLLM writes
+        them only when the server drafted."""
 
         rate: float | str = "inf" if math.isinf(self.request_rate) else float(self.request_rate)
         burst: float | str = "inf" if math.isinf(self.burstiness) else float(self.burstiness)
@@ -102,6 +118,10 @@ class BenchResult:
         doc.update(spec)
         if self.stages:
             doc["stages"] = [plain_metrics(s) for s in self.stages]
+        if self.fleet is not None:
+            doc["router"] = self.fleet.router
+            doc["replicas"] = replica_documents(self.fleet)
+        doc["async_scheduling"] = self.scheduler.async_scheduling
         doc["notes"] = list(self.notes) + goodput_notes(slos)
         return doc
 
@@ -223,6 +243,71 @@ def overload_note(result: SimResult, request_rate: float) -> str | None:
     )
 
 
+def replica_documents(fleet: FleetResult) -> list[dict]:
+    """One entry per replica of a fleet: ``replica`` (its index), ``num_prompts`` (the
+    requests it received) and its run's metrics under the keys of the fleet's
+    (:func:`allocator.sim.summary`, the ``spec_decode_*`` counts when it drafted,
+    ``max_output_tokens_per_s``); a replica that received nothing has only the first two
+    and ``completed`` 0."""
+    out: list[dict] = []
+    for r, part in enumerate(fleet.replicas):
+        entry: dict = {"replica": r}
+        if part is None:
+            entry.update(num_prompts=0, completed=0)
+            out.append(entry)
+            continue
+        entry["num_prompts"] = len(part.requests)
+        metrics = plain_metrics(summary(part))
+        spec = spec_decode_counts(part)
+        if not spec:
+            metrics.pop("spec_decode_acceptance_length", None)
+        entry.update(metrics)
+        entry["max_output_tokens_per_s"] = max_output_tokens_per_s(part)
+        entry.update(spec)
+        out.append(entry)
+    return out
+
+
+def run_fleet(
+    problem: Problem, rep: Replica, requests: Requests, seed: int, replicas: int, router: str
+) -> FleetResult:
+    """:func:`~allocator.analysis.replica.run` for a fleet of ``replicas`` replicas of
+    ``rep`` behind ``router``: the same refusals, the same seed stream."""
+    check_prefill(problem, rep, requests)
+    _, sim_seed = derived_seeds(seed)
+    try:
+        return simulate_fleet(
+            requests, rep.policy, rep.step, rep.scheduler, replicas, router, sim_seed
+        )
+    except ParameterError as exc:
+        if exc.field == "kv_cache_tokens":
+            raise InputError("serving.scheduler.kv_cache_tokens", exc.message) from None
+        if exc.field == "step_ms":
+            raise NotModelledError("serving", f"no step time: {exc.message}") from None
+        raise
+
+
+def fleet_note(replicas: int, router: str) -> str:
+    """What a fleet's numbers are."""
+    return (
+        f"{replicas} replicas behind {router} ({ROUTERS[router].summary}); the metrics are "
+        "the fleet's, every request; replicas: each one's own. The router sees requests in "
+        "flight as it counts them and KV-cache usage as of each replica's last completed "
+        "step"
+    )
+
+
+def fleet_settings(replicas: int, router: str | None) -> tuple[int, str | None]:
+    """``replicas`` checked, and the router (``round-robin`` by default past one replica;
+    checked by name even for one)."""
+    n = check_replicas(replicas)
+    if router is not None:
+        get_router(router)
+    if n > 1 and router is None:
+        router = "round-robin"
+    return n, router
+
+
 def model_id(problem: Problem) -> str:
     """``model_id`` of the run: the problem's name (a problem file names no served model;
     ``calibrate`` groups runs by it, so one problem's runs stay together)."""
@@ -240,13 +325,31 @@ def bench(
     seed: int = 0,
     notes: Sequence[str] = (),
     percentiles: Sequence[float] = PERCENTILES,
+    replicas: int = 1,
+    router: str | None = None,
 ) -> BenchResult:
     """One simulated ``vllm bench serve`` run of ``config`` on the problem's replica: the
-    ``source``'s requests at ``request_rate`` (requests/s, ``inf``: all at once)."""
+    ``source``'s requests at ``request_rate`` (requests/s, ``inf``: all at once); with
+    ``replicas > 1``, against a fleet of that many behind ``router`` (default
+    ``round-robin``; module docstring)."""
+    count, router = fleet_settings(replicas, router)
+    if count > 1 and max_concurrency is not None:
+        raise ParameterError(
+            "max_concurrency",
+            "is not modelled with more than one replica (one client's limit spans the fleet)",
+        )
     rep = replica(problem, config, max_num_seqs, max_concurrency)
     requests = source.at(request_rate)
-    result = run(problem, rep, requests, seed)
-    all_notes = list(notes) + list(rep.notes) + provenance_notes(problem)
+    fleet = None
+    all_notes = list(notes)
+    if count > 1:
+        assert router is not None
+        fleet = run_fleet(problem, rep, requests, seed, count, router)
+        result = fleet.fleet
+        all_notes.append(fleet_note(count, router))
+    else:
+        result = run(problem, rep, requests, seed)
+    all_notes += list(rep.notes) + provenance_notes(problem)
     all_notes += acceptance_notes(problem, rep.config.members, rep.config.max_k)
     all_notes += lengths_note(
         source.fixed_lengths, int(source.prompt_tokens[0]), int(source.output_tokens[0])
@@ -281,6 +384,7 @@ def bench(
         date=datetime.datetime.now().strftime("%Y%m%d-%H%M%S"),
         trace=source.trace,
         model_id=model_id(problem),
+        fleet=fleet,
         stages=stage_metrics(source, result, percentiles),
     )
 
@@ -292,8 +396,12 @@ __all__ = [
     "QUEUE_GROWN_S",
     "BenchResult",
     "bench",
+    "fleet_note",
+    "fleet_settings",
     "goodput_notes",
     "model_id",
     "overload_note",
     "plain_metrics",
+    "replica_documents",
+    "run_fleet",
 ]

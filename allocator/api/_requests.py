@@ -39,6 +39,19 @@ else:
 
 # ---------------------------------------------------------------- requests (issue 17):
 # a simulated `vllm bench serve`, and capacity for a request rate under SLO percentiles.
+def _vllm_scheduler_only(engine: str) -> None:
+    """The request simulator plays vLLM 0.33's scheduler (``allocator/sim``); SGLang's
+    (``sglang/srt/managers/scheduler.py``, ``schedule_policy.py``: its new-token ratio,
+    chunked prefill size, radix cache) is not modelled, so it is refused under SGLang's
+    name: :class:`ParameterError` on ``engine`` for ``"sglang"``."""
+    if engine == "sglang":
+        raise ParameterError(
+            "engine",
+            "sglang: the request simulator follows vLLM's scheduler; SGLang's scheduler is "
+            "not modelled, so bench and capacity for a request rate run only with vllm",
+        )
+
+
 def bench(
     problem: Problem | str | Path | dict,
     *,
@@ -62,6 +75,9 @@ def bench(
     random_range_ratio: float | str | Mapping[str, float] | None = None,
     lengths_from: str | Path | None = None,
     stages: str | Sequence[tuple[float, float]] | None = None,
+    replicas: int = 1,
+    router: str | None = None,
+    async_scheduling: bool | None = None,
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
@@ -71,15 +87,23 @@ def bench(
     (requests/s; default ``inf``, all at once) with gamma gaps of shape ``burstiness``, or
     the first rows of a ``trace`` (its own times, sped up by ``trace_speedup`` or scaled to
     ``request_rate``); ``max_concurrency`` requests in flight at the client at most;
-    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs``. Instead of
+    ``max_num_seqs`` replaces the file's ``serving.scheduler.max_num_seqs`` and
+    ``async_scheduling`` its ``serving.scheduler.async_scheduling`` (``None``: the file's,
+    default true as vLLM's). Instead of
     fixed lengths: vLLM's random dataset (``random_input_len``, ``random_output_len``,
     ``random_range_ratio``) or lengths drawn from the rows of the trace ``lengths_from``;
     instead of one rate: ``stages``, ``"RATE:SECONDS,..."``, whose arrivals set the number
     of requests (:func:`allocator.analysis.request_source.request_source`). Every request
-    runs to its output length (vLLM's ``--ignore-eos``). Seeded by ``seed``: the same seed
-    gives the same document but for ``date``."""
+    runs to its output length (vLLM's ``--ignore-eos``). ``replicas`` identical replicas
+    behind ``router`` (:data:`allocator.sim.routers.ROUTERS`; default ``round-robin`` past
+    one replica; one replica is the single run). Seeded by ``seed``: the same seed gives
+    the same document but for ``date``. ``engine`` ``"sglang"`` is refused
+    (:func:`_vllm_scheduler_only`)."""
 
-    prob = as_problem(problem)
+    _vllm_scheduler_only(engine)
+    count, router = analysis_bench.fleet_settings(replicas, router)
+    prob = analysis_replica.with_async_scheduling(as_problem(problem), async_scheduling)
+    prob, fleet_notes = analysis_replica.fleet_scheduling(prob, count, async_scheduling)
     n = num_prompts
     if n is None and stages is None:
         n = analysis_request_source.DEFAULT_NUM_PROMPTS
@@ -101,7 +125,14 @@ def bench(
         max_num_seqs=max_num_seqs,
         max_concurrency=max_concurrency,
         seed=seed,
-        notes=[*notes, *file_notes(problem), *analysis_request_source.workload_notes(source)],
+        notes=[
+            *notes,
+            *fleet_notes,
+            *file_notes(problem),
+            *analysis_request_source.workload_notes(source),
+        ],
+        replicas=count,
+        router=router,
     )
 
 
@@ -129,6 +160,8 @@ def size_fleet_for_rate(
     pooled: bool = False,
     budget: Mapping[str, float] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    router: str | None = None,
+    async_scheduling: bool | None = None,
 ) -> RateCapacityResult:
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
@@ -139,13 +172,19 @@ def size_fleet_for_rate(
     (default: enough for the highest percentile asked; their lengths as :func:`bench`
     takes them, staged loads aside: the search sets the rate) seeded by ``seed``; ``sweep_rate``
     also prices rates (``"LO:HI:STEPS"`` or numbers); ``max_num_seqs`` the values tried
-    (default: a ladder); the simulations run on ``workers`` local processes (default: the
-    CPUs available) or on the Ray cluster at ``ray``. Only what ``engine`` serves unless
+    (default: a ladder); ``router`` (a name of :data:`allocator.sim.routers.ROUTERS`):
+    fleets of ``n`` replicas behind it are simulated at the whole rate instead (the
+    replica count found by simulation, not by dividing the rate); the simulations run on
+    ``workers`` local processes (default: the CPUs available) or on the Ray cluster at
+    ``ray``. Only what ``engine`` serves unless
     ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
-    caps of the problem's. ``progress(done, total)`` is called
-    as each candidate search ends, with the searches done so far and those expected in all
-    (an upper bound that falls as candidates are pruned)."""
+    caps of the problem's; ``async_scheduling`` replaces the file's
+    ``serving.scheduler.async_scheduling`` (``None``: the file's). ``progress(done,
+    total)`` is called as each candidate search ends, with the searches done so far and
+    those expected in all (an upper bound that falls as candidates are pruned). ``engine``
+    ``"sglang"`` is refused (:func:`_vllm_scheduler_only`)."""
 
+    _vllm_scheduler_only(engine)
     slos = capacity_slo.parse_slos(slo)
     n = capacity_slo.default_num_prompts(slos)[0] if num_prompts is None else num_prompts
     source = analysis_request_source.request_source(
@@ -161,7 +200,12 @@ def size_fleet_for_rate(
             sweep_rate, "sweep_rate", positive=True, max_steps=capacity_by_rate.MAX_SWEEP_RATES
         )
     rates = None if sweep_rate is None else np.asarray(sweep_rate, dtype=float)
-    prob = as_problem(problem).with_budget(budget)
+    prob = analysis_replica.with_async_scheduling(
+        as_problem(problem).with_budget(budget), async_scheduling
+    )
+    fleet_notes: list[str] = []
+    if router is not None:  # the replica count is searched by simulating the fleet
+        prob, fleet_notes = analysis_replica.fleet_scheduling(prob, 2, async_scheduling)
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
     with capacity_workers.Workers(workers, ray, progress=progress) as pool:
         fleet = capacity_by_rate.size_for_rate(
@@ -176,8 +220,11 @@ def size_fleet_for_rate(
             sweep_rates=rates,
             workers=pool,
             problem_path=path,
+            router=router,
         )
-    fleet.notes += file_notes(problem) + analysis_request_source.workload_notes(source)
+    fleet.notes += (
+        fleet_notes + file_notes(problem) + analysis_request_source.workload_notes(source)
+    )
     return fleet
 
 

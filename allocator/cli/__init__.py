@@ -8,12 +8,30 @@ attribute of this package, is the group with every command registered (the tests
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
-from .group import ClickException, Command, OneLineErrors, UsageError, reflow, usage_error_line
-from .group import app as _app
+from .._lazy import lazy_module
+
+if TYPE_CHECKING:
+    from . import group
+    from .group import ClickException, Command, OneLineErrors, UsageError, reflow, usage_error_line
+else:  # typer: imported by main() with the commands (uncollected_imports)
+    group = lazy_module("allocator.cli.group")
+
+#: The group's names this package re-exports, read from :mod:`.group` on first use.
+_GROUP_NAMES = (
+    "ClickException",
+    "Command",
+    "OneLineErrors",
+    "UsageError",
+    "reflow",
+    "usage_error_line",
+)
 
 #: The command modules, in the order of ``--help``; each registers itself on import.
 COMMANDS = (
@@ -111,10 +129,12 @@ def requested_module(args: Sequence[str]) -> str | None:
     return None
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name == "app":
         load_commands()
-        return _app
+        return group.app
+    if name in _GROUP_NAMES:
+        return getattr(group, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -122,19 +142,42 @@ def _summaries_only() -> None:
     """Register each command as its summary alone (no options, never run): what the
     group's ``--help`` lists, without importing the commands behind it."""
     for module in COMMANDS:
-        _app.command(module.replace("_", "-"), help=SUMMARIES[module])(lambda: None)
+        group.app.command(module.replace("_", "-"), help=SUMMARIES[module])(lambda: None)
+
+
+@contextlib.contextmanager
+def uncollected_imports() -> Iterator[None]:
+    """Import without the cyclic garbage collector, then freeze what was imported.
+
+    A command's imports (numpy's, pydantic's and typer's modules, the problem-file
+    models) leave some 70,000 objects tracked by the collector, most as long-lived as the
+    process; the collector's passes over them during start-up free almost nothing and
+    cost about a tenth of it (docs/design.md §9). ``gc.freeze`` then moves them to the
+    permanent generation, so the command's own collections skip them too. A reference
+    cycle made and dropped while importing is never freed: bounded by what importing
+    allocates. The collector is enabled again afterwards if it was before."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def main() -> None:
     args = sys.argv[1:]
     module = requested_module(args)
-    if module is not None:
-        load_commands([module])
-    elif any(not a.startswith("-") for a in args):
-        load_commands()  # an unknown command: the group names the known ones
-    else:
-        _summaries_only()  # the group's --help (or --version)
-    _app()
+    with uncollected_imports():
+        app = group.app  # typer and the group: imported here, uncollected
+        if module is not None:
+            load_commands([module])
+        elif any(not a.startswith("-") for a in args):
+            load_commands()  # an unknown command: the group names the known ones
+        else:
+            _summaries_only()  # the group's --help (or --version)
+    app()
 
 
 __all__ = [
@@ -149,5 +192,6 @@ __all__ = [
     "main",
     "reflow",
     "requested_module",
+    "uncollected_imports",
     "usage_error_line",
 ]

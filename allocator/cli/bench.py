@@ -18,6 +18,7 @@ from ..io.staged import write_atomic
 from ..sim import metric
 from .common import (
     MAX_SEED,
+    AsyncSchedulingOption,
     BurstinessOption,
     EngineOption,
     InputLenOption,
@@ -29,6 +30,7 @@ from .common import (
     RandomInputLenOption,
     RandomOutputLenOption,
     RandomRangeRatioOption,
+    RouterOption,
     TraceOption,
     emit_json,
     handles_input_errors,
@@ -190,6 +192,14 @@ def bench_command(
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed of every draw."),
     engine: str = EngineOption,
     pooled: bool = PooledOption,
+    replicas: int = typer.Option(
+        1,
+        "--replicas",
+        help="Identical replicas behind --router, on one clock (1: the single replica). "
+        "The JSON's metrics are then the fleet's, each replica's under replicas.",
+        metavar="N",
+    ),
+    router: str = RouterOption,
     json_path: str = JsonOption,
     per_request: str = typer.Option(
         None,
@@ -204,6 +214,7 @@ def bench_command(
         metavar="PATH",
     ),
     slo: list[str] = SloOption,
+    async_scheduling: bool = AsyncSchedulingOption,
 ) -> None:
     """Simulate `vllm bench serve` on one replica: requests arrive, are scheduled step by
     step as vLLM's V1 scheduler does (continuous batching, chunked prefill, KV blocks,
@@ -240,6 +251,9 @@ def bench_command(
         random_range_ratio=random_range_ratio,
         lengths_from=lengths_from,
         stages=stages,
+        replicas=replicas,
+        router=router,
+        async_scheduling=async_scheduling,
     )
     doc = result.to_dict(slos)
     if per_request:

@@ -35,6 +35,8 @@ from ..exceptions import InputError
 from ..io.ranges import parse_load_range
 from .common import (
     MAX_SEED,
+    ROUTER_NAMES,
+    AsyncSchedulingOption,
     BudgetOption,
     BurstinessOption,
     EngineOption,
@@ -281,6 +283,14 @@ def capacity_command(
         "needs the extra, pip install 'allocator\\[ray]'.",
         metavar="ADDRESS",
     ),
+    router: str = typer.Option(
+        None,
+        "--router",
+        help="With --request-rate: count replicas by simulating the fleet behind this router "
+        "(" + ", ".join(ROUTER_NAMES) + ") at the whole rate, instead of splitting the "
+        "rate evenly (the default).",
+        metavar="NAME",
+    ),
     tokens_per_s: float = typer.Option(
         None,
         "--tokens-per-s",
@@ -318,6 +328,7 @@ def capacity_command(
         ".svg); needs --sweep-rate or --sweep-load.",
         metavar="PATH",
     ),
+    async_scheduling: bool = AsyncSchedulingOption,
 ) -> None:
     """Size a fleet: the cheapest replicas and configuration for a load, beside the cheapest
     without speculation.
@@ -351,6 +362,8 @@ def capacity_command(
             ray, engine, pooled, caps, json_path, plot_path,
             {"random_input_len": random_input_len, "random_output_len": random_output_len,
              "random_range_ratio": random_range_ratio, "lengths_from": lengths_from},
+            router,
+            async_scheduling=async_scheduling,
         )  # fmt: skip
         return
     rate_flags = {
@@ -359,6 +372,8 @@ def capacity_command(
         "--max-num-seqs": max_num_seqs, "--workers": workers, "--ray": ray,
         "--random-input-len": random_input_len, "--random-output-len": random_output_len,
         "--random-range-ratio": random_range_ratio, "--lengths-from": lengths_from,
+        "--router": router,
+        "--async-scheduling" if async_scheduling else "--no-async-scheduling": async_scheduling,
     }  # fmt: skip
     for flag, value in rate_flags.items():
         if value is not None:
@@ -420,7 +435,8 @@ def capacity_command(
 def _rate_mode(
     problem, request_rate, slo, burstiness, input_len, output_len, trace, trace_speedup,
     num_prompts, seed, sweep_rate, sizes, workers, ray, engine, pooled, caps, json_path,
-    plot_path, workload,
+    plot_path, workload, router=None,
+    async_scheduling=None,
 ) -> None:  # fmt: skip
     if plot_path:
         if sweep_rate is None:
@@ -459,6 +475,8 @@ def _rate_mode(
             pooled=pooled,
             budget=caps,
             progress=progress,
+            router=router,
+            async_scheduling=async_scheduling,
         )
     doc = result.to_dict()
     slos = ", ".join(s.text() + " ms" for s in result.slos)

@@ -130,6 +130,27 @@ PooledOption = typer.Option(
     "--pooled",
     help="Also pool several drafters (any-correct): an upper bound no engine serves, labelled so.",
 )
+#: The routers ``--router`` takes, as :data:`allocator.sim.routers.ROUTERS` names them
+#: (written out, so that no command loads the simulator to print its help; a test holds
+#: the two equal).
+ROUTER_NAMES = ("round-robin", "least-requests", "least-kv", "prefix-affinity", "session-affinity")
+#: ``--router``: the rule a fleet's router routes by (:mod:`allocator.sim.routers`).
+RouterOption = typer.Option(
+    None,
+    "--router",
+    help="The router in front of the replicas: " + ", ".join(ROUTER_NAMES) + " (default "
+    "round-robin past one replica).",
+    metavar="NAME",
+)
+
+#: ``--[no-]async-scheduling``: the scheduler `bench` and `capacity --request-rate` simulate.
+AsyncSchedulingOption = typer.Option(
+    None,
+    "--async-scheduling/--no-async-scheduling",
+    help="Schedule each step while the one before it runs, as vLLM's default (or not: "
+    "vLLM's --no-async-scheduling). Default: serving.scheduler.async_scheduling (true).",
+    show_default=False,
+)
 
 # The requests of `bench` and `capacity --request-rate`, named as vLLM's benchmark names them.
 BurstinessOption = typer.Option(
@@ -433,6 +454,7 @@ def emit_json(doc: object, path: str | None) -> None:
 
 
 __all__ = [
+    "AsyncSchedulingOption",
     "BurstinessOption",
     "InputLenOption",
     "LengthsFromOption",
@@ -447,6 +469,8 @@ __all__ = [
     "EngineOption",
     "JsonOption",
     "PooledOption",
+    "ROUTER_NAMES",
+    "RouterOption",
     "ProblemArg",
     "SafeConsole",
     "emit_json",

@@ -9,15 +9,6 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-
 from .._lazy import lazy_module
 from ..exceptions import InputError
 from ..validate import rate, whole
@@ -99,15 +90,15 @@ def total_progress(
 
     if err.is_terminal:
         columns = (
-            TextColumn("{task.description}", markup=False),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn(unit, markup=False),
-            TimeElapsedColumn(),
-            TextColumn("left", markup=False),
-            TimeRemainingColumn(),
+            rich_progress.TextColumn("{task.description}", markup=False),
+            rich_progress.BarColumn(),
+            rich_progress.MofNCompleteColumn(),
+            rich_progress.TextColumn(unit, markup=False),
+            rich_progress.TimeElapsedColumn(),
+            rich_progress.TextColumn("left", markup=False),
+            rich_progress.TimeRemainingColumn(),
         )
-        with Progress(*columns, console=err, transient=True) as bar:
+        with rich_progress.Progress(*columns, console=err, transient=True) as bar:
             task = bar.add_task(label, total=None)
 
             start = time.monotonic()

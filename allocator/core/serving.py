@@ -45,12 +45,14 @@ MAX_KV_TOKENS = 10**10
 class SchedulerLimits:
     """The engine scheduler's limits (``serving.scheduler``; vLLM's names): most running
     requests, most tokens per step, KV-cache capacity in tokens (``None``: from
-    ``serving.memory``) and tokens per KV block."""
+    ``serving.memory``), tokens per KV block and whether steps are scheduled
+    asynchronously (vLLM's default)."""
 
     max_num_seqs: int
     max_num_batched_tokens: int
     kv_cache_tokens: int | None = None
     block_size: int = 16
+    async_scheduling: bool = True
 
 
 @dataclass(frozen=True, eq=False)

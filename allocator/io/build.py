@@ -174,6 +174,7 @@ def serving_from_spec(spec: ProblemSpec, base_dir: Path | None = None) -> Servin
             s.scheduler.max_num_batched_tokens,
             s.scheduler.kv_cache_tokens,
             s.scheduler.block_size,
+            s.scheduler.async_scheduling,
         ),
         prefill_tokens=np.asarray([] if s.prefill_ms is None else s.prefill_ms.tokens, float),
         prefill_ms=np.asarray([] if s.prefill_ms is None else s.prefill_ms.ms, float),

@@ -53,8 +53,8 @@ from .spec_types import (
 
 
 class _Frozen(BaseModel):
-    # strict: a boolean is not a number (``acceptance: true``) and a string is not one
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    # strict: no bool or str is a number; defer_build: validators built on first use (§9)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
 
 
 class PassCostCurve(_Frozen):
@@ -374,13 +374,16 @@ class SchedulerSpec(_Frozen):
     tokens one step processes (prefill chunks plus every decoding sequence's 1 + k);
     ``kv_cache_tokens``: tokens the KV cache holds (vLLM's start-up line ``GPU KV cache
     size: N tokens``; without it, from ``serving.memory``); ``block_size``: tokens per KV
-    block (vLLM's default 16).
+    block (vLLM's default 16); ``async_scheduling``: each step scheduled while the one
+    before it runs (vLLM's ``--async-scheduling``, on by default in vLLM 0.33.0,
+    ``vllm/config/vllm.py``; false: the synchronous scheduler).
     """
 
     max_num_seqs: Annotated[int, Field(ge=1, le=MAX_NUM_SEQS)]
     max_num_batched_tokens: Annotated[int, Field(ge=1, le=MAX_BATCHED_TOKENS)]
     kv_cache_tokens: Annotated[int, Field(ge=1, le=MAX_KV_TOKENS)] | None = None
     block_size: Annotated[int, Field(ge=1, le=4096)] = 16
+    async_scheduling: bool = True
 
     @model_validator(mode="after")
     def _budget_holds_the_batch(self) -> SchedulerSpec:

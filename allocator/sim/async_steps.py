@@ -39,9 +39,10 @@ when step ``n`` ends. What follows, each as the source has it:
   flight and processes it, and the next step is scheduled with nothing in flight.
 
 Each step's wall time is ``step_ms`` at the scheduler's view when it is scheduled (the
-context of a decoding request counts the tokens of the step in flight). The decode-only
-stretches (:mod:`allocator.sim.fast_path`) are not used here: every step is played on its
-own.
+context of a decoding request counts the tokens of the step in flight). Stretches where
+nothing but decoding can happen are played several turns of the loop at once
+(:func:`decode_stretch`, as :mod:`allocator.sim.fast_path` does without async scheduling),
+with the same result as turn by turn.
 """
 
 from __future__ import annotations
@@ -50,23 +51,29 @@ import math
 
 import numpy as np
 
+from ..exceptions import ParameterError
 from .config import StepTime
+from .fast_path import STRETCH_CELLS, ManyStepTimes
 from .scheduler import Scheduled, schedule, step_seconds
-from .state import State
+from .state import STRETCH_STEPS, State
+
+_STEPS = np.arange(STRETCH_STEPS)[:, None]
 
 
 class InFlight:
     """A step scheduled and not yet processed: the requests it scheduled (``ids``), their
     tokens (``s``), what each does (``kind``: 0 decodes, 1 a prefill chunk that leaves
     prompt to compute, 2 a chunk that completes the prompt and samples), the placeholder
-    drafts a padded prompt rolls back (``roll``), its ``k``, pmf ``entry``, tokens and
+    drafts a padded prompt rolls back (``roll``), its ``k``, pmf ``entry`` (or per id,
+    ``ents``, the entry of the drafts each carried; ``None``: ``entry`` for all), tokens and
     end time."""
 
-    __slots__ = ("end", "entry", "ids", "k", "kind", "plain", "roll", "s", "tokens")
+    __slots__ = ("end", "ents", "entry", "ids", "k", "kind", "plain", "roll", "s", "tokens")
 
     def __init__(self, out: Scheduled) -> None:
         self.k = out.k
         self.entry = out.entry
+        self.ents: np.ndarray | None = None
         self.tokens = out.tokens
         self.end = 0.0
         self.ids = np.zeros(0, dtype=np.int64)
@@ -83,7 +90,7 @@ def launch(state: State, out: Scheduled, step_ms: StepTime, start: float) -> InF
     run = state.running
     m = out.m
     s = out.s if isinstance(out.s, np.ndarray) else np.full(m, out.s, dtype=np.int64)
-    if not out.admitted and state.n_pref == 0 and int(s[:m].min()) > 0:
+    if not out.admitted and state.n_pref == 0 and out.ents is None and int(s[:m].min()) > 0:
         return _launch_decodes(state, out, s[:m], step_ms, start)
     cols = np.flatnonzero(s[:m] > 0)
     sc = s[cols]
@@ -126,6 +133,10 @@ def launch(state: State, out: Scheduled, step_ms: StepTime, start: float) -> InF
     f.ids = run.req_id[every].copy()
     f.s = np.concatenate((sc, np.asarray(taken, dtype=np.int64)))
     f.roll = roll
+    if out.ents is not None:
+        f.ents = np.concatenate((out.ents[cols], np.full(len(rows), out.entry, dtype=np.int64)))
+    if not state.one_entry:  # placeholders: the drafts of this step's count
+        run.carried[every] = state.entry_of[every.size]
     run.pending[every[f.kind != 1]] += 1
     state.steps += 1  # (an extra step still in flight when the last request finishes counts)
     if state.step_tokens is not None:
@@ -151,6 +162,8 @@ def _launch_decodes(
     f.kind = state.zeros[:m]
     f.roll = f.kind
     f.plain = True
+    if not state.one_entry:
+        run.carried[:m] = state.entry_of[m]
     state.steps += 1
     if state.step_tokens is not None:
         state.step_tokens.append(out.tokens)
@@ -186,7 +199,10 @@ def process(state: State, f: InFlight) -> None:
     di = col[sel]
     if di.size:
         sd = f.s[sel]
-        em, rem = state.draw(di, sd, cdf)
+        if f.ents is None:
+            em, rem = state.draw(di, sd, cdf)
+        else:
+            em, rem = state.draw_carried(di, sd, f.ents[sel])
         run.computed[di] -= sd - em  # rejected drafts, and tokens past max_tokens
         run.pending[di] -= 1
         pos = state.gaps(di, t1, pos)
@@ -237,7 +253,8 @@ def _stale(state: State, f: InFlight, which: np.ndarray, cdf: np.ndarray, t1: fl
         e = int(saved.emitted[i])
         if f.kind[j] == 0:
             sd = int(f.s[j])
-            J = int(np.searchsorted(cdf, state.U[saved.draw[i]], side="right"))
+            c = cdf if f.ents is None else state.cdfs[int(f.ents[j])]
+            J = int(np.searchsorted(c, state.U[saved.draw[i]], side="right"))
             rem = int(saved.output[i]) - e
             em = min(J, sd, rem)
             state.hist[em + (sd - 1) * state.W + (rem >= sd) * state.H] += 1
@@ -259,14 +276,213 @@ def _stale(state: State, f: InFlight, which: np.ndarray, cdf: np.ndarray, t1: fl
             state.client.finish(t1, 1)
 
 
-def run_async(state: State, step_ms: StepTime) -> None:
+def decode_stretch(
+    state: State, f: InFlight, step_ms: StepTime, many: ManyStepTimes | None
+) -> InFlight | None:
+    """Several loop turns of :func:`run_async` at once where nothing but decoding can
+    happen; the step then in flight, or ``None`` (nothing played) where the next turn
+    needs the general path.
+
+    It starts with ``f`` in flight decoding every running request (``1 + k`` tokens each,
+    no prefill, nothing stale) and plays turn ``i = 0, 1, ...``: schedule step ``i + 1``,
+    launch it, process step ``i``. Request ``j`` (``rem`` tokens left before step 0,
+    ``prev[i]`` emitted in steps before ``i``, ``fin`` its finishing step) is in step
+    ``i + 1`` unless the step in flight surely finishes it, ``prev[i] + 1 >= rem``
+    (the ``AsyncScheduler`` skip); it may still finish in step ``i`` by accepted drafts
+    (the extra step, whose tokens are dropped when processed). Its computed tokens when
+    step ``i + 1`` is scheduled are those when step 1 was plus ``prev[i]`` (the step in
+    flight counted, rejected drafts rolled back), its blocks grow to ``(computed + 1 + k +
+    lookahead)`` slots and are freed when step ``fin`` is processed. The stretch is cut
+    before the turn that would see a request sent, a step of no request, another ``k``
+    (the ``k`` of step ``i + 1`` is the policy's at the size of step ``i``), the KV cache
+    overflowing, or (when requests wait, or the client waits for a finish) a turn after a
+    finish. The draws, times and records are those of the same turns played one at a
+    time (a test plays both)."""
+    n = state.n
+    if n == 0 or state.n_pref or not f.plain or f.ids.size != n:
+        return None
+    run = state.running
+    r, k = f.entry, f.k
+    if state.entry_of[n] != r or n * (1 + k) > state.budget:
+        return None
+    if not (run.req_id[:n] == f.ids).all() or not (f.s == 1 + k).all():
+        return None
+    through = False
+    if state.waiting:
+        if n < state.max_seqs:
+            return None  # (admission might be possible: the general path)
+        next_send = math.inf
+    else:
+        next_send = state.client.next_send_time()
+        through = next_send < math.inf or state.client.all_sent()
+    t = state.t
+    e = run.emitted[:n]
+    rem = run.output[:n] - e
+    horizon = int(int(rem.max() if through else rem.min()) / state.mean_tokens[r]) + 3
+    dt0 = f.end - t
+    if next_send < math.inf and dt0 > 0:
+        horizon = min(horizon, int(1.25 * (next_send - t) / dt0) + 4)
+    horizon = max(1, min(horizon, STRETCH_STEPS, STRETCH_CELLS // n))
+    steps = _STEPS[:horizon]
+    J = np.searchsorted(state.cdfs[r], state.U[run.draw[:n] + steps], side="right")
+    cum = J.cumsum(axis=0)
+    prev = cum - J  # tokens each request emitted in the steps before step i
+    fin = np.add.reduce(cum < rem, axis=0)  # each request's finishing step (horizon: none)
+    sched = prev <= rem - 2  # (i, j): request j in step i + 1 (scheduled in turn i)
+    sizes = np.add.reduce(sched, axis=1).tolist()  # requests in step i + 1
+    # the turns that may be played: [0, h)
+    h = horizon if through else min(horizon, int(fin.min()) + 1)
+    if 0 in sizes[:h]:
+        h = sizes.index(0)
+    if not state.one_entry and h > 1:
+        changed = state.entry_arr[np.asarray(sizes[: h - 1])] != r  # step i + 1's k: turn i + 1
+        if changed.any():
+            h = int(changed.argmax()) + 1
+    if h == 0:
+        return None
+    sched = sched[:h]
+    comp0 = run.computed[:n]
+    bs = state.pool.block_size
+    base = comp0 + (1 + k + state.L + bs - 1)
+    blocks = np.maximum(
+        np.maximum.accumulate(np.where(sched, (base + prev[:h]) // bs, 0), axis=0),
+        run.blocks[:n],
+    )
+    running = steps[:h] <= fin  # (i, j): request j running in turn i
+    tot = np.add.reduce(blocks * running, axis=1)
+    over = tot > state.pool.usable
+    if over.any():
+        h = int(over.argmax())
+        if h == 0:
+            return None
+    ctx_sum = np.add.reduce(np.where(sched[:h], comp0 + prev[:h], 0), axis=1).tolist()
+    # step i + 1's time, launched in turn i; turn i >= 1 is played only when the step
+    # before it ends before the next send (take_sends would find a request)
+    ends: list[float] = []
+    end = f.end
+    dts: list[float]
+    if many is not None:
+        ms = np.asarray(
+            many(
+                np.asarray(sizes[:h]),
+                k,
+                np.asarray(ctx_sum, dtype=np.float64) / np.asarray(sizes[:h]),
+                np.zeros(h, dtype=np.int64),
+            ),
+            dtype=np.float64,
+        )
+        if ms.shape != (h,):
+            raise ParameterError("step_ms", f"many() must return {h} step times, got {ms.shape}")
+        dt = ms / 1000.0
+        acc = np.add.accumulate(np.concatenate(([end], dt)))
+        # turn i (i >= 1) needs acc[i - 1] < next_send: acc[0] is step 0's end
+        hc = h
+        if next_send < math.inf:
+            late = acc[: h - 1] >= next_send
+            if late.any():
+                hc = int(late.argmax()) + 1
+        ok = (dt[:hc] >= 0) & np.isfinite(dt[:hc])
+        if not ok.all():
+            bad = int(np.argmin(ok))
+            step_seconds(step_ms, sizes[bad], k, ctx_sum[bad] / sizes[bad], 0)  # raises
+            raise ParameterError("step_ms", "many() disagrees with the step function")
+        dts = dt[:hc].tolist()
+        ends = acc[: hc + 1].tolist()
+    else:
+        dts = []
+        ends = [end]
+        for i in range(h):
+            if i and ends[i - 1] >= next_send:
+                break
+            d = step_seconds(step_ms, sizes[i], k, ctx_sum[i] / sizes[i], 0)
+            dts.append(d)
+            end += d
+            ends.append(end)
+        hc = len(dts)
+    # ends[i]: step i's end (ends[0] = f.end); turn i processes step i, at ends[i]
+    last = hc - 1
+    if state.step_tokens is not None:
+        state.step_tokens.extend(size * (1 + k) for size in sizes[:hc])
+    nrun = np.add.reduce(running[:hc], axis=1).tolist()
+    waiting = len(state.waiting)
+    area = state.area
+    prior = t
+    for i in range(hc):
+        area += (nrun[i] + waiting) * (ends[i] - prior)
+        prior = ends[i]
+    # the tokens each step emits, its gaps and its histogram, as process() records them
+    act = running[:hc]
+    left = rem - prev[:hc]
+    code = np.minimum(J[:hc], left)
+    np.add(code, state.H, out=code, where=left > k)
+    gaps = np.empty((hc, n))
+    gaps[0] = ends[0] - state.last[:n]
+    if hc > 1:
+        gaps[1:] = np.diff(np.asarray(ends[:hc]))[:, None]
+    pos = state.pos
+    g = int(act.sum())
+    state.itl[pos : pos + g] = gaps[act]
+    state.itl_req[pos : pos + g] = run.req_id[:n][act.nonzero()[1]]
+    state.pos = pos + g
+    counts = np.bincount(code[act], minlength=state.H + state.W)
+    lo = k * state.W
+    state.hist[lo : lo + state.W] += counts[: state.W]
+    state.hist[state.H + lo : state.H + lo + state.W] += counts[state.H :]
+    # the step in flight after the stretch: step hc, scheduled in turn hc - 1
+    nxt = InFlight.__new__(InFlight)
+    nxt.k, nxt.entry, nxt.tokens = k, r, sizes[last] * (1 + k)
+    nxt.ents = None
+    nxt.end = ends[hc]
+    nxt.ids = run.req_id[:n][sched[last]].copy()
+    nxt.s = np.full(nxt.ids.size, 1 + k, dtype=np.int64)
+    nxt.kind = np.zeros(nxt.ids.size, dtype=np.int64)
+    nxt.roll = nxt.kind
+    nxt.plain = True
+    # the state after turn hc - 1 (for requests finished in the stretch: their values when
+    # they finished, or unused)
+    played = np.minimum(fin, last) + 1
+    pool = state.pool
+    run.blocks[:n] = blocks[last]
+    peak = int(tot[:hc].max())
+    if peak > pool.peak:
+        pool.peak = peak
+    pool.used = int(run.blocks[:n].sum())
+    state.last[:n] = ends[last]
+    run.computed[:n] = comp0 + cum[last]
+    run.emitted[:n] = e + np.minimum(cum[last], rem)
+    run.chunks[:n] += played
+    run.draw[:n] += played
+    if n > state.max_running:
+        state.max_running = n
+    state.area = area
+    state.t = ends[last]
+    state.steps += hc
+    state.prev_count = sizes[last]
+    if not state.one_entry:  # the placeholders of the step launched last
+        run.carried[:n] = state.entry_of[sizes[last]]
+    done = fin <= last
+    if done.any():
+        state.finish_rows(done, np.asarray(ends)[fin[done]])
+    return nxt
+
+
+def run_async(
+    state: State, step_ms: StepTime, many: ManyStepTimes | None = None, stretches: bool = True
+) -> None:
     """The engine loop with a batch queue of two (``step_with_batch_queue``): schedule;
     with nothing in flight launch it and schedule the next at once; otherwise wait for
-    the step in flight, process it, and the step just scheduled runs next."""
+    the step in flight, process it, and the step just scheduled runs next. ``stretches``:
+    decode-only stretches played several turns at once (:func:`decode_stretch`; the same
+    result), ``many`` the step function's array form for them."""
     client = state.client
     flight: InFlight | None = None
     while client.finished < state.N:
         state.take_sends()
+        if stretches and flight is not None and flight.plain:
+            played = decode_stretch(state, flight, step_ms, many)
+            if played is not None:
+                flight = played
+                continue
         if flight is None and state.n == 0 and not state.waiting:
             state.t = client.next_send_time()
             if math.isinf(state.t):  # pragma: no cover (every request was sent)
@@ -285,4 +501,4 @@ def run_async(state: State, step_ms: StepTime) -> None:
         flight = nxt
 
 
-__all__ = ["InFlight", "launch", "process", "run_async"]
+__all__ = ["InFlight", "decode_stretch", "launch", "process", "run_async"]

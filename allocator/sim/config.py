@@ -57,8 +57,8 @@ class Scheduler:
     ``AsyncScheduler`` (``vllm/v1/core/sched/async_scheduler.py``), each step scheduled
     while the one before it runs. vLLM 0.33.0 turns it on by default
     (``VllmConfig``, ``vllm/config/vllm.py`` lines 1685-1719: ``None`` becomes ``True``
-    unless an option is incompatible); here it defaults to ``False`` so that the callers
-    choose it in one place.
+    unless an option is incompatible), and so does this class; ``False`` plays vLLM's
+    synchronous ``Scheduler`` (``--no-async-scheduling``).
 
     Refused as vLLM refuses it: ``max_num_batched_tokens < max_num_seqs``
     (``SchedulerConfig.verify_max_model_len``, ``vllm/config/scheduler.py`` lines 331-336,
@@ -70,7 +70,7 @@ class Scheduler:
     kv_cache_tokens: int
     block_size: int = 16
     max_concurrency: int | None = None
-    async_scheduling: bool = False
+    async_scheduling: bool = True
 
     def __post_init__(self) -> None:
         for field in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "block_size"):

@@ -18,7 +18,8 @@ pmf. The pieces, each beside the vLLM code it follows:
   with the same result as step by step;
 * :mod:`allocator.sim.async_steps`: under ``Scheduler.async_scheduling`` (vLLM's
   ``AsyncScheduler`` and its batch queue of two) each step is scheduled while the step
-  before it runs and its output processed a step later, every step on its own.
+  before it runs and its output processed a step later (decode-only stretches there too,
+  several turns at once, the same result).
 
 Time starts at 0 (the benchmark's start) and advances by each step's ``step_ms``; with
 nothing running or waiting it jumps to the next request the client sends. Requests the
@@ -35,10 +36,10 @@ Simplifications, all stated:
   ``long_prefill_token_threshold`` 0 (its default), no ``max_model_len`` cap, no extra
   drafting slots in the budget (``max_num_new_slots_for_drafting`` is 0 for EAGLE, MTP and
   n-gram), no pipeline or data parallelism;
-* every decoding request of a step verifies the same ``k``, the policy's at the number of
-  requests the previous step scheduled (vLLM's ``dynamic_sd_lookup``, line 1712): a
-  request the budget left out of the previous step keeps, in vLLM, the drafts of the step
-  before it (the same ``k`` unless the scheduled count crossed a range);
+* a step's time is asked at one ``k``, the policy's at the number of requests the previous
+  step scheduled (vLLM's ``dynamic_sd_lookup``, line 1712), though a request the budget
+  left out of the previous step verifies, as in vLLM, the drafts it carries from the step
+  it was last scheduled in (:mod:`allocator.sim.scheduler`, "The step's k");
 * drafting costs what ``step_ms`` says (no separate drafter); no stop tokens (every
   request runs to its output length, as the benchmark's ``ignore_eos`` makes it); no
   merging of several steps' tokens into one chunk by a slow client; a padded 1-token
@@ -125,7 +126,6 @@ class _Engine:
     ) -> None:
         self.state = State(requests, policy, sched, seed)
         self.step_ms = step_ms
-        stretches = stretches and not sched.async_scheduling  # (step by step under async)
         self.many = getattr(step_ms, "many", None) if stretches else None
         self.stretches = stretches
 
@@ -144,7 +144,7 @@ class _Engine:
         state = self.state
         step_ms, many = self.step_ms, self.many
         if state.async_sched:
-            run_async(state, step_ms)
+            run_async(state, step_ms, many, self.stretches)
             return
         client = state.client
         while client.finished < state.N:

@@ -58,6 +58,8 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     r = state.entry_of[n]
     if state.entry_of[state.prev_count] != r:
         return False  # the first step's k (from the step before) is not the stretch's
+    if not state.one_entry and (state.running.carried[:n] != r).any():
+        return False  # a request carries the drafts of another k
     k = state.k_of[n]
     per_step = n * (1 + k)
     if per_step > state.budget:
@@ -207,6 +209,8 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     state.dt_decode = dts[-1]
     state.steps += hc
     state.prev_count = sizes[last]
+    if not state.one_entry:
+        run.carried[:n] = state.entry_of[sizes[last]]
     done = fin <= last
     if done.any():
         state.finish_rows(done, ends_arr[fin[done]])

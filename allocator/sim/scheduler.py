@@ -58,7 +58,15 @@ vLLM 0.33.0, ``vllm/v1/core/sched/scheduler.py``. :func:`schedule` follows
   were proposed after the previous step, ``num_spec_tokens_to_schedule =
   dynamic_sd_lookup[len(num_scheduled_tokens)]`` of that step (line 1710-1713: every request
   it scheduled counts, prefill chunks and admissions included); the step's pmf is the
-  policy's entry at that count. With one range (a static ``k``) it is that ``k``.
+  policy's entry at that count. With one range (a static ``k``) it is that ``k``. A
+  decoding request left out of the previous step (the budget ran out before it) carries
+  the drafts of the step it was last scheduled in: ``schedule`` takes
+  ``request.spec_token_ids`` (lines 1010-1025), which ``update_draft_token_ids`` (lines
+  2862-2881) sets after a step only for that step's requests, and
+  ``AsyncScheduler._update_after_schedule`` (``async_scheduler.py`` lines 24-49) sets as
+  placeholders when a step is scheduled; so it asks for ``1 + k`` of that step's ``k`` and
+  draws from that entry's pmf (``State.running.carried``). The step time is asked at the
+  step's ``k``.
 """
 
 from __future__ import annotations
@@ -79,13 +87,15 @@ class Scheduled:
 
     Running columns ``[0, m)`` scheduled, ``s`` tokens each (an int when all decode
     ``1 + k``, else ``(m,)``); ``plain``: every running request was decoding; ``k`` and
-    ``entry``: the policy's ``k`` and pmf index at the decode batch; ``admitted``: the
+    ``entry``: the policy's ``k`` and pmf index at the decode batch; ``ents``: ``None``
+    when every decoding request carries the drafts of ``entry``, else ``(n,)`` the entry
+    each running column verifies (its carried drafts; ``entry`` for the others); ``admitted``: the
     waiting requests admitted, ``(column, request, prompt chunk, tokens to compute, tokens
     taken)`` (taken: the chunk, or ``1 + k`` for a padded 1-token prompt);
     ``tokens``: tokens scheduled in all, padding included.
     """
 
-    __slots__ = ("admitted", "entry", "k", "m", "plain", "s", "tokens")
+    __slots__ = ("admitted", "ents", "entry", "k", "m", "plain", "s", "tokens")
 
     def __init__(self) -> None:
         self.m = 0
@@ -93,6 +103,7 @@ class Scheduled:
         self.plain = True
         self.k = 0
         self.entry = 0
+        self.ents: np.ndarray | None = None
         self.admitted: list[tuple[int, int, int, int, int]] = []
         self.tokens = 0
 
@@ -127,8 +138,16 @@ def schedule_running(state: State, out: Scheduled) -> bool:
         if skip.any():
             out.plain = plain = False  # (the general path, the skipped asking for 0)
     # the drafts verified now were proposed after the previous step, as many as the
-    # policy gives at the number of requests scheduled in it (dynamic_sd_lookup)
+    # policy gives at the number of requests scheduled in it (dynamic_sd_lookup); a
+    # request left out of it carries those of the step it was last scheduled in
     prev = state.prev_count
+    if not state.one_entry and n > state.n_pref:
+        r0 = state.entry_of[prev]
+        carried = run.carried[:n]
+        dec = run.prefilling[:n] == 0
+        if (dec & (carried != r0)).any():
+            out.ents = np.where(dec, carried, r0)
+            out.plain = plain = False
     if plain:
         out.entry = state.entry_of[prev]
         out.k = k = state.k_of[prev]
@@ -145,7 +164,8 @@ def schedule_running(state: State, out: Scheduled) -> bool:
         out.entry = state.entry_of[prev]
         k = state.k_of[prev] if decoding else 0
         out.k = k
-        demand = np.where(pref, run.target[:n] - run.computed[:n], 1 + k)
+        drafts = k if out.ents is None else state.k_by_entry[out.ents]
+        demand = np.where(pref, run.target[:n] - run.computed[:n], 1 + drafts)
         if skip is not None:
             demand[skip] = 0
         cum = demand.cumsum()
@@ -333,7 +353,10 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
     finished = False
     if b:
         # every decoding sequence emits its draw, cut at what it scheduled and its output
-        em, rem = state.draw(di, sd, state.cdfs[r])
+        if out.ents is None:
+            em, rem = state.draw(di, sd, state.cdfs[r])
+        else:  # (each from the pmf of the drafts it carried)
+            em, rem = state.draw_carried(di, sd, out.ents[di])  # type: ignore[arg-type]
         run.computed[di] = run.prompt[di] + run.emitted[di] - 1
         pos = state.gaps(di, t1, pos)
         finished = bool((em == rem).any())
@@ -370,6 +393,8 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
         state.dt_decode = dt
     state.steps += 1
     state.prev_count = M
+    if not state.one_entry:  # the drafts proposed after this step (update_draft_token_ids)
+        run.carried[:M] = state.entry_of[M]
     if finished:
         done = run.emitted[:M] >= run.output[:M]
         if done.any():

@@ -16,8 +16,11 @@ A request's state, vLLM's ``Request`` fields (``vllm/v1/request.py``) in
 so far at admission), ``prefilling`` (vLLM's ``is_prefill_chunk``: 1 until its prefill
 completes), ``chunks`` (chunks streamed), ``draw`` (index of its next decode step's
 uniform), ``pending`` (under async scheduling: 1 while a step that samples for it is in
-flight, vLLM's ``num_output_placeholders > 0``). A preempted or waiting request keeps its
-column in :attr:`State.saved`.
+flight, vLLM's ``num_output_placeholders > 0``), ``carried`` (the policy entry of the
+drafts it carries: the entry at the scheduled count of the last step it was scheduled in,
+vLLM's ``spec_token_ids`` as ``update_draft_token_ids`` or the async placeholders set them;
+set when its prefill completes, so a preempted request's is renewed before it decodes
+again). A preempted or waiting request keeps its column in :attr:`State.saved`.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ FIELDS = (
     "chunks",
     "draw",
     "pending",
+    "carried",
 )
 #: Largest number of steps played at once by the decode-only fast path.
 STRETCH_STEPS = 512
@@ -90,6 +94,7 @@ class Rows:
     chunks: np.ndarray
     draw: np.ndarray
     pending: np.ndarray
+    carried: np.ndarray
 
     def __init__(self, capacity: int) -> None:
         self.table = np.zeros((len(FIELDS), capacity), dtype=np.int64)
@@ -140,6 +145,7 @@ class State:
         self.entry_arr = np.concatenate(([0], entries))
         self.entry_of = self.entry_arr.tolist()
         self.k_of = np.asarray(policy.ks)[self.entry_arr].tolist()
+        self.k_by_entry = np.asarray(policy.ks, dtype=np.int64)  # drafts of each entry
         self.one_entry = len(policy.ks) == 1
         # a static k (one range: no dynamic schedule) pads a new 1-token prompt (scheduler)
         self.pad_to = 1 + self.kmax if self.one_entry and self.kmax > 0 else 0
@@ -247,6 +253,18 @@ class State:
         run.emitted[di] = e + em  # (a new array: ``e`` may be a view of the table)
         run.chunks[di] += 1
         run.draw[di] += 1
+        return em, rem
+
+    def draw_carried(
+        self, di: np.ndarray, sd: np.ndarray, ents: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`draw` for decoding columns ``di`` each verifying the drafts of its own
+        policy entry ``ents`` (the drafts it carried), each from that entry's pmf."""
+        em = np.empty(di.size, dtype=np.int64)
+        rem = np.empty(di.size, dtype=np.int64)
+        for e in np.unique(ents).tolist():
+            sel = ents == e
+            em[sel], rem[sel] = self.draw(di[sel], sd[sel], self.cdfs[e])
         return em, rem
 
     def gaps(self, cols: np.ndarray | slice, t1: float, pos: int) -> int:

@@ -20,6 +20,7 @@ import yaml
 
 from allocator import api
 from allocator.analysis.capacity.slo import parse_slos
+from allocator.exceptions import ParameterError
 from allocator.plots import bench as bench_plot
 from allocator.plots import plot_bench
 from allocator.plots.labels import boxes_overlap
@@ -437,3 +438,101 @@ def test_bench_slo_notes_say_met_or_missed_and_the_run_is_unchanged(tmp_path):
     assert lines[0] == f"SLO p99_ttft_ms <= 100000 ms: met, {want_ttft}"
     assert lines[1].startswith("SLO p99.9_itl_ms <= 0.001 ms: missed, p99.9_itl_ms = ")
     assert len(lines) == 2 and png.stat().st_size > 0
+
+
+# ---------------------------------------------------------------- async scheduling
+SCHED = {"max_num_seqs": 16, "max_num_batched_tokens": 2048, "kv_cache_tokens": 200_000}
+
+
+def test_async_scheduling_comes_from_the_file_unless_a_flag_says(tmp_path):
+    """vLLM 0.33's default (async scheduling) unless ``serving.scheduler.async_scheduling``
+    says false; ``--no-async-scheduling`` / ``--async-scheduling`` replace the file's, and
+    the JSON says which ran. The two schedulers give different runs (a request sent during
+    a step starts a step later under async scheduling), each the API's document."""
+    default = problem_file(tmp_path)
+    sync_file = tmp_path / "sync.yaml"
+    sync_file.write_text(yaml.safe_dump(rp.data(scheduler={**SCHED, "async_scheduling": False})))
+    args = ["-d", "eagle", "-k", "2", "--request-rate", "10", *FIXED, "--json", "-"]
+    docs = {}
+    for name, path, flag, want in (
+        ("file default", default, [], True),
+        ("flag off", default, ["--no-async-scheduling"], False),
+        ("file off", sync_file, [], False),
+        ("flag on", sync_file, ["--async-scheduling"], True),
+    ):
+        r = run("bench", path, *args, *flag)
+        assert r.exit_code == 0, r.output
+        doc = json.loads(r.stdout)
+        assert doc["async_scheduling"] is want, name
+        doc.pop("date")
+        docs[name] = doc
+    assert docs["flag off"] == docs["file off"]
+    assert docs["flag on"] == docs["file default"]
+    assert docs["file default"]["mean_ttft_ms"] != docs["file off"]["mean_ttft_ms"]
+    want = api.bench(
+        sync_file,
+        drafters=["eagle"],
+        k=2,
+        request_rate=10.0,
+        input_len=100,
+        output_len=20,
+        num_prompts=50,
+    ).to_dict()
+    want.pop("date")
+    assert docs["file off"] == json.loads(json.dumps(want))
+
+
+def test_async_scheduling_reaches_capacity_for_a_rate(tmp_path):
+    """``capacity --request-rate --no-async-scheduling`` is the API's answer with
+    ``async_scheduling=False``, and that answer's reproducing ``bench`` runs the
+    synchronous scheduler; for a token load the flag is refused."""
+    p = problem_file(tmp_path)
+    slo = ["p99_ttft_ms=400", "p99_tpot_ms=15"]
+    args = ["--request-rate", "20", "--slo", slo[0], "--slo", slo[1], *FIXED]
+    args += ["--max-num-seqs", "8,16", "--workers", "1", "--json", "-"]
+    r = run("capacity", p, *args, "--no-async-scheduling")
+    assert r.exit_code == 0, r.output
+    kw = dict(input_len=100, output_len=20, num_prompts=50, max_num_seqs=[8, 16], workers=1)
+    want = api.size_fleet_for_rate(p, 20.0, slo, async_scheduling=False, **kw).to_dict()
+    assert json.loads(r.stdout) == json.loads(json.dumps(want))
+    refused = run("capacity", p, "--tokens-per-s", "1000", "--no-async-scheduling")
+    assert refused.exit_code == 2
+    assert refused.stderr.strip().startswith("error: --no-async-scheduling:"), refused.stderr
+
+
+def test_async_scheduling_field_must_be_a_bool(tmp_path):
+    p = problem_file(tmp_path, scheduler={**SCHED, "async_scheduling": "yes"})
+    r = run("bench", p, *FIXED)
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("error: serving.scheduler.async_scheduling:"), r.stderr
+    good = rp.problem()
+    with pytest.raises(ParameterError, match="async_scheduling"):
+        api.bench(good, input_len=10, output_len=5, num_prompts=5, async_scheduling="no")
+
+
+def test_sglang_is_refused_where_the_simulator_would_run_vllms_scheduler(tmp_path):
+    """``bench`` and ``capacity --request-rate`` with ``--engine sglang``: one line on
+    ``--engine``, exit 2, no file (the simulator is vLLM's scheduler, SGLang's is not
+    modelled); ``capacity --tokens-per-s --engine sglang`` (no scheduler simulated) still
+    answers with what SGLang serves."""
+    p = problem_file(tmp_path)
+    out = tmp_path / "o.json"
+    slo = ["--slo", "p99_ttft_ms=400"]
+    for args in (
+        ["bench", p, "-d", "eagle", "-k", "2", *FIXED],
+        ["bench", p, *FIXED],
+        ["capacity", p, "--request-rate", "5", *slo, *FIXED],
+    ):
+        r = run(*args, "--engine", "sglang", "--json", out)
+        assert r.exit_code == 2, r.output
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: --engine: sglang:"), r.stderr
+        assert "vLLM's scheduler" in lines[0] and "not modelled" in lines[0]
+        assert not out.exists()
+    with pytest.raises(ParameterError, match="not modelled"):
+        api.bench(rp.problem(), input_len=10, output_len=5, num_prompts=5, engine="sglang")
+    r = run("capacity", p, "--tokens-per-s", "1000", "--engine", "sglang", "--json", "-")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["replicas"] >= 1

@@ -38,10 +38,13 @@ The rules, each from the vLLM 0.33.0 file named:
   one token.
 
 The modelling choices the simulator states, taken here as they are stated there: no
-prefix caching, watermark or ``max_model_len``; every decoding request of a step verifies
-the ``k`` the policy gives at the number of requests the previous step scheduled, with that
-entry's pmf (a single range: a static ``k``; several: a dynamic schedule, vLLM's
-``dynamic_sd_lookup[len(num_scheduled_tokens)]``, ``scheduler.py`` line 1712);
+prefix caching, watermark or ``max_model_len``; a decoding request verifies the drafts
+it carries, the ``k`` the policy gives at the number of requests scheduled in the step it
+was last scheduled in (usually the previous step), with that entry's pmf (a single range: a
+static ``k``; several: a dynamic schedule, vLLM's
+``dynamic_sd_lookup[len(num_scheduled_tokens)]``, ``scheduler.py`` line 1712, the drafts
+set by ``update_draft_token_ids`` or the async placeholders); the step time is asked at the
+``k`` of the previous step's count;
 request ``i``'s ``d``-th decode step emits ``bisect_right(cdf, u)`` tokens, ``cdf`` the
 running sum of the pmf with its last entry set to 1 and ``u`` the ``d``-th of request
 ``i``'s ``output - 1`` uniforms from ``numpy.random.default_rng(seed).random``, laid out
@@ -76,6 +79,7 @@ class Request:
     num_blocks: int = 0
     is_prefill_chunk: bool = False
     decoding: bool = False  # sampled in its last step (vLLM proposes drafts after it)
+    entry: int = 0  # the policy entry of the drafts it carries (spec_token_ids' count)
     num_preemptions: int = 0
     num_decode_steps: int = 0
     num_output_placeholders: int = 0  # async: tokens a step in flight will sample
@@ -116,6 +120,7 @@ class Scheduled:
     entry: int = 0
     padded: set[int] = field(default_factory=set)
     decoders: set[int] = field(default_factory=set)  # running requests decoding
+    entries: dict[int, int] = field(default_factory=dict)  # the drafts each decoder carried
     # async scheduling: the requests that sample in the step, with their drafts scheduled
     samples: dict[int, int] = field(default_factory=dict)
     end: float = 0.0  # async: when the step ends
@@ -231,7 +236,11 @@ class Replica:
             ):
                 index += 1  # async: the step in flight surely reaches max_tokens
                 continue
-            spec = out.k if request.decoding else 0
+            # its drafts: those proposed after the step it was last scheduled in
+            # (spec_token_ids, scheduler.py lines 1010-1025 and 2862-2881)
+            spec = self.ks[request.entry] if request.decoding else 0
+            if request.decoding:
+                out.entries[request.request_id] = request.entry
             num_new = (
                 request.num_tokens
                 + spec
@@ -307,7 +316,7 @@ class Replica:
             if r.decoding:
                 u = self.uniforms[r.first_uniform + r.num_decode_steps]
                 r.num_decode_steps += 1
-                sampled = min(bisect.bisect_right(self.cdfs[out.entry], u), n)
+                sampled = min(bisect.bisect_right(self.cdfs[out.entries[i]], u), n)
                 emitted = min(sampled, r.max_tokens - r.num_output_tokens)  # check_stop
                 # computed + n, less the rejected drafts, less the tokens trimmed at the stop
                 r.num_computed_tokens += emitted
@@ -323,6 +332,8 @@ class Replica:
                     r.first_token = self.t
                 r.num_output_tokens += 1
                 r.decoding = True
+            # update_draft_token_ids: drafts of this step's num_spec_tokens_to_schedule
+            r.entry = self.entry_at(len(out.tokens))
             if r.num_output_tokens >= r.max_tokens:
                 finished.append(r)
         for r in finished:
@@ -418,6 +429,7 @@ class AsyncReplica(Replica):
                 drafts = 0
             r.num_output_placeholders += 1 + drafts
             r.decoding = True
+            r.entry = self.entry_at(len(out.tokens))  # placeholders of this step's count
             out.samples[i] = drafts
         if out.tokens:
             self.step_tokens.append(sum(out.tokens.values()))
@@ -442,7 +454,7 @@ class AsyncReplica(Replica):
             if i in out.decoders:
                 u = self.uniforms[r.first_uniform + r.num_decode_steps]
                 r.num_decode_steps += 1
-                generated = min(bisect.bisect_right(self.cdfs[out.entry], u), n)
+                generated = min(bisect.bisect_right(self.cdfs[out.entries[i]], u), n)
             else:
                 generated = 1
             num_rejected = drafts - (generated - 1)

@@ -16,6 +16,15 @@ notes print the command). ``max_request_rate_per_replica`` is the highest rate o
 sustains, found by bisection between ``R / n`` (sustained) and ``R / (n − 1)`` (not), to
 :data:`.rate_search.RATE_TOL`.
 
+**Behind a router** (``router``, a name of :data:`allocator.sim.routers.ROUTERS`): ``n``
+replicas are simulated as one fleet behind the router at ``R`` (the same requests, as
+``vllm bench serve`` against the router would send them; the per-replica sample is then
+about ``num_prompts / n`` requests), and a candidate needs the fewest ``n`` whose fleet
+meets every SLO on the fleet's metrics (:mod:`.rate_search`): no division of the rate.
+``metrics`` are then the fleet's: ``allocator bench --replicas n --router NAME`` at ``R``
+gives the same numbers. ``max_request_rate_per_replica`` stays one replica's, alone. Without
+a router the even split above is the answer (and the only one a sweep of rates prices).
+
 **A sweep of rates** (``sweep_rates``): for each candidate contending at some rate, its
 highest sustained rate ``r*`` (saturation, then halving until sustained, then bisection to
 :data:`.rate_search.SWEEP_TOL`; a candidate whose bracket can no longer beat a side's best
@@ -40,6 +49,7 @@ import numpy as np
 
 from ...engines import POOLED_BOUND
 from ...exceptions import InfeasibleError, InputError, ParameterError
+from ...sim.routers import get_router
 from ..bench import plain_metrics
 from ..limits import acceptance_notes, lengths_note, provenance_notes
 from ..request_source import RequestSource
@@ -140,6 +150,7 @@ class RateCapacityResult:
     notes: list[str] = field(default_factory=list)
     sweep: RateSweep | None = None
     simulations: int = 0
+    router: str | None = None
 
     @property
     def saving(self) -> float | None:
@@ -151,6 +162,8 @@ class RateCapacityResult:
         """``capacity --request-rate --json``: the best fleet's fields, ``baseline`` (the same
         fields without speculation), ``saving`` and ``notes`` (and ``sweep`` with a sweep)."""
         doc = self.best.document()
+        if self.router is not None:
+            doc["router"] = self.router
         doc["baseline"] = None if self.baseline is None else self.baseline.document()
         doc["saving"] = self.saving
         doc["notes"] = list(self.notes)
@@ -160,9 +173,16 @@ class RateCapacityResult:
 
 
 def bench_command(
-    problem_path: str, cand: Candidate, rate: float, source: RequestSource, n: int, seed: int
+    problem_path: str,
+    cand: Candidate,
+    rate: float,
+    source: RequestSource,
+    n: int,
+    seed: int,
+    fleet: tuple[int, str] | None = None,
 ) -> str:
-    """The ``allocator bench`` command that reproduces one replica's metrics."""
+    """The ``allocator bench`` command that reproduces one replica's metrics (``fleet``:
+    ``(replicas, router)``, the fleet's at the fleet's ``rate``)."""
     words = ["allocator", "bench", problem_path]
     c = cand.config
     if c.speculative:
@@ -182,6 +202,8 @@ def bench_command(
             "--burstiness", repr(float(source.burstiness)),
         ]  # fmt: skip
     words += ["--num-prompts", str(n), "--seed", str(seed)]
+    if fleet is not None and fleet[0] > 1:
+        words += ["--replicas", str(fleet[0]), "--router", fleet[1]]
     return shlex.join(words)
 
 
@@ -247,13 +269,17 @@ def size_for_rate(
     workers: Workers | None = None,
     problem_path: str = "PROBLEM",
     notes: Sequence[str] = (),
+    router: str | None = None,
 ) -> RateCapacityResult:
     """The cheapest fleet serving ``request_rate`` requests/s within ``slos`` (module
     docstring), beside the cheapest without speculation; with ``sweep_rates`` also $/h
     against the rate.
 
     Raises :class:`InfeasibleError` on ``slo`` when no candidate meets every SLO at any
-    rate, naming the SLO and the lowest value reached."""
+    rate, naming the SLO and the lowest value reached. ``router``: fleets behind it are
+    simulated (module docstring); ``None``: the even split."""
+    if router is not None:
+        get_router(router)
     r = float(request_rate)
     if not (math.isfinite(r) and r > 0):
         raise ParameterError(
@@ -281,7 +307,7 @@ def size_for_rate(
     try:
         return _size(
             problem, r, slos, source, seed, cands, list(notes) + cand_notes, own, price, gpus,
-            sweep_rates, problem_path,
+            sweep_rates, problem_path, router,
         )  # fmt: skip
     finally:
         if workers is None:
@@ -301,6 +327,7 @@ def _size(
     gpus: int,
     sweep_rates: Sequence[float] | np.ndarray | None,
     path: str,
+    router: str | None = None,
 ) -> RateCapacityResult:
     n_prompts = len(source)
     bnd = [bounds(problem, c, source, slos) for c in cands]
@@ -319,7 +346,7 @@ def _size(
     spec = sorted(
         (i for i in live if cands[i].config.speculative), key=lambda i: (floor[i], keys[i])
     )
-    ctx = Context(problem, source, slos, seed)
+    ctx = Context(problem, source, slos, seed, router)
     # the total progress reports: every live candidate searched, then each side's rate
     workers.expect(len(live) + 2)
     base, sim_a, runs_a = _search(workers, ctx, jobs_for, off, floor, keys, None, outcomes)
@@ -350,7 +377,7 @@ def _size(
 
     def fleet(side) -> RateFleet:
         n, _, i = side
-        probe = outcomes[i].at(r / n)
+        probe = outcomes[i].fleets[n] if router is not None else outcomes[i].at(r / n)
         cost = n * price
         return RateFleet(
             candidate=cands[i],
@@ -369,8 +396,14 @@ def _size(
     out_notes += [
         default_num_prompts(slos)[1] if n_prompts == default_num_prompts(slos)[0]
         else f"{n_prompts:,} requests per run (as asked){thin_tail(slos, n_prompts)}",
-        "replicas split the requests evenly: each is simulated alone at its share, "
-        "request_rate / replicas (a trace slowed to that rate)",
+        (
+            f"{best_fleet.replicas} replica(s) simulated as one fleet behind {router} at the "
+            "whole rate (the metrics are the fleet's); max_request_rate_per_replica is one "
+            "replica's alone"
+            if router is not None
+            else "replicas split the requests evenly: each is simulated alone at its share, "
+            "request_rate / replicas (a trace slowed to that rate)"
+        ),
         f"{len(cands):,} candidate(s): {len(hopeless):,} meet an SLO at no rate (latency "
         f"floors), {sim_a + sim_b:,} simulated, the rest left out by the throughput bound; "
         f"{runs:,} simulated runs ({workers.where})",
@@ -379,10 +412,18 @@ def _size(
         f"max_request_rate_per_replica bisected to {RATE_TOL:.1%}",
         f"{best_fleet.replicas} replica(s) x {gpus} GPU(s); one replica fewer misses an SLO "
         "or runs above saturation",
-        "metrics are one replica's at its share; reproduce: "
-        + bench_command(
-            path, best_fleet.candidate, best_fleet.per_replica_request_rate, source,
-            n_prompts, seed,
+        (
+            "metrics are the fleet's; reproduce: "
+            + bench_command(
+                path, best_fleet.candidate, r, source, n_prompts, seed,
+                (best_fleet.replicas, router),
+            )
+            if router is not None
+            else "metrics are one replica's at its share; reproduce: "
+            + bench_command(
+                path, best_fleet.candidate, best_fleet.per_replica_request_rate, source,
+                n_prompts, seed,
+            )
         ),
     ]  # fmt: skip
     if base is None:
@@ -398,6 +439,8 @@ def _size(
             out_notes.append(POOLED_BOUND)
     sweep = None
     if sweep_rates is not None:
+        if router is not None:
+            out_notes.append("the sweep of rates prices the even split (no router)")
         sweep, more = _sweep(problem, np.asarray(sweep_rates, float), slos, source, seed, cands,
                              live, bnd, keys, workers, price, gpus)  # fmt: skip
         runs += more
@@ -411,6 +454,7 @@ def _size(
         notes=out_notes,
         sweep=sweep,
         simulations=runs,
+        router=router,
     )
 
 

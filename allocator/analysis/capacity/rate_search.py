@@ -39,6 +39,15 @@ without bound.
    ``n`` is sustained and ``n − 1`` is not (simulated, or above saturation). This takes
    the metrics not to improve as the rate rises (the same requests and draws at every
    rate, only the arrival times scaled).
+
+**Behind a router** (``Context.router`` set): ``n`` replicas sustain the rate ``R`` when a
+fleet of ``n`` behind the router (:func:`~allocator.sim.fleet.simulate_fleet`, the same
+requests at ``R``, the same seed) meets every SLO on the fleet's metrics and ``R`` is at
+most ``n`` times one replica's saturation throughput. The search on ``n`` is the same
+(from the saturation bound ``⌈R / saturation⌉``, doubling, then bisection), each step a
+fleet simulation, so the answer is exact for the candidates searched (under the same
+assumption: more replicas never do worse); fleets past
+:data:`~allocator.sim.fleet.MAX_REPLICAS` are not simulated.
 """
 
 from __future__ import annotations
@@ -53,7 +62,9 @@ import numpy as np
 from ...engines import ENGINES, servable
 from ...exceptions import InputError, ParameterError
 from ...model.accepted_pmf import emitted_pmf
-from ...sim import metric, summary
+from ...sim import SimResult, metric, summary
+from ...sim.fleet import MAX_REPLICAS
+from ..bench import run_fleet
 from ..replica import (
     Configuration,
     ProblemStepTime,
@@ -257,12 +268,15 @@ def replicas_at_least(request_rate: float, rate: float) -> int:
 # ---------------------------------------------------------------- jobs
 @dataclass(frozen=True, eq=False)
 class Context:
-    """What every job of one search reads: sent once to each worker, not with each job."""
+    """What every job of one search reads: sent once to each worker, not with each job.
+    ``router``: ``None``, replicas split the requests evenly; a router's name, fleets
+    behind it are simulated (module docstring)."""
 
     problem: Any
     source: RequestSource
     slos: tuple[SLO, ...]
     seed: int
+    router: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -306,6 +320,7 @@ class Outcome:
     low: Probe | None = None
     probes: dict[float, Probe] = field(default_factory=dict)
     runs: int = 0
+    fleets: dict[int, Probe] = field(default_factory=dict)
 
     def at(self, rate: float) -> Probe:
         return self.probes[rate]
@@ -327,13 +342,44 @@ class _Searcher:
 
         ctx = self.ctx
         result = run(ctx.problem, self.rep, ctx.source.at(rate), ctx.seed)
-        values = {s.key: metric(result, s.key) for s in ctx.slos}
-        clock = clock_ms(result)
-        ok = all(s.met(values[s.key], clock) for s in ctx.slos)
-        p = Probe(rate, values, ok, summary(result))
+        p = self.measured(rate, result)
         self.out.probes[rate] = p
-        self.out.runs += 1
         return p
+
+    def measured(self, rate: float, result: SimResult) -> Probe:
+        """A run's probe: its SLO values, whether all are met, its metrics."""
+        slos = self.ctx.slos
+        values = {s.key: metric(result, s.key) for s in slos}
+        clock = clock_ms(result)
+        ok = all(s.met(values[s.key], clock) for s in slos)
+        self.out.runs += 1
+        return Probe(rate, values, ok, summary(result))
+
+    def fleet_probe(self, rate: float, n: int) -> Probe:
+        """``n`` replicas behind the context's router at ``rate`` (one: :meth:`probe`)."""
+        if n == 1:
+            p = self.probe(rate)
+            self.out.fleets[1] = p
+            return p
+        found = self.out.fleets.get(n)
+        if found is not None:
+            return found
+        ctx = self.ctx
+        assert ctx.router is not None
+        fleet = run_fleet(ctx.problem, self.rep, ctx.source.at(rate), ctx.seed, n, ctx.router)
+        p = self.measured(rate, fleet.fleet)
+        self.out.fleets[n] = p
+        return p
+
+    def fleet_sustains(self, rate: float, n: int) -> bool:
+        """``n`` replicas behind the router meet every SLO at ``rate`` and ``rate`` is at
+        most ``n`` saturations; a fleet past :data:`MAX_REPLICAS` is not simulated."""
+        known = math.isnan(self.out.saturation)
+        if not known and rate > n * self.out.saturation * (1.0 + SLACK):
+            return False
+        if n > MAX_REPLICAS or not self.fleet_probe(rate, n).ok:
+            return False
+        return rate <= n * self.saturation() * (1.0 + SLACK)
 
     def saturation(self) -> float:
         if math.isnan(self.out.saturation):
@@ -374,8 +420,11 @@ def run_job(ctx: Context, job: Job) -> Outcome:
 def _fewest_replicas(s: _Searcher, job: Job) -> None:
     rate = job.request_rate
     cap = job.cap
+    fleet = s.ctx.router is not None
 
     def ok(n: int) -> bool:
+        if fleet:
+            return s.fleet_sustains(rate, n)
         return s.sustains(rate / n)
 
     if cap is not None:
@@ -391,6 +440,8 @@ def _fewest_replicas(s: _Searcher, job: Job) -> None:
         top = replicas_at_least(rate, sat * LOW_LOAD)
         if top > MAX_FLEET:
             top = MAX_FLEET
+        if fleet and top > MAX_REPLICAS:
+            top = MAX_REPLICAS
         n, stride, last_bad = lo_n, 1, lo_n - 1
         while True:
             if n >= top:

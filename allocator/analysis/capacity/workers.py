@@ -212,7 +212,7 @@ def _worker_start(parent: int) -> None:
         os._exit(1)
 
 
-#: Jobs sent at a time to a Ray cluster, whose size is not asked.
+#: Jobs sent at a time to a Ray cluster before it is joined (then: one per CPU it has).
 RAY_WAVE = 8
 
 
@@ -250,6 +250,7 @@ class Workers:
         self._remote: dict[Callable, Any] = {}
         self._pool_shared: Any = None
         self._ray_shared: tuple[Any, Any] | None = None
+        self._ray_cpus = 0
         #: the jobs expected in all (grows as maps are asked for; :meth:`expect`)
         self.total = 0
 
@@ -276,8 +277,12 @@ class Workers:
 
     @property
     def wave(self) -> int:
-        """Jobs worth sending at a time: one per local worker (on Ray, :data:`RAY_WAVE`)."""
-        return RAY_WAVE if self.ray_address is not None else self.workers
+        """Jobs worth sending at a time: one per local worker; on Ray, one per CPU of the
+        cluster once joined (:data:`RAY_WAVE` before; the pruning of a search is exact, so
+        its answer does not depend on it)."""
+        if self.ray_address is not None:
+            return self._ray_cpus or RAY_WAVE
+        return self.workers
 
     @property
     def where(self) -> str:
@@ -411,6 +416,7 @@ class Workers:
                 "ray", f"cannot reach a Ray cluster at {mask_userinfo(address)!r}: {first}"
             ) from None
         self._ray = ray
+        self._ray_cpus = max(1, int(ray.cluster_resources().get("CPU", RAY_WAVE)))
         return ray
 
 

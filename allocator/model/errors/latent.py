@@ -10,6 +10,7 @@ positions), subsets are bool membership rows ``(B, N)``.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,7 +37,13 @@ MAX_NODES = 4001
 #: A log-probability standing for log 0 that stays finite in matrix products.
 LOG_ZERO = -1e300
 
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(96)
+
+@functools.cache
+def _gauss_legendre() -> tuple[np.ndarray, np.ndarray]:
+    """The 96-point Gauss–Legendre nodes and weights on ``[-1, 1]``, each shape ``(96,)``,
+    computed on first use (an eigenvalue problem, tens of ms at start-up otherwise, for a
+    command whose error model never calls :func:`bvn_cdf`)."""
+    return np.polynomial.legendre.leggauss(96)
 
 
 def thresholds(q: np.ndarray) -> np.ndarray:
@@ -56,11 +63,12 @@ def bvn_cdf(h: np.ndarray, k: np.ndarray, r: np.ndarray) -> np.ndarray:
     )
     hc, kc = np.clip(h, -40.0, 40.0), np.clip(k, -40.0, 40.0)
     top = np.arcsin(np.clip(r, -1.0, 1.0))
-    theta = 0.5 * top[..., None] * (_GL_X + 1.0)  # (..., 96)
+    gl_x, gl_w = _gauss_legendre()
+    theta = 0.5 * top[..., None] * (gl_x + 1.0)  # (..., 96)
     s, c2 = np.sin(theta), np.cos(theta) ** 2
     hh, kk = hc[..., None], kc[..., None]
     expo = -(hh * hh - 2.0 * hh * kk * s + kk * kk) / (2.0 * np.maximum(c2, 1e-300))
-    integral = 0.5 * top * (np.exp(expo) @ _GL_W)
+    integral = 0.5 * top * (np.exp(expo) @ gl_w)
     out = special.ndtr(hc) * special.ndtr(kc) + integral / (2.0 * np.pi)
     out = np.where(r >= 1.0, special.ndtr(np.minimum(hc, kc)), out)
     out = np.where(r <= -1.0, np.maximum(0.0, special.ndtr(hc) - special.ndtr(-kc)), out)

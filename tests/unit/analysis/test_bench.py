@@ -103,26 +103,39 @@ def test_littles_law_on_every_run(name, kwargs, serving):
         assert doc["preemptions"] > 0
 
 
+@pytest.mark.parametrize("async_scheduling", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("drafters, k", [(None, 0), (["eagle"], 3), (["ngram"], 2)])
-def test_far_above_capacity_output_throughput_is_the_existing_models(drafters, k):
+def test_far_above_capacity_output_throughput_is_the_existing_models(drafters, k, async_scheduling):
     """Every request at once, ``max_num_seqs`` 8, 500 output tokens, prefill made negligible
     (0.001 ms): the replica runs a full batch at almost every step, so its output
     throughput is the existing model's ``tokens_per_s`` at batch 8
     (:func:`allocator.model.under_load.serving_metrics`, ``8 · 1000 · E / step_ms(8, k)``),
     from below by the first tokens (from prefill steps) and the last batch draining (under
-    0.5% here)."""
+    0.5% here). Under async scheduling each request can cost two more of the run's
+    ``8 · steps`` batch slots: the step scheduled for it after the step that finishes it
+    by accepted drafts, and its successor's slot, admitted a step later; so the throughput
+    lies within ``2 · N / (8 · steps)`` more below."""
     prob = rp.problem(
-        scheduler={"max_num_seqs": 8, "max_num_batched_tokens": 2048, "kv_cache_tokens": 10**6},
+        scheduler={
+            "max_num_seqs": 8,
+            "max_num_batched_tokens": 2048,
+            "kv_cache_tokens": 10**6,
+            "async_scheduling": async_scheduling,
+        },
         prefill_ms={"tokens": [16, 2048], "ms": [0.001, 0.001]},
     )
     r = api.bench(
         prob, drafters=drafters, k=k, input_len=16, output_len=500, num_prompts=1500, seed=5
     )
+    assert r.scheduler.async_scheduling is async_scheduling
     members = prob.mask(drafters) if drafters else np.zeros(prob.n, bool)
     model = float(serving_metrics(prob, members[None], np.array([k]), 8)["tokens_per_s"][0])
     got = r.metrics["output_throughput"]
     assert got <= model * (1 + 1e-3)
-    assert got == pytest.approx(model, rel=0.005)
+    slack = 2 * 1500 / (8 * r.result.steps) if async_scheduling else 0.0
+    assert got >= model * (1 - 0.005 - slack)
+    if not async_scheduling:
+        assert got == pytest.approx(model, rel=0.005)
     e = sum(math.prod(rp.ACCEPTANCE[:i]) for i in range(k + 1)) if drafters == ["eagle"] else None
     if e is not None:  # the model's E by hand: 1 + a1 + a1 a2 + a1 a2 a3
         assert model == pytest.approx(8 * 1000 * e / rp.step_ms("eagle", 8, k), rel=1e-12)

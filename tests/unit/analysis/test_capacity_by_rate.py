@@ -367,7 +367,11 @@ def test_the_answer_is_the_same_on_a_local_ray_instance():
     finally:
         if ray.is_initialized():
             ray.shutdown()
-    assert here.to_dict() == on_ray.to_dict()
+
+    def answer(doc: dict) -> dict:  # the note on where the runs ran names the place
+        return {**doc, "notes": [n for n in doc["notes"] if "simulated runs" not in n]}
+
+    assert answer(here.to_dict()) == answer(on_ray.to_dict())
 
 
 def test_ray_without_ray_installed_is_one_line(monkeypatch):

@@ -18,10 +18,23 @@ import numpy as np
 import pytest
 
 from allocator.sim import Requests, Scheduler, SpecPolicy, simulate
+from allocator.sim.engine import _Engine
 
 
 def ms(x):
     return np.round(np.asarray(x) * 1000, 9).tolist()
+
+
+def test_async_scheduling_is_the_default_as_in_vllm():
+    """``Scheduler`` plays vLLM 0.33.0's default, the ``AsyncScheduler``: a request finished
+    by accepted drafts has one more step scheduled (here 3 steps where the synchronous
+    scheduler plays 2: a prefill and one decode emitting all 3 drafts' tokens)."""
+    assert Scheduler(8, 256, 10**5).async_scheduling is True
+    pol = SpecPolicy.fixed(3, [0.0, 0.0, 0.0, 0.0, 1.0])
+    reqs = Requests([0.0], [4], [5])
+    default = simulate(reqs, pol, lambda *a: 1.0, Scheduler(8, 256, 10**5))
+    sync = _run(reqs, pol, False)
+    assert (default.steps, sync.steps) == (3, 2)
 
 
 def _run(reqs, pol, async_scheduling, **kw):
@@ -90,20 +103,32 @@ def test_a_finished_request_frees_its_client_slot_a_step_later():
     assert ms(asyn.finish_s) == [3.0, 10.0, 6.0]
 
 
-def test_async_flag_plays_step_by_step_with_the_same_result_as_stretches_off():
-    """Under async scheduling the decode-only stretches are not used: a step function
-    with ``many`` gives what the plain one gives, step for step."""
+def test_async_stretches_are_played_and_change_nothing():
+    """Under async scheduling the decode-only stretches play several turns of the loop at
+    once (fewer step-function calls than steps) and give what the loop gives turn by
+    turn, with a step function with ``many`` or without."""
 
     class Many:
+        calls = 0
+
         def __call__(self, b, k, ctx, pf):
+            Many.calls += 1
             return 1.0 + 0.1 * b + 0.001 * ctx + 0.01 * pf
 
         def many(self, b, k, ctx, pf):
+            Many.calls += 1
             return 1.0 + 0.1 * b + 0.001 * ctx + 0.01 * pf
 
     pol = SpecPolicy.fixed(2, [0.0, 0.3, 0.3, 0.4])
-    reqs = Requests(np.linspace(0, 0.02, 12), [5, 30] * 6, [9, 17, 4] * 4)
+    reqs = Requests(np.linspace(0, 0.02, 12), [5, 30] * 6, [9, 17, 40] * 4)
     sched = Scheduler(4, 64, 4000, async_scheduling=True)
     a = simulate(reqs, pol, Many(), sched, seed=5)
+    assert Many.calls < a.steps  # stretches asked for several steps at once
     b = simulate(reqs, pol, Many().__call__, sched, seed=5)
+    engine = _Engine(reqs, pol, Many(), sched, 5, stretches=False)
+    engine.run()
+    c = engine.result()
+    for other in (b, c):
+        assert np.array_equal(a.finish_s, other.finish_s) and a.steps == other.steps
+        assert np.array_equal(a.itl_s, other.itl_s)
     assert np.array_equal(a.finish_s, b.finish_s) and a.steps == b.steps

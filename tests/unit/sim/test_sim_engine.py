@@ -9,6 +9,7 @@ the front of the waiting queue with its output), no admission in a step that pre
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def test_preemption_recompute_by_hand():
     9 output tokens in step 13, which streams its 10th token, and finishes in step 15."""
     rec = Recorder()
     reqs = Requests(np.zeros(2), [8, 8], [12, 12])
-    r = simulate(reqs, SpecPolicy.off(), rec, Scheduler(4, 100, 36, block_size=4))
+    r = simulate(
+        reqs, SpecPolicy.off(), rec, Scheduler(4, 100, 36, block_size=4, async_scheduling=False)
+    )
     assert ms(r.first_token_s) == [1.0, 1.0]
     assert ms(r.finish_s) == [12.0, 15.0]
     assert r.preemptions.tolist() == [0, 1]
@@ -102,7 +105,7 @@ def test_lookahead_slots_by_hand(lookahead, finish, calls, peak):
     rec = Recorder()
     reqs = Requests(np.zeros(2), [8, 8], [6, 6])
     pol = SpecPolicy.fixed(1, [0.0, 0.0, 1.0], lookahead_tokens=lookahead)
-    r = simulate(reqs, pol, rec, Scheduler(4, 100, 32, block_size=4))
+    r = simulate(reqs, pol, rec, Scheduler(4, 100, 32, block_size=4, async_scheduling=False))
     assert ms(r.finish_s) == finish
     assert r.preemptions.tolist() == [0, 1]
     assert rec.calls == calls
@@ -114,7 +117,10 @@ def test_chunked_prefill_by_hand():
     256, 256, 232); the last emits the first token; decoding starts the step after."""
     rec = Recorder()
     r = simulate(
-        Requests(np.zeros(1), [1000], [3]), SpecPolicy.off(), rec, Scheduler(4, 256, 10**4)
+        Requests(np.zeros(1), [1000], [3]),
+        SpecPolicy.off(),
+        rec,
+        Scheduler(4, 256, 10**4, async_scheduling=False),
     )
     assert rec.calls == [
         (0, 0, 0.0, 256),
@@ -132,7 +138,7 @@ def test_chunked_prefill_shares_the_budget_with_decodes():
     the other 255 of the budget: 255, 255, 90, three steps (⌈600 / 255⌉)."""
     rec = Recorder()
     reqs = Requests(np.array([0.0, 0.0005]), [10, 600], [50, 2])
-    r = simulate(reqs, SpecPolicy.off(), rec, Scheduler(4, 256, 10**4))
+    r = simulate(reqs, SpecPolicy.off(), rec, Scheduler(4, 256, 10**4, async_scheduling=False))
     assert rec.calls[:5] == [
         (0, 0, 0.0, 10),
         (1, 0, 10.0, 255),
@@ -151,7 +157,7 @@ def test_budget_cuts_the_decode_batch():
     rec = Recorder()
     pol = SpecPolicy.fixed(3, [0.0, 0.0, 0.0, 0.0, 1.0])
     reqs = Requests(np.zeros(5), [2] * 5, [9] * 5)
-    r = simulate(reqs, pol, rec, Scheduler(8, 10, 10**4))
+    r = simulate(reqs, pol, rec, Scheduler(8, 10, 10**4, async_scheduling=False))
     assert rec.calls[0] == (0, 0, 0.0, 10)  # the five prompts in one step
     assert rec.calls[1] == (3, 3, 2.0, 0)  # three decode (4 + 4 + 2 tokens)
     assert r.decode_steps[1, 2] >= 1  # a step that verified one draft and emitted 2
@@ -162,7 +168,11 @@ def test_kv_never_exceeds_capacity_and_no_request_is_lost():
     trace = read_trace(TRACE, num_prompts=600, speedup=8.0)
     pol = SpecPolicy.fixed(2, [0.0, 0.4, 0.3, 0.3])
     r = simulate(
-        trace, pol, lambda b, k, c, p: 5 + b + 0.01 * p, Scheduler(48, 1024, 16_000), seed=1
+        trace,
+        pol,
+        lambda b, k, c, p: 5 + b + 0.01 * p,
+        Scheduler(48, 1024, 16_000, async_scheduling=False),
+        seed=1,
     )
     s = summary(r)
     assert s["preemptions"] > 10
@@ -176,12 +186,17 @@ def test_request_that_cannot_fit_is_refused():
     # cache's blocks but one (vLLM's null block)
     pol = SpecPolicy.fixed(1, [0.0, 0.5, 0.5])
     ok = Requests(np.zeros(1), [6], [7])  # 6 + 6 + 1 + 1 = 14 slots: 4 blocks of 4
-    simulate(ok, pol, Recorder(), Scheduler(4, 100, 20, block_size=4))
+    simulate(ok, pol, Recorder(), Scheduler(4, 100, 20, block_size=4, async_scheduling=False))
     with pytest.raises(InputError) as err:
-        simulate(ok, pol, Recorder(), Scheduler(4, 100, 16, block_size=4))
+        simulate(ok, pol, Recorder(), Scheduler(4, 100, 16, block_size=4, async_scheduling=False))
     assert err.value.field == "kv_cache_tokens" and "request 0" in err.value.message
     with pytest.raises(InputError) as err:
-        simulate(Requests(np.zeros(1), [40], [2]), pol, Recorder(), Scheduler(4, 100, 16, 4))
+        simulate(
+            Requests(np.zeros(1), [40], [2]),
+            pol,
+            Recorder(),
+            Scheduler(4, 100, 16, 4, async_scheduling=False),
+        )
     assert err.value.field == "kv_cache_tokens" and "prompt" in err.value.message
 
 
@@ -194,7 +209,7 @@ def test_max_concurrency():
         reqs,
         SpecPolicy.fixed(2, [0.0, 0.3, 0.3, 0.4]),
         lambda b, k, c, p: 4.0 + b,
-        Scheduler(16, 2048, 10**5, max_concurrency=C),
+        Scheduler(16, 2048, 10**5, max_concurrency=C, async_scheduling=False),
         seed=2,
     )
     # in flight at every send and finish instant
@@ -210,7 +225,7 @@ def test_max_concurrency():
 def test_deterministic_by_seed():
     trace = read_trace(TRACE, num_prompts=300, speedup=3.0)
     pol = SpecPolicy.fixed(3, [0.0, 0.3, 0.3, 0.2, 0.2])
-    sched = Scheduler(32, 2048, 60_000)
+    sched = Scheduler(32, 2048, 60_000, async_scheduling=False)
 
     def step(b, k, c, p):
         return 6.0 + b * (1 + k) * 0.5 + 0.01 * p
@@ -225,10 +240,14 @@ def test_deterministic_by_seed():
 
 
 CASES = [
-    ("plain", Scheduler(256, 8192, 400_000), 1.0),
-    ("small batch", Scheduler(16, 512, 40_000), 1.0),
-    ("client-limited, preempting", Scheduler(64, 2048, 30_000, max_concurrency=20), 5.0),
-    ("large blocks", Scheduler(8, 4096, 20_000, block_size=32), 5.0),
+    ("plain", Scheduler(256, 8192, 400_000, async_scheduling=False), 1.0),
+    ("small batch", Scheduler(16, 512, 40_000, async_scheduling=False), 1.0),
+    (
+        "client-limited, preempting",
+        Scheduler(64, 2048, 30_000, max_concurrency=20, async_scheduling=False),
+        5.0,
+    ),
+    ("large blocks", Scheduler(8, 4096, 20_000, block_size=32, async_scheduling=False), 5.0),
 ]
 POLICIES = [
     SpecPolicy.fixed(4, [0.0, 0.2, 0.16, 0.128, 0.1024, 0.4096]),
@@ -243,22 +262,38 @@ POLICIES = [
 ]
 
 
-@pytest.mark.parametrize("name, sched, speedup", CASES, ids=[c[0] for c in CASES])
-@pytest.mark.parametrize("policy", POLICIES, ids=["k4", "off", "schedule"])
-def test_stretches_equal_step_by_step(name, sched, speedup, policy):
-    """Decode-only stretches played as matrices give exactly what the same steps played
-    one at a time give: every time, token, gap and counter."""
-    trace = read_trace(TRACE, num_prompts=400, speedup=speedup)
+class _Step:
+    """The linear step time of the stretch tests, per step and (``many``) on arrays."""
 
-    def step(b, k, ctx, pf):
+    def __call__(self, b, k, ctx, pf):
         return 8.0 + 0.05 * b * (1 + k) + 0.00002 * b * ctx + 0.06 * pf
 
+    def many(self, b, k, ctx, pf):
+        return 8.0 + 0.05 * b * (1 + k) + 0.00002 * b * ctx + 0.06 * pf
+
+
+@pytest.mark.parametrize("name, sched, speedup", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("policy", POLICIES, ids=["k4", "off", "schedule"])
+@pytest.mark.parametrize("async_scheduling", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("arrays", [False, True], ids=["per-step", "many"])
+def test_stretches_equal_step_by_step(name, sched, speedup, policy, async_scheduling, arrays):
+    """Decode-only stretches played as matrices give exactly what the same steps played
+    one at a time give: every time, token, gap and counter, under synchronous and
+    asynchronous scheduling, the stretch's times asked step by step or in one call."""
+    trace = read_trace(TRACE, num_prompts=400, speedup=speedup)
+    sched = dataclasses.replace(sched, async_scheduling=async_scheduling)
+    step = _Step() if arrays else _Step().__call__
+
     runs = []
+    played = []
     for stretches in (True, False):
         engine = _Engine(trace, policy, step, sched, 3, stretches=stretches)
+        engine.step_tokens = []
         engine.run()
         runs.append(engine.result())
+        played.append(engine.step_tokens)
     fast, slow = runs
+    assert played[0] == played[1]
     assert fast.steps == slow.steps
     for f in (
         "sent_s",
@@ -304,7 +339,12 @@ def test_bad_step_times():
     reqs = Requests(np.zeros(1), [4], [4])
     for bad in (-1.0, math.nan, math.inf):
         with pytest.raises(InputError) as err:
-            simulate(reqs, SpecPolicy.off(), lambda b, k, c, p, v=bad: v, Scheduler(2, 64, 1024))
+            simulate(
+                reqs,
+                SpecPolicy.off(),
+                lambda b, k, c, p, v=bad: v,
+                Scheduler(2, 64, 1024, async_scheduling=False),
+            )
         assert err.value.field == "step_ms"
 
 
@@ -330,20 +370,31 @@ def test_client_queue_metrics_under_max_concurrency():
     and, at a finite rate, the end-to-end latency including it."""
     pol = SpecPolicy.off()
     burst = simulate(
-        fixed_requests(20, 20, 10, math.inf), pol, lambda *a: 2.0, Scheduler(8, 512, 10**4, 16, 4)
+        fixed_requests(20, 20, 10, math.inf),
+        pol,
+        lambda *a: 2.0,
+        Scheduler(8, 512, 10**4, 16, 4, async_scheduling=False),
     )
     s = summary(burst)
     waits = burst.sent_s - burst.requests.arrival_s
     assert s["mean_client_queue_time_ms"] == pytest.approx(waits.mean() * 1000)
     assert "p99_e2el_including_client_queue_ms" not in s  # vLLM leaves it out at rate inf
     paced = simulate(
-        fixed_requests(20, 20, 10, 400.0), pol, lambda *a: 2.0, Scheduler(8, 512, 10**4, 16, 4)
+        fixed_requests(20, 20, 10, 400.0),
+        pol,
+        lambda *a: 2.0,
+        Scheduler(8, 512, 10**4, 16, 4, async_scheduling=False),
     )
     s = summary(paced)
     total = paced.finish_s - paced.requests.arrival_s
     assert s["mean_e2el_including_client_queue_ms"] == pytest.approx(total.mean() * 1000)
     assert "mean_client_queue_time_ms" not in summary(
-        simulate(fixed_requests(5, 20, 10, 400.0), pol, lambda *a: 2.0, Scheduler(8, 512, 10**4))
+        simulate(
+            fixed_requests(5, 20, 10, 400.0),
+            pol,
+            lambda *a: 2.0,
+            Scheduler(8, 512, 10**4, async_scheduling=False),
+        )
     )
 
 
@@ -352,7 +403,7 @@ def test_per_request_columns():
         Requests(np.zeros(3), [8, 8, 8], [1, 5, 5]),
         SpecPolicy.off(),
         lambda *a: 1.0,
-        Scheduler(4, 100, 10**3),
+        Scheduler(4, 100, 10**3, async_scheduling=False),
     )
     cols = r.columns()
     assert all(v.shape == (3,) for v in cols.values())
@@ -380,7 +431,7 @@ class TwoWayStep:
 def test_step_function_on_arrays_gives_the_same_run():
     trace = read_trace(TRACE, num_prompts=500)
     pol = POLICIES[0]
-    sched = Scheduler(64, 2048, 60_000)
+    sched = Scheduler(64, 2048, 60_000, async_scheduling=False)
     both = TwoWayStep()
     fast = simulate(trace, pol, both, sched, seed=8)
     slow = simulate(trace, pol, both.__call__, sched, seed=8)
@@ -402,7 +453,12 @@ def test_admission_waits_until_the_whole_prompt_fits():
     preempted. Admitting on the first chunk alone (the rule before) scheduled B at t = 1
     and preempted it 4 times."""
     reqs = Requests(np.zeros(2), [16, 24], [10, 2])
-    r = simulate(reqs, SpecPolicy.off(), Recorder(), Scheduler(4, 16, 44, block_size=4))
+    r = simulate(
+        reqs,
+        SpecPolicy.off(),
+        Recorder(),
+        Scheduler(4, 16, 44, block_size=4, async_scheduling=False),
+    )
     assert ms(r.first_scheduled_s) == [0.0, 10.0]
     assert ms(r.first_token_s) == [1.0, 12.0]
     assert ms(r.finish_s) == [10.0, 13.0]
@@ -417,7 +473,7 @@ def test_a_step_function_on_arrays_stops_a_stretch_where_the_kv_cache_runs_out()
     reqs = fixed_requests(600, 500, 200, 40.0, seed=3)
     pmf = np.array([0.0, 0.5, 0.25, 0.25])
     pol = SpecPolicy.fixed(2, pmf, 0)
-    sched = Scheduler(16, 2048, 2000)
+    sched = Scheduler(16, 2048, 2000, async_scheduling=False)
     both = TwoWayStep()
     fast = simulate(reqs, pol, both, sched, seed=5)
     slow = _Engine(reqs, pol, both.__call__, sched, 5, stretches=False)
@@ -459,7 +515,7 @@ def test_one_token_prompt_is_padded_to_a_decode(
         pol = SpecPolicy.fixed(2, pmf)
     reqs = Requests(np.array([0.0, 0.0005]), [4, 1], [5, 2])
     rec = Recorder()
-    r = simulate(reqs, pol, rec, Scheduler(4, budget, 10**4))
+    r = simulate(reqs, pol, rec, Scheduler(4, budget, 10**4, async_scheduling=False))
     assert ms(r.first_scheduled_s) == [0.0, first_scheduled]
     assert ms(r.first_token_s) == [1.0, first_token]
     assert ms(r.finish_s) == [5.0, finish]
@@ -479,7 +535,7 @@ def test_decode_uniforms_are_the_draws_the_engine_uses():
     u = decode_uniforms(output, seed=5)
     assert [a.size for a in u] == [8, 0, 29]
     policy = SpecPolicy.fixed(1, [0.0, 0.5, 0.5], lookahead_tokens=0)
-    sched = Scheduler(1, 64, 1024, 16)
+    sched = Scheduler(1, 64, 1024, 16, async_scheduling=False)
     state = State(Requests(np.zeros(3), np.array([4, 4, 4]), output), policy, sched, 5)
     assert np.array_equal(np.concatenate(u), state.U[: int((output - 1).sum())])
     left, want = 29, 1  # the prefill's step emits the first token

@@ -76,7 +76,7 @@ def hand_result(sent, chunk_times, prompts):
         time_in_system_s=float(np.sum(np.asarray(finish) - np.asarray(sent))),
         max_running_seqs=2,
         kv_cache_peak_fraction=0.5,
-        scheduler=Scheduler(4, 64, 1024),
+        scheduler=Scheduler(4, 64, 1024, async_scheduling=False),
         policy=SpecPolicy.off(),
         seed=0,
     )
@@ -207,10 +207,18 @@ def test_acceptance_length_over_speculative_steps():
     vLLM counts drafts."""
     pol = SpecPolicy.by_batch_size([(1, 1, 2, [0.0, 0.0, 0.0, 1.0]), (2, 8, 0, [0.0, 1.0])])
     # one request alone: 11 tokens = 1 (prefill) + 3 + 3 + 3 + 1 (a step cut at the end)
-    r = simulate(Requests([0.0], [5], [11]), pol, lambda *a: 1.0, Scheduler(8, 64, 1024))
+    r = simulate(
+        Requests([0.0], [5], [11]),
+        pol,
+        lambda *a: 1.0,
+        Scheduler(8, 64, 1024, async_scheduling=False),
+    )
     assert r.decode_steps[2].tolist() == [0, 1, 0, 3]
     assert summary(r)["spec_decode_acceptance_length"] == pytest.approx((1 + 9) / 4)
     off = simulate(
-        fixed_requests(3, 5, 5, 1.0), SpecPolicy.off(), lambda *a: 1.0, Scheduler(8, 64, 1024)
+        fixed_requests(3, 5, 5, 1.0),
+        SpecPolicy.off(),
+        lambda *a: 1.0,
+        Scheduler(8, 64, 1024, async_scheduling=False),
     )
     assert summary(off)["spec_decode_acceptance_length"] == 1.0

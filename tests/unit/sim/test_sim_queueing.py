@@ -71,7 +71,9 @@ def test_md1_mean_ttft():
     D = (prefill_ms + (out_len - 1) * decode_ms) / 1000
     rho = 0.6
     reqs = fixed_requests(20_000, P, out_len, rho / D, burstiness=1.0, seed=7)
-    r = simulate(reqs, SpecPolicy.off(), step, Scheduler(1, 2048, 10**6), seed=0)
+    r = simulate(
+        reqs, SpecPolicy.off(), step, Scheduler(1, 2048, 10**6, async_scheduling=False), seed=0
+    )
     ttft = r.ttft_s
     expected = rho * D / (2 * (1 - rho)) + prefill_ms / 1000
     se = batch_means_se(ttft)
@@ -96,17 +98,34 @@ def little_runs():
         return 6.0 + 0.4 * b * (1 + k) + 0.0004 * b * ctx + 0.02 * pf
 
     pol = SpecPolicy.fixed(3, chain_pmf(3))
-    yield "trace", simulate(trace, pol, step, Scheduler(64, 2048, 200_000), seed=1)
-    yield "preempting", simulate(trace, pol, step, Scheduler(64, 2048, 20_000), seed=2)
+    yield (
+        "trace",
+        simulate(trace, pol, step, Scheduler(64, 2048, 200_000, async_scheduling=False), seed=1),
+    )
+    yield (
+        "preempting",
+        simulate(trace, pol, step, Scheduler(64, 2048, 20_000, async_scheduling=False), seed=2),
+    )
     # async scheduling: stale output to preempted requests, extra steps, late frees
     tight = Scheduler(64, 2048, 20_000, async_scheduling=True)
     yield "preempting async", simulate(trace, pol, step, tight, seed=2)
     yield (
         "client-limited",
-        simulate(trace, pol, step, Scheduler(64, 2048, 200_000, max_concurrency=5), seed=3),
+        simulate(
+            trace,
+            pol,
+            step,
+            Scheduler(64, 2048, 200_000, max_concurrency=5, async_scheduling=False),
+            seed=3,
+        ),
     )
     reqs = fixed_requests(400, 64, 32, math.inf)
-    yield "burst", simulate(reqs, SpecPolicy.off(), step, Scheduler(16, 512, 50_000), seed=4)
+    yield (
+        "burst",
+        simulate(
+            reqs, SpecPolicy.off(), step, Scheduler(16, 512, 50_000, async_scheduling=False), seed=4
+        ),
+    )
 
 
 @pytest.mark.parametrize(
@@ -149,7 +168,13 @@ def test_throughput_at_saturation(k):
         return 20.0 + 1.5 * b * (1 + kk) + 1e-6 * pf
 
     reqs = fixed_requests(N, P, out_len, math.inf)
-    r = simulate(reqs, SpecPolicy.fixed(k, pmf), step, Scheduler(B, 8192, 10**7), seed=5)
+    r = simulate(
+        reqs,
+        SpecPolicy.fixed(k, pmf),
+        step,
+        Scheduler(B, 8192, 10**7, async_scheduling=False),
+        seed=5,
+    )
     limit = 1000 * B * E / step(B, k, 0, 0)
     got = summary(r)["output_throughput"]
     assert got <= limit * (1 + 1e-3)
@@ -165,7 +190,13 @@ def lone_requests(k: int, out_len: int, n: int):
 
     pmf = chain_pmf(k)
     reqs = fixed_requests(n, 128, out_len, 0.01, burstiness=math.inf)
-    r = simulate(reqs, SpecPolicy.fixed(k, pmf), step, Scheduler(8, 2048, 10**6), seed=9)
+    r = simulate(
+        reqs,
+        SpecPolicy.fixed(k, pmf),
+        step,
+        Scheduler(8, 2048, 10**6, async_scheduling=False),
+        seed=9,
+    )
     assert r.max_running_seqs == 1
     return r, pmf, step(1, k, 0, 0)
 
@@ -218,7 +249,13 @@ def test_emitted_tokens_follow_the_pmf():
         return 10.0 + b
 
     reqs = fixed_requests(3000, 64, 40, 30.0, seed=2)
-    r = simulate(reqs, SpecPolicy.fixed(k, pmf), step, Scheduler(32, 4096, 10**6), seed=13)
+    r = simulate(
+        reqs,
+        SpecPolicy.fixed(k, pmf),
+        step,
+        Scheduler(32, 4096, 10**6, async_scheduling=False),
+        seed=13,
+    )
     observed = r.uncut_decode_steps[k]
     total = observed.sum()
     assert total > 20_000
@@ -242,7 +279,7 @@ def test_schedule_uses_each_batch_sizes_pmf():
         return 10.0 + 2 * b
 
     reqs = Requests(arrival_times(3000, 8.0, 0.5, seed=4), np.full(3000, 32), np.full(3000, 60))
-    r = simulate(reqs, pol, step, Scheduler(64, 4096, 10**6), seed=3)
+    r = simulate(reqs, pol, step, Scheduler(64, 4096, 10**6, async_scheduling=False), seed=3)
     for k, pmf in ((4, p4), (2, p2)):
         observed = r.uncut_decode_steps[k]
         assert observed.sum() > 5000

@@ -41,7 +41,12 @@ def test_dynamic_k_counts_the_previous_steps_prefill_chunks():
     pmf3 = [0.0, 1.0, 0.0, 0.0, 0.0]
     pol = SpecPolicy.by_batch_size([(1, 1, 0, ONE), (2, 4, 3, pmf3)])
     rec = Recorder()
-    simulate(Requests([0.0, 0.0015], [4, 40], [10, 2]), pol, rec, Scheduler(4, 8, 10**4))
+    simulate(
+        Requests([0.0, 0.0015], [4, 40], [10, 2]),
+        pol,
+        rec,
+        Scheduler(4, 8, 10**4, async_scheduling=False),
+    )
     # (decoding requests, k, their mean computed tokens, prompt tokens prefilled)
     assert rec.calls[:5] == [
         (0, 0, 0.0, 4),
@@ -53,9 +58,9 @@ def test_dynamic_k_counts_the_previous_steps_prefill_chunks():
 
 
 def test_a_budget_below_max_num_seqs_is_refused():
-    Scheduler(8, 8, 1024)  # equal is allowed
+    Scheduler(8, 8, 1024, async_scheduling=False)  # equal is allowed
     with pytest.raises(InputError) as err:
-        Scheduler(8, 7, 1024)
+        Scheduler(8, 7, 1024, async_scheduling=False)
     assert err.value.field == "max_num_batched_tokens"
     assert "max_num_seqs (8)" in str(err.value)
 

@@ -1,0 +1,447 @@
+"""A fleet of replicas on one clock behind a router.
+
+``R`` replicas, each the simulator of :mod:`allocator.sim.engine` (its
+:class:`~allocator.sim.state.State`, :func:`~allocator.sim.scheduler.schedule`,
+:func:`~allocator.sim.scheduler.update_from_output` and the decode-only fast path,
+unchanged), receive the requests a router (:mod:`allocator.sim.routers`) sends them, one
+request at a time, at its arrival. Before each arrival every replica the router looks at
+is played up to the arrival: every step that starts before it (a step that starts at the
+arrival or later waits, since the request may join it). The router then sees each
+replica as :class:`~allocator.sim.routers.View` says (requests in flight counted by the
+router, exact; KV-cache usage as of the last step completed at or before the arrival) and
+the request joins the chosen replica's client.
+
+A replica's client (:class:`OpenClient`) is the benchmark client of
+:mod:`allocator.sim.client` whose requests are not known in advance: requests are appended
+as they are routed, and until the next arrival the replica is told that nothing can be sent
+before it (its *horizon*), so that the fast path stops there.
+
+**Equal to one replica**: a fleet of one replica is :func:`~allocator.sim.engine.simulate`
+step for step (a test compares every array): the same steps, the same draws. The draws
+are the single replica's: one ``numpy.random.Generator`` seeded by ``seed`` lays out one
+uniform per decode step of every request, request after request
+(:func:`~allocator.sim.state.decode_uniforms`); whichever replica serves request ``i``
+draws its decode steps from request ``i``'s uniforms. So the same seed gives every router
+the same acceptances per request (common random numbers: a comparison of routers is not
+blurred by the draws).
+
+**Memory**: each replica's per-request arrays hold its own requests: sized at first for
+its share of the requests (and of their output tokens) with a margin, and when a replica
+receives more than that, rebuilt twice as large and replayed from the start with the
+requests it received (the run is deterministic, so the replay is exact): memory stays
+within a small factor of one replica's run over all the requests. The uniforms are held
+once for the fleet.
+
+Not modelled in a fleet of more than one replica: the client's ``max_concurrency`` (one
+client's limit spans the fleet) and asynchronous scheduling (refused, one line); a fleet
+of one with either is :func:`~allocator.sim.engine.simulate` itself.
+
+**Results**: each replica's run is a :class:`~allocator.sim.results.SimResult` over its
+own requests (local indices, in the order it received them); the fleet's is their
+concatenation over all requests in arrival order (:func:`concat_results`): per request
+its timeline, the ITL gaps pooled, the decode-step histograms summed, ``duration_s`` the
+latest replica's, ``steps`` and ``time_in_system_s`` summed (so ``mean_concurrency`` is the
+fleet's), ``max_running_seqs`` and ``kv_cache_peak_fraction`` the largest of one replica.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import ParameterError
+from ..validate import whole
+from .client import Client
+from .config import Scheduler, StepTime
+from .engine import simulate
+from .fast_path import decode_stretch
+from .policy import SpecPolicy
+from .requests import Requests
+from .results import SimResult
+from .routers import Router, View, get_router
+from .scheduler import schedule, update_from_output
+from .state import STRETCH_STEPS, State
+
+#: Most replicas one fleet simulates: each holds its own state, and every arrival looks at
+#: every replica a load-reading router reads, so time and memory grow with the count
+#: (a fleet of this many over 10,000 requests takes minutes, not hours).
+MAX_REPLICAS = 1024
+#: A replica's arrays are first sized for this multiple of its even share, plus
+#: :data:`SLACK_REQUESTS` requests (and the longest request's output tokens).
+FIRST_SHARE = 1.25
+SLACK_REQUESTS = 16
+
+
+class OpenClient(Client):
+    """The benchmark client of one replica of a fleet: requests appended as the router
+    sends them (``count`` so far, arrival times in ``arrival[:count]``), no
+    ``max_concurrency``. Until :attr:`closed`, nothing more is sent before ``horizon``
+    (s): the next arrival anywhere in the fleet."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(np.zeros(capacity), None)
+        self.count = 0
+        self.horizon = 0.0
+        self.closed = False
+
+    def next_send_time(self) -> float:
+        """The next routed request's arrival, else the horizon (``inf`` once closed)."""
+        i = self.next
+        if i < self.count:
+            return float(self.arrival[i])
+        return math.inf if self.closed else self.horizon
+
+    def all_sent(self) -> bool:
+        return self.closed and self.next >= self.count
+
+
+class _Replica:
+    """One replica of the fleet: its state, the requests it received (global indices), how
+    far it has been played (``until``, s) and the KV blocks it reported last."""
+
+    def __init__(self, state: State, capacity: int, tokens: int) -> None:
+        self.state = state
+        self.capacity = capacity
+        self.tokens = tokens
+        self.ids: list[int] = []
+        self.decode_steps = 0
+        self.until = -math.inf
+        self.kv_seen = 0
+        self.done = 0  # finishes at or before the last arrival looked at
+
+
+@dataclass(frozen=True)
+class FleetResult:
+    """A fleet's run: ``fleet`` every request's timeline (:func:`concat_results`),
+    ``replicas`` each replica's run over its own requests (``None`` for a replica that
+    received none), ``assignment`` ``(N,)`` the replica of each request, ``router`` its
+    name."""
+
+    fleet: SimResult
+    replicas: tuple[SimResult | None, ...]
+    assignment: np.ndarray
+    router: str
+
+
+class _Fleet:
+    """One fleet run (module docstring)."""
+
+    def __init__(
+        self,
+        requests: Requests,
+        policy: SpecPolicy,
+        step_ms: StepTime,
+        sched: Scheduler,
+        seed: int,
+        count: int,
+        router: Router,
+    ) -> None:
+        self.requests = requests
+        self.policy = policy
+        self.step_ms = step_ms
+        self.sched = sched
+        self.seed = seed
+        self.count = count
+        self.router = router
+        self.P = requests.prompt_tokens
+        self.O = requests.output_tokens
+        self.arrival = requests.arrival_s
+        self.reps: list[_Replica] = []
+        self.U = np.zeros(0)
+        self.u_start = np.zeros(0, dtype=np.int64)
+        # a router reading KV usage needs every step on its own (module docstring)
+        self.stretches = "kv_usage" not in router.reads
+        self.many = getattr(step_ms, "many", None)
+
+    # ------------------------------------------------------------------ set-up
+    def build(self) -> None:
+        o = self.O
+        # State's layout of the draws (one per decode step of each request, request after
+        # request, then padding a stretch reads past the end), over every request of the
+        # fleet: a fleet of one draws what simulate() draws (a test compares the runs)
+        steps = int((o - 1).sum())
+        self.U = np.random.default_rng(self.seed).random(steps + STRETCH_STEPS + 1)
+        self.u_start = np.concatenate(([0], np.cumsum(o - 1)[:-1])).astype(np.int64)
+        n = len(self.requests)
+        share = int(FIRST_SHARE * n / self.count) + SLACK_REQUESTS
+        tok_share = int(FIRST_SHARE * float((o - 1).sum()) / self.count) + int(o.max())
+        self.reps = [self.new_replica(min(share, n), tok_share) for _ in range(self.count)]
+        probe = self.reps[0].state  # every request must fit one replica's cache alone
+        kept = probe.P, probe.O
+        probe.P, probe.O = self.P, self.O
+        try:
+            probe.check_fit()
+        finally:
+            probe.P, probe.O = kept
+
+    def new_replica(self, capacity: int, tokens: int) -> _Replica:
+        ones = np.ones(capacity, dtype=np.int64)
+        state = State(Requests(np.zeros(capacity), ones, ones.copy()), self.policy, self.sched, 0)
+        state.client = OpenClient(capacity)
+        state.U = self.U
+        state.itl = np.empty(tokens)
+        state.itl_req = np.empty(tokens, dtype=np.int32)
+        state.seed = self.seed
+        return _Replica(state, capacity, tokens)
+
+    # ------------------------------------------------------------------ routing
+    def admit(self, r: int, g: int) -> None:
+        """Request ``g`` joins replica ``r``'s client (rebuilt larger when full)."""
+        rep = self.reps[r]
+        j = len(rep.ids)
+        steps = int(self.O[g]) - 1
+        if j >= rep.capacity or rep.decode_steps + steps > rep.tokens:
+            rep = self.grow(r, j + 1, rep.decode_steps + steps)
+        st = rep.state
+        st.P[j] = self.P[g]
+        st.O[j] = self.O[g]
+        saved = st.saved
+        saved.prompt[j] = self.P[g]
+        saved.output[j] = self.O[g]
+        saved.draw[j] = self.u_start[g]
+        client = st.client
+        assert isinstance(client, OpenClient)
+        client.arrival[j] = self.arrival[g]
+        client.count = j + 1
+        rep.ids.append(g)
+        rep.decode_steps += steps
+
+    def grow(self, r: int, need: int, tokens: int) -> _Replica:
+        """Replica ``r`` rebuilt at least twice as large and replayed to where it was."""
+        old = self.reps[r]
+        cap = max(2 * old.capacity, need)
+        tok = max(2 * old.tokens, tokens)
+        rep = self.new_replica(min(cap, len(self.requests)), tok)
+        self.reps[r] = rep
+        for g in old.ids:
+            self.admit(r, g)
+        if old.until > -math.inf:
+            self.advance(rep, old.until)
+        rep.done = old.done
+        return rep
+
+    def advance(self, rep: _Replica, until: float) -> None:
+        """Play every step of ``rep`` that starts before ``until`` (s)."""
+        st = rep.state
+        client = st.client
+        assert isinstance(client, OpenClient)
+        client.horizon = until
+        step_ms, many, stretches = self.step_ms, self.many, self.stretches
+        if st.t <= until:
+            rep.kv_seen = st.pool.used
+        while st.t < until:
+            st.take_sends()
+            if st.n == 0 and not st.waiting:
+                s = client.next_send_time()
+                if s >= until:
+                    break
+                st.t = s
+                continue
+            if not (stretches and decode_stretch(st, step_ms, many)):
+                update_from_output(st, schedule(st), step_ms)
+            if st.t <= until:
+                rep.kv_seen = st.pool.used
+        rep.until = until
+
+    def look(self, view: View, a: float) -> None:
+        """Every replica played to ``a`` and the view of it filled."""
+        reads = self.router.reads
+        for r, rep in enumerate(self.reps):
+            if rep.until < a:
+                self.advance(rep, a)
+            if "in_flight" in reads:
+                client = rep.state.client
+                done = rep.done
+                order = client.finish_order
+                while done < client.finished and order[done] <= a:
+                    done += 1
+                rep.done = done
+                view.in_flight[r] = len(rep.ids) - done
+            if "kv_usage" in reads:
+                view.kv_usage[r] = rep.kv_seen / rep.state.pool.usable
+
+    def run(self, keys: np.ndarray | None) -> np.ndarray:
+        """Route every request in arrival order; returns ``(N,)`` the replica of each."""
+        router = self.router
+        n = len(self.requests)
+        view = View(self.count)
+        chosen = np.empty(n, dtype=np.int64)
+        reads = bool(router.reads)
+        arrival = self.arrival.tolist()
+        prompt = self.P.tolist()
+        key_list = keys.tolist() if keys is not None else None
+        for g in range(n):
+            a = arrival[g]
+            view.request = g
+            view.prompt_tokens = prompt[g]
+            view.key = key_list[g] if key_list is not None else -1
+            if reads:
+                self.look(view, a)
+            r = router.choose(view)
+            if not 0 <= r < self.count:  # pragma: no cover - the contract tests hold it
+                raise AssertionError(f"router {router.name} chose replica {r}")
+            rep = self.reps[r]
+            if rep.until < a:
+                self.advance(rep, a)
+            self.admit(r, g)
+            chosen[g] = r
+        for rep in self.reps:
+            client = rep.state.client
+            assert isinstance(client, OpenClient)
+            client.closed = True
+            self.advance(rep, math.inf)
+        return chosen
+
+    def replica_result(self, rep: _Replica) -> SimResult | None:
+        """One replica's run over its own requests (``None``: it received none)."""
+        c = len(rep.ids)
+        if c == 0:
+            return None
+        ids = np.asarray(rep.ids, dtype=np.int64)
+        res = rep.state.result()
+        local = Requests(self.arrival[ids], self.P[ids], self.O[ids])
+        return dataclasses.replace(
+            res,
+            requests=local,
+            sent_s=res.sent_s[:c].copy(),
+            first_scheduled_s=res.first_scheduled_s[:c].copy(),
+            first_token_s=res.first_token_s[:c].copy(),
+            finish_s=res.finish_s[:c].copy(),
+            output_tokens=res.output_tokens[:c].copy(),
+            chunks=res.chunks[:c].copy(),
+            preemptions=res.preemptions[:c].copy(),
+        )
+
+
+def concat_results(
+    requests: Requests, parts: list[SimResult | None], ids: list[np.ndarray]
+) -> SimResult:
+    """The fleet's run from its replicas' (module docstring): ``parts[r]`` over the
+    requests ``ids[r]`` (global indices, ``(N_r,)``) of ``requests``."""
+    n = len(requests)
+    runs = [(p, i) for p, i in zip(parts, ids, strict=True) if p is not None]
+    first = runs[0][0]
+    per_request: dict[str, Any] = {
+        name: np.empty(n, dtype=getattr(first, name).dtype)
+        for name in (
+            "sent_s",
+            "first_scheduled_s",
+            "first_token_s",
+            "finish_s",
+            "output_tokens",
+            "chunks",
+            "preemptions",
+        )
+    }
+    for part, idx in runs:
+        for name, arr in per_request.items():
+            arr[idx] = getattr(part, name)
+    return dataclasses.replace(
+        first,
+        requests=requests,
+        itl_s=np.concatenate([p.itl_s for p, _ in runs]),
+        itl_request=np.concatenate([i[p.itl_request] for p, i in runs]),
+        decode_steps=sum((p.decode_steps for p, _ in runs), np.zeros_like(first.decode_steps)),
+        uncut_decode_steps=sum(
+            (p.uncut_decode_steps for p, _ in runs), np.zeros_like(first.uncut_decode_steps)
+        ),
+        duration_s=max(p.duration_s for p, _ in runs),
+        steps=sum(p.steps for p, _ in runs),
+        time_in_system_s=sum(p.time_in_system_s for p, _ in runs),
+        max_running_seqs=max(p.max_running_seqs for p, _ in runs),
+        kv_cache_peak_fraction=max(p.kv_cache_peak_fraction for p, _ in runs),
+        **per_request,
+    )
+
+
+def check_replicas(replicas: object) -> int:
+    """A replica count: an integer in ``1 ..`` :data:`MAX_REPLICAS`."""
+    n = whole(replicas, "replicas", lo=1)
+    if n > MAX_REPLICAS:
+        raise ParameterError(
+            "replicas",
+            f"at most {MAX_REPLICAS:,} in one simulated fleet (each replica holds its own "
+            f"state and each arrival looks at every replica, so time and memory grow with "
+            f"the count), got {n:,}",
+        )
+    return n
+
+
+def simulate_fleet(
+    requests: Requests,
+    policy: SpecPolicy,
+    step_ms: StepTime,
+    scheduler: Scheduler,
+    replicas: int,
+    router: Router | str = "round-robin",
+    seed: int = 0,
+    keys: np.ndarray | None = None,
+) -> FleetResult:
+    """Serve ``requests`` on ``replicas`` identical replicas behind ``router`` (a
+    :class:`~allocator.sim.routers.Router` or its name) and return every run.
+
+    ``policy``, ``step_ms``, ``scheduler``, ``seed``: as :func:`~allocator.sim.simulate`
+    takes them, for every replica; ``keys``: ``(N,)`` int64, each request's session or
+    prefix group (``>= 0``), for the routers that need one. ``ParameterError`` on
+    ``replicas`` (not in ``1 ..`` :data:`MAX_REPLICAS`), ``router`` (unknown, or keyed
+    without ``keys``), ``keys``, ``scheduler`` (``max_concurrency`` or asynchronous
+    scheduling with more than one replica) and whatever :func:`simulate` refuses."""
+    count = check_replicas(replicas)
+    rule = get_router(router) if isinstance(router, str) else router
+    if not isinstance(rule, Router):
+        raise ParameterError("router", "must be a Router or a router's name")
+    if not isinstance(requests, Requests):
+        raise ParameterError("requests", "must be a Requests")
+    key_arr = None
+    if keys is not None:
+        key_arr = np.asarray(keys)
+        if (
+            key_arr.shape != (len(requests),)
+            or not np.issubdtype(key_arr.dtype, np.integer)
+            or (key_arr.size and key_arr.min() < 0)
+        ):
+            raise ParameterError("keys", f"must be {len(requests)} integers >= 0, one a request")
+    rule.check(key_arr is not None)
+    rule.start(count, seed)
+    if not isinstance(scheduler, Scheduler):
+        raise ParameterError("scheduler", "must be a Scheduler")
+    if scheduler.max_concurrency is not None or scheduler.async_scheduling:
+        if count > 1:
+            what = "max_concurrency" if scheduler.max_concurrency else "async scheduling"
+            raise ParameterError(
+                "scheduler",
+                f"{what} is not modelled in a fleet of more than one replica (the client's "
+                "limit spans the fleet; asynchronous steps are played to the end alone)",
+            )
+        one = simulate(requests, policy, step_ms, scheduler, seed)
+        return FleetResult(one, (one,), np.zeros(len(requests), dtype=np.int64), rule.name)
+    # the checks simulate() makes, once, before any replica is built
+    if not isinstance(policy, SpecPolicy):
+        raise ParameterError("policy", "must be a SpecPolicy")
+    if not callable(step_ms):
+        raise ParameterError(
+            "step_ms", "must be callable as step_ms(decode_seqs, k, context, prefill)"
+        )
+    fleet = _Fleet(requests, policy, step_ms, scheduler, seed, count, rule)
+    fleet.build()
+    chosen = fleet.run(key_arr)
+    parts = [fleet.replica_result(rep) for rep in fleet.reps]
+    ids = [np.asarray(rep.ids, dtype=np.int64) for rep in fleet.reps]
+    whole_run = concat_results(requests, parts, ids)
+    return FleetResult(whole_run, tuple(parts), chosen, rule.name)
+
+
+__all__ = [
+    "FIRST_SHARE",
+    "MAX_REPLICAS",
+    "SLACK_REQUESTS",
+    "FleetResult",
+    "OpenClient",
+    "check_replicas",
+    "concat_results",
+    "simulate_fleet",
+]
