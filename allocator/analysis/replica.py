@@ -559,6 +559,7 @@ def replica_scheduler(
         )
     if max_concurrency is not None:
         max_concurrency = whole(max_concurrency, "max_concurrency", lo=1)
+    caching = bool(limits.enable_prefix_caching)
     return Scheduler(
         int(size),
         limits.max_num_batched_tokens,
@@ -566,6 +567,8 @@ def replica_scheduler(
         limits.block_size,
         max_concurrency,
         limits.async_scheduling,
+        enable_prefix_caching=caching,
+        hash_lookahead_tokens=hash_lookahead_tokens(problem, config) if caching else 0,
     )
 
 
@@ -610,6 +613,40 @@ def fleet_scheduling(
         "without --no-async-scheduling)"
     )
     return with_async_scheduling(problem, False), [note]
+
+
+#: Methods whose hashes cover a token past each block under prefix caching (vLLM 0.33.0,
+#: ``vllm/config/vllm.py`` lines 655-692: ``num_hash_lookahead_tokens`` is the drafter's
+#: ``num_prefill_lookahead_tokens``, 1 for the EAGLE family, which
+#: ``SpeculativeConfig.use_eagle`` names, ``vllm/config/speculative.py`` line 2116).
+HASH_LOOKAHEAD = ("eagle", "eagle3", "mtp")
+
+
+def hash_lookahead_tokens(problem: Problem, config: Configuration) -> int:
+    """Tokens past a block its prefix-cache hash covers: 1 when a member is an EAGLE,
+    EAGLE-3 or MTP drafter, else 0. (A multi-module MTP drafter, several
+    ``num_nextn_predict_layers``, reads ``num_speculative_tokens`` ahead in vLLM; a problem
+    does not say how many modules it has, so one is assumed.)"""
+    if not config.speculative:
+        return 0
+    for i in np.flatnonzero(config.members):
+        info = problem.drafters[i] if problem.drafters else None
+        method, _ = resolve_method(problem.names[i], None if info is None else info.method)
+        if method in HASH_LOOKAHEAD:
+            return 1
+    return 0
+
+
+def with_prefix_caching(problem: Problem, on: bool) -> Problem:
+    """The problem with ``serving.scheduler.enable_prefix_caching`` set to ``on`` (as it is
+    when it already is, or has no scheduler)."""
+    serving = problem.serving
+    if serving is None or serving.scheduler is None:
+        return problem
+    if serving.scheduler.enable_prefix_caching == on:
+        return problem
+    limits = replace(serving.scheduler, enable_prefix_caching=on)
+    return replace(problem, serving=replace(serving, scheduler=limits))
 
 
 @dataclass(frozen=True, eq=False)
@@ -764,12 +801,14 @@ __all__ = [
     "check_step_range",
     "configuration",
     "kv_cache_tokens",
+    "hash_lookahead_tokens",
     "lookahead_tokens",
     "replica",
     "replica_scheduler",
     "run",
     "schedule_configuration",
     "scheduler_limits",
+    "with_prefix_caching",
     "spec_policy",
     "fleet_scheduling",
     "with_async_scheduling",

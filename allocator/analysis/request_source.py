@@ -19,6 +19,14 @@ arrivals, whose draws set the number of requests). The lengths are one of: fixed
 its options), random, from a trace's rows, or a trace replayed (``trace``); the arrivals
 are generated at one rate, staged, or the trace's own. Every request runs to its output
 length (vLLM's ``--ignore-eos``).
+
+**What they share** (for prefix caching; :mod:`allocator.sim.sessions`): with
+``shared_prefix_len`` every prompt starts with the same tokens; with ``turns`` above 1 the
+requests are multi-turn sessions (each turn's prompt the previous prompt, its answer and a
+new message of ``input_len`` tokens), the first turns arriving as above at ``rate / turns``
+sessions/s (so ``rate`` requests/s were every turn sent at once) and each later turn sent
+``think_time`` s after the previous one finishes (closed loop: the client waits for the
+answer).
 """
 
 from __future__ import annotations
@@ -35,7 +43,8 @@ import numpy as np
 from ..exceptions import ParameterError
 from ..io.trace import read_trace
 from ..sim import PERCENTILES, Requests, SimResult, arrival_times, summary, workloads
-from ..sim.requests import MAX_SPAN_S, check_tokens
+from ..sim.requests import MAX_SPAN_S, TokenContent, check_tokens
+from ..sim.sessions import session_starts, sessions, shared_prefix
 from ..validate import rate as positive
 from ..validate import seed as valid_seed
 from ..validate import whole
@@ -75,6 +84,11 @@ class RequestSource:
     seed: int = 0
     trace_s: np.ndarray | None = None
     trace: str | None = None
+    content: TokenContent | None = None
+    after: np.ndarray | None = None
+    think_s: np.ndarray | None = None
+    #: the command-line flags that make what the requests share (for a reproducing command)
+    flags: tuple[str, ...] = ()
     #: Staged loads: the ``(rate, seconds)`` stages, the arrival times drawn for them (s,
     #: ``(N,)``) and each request's stage (``(N,)``, 0-based); ``at`` returns these times.
     stages: tuple[tuple[float, float], ...] | None = None
@@ -111,8 +125,14 @@ class RequestSource:
                 raise ParameterError(
                     "request_rate", "the stages set the arrivals (stages): give one or the other"
                 )
-            return Requests(self.stage_s, self.prompt_tokens, self.output_tokens)
-        if self.trace_s is None:
+            times = self.stage_s
+        elif self.after is not None:
+            # sessions: their first turns at rate / turns, each later turn at its first's
+            first = session_starts(self.after)
+            starts = arrival_times(first.size, r * first.size / len(self), self.burstiness,
+                                   self.seed)  # fmt: skip
+            times = starts[np.searchsorted(first, np.arange(len(self)), side="right") - 1]
+        elif self.trace_s is None:
             times = arrival_times(len(self), r, self.burstiness, self.seed)
         elif math.isinf(r):
             times = np.zeros(len(self))
@@ -128,7 +148,9 @@ class RequestSource:
                     f"the trace at {r:g} requests/s spans {times[-1]:.3g} s, more than "
                     f"{MAX_SPAN_S:g} s: give a higher rate",
                 )
-        return Requests(times, self.prompt_tokens, self.output_tokens)
+        return Requests(
+            times, self.prompt_tokens, self.output_tokens, self.content, self.after, self.think_s
+        )
 
     def constant_trace(self) -> ParameterError:
         """The error of a trace whose rows share one timestamp, asked for a rate."""
@@ -195,6 +217,9 @@ def request_source(
     random_range_ratio: float | str | Mapping[str, float] | None = None,
     lengths_from: str | Path | None = None,
     stages: str | Sequence[tuple[float, float]] | None = None,
+    shared_prefix_len: int = 0,
+    turns: int = 1,
+    think_time: float = 0.0,
 ) -> RequestSource:
     """The requests of a run (module docstring).
 
@@ -205,7 +230,12 @@ def request_source(
     are drawn with replacement; or ``trace``, replayed with its times. ``num_prompts``
     requests (default :data:`DEFAULT_NUM_PROMPTS`; with a trace its first rows, all of them
     by default), or, with ``stages`` (``"RATE:SECONDS,..."`` or ``(rate, seconds)``
-    pairs), as many as arrive in them (``num_prompts`` refused)."""
+    pairs), as many as arrive in them (``num_prompts`` refused). What they share: every
+    prompt starting with the same ``shared_prefix_len`` tokens; sessions of ``turns`` (fixed
+    lengths only) with ``think_time`` s between a turn's finish and the next turn's send."""
+    turns = whole(turns, "turns", lo=1)
+    if think_time != 0.0 and turns == 1:
+        raise ParameterError("think_time", "is the pause between turns: give turns above 1")
     if num_prompts is not None:
         num_prompts = whole(num_prompts, "num_prompts", lo=1, hi=MAX_PROMPTS)
     b = positive(burstiness, "burstiness", inf=True)
@@ -240,8 +270,20 @@ def request_source(
             raise ParameterError(
                 "num_prompts", f"the trace has more than {MAX_PROMPTS:,} rows: take fewer"
             )
+        if turns > 1:
+            raise ParameterError("turns", "makes sessions of input/output lengths, not a trace")
+        content = None
+        if shared_prefix_len:
+            content = shared_prefix(reqs.prompt_tokens, reqs.output_tokens, shared_prefix_len)
         return RequestSource(
-            reqs.prompt_tokens, reqs.output_tokens, b, arrival_seed, reqs.arrival_s, str(trace)
+            reqs.prompt_tokens,
+            reqs.output_tokens,
+            b,
+            arrival_seed,
+            reqs.arrival_s,
+            str(trace),
+            content,
+            flags=_flags(shared_prefix_len, turns, think_time),
         )
     stage_plan = None
     stage_s = stage_of = None
@@ -291,16 +333,45 @@ def request_source(
         prompts = np.full(n, int(input_len), dtype=np.int64)
         outputs = np.full(n, int(output_len), dtype=np.int64)
         words = ()
+    flags = _flags(shared_prefix_len, turns, think_time)
+    if turns > 1:
+        if kind != "fixed lengths" or stage_plan is not None:
+            raise ParameterError(
+                "turns",
+                "makes sessions of fixed input and output lengths (input_len, output_len) "
+                "at one rate: not with " + ("stages" if stage_plan is not None else str(kind)),
+            )
+        assert input_len is not None and output_len is not None
+        prompt, output, content, after, think = sessions(
+            n, turns, input_len, output_len, think_time, shared_prefix_len
+        )
+        return RequestSource(
+            prompt, output, b, arrival_seed, None, None, content, after, think, flags
+        )
+    content = None
+    if shared_prefix_len:
+        content = shared_prefix(prompts, outputs, shared_prefix_len)
     return RequestSource(
         prompts,
         outputs,
         b,
         arrival_seed,
+        content=content,
+        flags=flags,
         stages=stage_plan,
         stage_s=stage_s,
         stage_of=stage_of,
         lengths=words,
     )
+
+
+def _flags(shared_prefix_len: int, turns: int, think_time: float) -> tuple[str, ...]:
+    out: list[str] = []
+    if shared_prefix_len:
+        out += ["--shared-prefix-len", str(int(shared_prefix_len))]
+    if turns > 1:
+        out += ["--turns", str(int(turns)), "--think-time", repr(float(think_time))]
+    return tuple(out)
 
 
 def run_rate(

@@ -5,6 +5,7 @@ beside their replay (``validate_runs``). Re-exported by :mod:`allocator.api`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,6 +79,10 @@ def bench(
     replicas: int = 1,
     router: str | None = None,
     async_scheduling: bool | None = None,
+    shared_prefix_len: int = 0,
+    turns: int = 1,
+    think_time: float = 0.0,
+    prefix_caching: bool = True,
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
@@ -96,14 +101,20 @@ def bench(
     of requests (:func:`allocator.analysis.request_source.request_source`). Every request
     runs to its output length (vLLM's ``--ignore-eos``). ``replicas`` identical replicas
     behind ``router`` (:data:`allocator.sim.routers.ROUTERS`; default ``round-robin`` past
-    one replica; one replica is the single run). Seeded by ``seed``: the same seed gives
-    the same document but for ``date``. ``engine`` ``"sglang"`` is refused
+    one replica; one replica is the single run). Every prompt starts with the same
+    ``shared_prefix_len`` tokens; ``turns`` above 1 makes multi-turn sessions (each turn's
+    prompt the previous prompt, its answer and ``input_len`` new tokens), the next turn sent
+    ``think_time`` s after the previous finishes. ``prefix_caching=False`` turns off the
+    file's ``serving.scheduler.enable_prefix_caching``. Seeded by ``seed``: the same seed
+    gives the same document but for ``date``. ``engine`` ``"sglang"`` is refused
     (:func:`_vllm_scheduler_only`)."""
 
     _vllm_scheduler_only(engine)
     count, router = analysis_bench.fleet_settings(replicas, router)
     prob = analysis_replica.with_async_scheduling(as_problem(problem), async_scheduling)
     prob, fleet_notes = analysis_replica.fleet_scheduling(prob, count, async_scheduling)
+    if not prefix_caching:
+        prob = analysis_replica.with_prefix_caching(prob, False)
     n = num_prompts
     if n is None and stages is None:
         n = analysis_request_source.DEFAULT_NUM_PROMPTS
@@ -111,6 +122,7 @@ def bench(
         n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
         seed=seed, random_input_len=random_input_len, random_output_len=random_output_len,
         random_range_ratio=random_range_ratio, lengths_from=lengths_from, stages=stages,
+        shared_prefix_len=shared_prefix_len, turns=turns, think_time=think_time,
     )  # fmt: skip
     rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
     config, notes = analysis_replica.configuration(
@@ -162,6 +174,10 @@ def size_fleet_for_rate(
     progress: Callable[[int, int], None] | None = None,
     router: str | None = None,
     async_scheduling: bool | None = None,
+    shared_prefix_len: int = 0,
+    turns: int = 1,
+    think_time: float = 0.0,
+    prefix_caching: bool = True,
 ) -> RateCapacityResult:
     """``allocator capacity --request-rate``: the cheapest fleet serving ``request_rate``
     requests/s (over the fleet; with a ``trace``, its own rate times ``trace_speedup`` when
@@ -178,7 +194,8 @@ def size_fleet_for_rate(
     ``workers`` local processes (default: the CPUs available) or on the Ray cluster at
     ``ray``. Only what ``engine`` serves unless
     ``pooled`` (no ``k`` by batch size for an engine that takes none); ``budget`` replaces
-    caps of the problem's; ``async_scheduling`` replaces the file's
+    caps of the problem's; ``shared_prefix_len``, ``turns``, ``think_time`` and
+    ``prefix_caching`` as :func:`bench` takes them; ``async_scheduling`` replaces the file's
     ``serving.scheduler.async_scheduling`` (``None``: the file's). ``progress(done,
     total)`` is called as each candidate search ends, with the searches done so far and
     those expected in all (an upper bound that falls as candidates are pruned). ``engine``
@@ -191,6 +208,7 @@ def size_fleet_for_rate(
         n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
         seed=seed, random_input_len=random_input_len, random_output_len=random_output_len,
         random_range_ratio=random_range_ratio, lengths_from=lengths_from,
+        shared_prefix_len=shared_prefix_len, turns=turns, think_time=think_time,
     )  # fmt: skip
     if request_rate is None and trace_speedup is None:
         raise ParameterError("request_rate", "give the fleet's request rate, requests/s")
@@ -206,6 +224,9 @@ def size_fleet_for_rate(
     fleet_notes: list[str] = []
     if router is not None:  # the replica count is searched by simulating the fleet
         prob, fleet_notes = analysis_replica.fleet_scheduling(prob, 2, async_scheduling)
+    if not prefix_caching:
+        prob = analysis_replica.with_prefix_caching(prob, False)
+        source = replace(source, flags=(*source.flags, "--no-prefix-caching"))
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
     with capacity_workers.Workers(workers, ray, progress=progress) as pool:
         fleet = capacity_by_rate.size_for_rate(

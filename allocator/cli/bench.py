@@ -24,6 +24,8 @@ from .common import (
     InputLenOption,
     JsonOption,
     LengthsFromOption,
+    NoAsyncSchedulingOption,
+    NoPrefixCachingOption,
     OutputLenOption,
     PooledOption,
     ProblemArg,
@@ -31,7 +33,11 @@ from .common import (
     RandomOutputLenOption,
     RandomRangeRatioOption,
     RouterOption,
+    SharedPrefixLenOption,
+    ThinkTimeOption,
     TraceOption,
+    TurnsOption,
+    async_choice,
     emit_json,
     handles_input_errors,
     note,
@@ -179,6 +185,10 @@ def bench_command(
         "no --request-rate).",
         metavar="R:S,...",
     ),
+    shared_prefix_len: int = SharedPrefixLenOption,
+    turns: int = TurnsOption,
+    think_time: float = ThinkTimeOption,
+    no_prefix_caching: bool = NoPrefixCachingOption,
     trace: str = TraceOption,
     trace_speedup: float = typer.Option(
         None, "--trace-speedup", help="Run the trace F times faster.", metavar="F"
@@ -214,7 +224,8 @@ def bench_command(
         metavar="PATH",
     ),
     slo: list[str] = SloOption,
-    async_scheduling: bool = AsyncSchedulingOption,
+    async_on: bool = AsyncSchedulingOption,
+    async_off: bool = NoAsyncSchedulingOption,
 ) -> None:
     """Simulate `vllm bench serve` on one replica: requests arrive, are scheduled step by
     step as vLLM's V1 scheduler does (continuous batching, chunked prefill, KV blocks,
@@ -253,7 +264,11 @@ def bench_command(
         stages=stages,
         replicas=replicas,
         router=router,
-        async_scheduling=async_scheduling,
+        async_scheduling=async_choice(async_on, async_off),
+        shared_prefix_len=shared_prefix_len,
+        turns=turns,
+        think_time=think_time,
+        prefix_caching=not no_prefix_caching,
     )
     doc = result.to_dict(slos)
     if per_request:

@@ -43,13 +43,19 @@ from .common import (
     InputLenOption,
     JsonOption,
     LengthsFromOption,
+    NoAsyncSchedulingOption,
+    NoPrefixCachingOption,
     OutputLenOption,
     PooledOption,
     ProblemArg,
     RandomInputLenOption,
     RandomOutputLenOption,
     RandomRangeRatioOption,
+    SharedPrefixLenOption,
+    ThinkTimeOption,
     TraceOption,
+    TurnsOption,
+    async_choice,
     emit_json,
     handles_input_errors,
     note,
@@ -243,6 +249,10 @@ def capacity_command(
     random_output_len: int = RandomOutputLenOption,
     random_range_ratio: str = RandomRangeRatioOption,
     lengths_from: str = LengthsFromOption,
+    shared_prefix_len: int = SharedPrefixLenOption,
+    turns: int = TurnsOption,
+    think_time: float = ThinkTimeOption,
+    no_prefix_caching: bool = NoPrefixCachingOption,
     trace: str = TraceOption,
     trace_speedup: float = typer.Option(
         None,
@@ -328,7 +338,8 @@ def capacity_command(
         ".svg); needs --sweep-rate or --sweep-load.",
         metavar="PATH",
     ),
-    async_scheduling: bool = AsyncSchedulingOption,
+    async_on: bool = AsyncSchedulingOption,
+    async_off: bool = NoAsyncSchedulingOption,
 ) -> None:
     """Size a fleet: the cheapest replicas and configuration for a load, beside the cheapest
     without speculation.
@@ -361,9 +372,11 @@ def capacity_command(
             trace_speedup, num_prompts, seed, sweep_rate, _sizes(max_num_seqs), workers,
             ray, engine, pooled, caps, json_path, plot_path,
             {"random_input_len": random_input_len, "random_output_len": random_output_len,
-             "random_range_ratio": random_range_ratio, "lengths_from": lengths_from},
+             "random_range_ratio": random_range_ratio, "lengths_from": lengths_from,
+             "shared_prefix_len": shared_prefix_len, "turns": turns,
+             "think_time": think_time, "prefix_caching": not no_prefix_caching},
             router,
-            async_scheduling=async_scheduling,
+            async_scheduling=async_choice(async_on, async_off),
         )  # fmt: skip
         return
     rate_flags = {
@@ -373,7 +386,10 @@ def capacity_command(
         "--random-input-len": random_input_len, "--random-output-len": random_output_len,
         "--random-range-ratio": random_range_ratio, "--lengths-from": lengths_from,
         "--router": router,
-        "--async-scheduling" if async_scheduling else "--no-async-scheduling": async_scheduling,
+        "--async-scheduling": async_on or None, "--no-async-scheduling": async_off or None,
+        "--shared-prefix-len": shared_prefix_len or None, "--turns": None if turns == 1
+        else turns, "--think-time": think_time or None,
+        "--no-prefix-caching": no_prefix_caching or None,
     }  # fmt: skip
     for flag, value in rate_flags.items():
         if value is not None:

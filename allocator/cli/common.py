@@ -145,12 +145,33 @@ RouterOption = typer.Option(
 
 #: ``--[no-]async-scheduling``: the scheduler `bench` and `capacity --request-rate` simulate.
 AsyncSchedulingOption = typer.Option(
-    None,
-    "--async-scheduling/--no-async-scheduling",
-    help="Schedule each step while the one before it runs, as vLLM's default (or not: "
-    "vLLM's --no-async-scheduling). Default: serving.scheduler.async_scheduling (true).",
+    False,
+    "--async-scheduling",
+    help="Schedule each step while the one before it runs, as vLLM's default does, over a "
+    "file whose serving.scheduler.async_scheduling is false.",
     show_default=False,
 )
+NoAsyncSchedulingOption = typer.Option(
+    False,
+    "--no-async-scheduling",
+    help="vLLM's synchronous scheduler (vllm serve --no-async-scheduling): each step "
+    "scheduled after the one before it is processed. Default: "
+    "serving.scheduler.async_scheduling (true, as vLLM).",
+    show_default=False,
+)
+
+
+def async_choice(on: bool, off: bool) -> bool | None:
+    """``--async-scheduling`` / ``--no-async-scheduling`` as the API's ``async_scheduling``
+    (``None``: neither given, the file's); both given is refused on the second. (Two flags,
+    not typer's ``--x/--no-x`` pair, whose second name takes a column of its own in the
+    help and truncates every other option's name.)"""
+    if on and off:
+        raise InputError(
+            "--no-async-scheduling", "give --async-scheduling or --no-async-scheduling, not both"
+        )
+    return True if on else False if off else None
+
 
 # The requests of `bench` and `capacity --request-rate`, named as vLLM's benchmark names them.
 BurstinessOption = typer.Option(
@@ -201,6 +222,33 @@ LengthsFromOption = typer.Option(
     help="Prompt and output lengths drawn with replacement (seeded) from the rows of a trace "
     "(Azure format, its first 200,000 rows), at generated arrivals (not its times).",
     metavar="PATH",
+)
+SharedPrefixLenOption = typer.Option(
+    0,
+    "--shared-prefix-len",
+    help="Every prompt starts with the same N tokens (a system prompt, as vLLM's "
+    "prefix-repetition dataset); at most the prompt length.",
+    metavar="N",
+)
+TurnsOption = typer.Option(
+    1,
+    "--turns",
+    help="Multi-turn sessions of N requests: each turn's prompt is the previous prompt, its "
+    "answer and a new message of --input-len tokens; a turn is sent --think-time after the "
+    "previous one finishes (closed loop). Sessions start at the request rate / N.",
+    metavar="N",
+)
+ThinkTimeOption = typer.Option(
+    0.0,
+    "--think-time",
+    help="Seconds between a turn's last token and the next turn's send (with --turns).",
+    metavar="S",
+)
+NoPrefixCachingOption = typer.Option(
+    False,
+    "--no-prefix-caching",
+    help="Turn vLLM's automatic prefix caching off (default: the file's "
+    "serving.scheduler.enable_prefix_caching, on unless it says false).",
 )
 TraceOption = typer.Option(
     None,
@@ -455,6 +503,8 @@ def emit_json(doc: object, path: str | None) -> None:
 
 __all__ = [
     "AsyncSchedulingOption",
+    "NoAsyncSchedulingOption",
+    "async_choice",
     "BurstinessOption",
     "InputLenOption",
     "LengthsFromOption",

@@ -45,14 +45,15 @@ MAX_KV_TOKENS = 10**10
 class SchedulerLimits:
     """The engine scheduler's limits (``serving.scheduler``; vLLM's names): most running
     requests, most tokens per step, KV-cache capacity in tokens (``None``: from
-    ``serving.memory``), tokens per KV block and whether steps are scheduled
-    asynchronously (vLLM's default)."""
+    ``serving.memory``), tokens per KV block, whether steps are scheduled asynchronously
+    (vLLM's default) and whether prefix caching is on (vLLM's default)."""
 
     max_num_seqs: int
     max_num_batched_tokens: int
     kv_cache_tokens: int | None = None
     block_size: int = 16
     async_scheduling: bool = True
+    enable_prefix_caching: bool = True
 
 
 @dataclass(frozen=True, eq=False)

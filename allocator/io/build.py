@@ -175,6 +175,7 @@ def serving_from_spec(spec: ProblemSpec, base_dir: Path | None = None) -> Servin
             s.scheduler.kv_cache_tokens,
             s.scheduler.block_size,
             s.scheduler.async_scheduling,
+            s.scheduler.enable_prefix_caching,
         ),
         prefill_tokens=np.asarray([] if s.prefill_ms is None else s.prefill_ms.tokens, float),
         prefill_ms=np.asarray([] if s.prefill_ms is None else s.prefill_ms.ms, float),

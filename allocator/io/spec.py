@@ -376,7 +376,9 @@ class SchedulerSpec(_Frozen):
     size: N tokens``; without it, from ``serving.memory``); ``block_size``: tokens per KV
     block (vLLM's default 16); ``async_scheduling``: each step scheduled while the one
     before it runs (vLLM's ``--async-scheduling``, on by default in vLLM 0.33.0,
-    ``vllm/config/vllm.py``; false: the synchronous scheduler).
+    ``vllm/config/vllm.py``; false: the synchronous scheduler); ``enable_prefix_caching``:
+    vLLM's automatic prefix caching (on by default, as in vLLM 0.33.0:
+    ``vllm/config/cache.py``).
     """
 
     max_num_seqs: Annotated[int, Field(ge=1, le=MAX_NUM_SEQS)]
@@ -384,6 +386,7 @@ class SchedulerSpec(_Frozen):
     kv_cache_tokens: Annotated[int, Field(ge=1, le=MAX_KV_TOKENS)] | None = None
     block_size: Annotated[int, Field(ge=1, le=4096)] = 16
     async_scheduling: bool = True
+    enable_prefix_caching: bool = True
 
     @model_validator(mode="after")
     def _budget_holds_the_batch(self) -> SchedulerSpec:

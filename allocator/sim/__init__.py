@@ -14,7 +14,7 @@ from .config import Scheduler, StepTime
 from .engine import simulate
 from .fleet import FleetResult, simulate_fleet
 from .policy import SpecPolicy
-from .requests import Requests, arrival_times, fixed_requests
+from .requests import Requests, TokenContent, arrival_times, fixed_requests
 from .results import (
     LATENCIES,
     PERCENTILES,
@@ -36,6 +36,7 @@ __all__ = [
     "SimResult",
     "SpecPolicy",
     "StepTime",
+    "TokenContent",
     "acceptance_length",
     "arrival_times",
     "decode_uniforms",

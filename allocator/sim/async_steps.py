@@ -54,7 +54,7 @@ import numpy as np
 from ..exceptions import ParameterError
 from .config import StepTime
 from .fast_path import STRETCH_CELLS, ManyStepTimes
-from .scheduler import Scheduled, schedule, step_seconds
+from .scheduler import Scheduled, cache_output, schedule, step_seconds
 from .state import STRETCH_STEPS, State
 
 _STEPS = np.arange(STRETCH_STEPS)[:, None]
@@ -118,10 +118,10 @@ def launch(state: State, out: Scheduled, step_ms: StepTime, start: float) -> InF
     roll = np.zeros(cols.size + len(rows), dtype=np.int64)
     kinds = [kind]
     taken = []
-    for j, (row, _, chunk, tokens, took) in enumerate(out.admitted):
-        run.computed[row] = took
+    for j, (row, _, chunk, rest, took) in enumerate(out.admitted):
+        run.computed[row] += took  # (from the cache hit's tokens)
         taken.append(took)
-        if chunk == tokens:  # completes the prompt (and output so far): it samples
+        if chunk == rest:  # completes the prompt (and output so far): it samples
             run.prefilling[row] = 0
             state.n_pref -= 1
             roll[cols.size + j] = took - chunk  # a padded prompt's placeholder drafts
@@ -215,6 +215,8 @@ def process(state: State, f: InFlight) -> None:
         run.pending[ci] -= 1
         finished = True
     state.pos = pos
+    if state.cache is not None and (di.size or ci.size):
+        cache_output(state, 0, np.concatenate((di, ci)))  # (output placeholders: always)
     gone = ~here & (f.kind != 1)
     if gone.any():
         _stale(state, f, np.flatnonzero(gone), cdf, t1)
@@ -235,6 +237,8 @@ def _process_decodes(state: State, f: InFlight, size: int, t1: float) -> None:
     run.computed[di] -= sd - em
     run.pending[di] -= 1
     state.pos = state.gaps(di, t1, state.pos)
+    if state.cache is not None:
+        cache_output(state, 0, np.arange(size))
     if (em == rem).any():
         n = state.n
         done = run.emitted[:n] >= run.output[:n]
@@ -273,7 +277,9 @@ def _stale(state: State, f: InFlight, which: np.ndarray, cdf: np.ndarray, t1: fl
         if e + em >= saved.output[i]:  # finished in the waiting queue
             state.finish[i] = t1
             state.waiting.remove(i)
-            state.client.finish(t1, 1)
+            state.client.finish(t1, 1, np.array([i]))
+            if state.cache is not None:
+                state.cache.forget(i)
 
 
 def decode_stretch(
@@ -297,9 +303,12 @@ def decode_stretch(
     (the ``k`` of step ``i + 1`` is the policy's at the size of step ``i``), the KV cache
     overflowing, or (when requests wait, or the client waits for a finish) a turn after a
     finish. The draws, times and records are those of the same turns played one at a
-    time (a test plays both)."""
+    time (a test plays both). With prefix caching on it plays nothing: blocks then have
+    names, are shared and are cached as they fill, which the stretch does not follow."""
     n = state.n
     if n == 0 or state.n_pref or not f.plain or f.ids.size != n:
+        return None
+    if state.cache is not None:  # prefix caching: named, shared blocks, turn by turn
         return None
     run = state.running
     r, k = f.entry, f.k

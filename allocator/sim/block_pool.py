@@ -11,8 +11,11 @@ outputs where the cache binds: one block fewer than before to admit and grow req
 (admission and preemption can come a step sooner), and ``kv_cache_peak_fraction`` over
 ``num_blocks - 1``.
 
-Blocks are counted, not identified: no prefix caching, so a block is either free or held
-by one running request (vLLM's ``get_new_blocks`` and ``free_blocks``, lines 706 and 816).
+Here blocks are counted, not identified: without prefix caching a block is either free or
+held by one running request (vLLM's ``get_new_blocks`` and ``free_blocks``, lines 706 and
+816). Under prefix caching :class:`~allocator.sim.prefix_cache.PrefixCache` names them
+and ``used`` is kept as its count of blocks with a reference (a block shared by several
+requests counted once; a cached free block is free, as ``get_num_free_blocks`` counts it).
 """
 
 from __future__ import annotations

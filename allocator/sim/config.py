@@ -58,7 +58,12 @@ class Scheduler:
     while the one before it runs. vLLM 0.33.0 turns it on by default
     (``VllmConfig``, ``vllm/config/vllm.py`` lines 1685-1719: ``None`` becomes ``True``
     unless an option is incompatible), and so does this class; ``False`` plays vLLM's
-    synchronous ``Scheduler`` (``--no-async-scheduling``).
+    synchronous ``Scheduler`` (``--no-async-scheduling``). ``enable_prefix_caching``:
+    vLLM's automatic prefix caching (:mod:`allocator.sim.prefix_cache`; vLLM 0.33.0 turns
+    it on by default, ``CacheConfig.enable_prefix_caching``; here off unless asked, the
+    problem file's default is on); ``hash_lookahead_tokens``: tokens past a block its hash
+    covers (vLLM's ``num_hash_lookahead_tokens``: 1 with an EAGLE, EAGLE-3 or MTP drafter
+    and prefix caching, else 0).
 
     Refused as vLLM refuses it: ``max_num_batched_tokens < max_num_seqs``
     (``SchedulerConfig.verify_max_model_len``, ``vllm/config/scheduler.py`` lines 331-336,
@@ -71,6 +76,8 @@ class Scheduler:
     block_size: int = 16
     max_concurrency: int | None = None
     async_scheduling: bool = True
+    enable_prefix_caching: bool = False
+    hash_lookahead_tokens: int = 0
 
     def __post_init__(self) -> None:
         for field in ("max_num_seqs", "max_num_batched_tokens", "kv_cache_tokens", "block_size"):
@@ -85,6 +92,12 @@ class Scheduler:
             raise ParameterError(
                 "async_scheduling", f"must be True or False, got {self.async_scheduling!r}"
             )
+        if not isinstance(self.enable_prefix_caching, bool):
+            raise ParameterError(
+                "enable_prefix_caching",
+                f"must be True or False, got {self.enable_prefix_caching!r}",
+            )
+        whole(self.hash_lookahead_tokens, "hash_lookahead_tokens", lo=0, hi=self.block_size)
         if self.kv_cache_tokens < self.block_size:
             raise ParameterError(
                 "kv_cache_tokens",

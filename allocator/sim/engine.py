@@ -11,6 +11,7 @@ pmf. The pieces, each beside the vLLM code it follows:
   nothing was preempted) and ``update_from_output`` (tokens emitted, first tokens,
   finishes), every rule with its file and line in vLLM 0.33.0;
 * :mod:`allocator.sim.block_pool`: the KV blocks, all but vLLM's null block usable;
+  :mod:`allocator.sim.prefix_cache` names them under prefix caching;
 * :mod:`allocator.sim.client`: the benchmark client's sends and ``max_concurrency``;
 * :mod:`allocator.sim.state`: the state they share (running and waiting requests, the
   pool, the client, the clock, what the run records);
@@ -29,8 +30,9 @@ the client as one streamed chunk at the end of the step.
 
 Simplifications, all stated:
 
-* no prefix caching (every admission computes its prompt from scratch; vLLM's default
-  enables it), no time on the CPU (without async scheduling a step's scheduling and
+* prefix caching only with ``Scheduler.enable_prefix_caching``
+  (:mod:`allocator.sim.prefix_cache`; off, every admission computes its prompt from
+  scratch), no time on the CPU (without async scheduling a step's scheduling and
   output processing take no time; with it the GPU never waits for them either), no
   watermark (vLLM's default 0),
   ``long_prefill_token_threshold`` 0 (its default), no ``max_model_len`` cap, no extra

@@ -80,18 +80,30 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
         if n < state.max_seqs and per_step < state.budget:
             i = state.waiting[0]
             tokens = int(state.saved.prompt[i] + state.saved.emitted[i])
-            si = min(tokens, state.budget - per_step)
-            head = max(-(-(si + state.L) // bs), -(-tokens // bs))
+            shared = 0
+            if state.cache is None:
+                si = min(tokens, state.budget - per_step)
+                head = max(-(-(si + state.L) // bs), -(-tokens // bs))
+            else:
+                held = _head_hit(state, i, tokens, n)
+                if held < 0:
+                    return False  # (its hit could grow in the stretch: step by step)
+                si = min(tokens - held * bs, state.budget - per_step)
+                head = max(-(-(held * bs + si + state.L) // bs), -(-tokens // bs)) - held
+                head += state.cache.evictable(state.cache.lookup(i, tokens))
+                shared = int(nb0.sum()) - pool.used
             # each decoding row needs at most ⌈(1 + k) / block_size⌉ more blocks
             if pool.free - n * -(-(1 + k) // bs) >= head:
                 return False
-            used0 = int(np.maximum(base // bs, nb0).sum())
+            used0 = int(np.maximum(base // bs, nb0).sum()) - shared
             if pool.usable - used0 >= head:
                 return False
         next_send = math.inf
     else:
         next_send = state.client.next_send_time()
         through = next_send < math.inf or state.client.all_sent()
+        # a finish that frees shared blocks or releases a session's next turn ends it
+        through = through and state.cache is None and not state.client.held
     rem = run.output[:n] - e
     horizon = int(int(rem.max() if through else rem.min()) / state.mean_tokens[r]) + 2
     if next_send < math.inf and state.dt_decode > 0:
@@ -120,9 +132,13 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     # KV blocks: each sequence's grow with its tokens (a finished one's are freed); the
     # matrix is needed only when the blocks at the last step could overflow or peak
     tot: np.ndarray | None = None
-    if int(np.add.reduce(np.maximum((base + prev[-1]) // bs, nb0))) > pool.peak:
+    cache = state.cache
+    # blocks held by several sequences (prefix caching) are counted once in the pool
+    shared = int(nb0.sum()) - pool.used if cache is not None else 0
+    if int(np.add.reduce(np.maximum((base + prev[-1]) // bs, nb0))) - shared > pool.peak:
         blocks = np.maximum((base + prev) // bs, nb0)
         tot = (blocks * active).sum(axis=1) if active is not None else blocks.sum(axis=1)
+        tot -= shared
         over = tot > pool.usable
         if over.any():
             h_max = int(over.argmax())
@@ -193,13 +209,16 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     # the state after the stretch (blocks and last chunk as of the last step: right for
     # the sequences still running, unused for those finished in the stretch)
     played = np.minimum(fin, last) + 1 if active is not None else hc
+    if cache is not None:
+        blocks = np.maximum((base + prev[:hc]) // bs, nb0)
+        _name_blocks(state, nb0, blocks, pe + prev[last], pe + np.minimum(cum[last], rem))
     run.blocks[:n] = np.maximum((base + prev[last]) // bs, nb0)
     state.last[:n] = ends[-1]
     e += np.minimum(cum[last], rem)
     run.computed[:n] = run.prompt[:n] + e - 1
     run.chunks[:n] += played
     run.draw[:n] += played
-    pool.used = int(run.blocks[:n].sum())
+    pool.used = int(run.blocks[:n].sum()) - shared
     if tot is not None:
         peak = int(tot[:hc].max())
         if peak > pool.peak:
@@ -215,6 +234,50 @@ def decode_stretch(state: State, step_ms: StepTime, many: ManyStepTimes | None) 
     if done.any():
         state.finish_rows(done, ends_arr[fin[done]])
     return True
+
+
+def _head_hit(state: State, i: int, tokens: int, n: int) -> int:
+    """Prefix caching: the blocks waiting request ``i`` (``tokens`` known) finds cached
+    now, or ``-1`` when a stretch could make it find more: the hash of its first block
+    not found is one that a running column ``[0, n)`` has among its blocks yet to cache.
+    Found blocks can only be lost in a stretch (its new blocks evict free cached ones),
+    which makes admitting it no easier, so the count now is what the stretch may assume."""
+    cache = state.cache
+    assert cache is not None
+    held = len(cache.lookup(i, tokens))
+    if held >= min((tokens - 1) // cache.B, cache.hashable(tokens)):
+        return held  # (nothing more to find)
+    want = cache.block_hashes(i, held + 1)[held]
+    ids = state.running.req_id[:n].tolist()
+    for r in ids:
+        if cache.cached[r] <= held:
+            total = int(state.P[r] + state.O[r])
+            if cache.hashable(total) > held and cache.block_hashes(r, held + 1)[held] == want:
+                return -1
+    return held
+
+
+def _name_blocks(
+    state: State, nb0: np.ndarray, blocks: np.ndarray, known: np.ndarray, after: np.ndarray
+) -> None:
+    """Prefix caching after a stretch of ``H`` steps: the blocks the ``n`` sequences took
+    (``blocks`` ``(H, n)``, held at each step; ``nb0`` ``(n,)`` before) are taken from the
+    free queue step after step, column after column, as step by step; each sequence then
+    enters in the hash table the full blocks its last step's scheduling enters (of its
+    ``known`` ``(n,)`` tokens then) or, with drafts, its last output enters (of its
+    ``after`` ``(n,)`` tokens but the newest: :func:`~allocator.sim.scheduler.cache_output`),
+    the most of those (each step enters at least what the one before did)."""
+    cache = state.cache
+    assert cache is not None
+    ids = state.running.req_id[: nb0.size].tolist()
+    new = np.diff(np.concatenate((nb0[None, :], blocks)), axis=0)
+    for h, j in np.argwhere(new > 0).tolist():
+        cache.grow(ids[j], int(new[h, j]))
+    full = np.maximum(known - cache.lookahead, 0) // cache.B
+    if state.kmax > 0:
+        full = np.maximum(full, np.minimum(after - 1, after - cache.lookahead) // cache.B)
+    for j in np.flatnonzero(full > cache.cached[ids]).tolist():
+        cache.cache(ids[j], int(full[j]))
 
 
 def _times_at_once(

@@ -20,6 +20,19 @@ vLLM draws from the global ``np.random`` state; here every draw comes from a
 arrivals (not the same numbers as vLLM's for that seed).
 
 The Azure LLM inference trace is read by :func:`allocator.io.trace.read_trace`.
+
+**What requests share** (for prefix caching, :mod:`allocator.sim.prefix_cache`):
+``Requests.content``, a :class:`TokenContent`, describes each request's whole token
+sequence (prompt, then output) as segments ``(segment id, length)``: a segment id names one
+token string and a segment of length ``L`` is its first ``L`` tokens, so two requests hold
+equal tokens at a position exactly when the segments there have one id and one offset.
+Without it every request's tokens are its own (nothing is shared between requests; a
+request preempted can still find its own blocks again).
+
+**Sessions** (multi-turn, :mod:`allocator.sim.sessions`): ``Requests.after[i]`` is the
+request whose finish releases request ``i`` (``-1``: none) and ``think_s[i]`` the seconds
+the client waits after that finish before sending it (its ``arrival_s`` is then a lower
+bound: the send is the later of the two).
 """
 
 from __future__ import annotations
@@ -42,17 +55,77 @@ MAX_SPAN_S = 1e8
 
 
 @dataclass(frozen=True)
+class TokenContent:
+    """Every request's token sequence (prompt then output) as segments, CSR-style.
+
+    ``ids``: ``(S,)`` int64 segment ids, ``>= 0``; ``lengths``: ``(S,)`` int64 tokens of
+    each, ``>= 1``; ``starts``: ``(N + 1,)`` int64, request ``i``'s segments are
+    ``ids[starts[i]:starts[i + 1]]``, non-decreasing from 0 to ``S``. Request ``i``'s
+    lengths must sum to its prompt plus output tokens (checked by :class:`Requests`).
+    Memory: 16 bytes per segment.
+    """
+
+    ids: np.ndarray
+    lengths: np.ndarray
+    starts: np.ndarray
+
+    def __post_init__(self) -> None:
+        ids = np.asarray(self.ids, dtype=np.int64)
+        lengths = np.asarray(self.lengths, dtype=np.int64)
+        starts = np.asarray(self.starts, dtype=np.int64)
+        if ids.ndim != 1 or ids.shape != lengths.shape:
+            raise ParameterError("content", "ids and lengths must be 1-D of one length")
+        if starts.ndim != 1 or starts.size < 2 or starts[0] != 0 or starts[-1] != ids.size:
+            raise ParameterError("content", "starts must run from 0 to the number of segments")
+        if np.any(np.diff(starts) < 1):
+            raise ParameterError("content", "every request needs at least one segment")
+        if ids.size and ids.min() < 0:
+            raise ParameterError("content", "segment ids must be >= 0")
+        if lengths.size and lengths.min() < 1:
+            raise ParameterError("content", "segment lengths must be >= 1")
+        object.__setattr__(self, "ids", ids)
+        object.__setattr__(self, "lengths", lengths)
+        object.__setattr__(self, "starts", starts)
+
+    def __len__(self) -> int:
+        return int(self.starts.size - 1)
+
+    def totals(self) -> np.ndarray:
+        """Tokens per request, ``(N,)``: the sum of its segments' lengths."""
+        cum = np.concatenate(([0], np.cumsum(self.lengths)))
+        return cum[self.starts[1:]] - cum[self.starts[:-1]]
+
+    def head(self, n: int) -> TokenContent:
+        """The first ``n`` requests' segments."""
+        end = int(self.starts[n])
+        return TokenContent(self.ids[:end], self.lengths[:end], self.starts[: n + 1])
+
+    def segments(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Request ``i``'s segment ids and lengths."""
+        a, b = int(self.starts[i]), int(self.starts[i + 1])
+        return self.ids[a:b], self.lengths[a:b]
+
+
+@dataclass(frozen=True)
 class Requests:
     """``N`` requests as arrays.
 
     ``arrival_s``: ``(N,)`` float64, seconds from the start of the benchmark,
     non-decreasing, finite, ``>= 0``; ``prompt_tokens``, ``output_tokens``: ``(N,)`` int64,
     each ``>= 1`` (the output counts every generated token, the first included).
+
+    Optional: ``content`` (:class:`TokenContent`, what the requests' tokens share; ``None``:
+    nothing shared), ``after`` ``(N,)`` int64 (the earlier request whose finish releases
+    request ``i``, ``-1`` for none) with ``think_s`` ``(N,)`` float64 (s from that finish to
+    the send, ``>= 0``); ``after`` and ``think_s`` come together or not at all.
     """
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
+    content: TokenContent | None = None
+    after: np.ndarray | None = None
+    think_s: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         arrival = np.asarray(self.arrival_s, dtype=np.float64)
@@ -76,6 +149,34 @@ class Requests:
         object.__setattr__(self, "arrival_s", arrival)
         object.__setattr__(self, "prompt_tokens", prompt)
         object.__setattr__(self, "output_tokens", output)
+        if self.content is not None:
+            if not isinstance(self.content, TokenContent):
+                raise ParameterError("content", "must be a TokenContent")
+            if len(self.content) != arrival.size:
+                raise ParameterError(
+                    "content", f"describes {len(self.content)} requests, not {arrival.size}"
+                )
+            bad = np.flatnonzero(self.content.totals() != prompt + output)
+            if bad.size:
+                i = int(bad[0])
+                raise ParameterError(
+                    "content",
+                    f"request {i}'s segments hold {int(self.content.totals()[i])} tokens, "
+                    f"not its prompt + output {int(prompt[i] + output[i])}",
+                )
+        if (self.after is None) != (self.think_s is None):
+            raise ParameterError("after", "after and think_s come together")
+        if self.after is not None:
+            after = np.asarray(self.after, dtype=np.int64)
+            think = np.asarray(self.think_s, dtype=np.float64)
+            if after.shape != arrival.shape or think.shape != arrival.shape:
+                raise ParameterError("after", "after and think_s must be (N,) like arrival_s")
+            if np.any((after < -1) | (after >= np.arange(arrival.size))):
+                raise ParameterError("after", "must name an earlier request, or -1")
+            if not np.all(np.isfinite(think)) or (think.size and think.min() < 0):
+                raise ParameterError("think_s", "must be finite and >= 0")
+            object.__setattr__(self, "after", after)
+            object.__setattr__(self, "think_s", think)
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
@@ -84,7 +185,17 @@ class Requests:
         """The first ``n`` requests."""
         if n < 1:
             raise ParameterError("num_prompts", "must be >= 1")
-        return Requests(self.arrival_s[:n], self.prompt_tokens[:n], self.output_tokens[:n])
+        content = None if self.content is None else self.content.head(min(n, len(self)))
+        after = None if self.after is None else self.after[:n]
+        think = None if self.think_s is None else self.think_s[:n]
+        return Requests(
+            self.arrival_s[:n],
+            self.prompt_tokens[:n],
+            self.output_tokens[:n],
+            content,
+            after,
+            think,
+        )
 
 
 def _as_counts(values: object, field: str) -> np.ndarray:
@@ -162,6 +273,7 @@ __all__ = [
     "MAX_TOKENS",
     "check_tokens",
     "Requests",
+    "TokenContent",
     "arrival_times",
     "fixed_requests",
 ]

@@ -36,7 +36,9 @@ scheduled, mean), ``preemptions``, ``max_running_seqs`` (the most requests runni
 once), ``mean_concurrency`` (time-average of the requests in the server, waiting or
 running, over ``duration``: Little's law reads ``mean_concurrency = request_throughput x
 mean_e2el_ms / 1000``) and ``kv_cache_peak_fraction`` (the most KV blocks allocated at
-once over the cache's blocks).
+once over the cache's blocks) and ``prefix_cache_hit_rate`` (vLLM's metric: prefix-cache
+hit tokens over queried tokens, ``vllm:prefix_cache_hits / vllm:prefix_cache_queries``,
+counted at each request's first admission; 0 without prefix caching).
 """
 
 from __future__ import annotations
@@ -76,7 +78,9 @@ class SimResult:
     ``duration_s``: the last chunk's time; ``steps``: engine steps played;
     ``time_in_system_s``: the integral over time of the requests in the server (waiting or
     running), request-seconds, accumulated step by step; ``max_running_seqs``;
-    ``kv_cache_peak_fraction``.
+    ``kv_cache_peak_fraction``; ``prefix_cache``: tokens ``(queries, hits,
+    preempted_queries, preempted_hits)`` as vLLM's ``PrefixCacheStats`` counts them
+    (:mod:`allocator.sim.prefix_cache`; zeros without prefix caching).
     """
 
     requests: Requests
@@ -99,6 +103,15 @@ class SimResult:
     scheduler: Scheduler
     policy: SpecPolicy
     seed: int
+    prefix_cache: tuple[int, int, int, int] = (0, 0, 0, 0)
+
+    @property
+    def prefix_cache_hit_rate(self) -> float:
+        """vLLM's prefix cache hit rate: hit tokens over queried tokens at first admissions
+        (preempted requests admitted again are left out, as ``CachingMetrics`` leaves them
+        out); 0 with no query."""
+        queries, hits = self.prefix_cache[0], self.prefix_cache[1]
+        return hits / queries if queries else 0.0
 
     @property
     def ttft_s(self) -> np.ndarray:
@@ -316,6 +329,7 @@ def summary(
     doc["max_running_seqs"] = result.max_running_seqs
     doc["mean_concurrency"] = result.time_in_system_s / duration if duration > 0 else 0.0
     doc["kv_cache_peak_fraction"] = result.kv_cache_peak_fraction
+    doc["prefix_cache_hit_rate"] = result.prefix_cache_hit_rate
     return doc
 
 
@@ -367,6 +381,7 @@ _SCALAR_KEYS = (
     "max_running_seqs",
     "mean_concurrency",
     "kv_cache_peak_fraction",
+    "prefix_cache_hit_rate",
 )
 
 __all__ = [

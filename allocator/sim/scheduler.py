@@ -90,8 +90,8 @@ class Scheduled:
     ``entry``: the policy's ``k`` and pmf index at the decode batch; ``ents``: ``None``
     when every decoding request carries the drafts of ``entry``, else ``(n,)`` the entry
     each running column verifies (its carried drafts; ``entry`` for the others); ``admitted``: the
-    waiting requests admitted, ``(column, request, prompt chunk, tokens to compute, tokens
-    taken)`` (taken: the chunk, or ``1 + k`` for a padded 1-token prompt);
+    waiting requests admitted, ``(column, request, prompt chunk, tokens to compute past
+    the cache hit, tokens taken)`` (taken: the chunk, or ``1 + k`` for a padded 1-token prompt);
     ``tokens``: tokens scheduled in all, padding included.
     """
 
@@ -181,8 +181,11 @@ def schedule_running(state: State, out: Scheduled) -> bool:
     need = np.maximum((run.computed[:m] + s + (state.L + bs - 1)) // bs - run.blocks[:m], 0)
     total = int(need.sum())
     preempted = False
+    cache = state.cache
     if total <= state.pool.free:
         state.pool.used += total
+        if cache is not None:
+            grow(state, 0, m, need)
     else:
         m = allocate_slots(state, need, m)
         preempted = True
@@ -193,8 +196,57 @@ def schedule_running(state: State, out: Scheduled) -> bool:
         else:
             scheduled = m * s
     run.blocks[:m] += need
+    if cache is not None:
+        cache_full(state, m, s)
     out.m, out.s, out.tokens = m, s, scheduled
     return preempted
+
+
+def cache_output(state: State, M: int, cols: np.ndarray | None = None) -> None:
+    """Prefix caching at a step's output: each running column of ``cols`` (default
+    ``[0, M)``) that has sampled, past its prefill, enters its full blocks of verified
+    tokens (``update_from_output``, ``scheduler.py`` lines 2401-2415: ``cache_blocks(request,
+    num_computed_tokens - num_in_flight_tokens)`` for a running request that received
+    tokens, when speculation is configured or the step had output placeholders, that is
+    under async scheduling; the computed tokens are then its tokens but the newest)."""
+    cache = state.cache
+    assert cache is not None
+    run = state.running
+    if cols is None:
+        cols = np.flatnonzero(run.prefilling[:M] == 0)
+    ids = run.req_id[cols]
+    known = run.prompt[cols] + run.emitted[cols]
+    full = np.minimum(known - 1, known - cache.lookahead) // cache.B
+    for j in np.flatnonzero(full > cache.cached[ids]).tolist():
+        cache.cache(int(ids[j]), int(full[j]))
+
+
+def grow(state: State, lo: int, hi: int, need: np.ndarray) -> None:
+    """Prefix caching: running columns ``[lo, hi)`` take ``need[lo:hi]`` fresh blocks from
+    the free queue, in column order (vLLM allocates request after request)."""
+    cache = state.cache
+    assert cache is not None
+    ids = state.running.req_id
+    for j in (np.flatnonzero(need[lo:hi]) + lo).tolist():
+        cache.grow(int(ids[j]), int(need[j]))
+
+
+def cache_full(state: State, m: int, s: np.ndarray | int) -> None:
+    """Prefix caching: each scheduled running column ``[0, m)`` enters its full blocks up to
+    ``min(computed + scheduled, num_tokens)`` tokens that have a hash
+    (``kv_cache_manager.py`` lines 596-602)."""
+    cache = state.cache
+    assert cache is not None
+    run = state.running
+    ids = run.req_id[:m]
+    known = run.prompt[:m] + run.emitted[:m]
+    upto = np.minimum(run.computed[:m] + s, known)
+    full = np.minimum(upto, known - cache.lookahead) // cache.B
+    more = full > cache.cached[ids]
+    if isinstance(s, np.ndarray):
+        more &= s[:m] > 0  # (a request skipped under async scheduling allocates nothing)
+    for j in np.flatnonzero(more).tolist():
+        cache.cache(int(ids[j]), int(full[j]))
 
 
 def allocate_slots(state: State, need: np.ndarray, m: int) -> int:
@@ -210,10 +262,14 @@ def allocate_slots(state: State, need: np.ndarray, m: int) -> int:
         over = cr > free
         if not over.any():
             pool.used = pool.usable - (free - int(cr[-1]))
+            if state.cache is not None:
+                grow(state, done, m, need)
             return m
         j = done + int(np.argmax(over))
         if j > done:
             free -= int(cr[j - done - 1])
+            if state.cache is not None:
+                grow(state, done, j, need)  # (before the preemptions free blocks)
         done = j
         while True:
             victim = state.n - 1
@@ -242,56 +298,80 @@ def preempt(state: State) -> int:
         state.n_pref -= 1
     state.waiting.appendleft(i)
     state.n = row
+    if state.cache is not None:
+        return state.cache.free(i)  # (shared blocks stay with the others)
     return int(run.blocks[row])
 
 
 def schedule_waiting(state: State, out: Scheduled) -> None:
     """Admit waiting requests first come first served while the budget, ``max_num_seqs``
-    and the free blocks allow (the whole prompt's blocks free, the first chunk's taken)."""
+    and the free blocks allow (the whole prompt's blocks free, the first chunk's taken).
+    Under prefix caching a request starts from its cache hit: its computed tokens are the
+    hit's, it computes the rest, and its blocks are the hit's plus fresh ones."""
     run = state.running
     saved = state.saved
     waiting = state.waiting
     budget_left = state.budget - out.tokens
     pool = state.pool
     bs, L = pool.block_size, state.L
+    cache = state.cache
     pad = state.pad_to
+    # vLLM pads a request with one token to compute when no running request was a prefill
+    # chunk and running requests were scheduled or the request has computed tokens (a
+    # cache hit): ``not prefill_scheduled and (scheduled_running_reqs or
+    # num_computed_tokens > 0)``, scheduler.py lines 1309-1330
+    running_scheduled = out.m > 0
     if pad:
-        scheduled = out.m > 0
-        if scheduled and isinstance(out.s, np.ndarray) and state.async_sched:
-            scheduled = bool((out.s[: out.m] > 0).any())  # (skipped: not scheduled)
-        if not scheduled or (not out.plain and run.prefilling[: out.m].any()):
-            pad = 0  # no running request scheduled, or one of them a prefill chunk
+        if running_scheduled and isinstance(out.s, np.ndarray) and state.async_sched:
+            running_scheduled = bool((out.s[: out.m] > 0).any())  # (skipped: not scheduled)
+        if not out.plain and run.prefilling[: out.m].any():
+            pad = 0  # a running request was a prefill chunk
     free = pool.free
     while budget_left > 0 and waiting and state.n < state.max_seqs:
         i = waiting[0]
         tokens = int(saved.prompt[i] + saved.emitted[i])
-        chunk = min(tokens, budget_left)
+        hit: list[int] = []
+        held = evict = 0
+        if cache is not None:
+            hit = cache.lookup(i, tokens)
+            held = len(hit)
+            evict = cache.evictable(hit)
+        computed = held * bs
+        rest = tokens - computed
+        chunk = min(rest, budget_left)
         taken = chunk
-        if pad and tokens == 1:
+        if pad and rest == 1 and (running_scheduled or computed > 0):
             taken = pad
             if taken > budget_left:
                 break
-        blocks = -(-(taken + L) // bs)
+        blocks = -(-(computed + taken + L) // bs)
         # the whole prompt must fit before its first chunk is admitted (vLLM's
-        # scheduler_reserve_full_isl); the chunk's blocks are what it takes now
-        if max(blocks, -(-tokens // bs)) > free:
+        # scheduler_reserve_full_isl); the chunk's blocks are what it takes now; hit blocks
+        # taken off the free queue count against it (num_evictable_blocks)
+        if max(blocks, -(-tokens // bs)) - held + evict > free:
             break
         waiting.popleft()
         row = state.n
         state.n += 1
         state.n_pref += 1
-        saved.computed[i] = 0
+        saved.computed[i] = computed
         saved.blocks[i] = blocks
         saved.target[i] = tokens
         saved.prefilling[i] = 1
         run.table[:, row] = saved.table[:, i]
         state.last[row] = state.saved_last[i]
-        free -= blocks
+        if cache is not None:
+            cache.record(tokens, computed, bool(state.preemptions[i]))
+            cache.admit(i, hit, blocks - held)
+            cache.cache(i, min(computed + chunk, tokens - cache.lookahead) // bs)
+            free = cache.free_count
+        else:
+            free -= blocks
         if math.isnan(state.first_sched[i]):
             state.first_sched[i] = state.t
         budget_left -= taken
         out.tokens += taken
-        out.admitted.append((row, i, chunk, tokens, taken))
+        out.admitted.append((row, i, chunk, rest, taken))
     pool.used = pool.usable - free
 
 
@@ -371,9 +451,9 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
             run.prefilling[complete] = 0
             state.n_pref -= complete.size
             finished = True
-    for row, i, chunk, tokens, _ in admitted:
-        run.computed[row] = chunk  # a padded request's placeholder drafts are rejected
-        if chunk == tokens:  # the whole prompt (and output so far) in one chunk
+    for row, i, chunk, rest, _ in admitted:
+        run.computed[row] += chunk  # a padded request's placeholder drafts are rejected
+        if chunk == rest:  # the rest of the prompt (and output so far) in one chunk
             if run.emitted[row]:
                 itl[pos] = t1 - last[row]
                 itl_req[pos] = i
@@ -387,6 +467,10 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
             state.n_pref -= 1
             finished = True
     state.pos = pos
+    if state.cache is not None and state.kmax > 0:
+        # with drafts, the blocks the step's verified tokens filled are cached at its
+        # output (the newest token, not yet computed, left out)
+        cache_output(state, M)
     state.area += n_sys * dt
     state.t = t1
     if not prefill_tokens:
@@ -406,6 +490,9 @@ def update_from_output(state: State, out: Scheduled, step_ms: StepTime) -> None:
 __all__ = [
     "Scheduled",
     "allocate_slots",
+    "cache_full",
+    "cache_output",
+    "grow",
     "preempt",
     "schedule",
     "schedule_running",

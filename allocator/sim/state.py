@@ -34,6 +34,7 @@ from .block_pool import BlockPool
 from .client import Client
 from .config import Scheduler
 from .policy import SpecPolicy
+from .prefix_cache import PrefixCache
 from .requests import Requests
 from .results import SimResult
 
@@ -134,7 +135,21 @@ class State:
         self.max_seqs = sched.max_num_seqs
         self.async_sched = sched.async_scheduling
         self.pool = BlockPool(sched.num_blocks, sched.block_size)
-        self.client = Client(requests.arrival_s, sched.max_concurrency)
+        self.client = Client(
+            requests.arrival_s, sched.max_concurrency, requests.after, requests.think_s
+        )
+        #: named blocks and their hashes under prefix caching (else ``None``)
+        self.cache = (
+            PrefixCache(
+                sched.num_blocks,
+                sched.block_size,
+                sched.hash_lookahead_tokens,
+                requests.content,
+                n_req,
+            )
+            if sched.enable_prefix_caching
+            else None
+        )
         # the policy as tables by decode batch size 0..max_num_seqs
         self.L = policy.lookahead if policy.max_k > 0 else 0  # vLLM's num_lookahead_tokens
         self.kmax = policy.max_k  # vLLM's num_speculative_tokens
@@ -231,11 +246,11 @@ class State:
             s = client.next_send_time()
             if s > t:
                 return
-            i = client.next
+            i = client.next_request()
             client.sent[i] = s
             self.waiting.append(i)
             self.area += t - s
-            client.next += 1
+            client.advance()
 
     def draw(self, di: np.ndarray | slice, sd: np.ndarray | int, cdf: np.ndarray) -> tuple:
         """The tokens each decoding column ``di`` emits this step: its next draw from
@@ -301,9 +316,16 @@ class State:
         ids = run.req_id[:n][done]
         self.finish[ids] = times
         self.saved.chunks[ids] = run.chunks[:n][done]
-        self.pool.used -= int(run.blocks[:n][done].sum())
+        cache = self.cache
+        if cache is None:
+            self.pool.used -= int(run.blocks[:n][done].sum())
+        else:  # in column order (vLLM frees in the order the step scheduled them)
+            for i in ids.tolist():
+                cache.free(i)
+                cache.forget(i)
+            self.pool.used = self.pool.usable - cache.free_count
         m = ids.size
-        self.client.finish(times, m)
+        self.client.finish(times, m, ids)
         keep = ~done
         n2 = n - m
         run.table[:, :n2] = run.table[:, :n][:, keep]
@@ -337,7 +359,16 @@ class State:
             scheduler=self.sched,
             policy=self.policy,
             seed=self.seed,
+            prefix_cache=cache_counts(self.cache),
         )
 
 
-__all__ = ["FIELDS", "STRETCH_STEPS", "Rows", "State", "decode_uniforms"]
+def cache_counts(cache: PrefixCache | None) -> tuple[int, int, int, int]:
+    """``(queries, hits, preempted_queries, preempted_hits)``, tokens (zeros without
+    prefix caching)."""
+    if cache is None:
+        return (0, 0, 0, 0)
+    return (cache.queries, cache.hits, cache.preempted_queries, cache.preempted_hits)
+
+
+__all__ = ["FIELDS", "cache_counts", "STRETCH_STEPS", "Rows", "State", "decode_uniforms"]

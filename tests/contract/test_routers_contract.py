@@ -114,7 +114,7 @@ def test_least_loaded_or_sticky(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_keyed_routers_refuse_requests_without_keys(name):
     reqs = fixed_requests(6, 16, 4, request_rate=10.0)
-    sched = Scheduler(4, 256, 4_000)
+    sched = Scheduler(4, 256, 4_000, async_scheduling=False)
     cls = ROUTERS[name]
     if cls.keyed:
         with pytest.raises(ParameterError) as err:
@@ -130,7 +130,7 @@ def test_keyed_routers_refuse_requests_without_keys(name):
 def test_in_a_fleet_every_request_served_once(name, replicas):
     reqs = fixed_requests(200, 64, 12, request_rate=40.0, seed=3)
     keys = np.random.default_rng(0).integers(0, 7, 200)
-    sched = Scheduler(8, 512, 20_000)
+    sched = Scheduler(8, 512, 20_000, async_scheduling=False)
     pol = SpecPolicy.fixed(2, [0.0, 0.4, 0.3, 0.3])
     run = simulate_fleet(reqs, pol, step, sched, replicas, name, seed=1, keys=keys)
     assert run.router == name

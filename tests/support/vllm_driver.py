@@ -51,11 +51,15 @@ TOKEN = 7
 @dataclass(frozen=True)
 class Workload:
     """``N`` requests: arrival step, prompt tokens and output tokens (``max_tokens``),
-    each a sequence of length ``N``, arrivals non-decreasing."""
+    each a sequence of length ``N``, arrivals non-decreasing. ``tokens`` (optional): each
+    request's token ids, prompt then output (``prompt + output`` of them): the prompt it is
+    given and the tokens the mock model samples for it, so that requests share what their
+    ids share (prefix caching); without it every prompt is its own."""
 
     arrival_step: Sequence[int]
     prompt_tokens: Sequence[int]
     output_tokens: Sequence[int]
+    tokens: Sequence[Sequence[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.arrival_step)
@@ -84,6 +88,7 @@ class Limits:
     async_scheduling: bool = False
     max_model_len: int = 1 << 15
     k_schedule: tuple[tuple[int, int, int], ...] | None = None
+    log_stats: bool = False
 
 
 @dataclass
@@ -123,7 +128,9 @@ class Trace:
     start when nothing was in flight), the step of its first token, the step of its last
     (finish), the steps in which it received tokens (``chunks``), tokens received and
     preemptions; ``empty``: the schedules of no token (their :class:`Step`, the
-    preemptions and stale drafts in them recorded like a played step's)."""
+    preemptions and stale drafts in them recorded like a played step's);
+    ``prefix_cache``: with ``Limits.log_stats``, vLLM's ``PrefixCacheStats`` summed over
+    the run, ``[queries, hits, preempted_queries, preempted_hits]``."""
 
     steps: list[Step] = field(default_factory=list)
     first_scheduled: list[int | None] = field(default_factory=list)
@@ -133,6 +140,7 @@ class Trace:
     tokens: list[int] = field(default_factory=list)
     preemptions: list[int] = field(default_factory=list)
     empty: list[Step] = field(default_factory=list)
+    prefix_cache: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
 
 
 _MODEL_CONFIG = {
@@ -251,7 +259,7 @@ def make_scheduler(limits: Limits):
         vllm_config=vllm_config,
         kv_cache_config=kv_cache_config,
         block_size=limits.block_size,
-        log_stats=False,
+        log_stats=limits.log_stats,
         structured_output_manager=StructuredOutputManager(vllm_config),
     )
     if limits.lookahead_tokens is not None:
@@ -259,7 +267,14 @@ def make_scheduler(limits: Limits):
     return scheduler
 
 
-def _make_request(i: int, prompt: int, output: int, block_size: int, arrival: float):
+def _make_request(
+    i: int,
+    prompt: int,
+    output: int,
+    block_size: int,
+    arrival: float,
+    tokens: Sequence[int] | None = None,
+):
     from vllm.sampling_params import SamplingParams
     from vllm.utils.hashing import sha256
     from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
@@ -270,10 +285,12 @@ def _make_request(i: int, prompt: int, output: int, block_size: int, arrival: fl
         init_none_hash(sha256)
         _HASH_READY = True
     params = SamplingParams(max_tokens=int(output), ignore_eos=True)
-    # distinct prompts: no request shares a prefix block with another
+    # distinct prompts: no request shares a prefix block with another (unless ``tokens``)
     return Request(
         request_id=str(i),
-        prompt_token_ids=[i % 1000 + 1] * int(prompt),
+        prompt_token_ids=(
+            [i % 1000 + 1] * int(prompt) if tokens is None else list(tokens[: int(prompt)])
+        ),
         sampling_params=params,
         pooling_params=None,
         arrival_time=arrival,
@@ -348,6 +365,7 @@ class _Play:
                     w.output_tokens[i],
                     self.limits.block_size,
                     float(self.arrival[i]),
+                    None if w.tokens is None else w.tokens[i],
                 )
             )
             self.nxt += 1
@@ -367,6 +385,12 @@ class _Play:
                 len(req.spec_token_ids),
             )
         out = sched.schedule()
+        if self.limits.log_stats:  # (recorded at admission; taken here, so reset here)
+            st = sched.kv_cache_manager.make_prefix_cache_stats()
+            if st is not None:
+                got = (st.queries, st.hits, st.preempted_queries, st.preempted_hits)
+                for j, v in enumerate(got):
+                    trace.prefix_cache[j] += v
         preempted = []
         for rid, req in sched.requests.items():
             i = int(rid)
@@ -423,7 +447,7 @@ class _Play:
 
         sched, trace = self.sched, self.trace
         ids = list(out.num_scheduled_tokens)
-        sampled = [[TOKEN] * emit.get(int(r), 0) for r in ids]
+        sampled = [self.sampled(r, emit.get(int(r), 0)) for r in ids]
         mro = ModelRunnerOutput(
             req_ids=ids,
             req_id_to_index={r: j for j, r in enumerate(ids)},
@@ -451,6 +475,18 @@ class _Play:
                 sched.update_draft_token_ids(
                     DraftTokenIds(req_ids=live, draft_token_ids=[[TOKEN] * k for _ in live])
                 )
+
+    def sampled(self, rid: str, count: int) -> list[int]:
+        """The ``count`` token ids the mock model samples for request ``rid``: its next
+        tokens of ``Workload.tokens`` (past its end, or without it, :data:`TOKEN`)."""
+        tokens = self.workload.tokens
+        req = self.sched.requests.get(rid)
+        if tokens is None or req is None or not count:
+            return [TOKEN] * count
+        row = tokens[int(rid)]
+        at = req.num_prompt_tokens + len(req.output_token_ids)
+        got = list(row[at : at + count])
+        return got + [TOKEN] * (count - len(got))
 
     def run_sync(self, max_steps: int) -> None:
         """``EngineCore.step``: schedule, play, process; one step at a time."""

@@ -201,6 +201,7 @@ def bench_command(
             "--output-len", str(int(source.output_tokens[0])),
             "--burstiness", repr(float(source.burstiness)),
         ]  # fmt: skip
+    words += list(source.flags)
     words += ["--num-prompts", str(n), "--seed", str(seed)]
     if fleet is not None and fleet[0] > 1:
         words += ["--replicas", str(fleet[0]), "--router", fleet[1]]

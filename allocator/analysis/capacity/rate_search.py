@@ -233,6 +233,10 @@ def bounds(problem: Problem, cand: Candidate, source: RequestSource, slos: Seque
     per_token = step.pre[1:] / x
     r_min = float(np.nanmin(per_token)) if np.isfinite(per_token).any() else 0.0
     p = source.prompt_tokens.astype(float)
+    if limits.enable_prefix_caching and source.content is not None:
+        # requests that share tokens may find all of a prompt cached but its last block
+        bs = limits.block_size
+        p = p - bs * ((source.prompt_tokens - 1) // bs)
     o = source.output_tokens.astype(float)
     ms_per_request = float(p.mean()) * r_min + float((o - 1).mean()) * 1000.0 / t_star
     rate = math.inf if ms_per_request <= 0 else 1000.0 / ms_per_request

@@ -79,9 +79,9 @@ def same_run(a, b) -> None:
 
 
 CASES = [
-    ("trace", Scheduler(64, 2048, 200_000), 3.0, SPEC),
-    ("trace, preempting", Scheduler(32, 1024, 24_000), 6.0, SPEC),
-    ("trace, off", Scheduler(16, 512, 60_000), 1.0, SpecPolicy.off()),
+    ("trace", Scheduler(64, 2048, 200_000, async_scheduling=False), 3.0, SPEC),
+    ("trace, preempting", Scheduler(32, 1024, 24_000, async_scheduling=False), 6.0, SPEC),
+    ("trace, off", Scheduler(16, 512, 60_000, async_scheduling=False), 1.0, SpecPolicy.off()),
 ]
 
 
@@ -107,7 +107,7 @@ def test_one_session_on_many_replicas_is_one_replica_through_rebuilds():
     its first arrays (sized for a quarter), so it is rebuilt and replayed several times;
     the run is still the single replica's, and the others receive nothing."""
     reqs = read_trace(TRACE, num_prompts=500, speedup=4.0)
-    sched = Scheduler(32, 2048, 100_000)
+    sched = Scheduler(32, 2048, 100_000, async_scheduling=False)
     fleet = simulate_fleet(
         reqs, SPEC, step, sched, 4, "session-affinity", seed=2, keys=np.zeros(500, np.int64)
     )
@@ -128,7 +128,9 @@ def test_round_robin_thins_poisson_to_erlang(n):
     gaps, so the CV's standard error is CV/2 * sqrt((2 + 6/n)/m)."""
     total = 8_000
     reqs = fixed_requests(total, 16, 2, request_rate=200.0, burstiness=1.0, seed=11)
-    fleet = simulate_fleet(reqs, SpecPolicy.off(), step, Scheduler(64, 4096, 100_000), n)
+    fleet = simulate_fleet(
+        reqs, SpecPolicy.off(), step, Scheduler(64, 4096, 100_000, async_scheduling=False), n
+    )
     cv_true = 1.0 / math.sqrt(n)
     for part in fleet.replicas:
         assert part is not None
@@ -165,7 +167,7 @@ def test_least_requests_no_worse_than_round_robin_on_p99_ttft(n, rate, burst, se
     rng = np.random.default_rng(seed)
     out = np.where(rng.random(total) < 0.1, 1024, 16)
     reqs = Requests(arrival_times(total, rate, burst, seed=seed), np.full(total, 256), out)
-    sched = Scheduler(16, 1024, 200_000)
+    sched = Scheduler(16, 1024, 200_000, async_scheduling=False)
     p99 = {}
     for router in ("round-robin", "least-requests"):
         run = simulate_fleet(reqs, SPEC, step, sched, n, router, seed=seed)
@@ -176,7 +178,9 @@ def test_least_requests_no_worse_than_round_robin_on_p99_ttft(n, rate, burst, se
 @pytest.mark.parametrize("router", ["round-robin", "least-requests", "least-kv"])
 def test_littles_law_per_replica(router):
     reqs = read_trace(TRACE, num_prompts=1200, speedup=10.0)
-    run = simulate_fleet(reqs, SPEC, step, Scheduler(32, 2048, 60_000), 3, router, seed=5)
+    run = simulate_fleet(
+        reqs, SPEC, step, Scheduler(32, 2048, 60_000, async_scheduling=False), 3, router, seed=5
+    )
     for part in run.replicas:
         assert part is not None
         s = summary(part)
@@ -204,7 +208,9 @@ class Recording(LeastRequests):
 def test_requests_in_flight_seen_equal_a_count_from_the_timelines():
     reqs = read_trace(TRACE, num_prompts=800, speedup=6.0)
     router = Recording()
-    run = simulate_fleet(reqs, SPEC, step, Scheduler(16, 1024, 40_000), 3, router, seed=1)
+    run = simulate_fleet(
+        reqs, SPEC, step, Scheduler(16, 1024, 40_000, async_scheduling=False), 3, router, seed=1
+    )
     finish = run.fleet.finish_s
     arrival = reqs.arrival_s
     for g, seen in enumerate(router.seen):
@@ -217,7 +223,7 @@ def test_requests_in_flight_seen_equal_a_count_from_the_timelines():
 
 def test_same_seed_same_fleet_and_per_request_draws_shared_by_routers():
     reqs = read_trace(TRACE, num_prompts=400, speedup=5.0)
-    sched = Scheduler(16, 1024, 40_000)
+    sched = Scheduler(16, 1024, 40_000, async_scheduling=False)
     a = simulate_fleet(reqs, SPEC, step, sched, 3, "least-requests", seed=9)
     b = simulate_fleet(reqs, SPEC, step, sched, 3, "least-requests", seed=9)
     same_run(a.fleet, b.fleet)
@@ -240,7 +246,7 @@ def test_bad_input(kwargs, field):
     reqs = fixed_requests(2, 8, 4, request_rate=1.0)
     args = {"replicas": 2, "router": "round-robin", **kwargs}
     with pytest.raises(ParameterError) as err:
-        simulate_fleet(reqs, SPEC, step, Scheduler(4, 64, 4_000), **args)
+        simulate_fleet(reqs, SPEC, step, Scheduler(4, 64, 4_000, async_scheduling=False), **args)
     assert err.value.field == field
     assert "\n" not in str(err.value)
 
@@ -261,5 +267,5 @@ def test_client_limit_and_async_refused_past_one_replica():
 def test_a_request_too_long_for_the_cache_is_refused_before_any_run():
     reqs = fixed_requests(3, 5000, 4, request_rate=1.0)
     with pytest.raises(ParameterError) as err:
-        simulate_fleet(reqs, SPEC, step, Scheduler(4, 64, 4_000), 2)
+        simulate_fleet(reqs, SPEC, step, Scheduler(4, 64, 4_000, async_scheduling=False), 2)
     assert err.value.field == "kv_cache_tokens"

@@ -1,0 +1,276 @@
+"""Automatic prefix caching as vLLM 0.33.0 plays it: KV blocks with identities, hashes and
+reference counts, a free queue in LRU order, hits at admission.
+
+With ``Scheduler.enable_prefix_caching`` the simulator's KV blocks are no longer only
+counted (:mod:`allocator.sim.block_pool`) but named, as vLLM's ``BlockPool`` names them
+(``vllm/v1/core/block_pool.py``, ``vllm/v1/core/kv_cache_utils.py``,
+``vllm/v1/core/single_type_kv_cache_manager.py``, ``vllm/v1/core/kv_cache_manager.py``):
+
+* **The free queue** (``FreeKVCacheBlockQueue``, ``kv_cache_utils.py``): blocks ``1 ..
+  num_gpu_blocks - 1`` in id order at start (block 0 is the null block). New blocks are
+  taken from its front (``get_new_blocks``, ``block_pool.py`` lines 706-740); a block taken
+  that still holds a cached hash loses it then (``_maybe_evict_cached_block``, line 769):
+  the least recently freed cached block is evicted first. Counting free blocks
+  (``get_num_free_blocks``) counts the cached free ones too.
+* **Freeing** (``SingleTypeKVCacheManager.free``, ``single_type_kv_cache_manager.py`` line
+  599, and ``BlockPool.free_blocks``, lines 816-846): a request's blocks in reverse order
+  (its tail first), each losing one reference; those left without one go back to the
+  queue, the uncached ones to its *front* (``prepend_n``: reused first) and the cached ones
+  to its *back* (``append_n``: evicted last), each group in that reverse order.
+* **Hashes** (``get_request_block_hasher``, ``kv_cache_utils.py`` lines 953-1036): one per
+  full block of a request's tokens (prompt and output), chained from the first block, so
+  block ``j``'s hash names the tokens ``[0, (j + 1) · block_size)``. With an EAGLE-style
+  drafter (EAGLE, EAGLE-3, MTP) vLLM 0.33.0 hashes *lookahead* tokens too
+  (``VllmConfig.num_hash_lookahead_tokens``, ``vllm/config/vllm.py`` lines 678-692: the
+  drafter's ``num_prefill_lookahead_tokens``, 1 for the EAGLE family, lines 655-675): block
+  ``j``'s hash then covers ``[0, (j + 1) · block_size + h)`` and exists once those tokens
+  do; ``h`` is :attr:`PrefixCache.lookahead` (``Scheduler.hash_lookahead_tokens``). That
+  replaces the older rule of dropping the last matched block (``use_eagle_block_drop`` is
+  turned off when lookahead hashes are on, ``vllm/v1/core/sched/scheduler.py`` lines
+  342-345). Here a hash is Python's hash of the previous block's hash and the block's
+  token pieces ``(segment id, first offset, end offset)`` (:class:`~allocator.sim.requests.
+  TokenContent`); equal pieces from the start give equal hashes.
+* **Caching a request's blocks** (``KVCacheManager.allocate_slots``, ``kv_cache_manager.py``
+  lines 596-602, and ``cache_blocks``, ``single_type_kv_cache_manager.py`` lines 477-505):
+  whenever blocks are allocated to a request, its full blocks up to ``min(computed +
+  scheduled, num_tokens)`` tokens that have a hash are entered in the hash table, at
+  scheduling time, before the step computes them (so a request admitted later in the same
+  step already hits them). Blocks of generated tokens are cached as they fill. A hash
+  may name several blocks (two requests computing one prefix at once); a lookup takes the
+  first entered (``BlockHashToBlockMap.get_one_block``, ``block_pool.py`` lines 63-72).
+* **The hit** (``KVCacheManager.get_computed_blocks``, ``kv_cache_manager.py`` lines
+  266-327, ``FullAttentionManager.find_longest_cache_hit``, ``single_type_kv_cache_manager.py``
+  lines 743-836): for a request with no computed tokens (a new one, or one preempted), the
+  longest run of cached blocks from the first, at most ``num_tokens - 1`` tokens (the last
+  token is always computed, to sample from it; so a prompt that hits in full recomputes
+  its last block). The hit blocks get one more reference (``touch``, lines 792-814: a free
+  one leaves the queue), and admitting the request needs the free blocks for the rest of
+  its tokens plus the hit blocks taken off the free queue
+  (``get_num_blocks_to_allocate``, lines 176-265: ``num_evictable_blocks``).
+* **Counting** (``PrefixCacheStats.record``, ``vllm/v1/metrics/stats.py`` lines 138-170,
+  called at admission, ``scheduler.py`` lines 1508-1512, through
+  ``record_prefix_cache_stats``, ``kv_cache_manager.py`` lines 255-264): a request admitted
+  for the first time adds its ``num_tokens`` to the queries and its hit tokens to the hits;
+  a request admitted again after a preemption adds them to ``preempted_queries`` and
+  ``preempted_hits`` instead, which the hit rate vLLM logs (``CachingMetrics``) leaves out.
+  A lookup that does not end in an admission counts nothing.
+
+Memory: per block an int (its references) and, while cached, a dict entry; per request in
+the system its block ids and, up to its known tokens, its block hashes (dropped when it
+finishes).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from .requests import TokenContent
+
+
+class PrefixCache:
+    """``num_gpu_blocks`` named blocks of ``block_size`` tokens (block 0 the null block),
+    the hash table, and the blocks each request holds.
+
+    ``content``: what the ``N`` requests' tokens are (``None``: each request's own);
+    ``lookahead``: tokens past a block its hash covers (0, or 1 with an EAGLE-style
+    drafter). ``cached[i]``: request ``i``'s blocks entered in the table (vLLM's
+    ``num_cached_block``); ``queries``, ``hits``, ``preempted_queries``,
+    ``preempted_hits``: tokens, as vLLM's ``PrefixCacheStats`` counts them.
+    """
+
+    def __init__(
+        self,
+        num_gpu_blocks: int,
+        block_size: int,
+        lookahead: int,
+        content: TokenContent | None,
+        n_requests: int,
+    ) -> None:
+        self.B = block_size
+        self.lookahead = lookahead
+        self.content = content
+        self.queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_gpu_blocks))
+        self.ref = [0] * num_gpu_blocks
+        self.hash_of: dict[int, int] = {}
+        # hash -> its block, or (several blocks, as vLLM's BlockHashToBlockMap) a dict of
+        # them in the order entered
+        self.table: dict[int, int | dict[int, None]] = {}
+        self.blocks: dict[int, list[int]] = {}
+        self.hashes: dict[int, list[int]] = {}
+        self.cached = np.zeros(n_requests, dtype=np.int64)
+        self.requests = 0
+        self.queries = 0
+        self.hits = 0
+        self.preempted_requests = 0
+        self.preempted_queries = 0
+        self.preempted_hits = 0
+
+    # ------------------------------------------------------------------ hashes
+    @property
+    def free_count(self) -> int:
+        """Blocks in the free queue, cached or not (vLLM's ``get_num_free_blocks``)."""
+        return len(self.queue)
+
+    def hashable(self, known: int) -> int:
+        """Full blocks of a request with ``known`` tokens that have a hash."""
+        return max(known - self.lookahead, 0) // self.B
+
+    def block_hashes(self, i: int, count: int) -> list[int]:
+        """Request ``i``'s first ``count`` block hashes (computed once, kept until it
+        finishes)."""
+        have = self.hashes.get(i)
+        if have is None:
+            have = self.hashes[i] = []
+        if len(have) >= count:
+            return have
+        if self.content is None:
+            # every request's tokens its own: block j of request i is named (i, j) alone,
+            # as one int (no content, so no hash of a shared prefix to meet)
+            base = i << 32
+            have.extend(range(base + len(have), base + count))
+            return have
+        B, la = self.B, self.lookahead
+        ids, lengths = self.content.segments(i)
+        ends = np.cumsum(lengths).tolist()
+        idl = ids.tolist()
+        starts = [e - n for e, n in zip(ends, lengths.tolist(), strict=True)]
+        prev = have[-1] if have else 0
+        seg = 0
+        for j in range(len(have), count):
+            a, b = j * B, (j + 1) * B + la
+            while ends[seg] <= a:
+                seg += 1
+            pieces = []
+            s = seg
+            while s < len(ends) and starts[s] < b:
+                lo = max(a, starts[s]) - starts[s]
+                hi = min(b, ends[s]) - starts[s]
+                pieces.append((idl[s], lo, hi))
+                s += 1
+            prev = hash((prev, tuple(pieces)))
+            have.append(prev)
+        return have
+
+    # ------------------------------------------------------------------ lookups
+    def lookup(self, i: int, known: int) -> list[int]:
+        """The blocks request ``i`` (``known`` tokens, none computed) finds cached: the
+        longest run from its first block, at most ``known - 1`` tokens."""
+        n = min((known - 1) // self.B, self.hashable(known))
+        if n <= 0:
+            return []
+        hashes = self.block_hashes(i, n)
+        table = self.table
+        hit: list[int] = []
+        for j in range(n):
+            found = table.get(hashes[j])
+            if found is None:
+                break
+            hit.append(found if isinstance(found, int) else next(iter(found)))
+        return hit
+
+    def evictable(self, blocks: list[int]) -> int:
+        """Of ``blocks``, those in the free queue (no reference)."""
+        ref = self.ref
+        return sum(1 for b in blocks if ref[b] == 0)
+
+    def record(self, tokens: int, hit_tokens: int, preempted: bool) -> None:
+        """An admission's lookup, as ``PrefixCacheStats.record`` counts it."""
+        if preempted:
+            self.preempted_requests += 1
+            self.preempted_queries += tokens
+            self.preempted_hits += hit_tokens
+        else:
+            self.requests += 1
+            self.queries += tokens
+            self.hits += hit_tokens
+
+    # ------------------------------------------------------------------ blocks
+    def pop(self, count: int) -> list[int]:
+        """``count`` blocks from the free queue's front, each losing a cached hash."""
+        popitem, unhash, table, ref = self.queue.popitem, self.hash_of.pop, self.table, self.ref
+        out = []
+        for _ in range(count):
+            b = popitem(False)[0]
+            h = unhash(b, None)
+            if h is not None:
+                entry = table[h]
+                if isinstance(entry, int):
+                    del table[h]
+                else:
+                    del entry[b]
+                    if len(entry) == 1:
+                        table[h] = next(iter(entry))
+            ref[b] = 1
+            out.append(b)
+        return out
+
+    def admit(self, i: int, hit: list[int], new: int) -> None:
+        """Request ``i`` takes its ``hit`` blocks (one more reference each, out of the free
+        queue) and ``new`` fresh ones."""
+        ref, queue = self.ref, self.queue
+        for b in hit:
+            if ref[b] == 0:
+                del queue[b]
+            ref[b] += 1
+        self.blocks[i] = hit + self.pop(new)
+        self.cached[i] = len(hit)
+
+    def grow(self, i: int, new: int) -> None:
+        """Request ``i`` takes ``new`` fresh blocks."""
+        self.blocks[i].extend(self.pop(new))
+
+    def cache(self, i: int, full: int) -> None:
+        """Enter request ``i``'s blocks ``[cached[i], full)`` in the hash table."""
+        start = int(self.cached[i])
+        if full <= start:
+            return
+        hashes = self.block_hashes(i, full)
+        blocks = self.blocks[i]
+        hash_of, table = self.hash_of, self.table
+        for j in range(start, full):
+            b = blocks[j]
+            h = hashes[j]
+            hash_of[b] = h
+            entry = table.get(h)
+            if entry is None:
+                table[h] = b
+            elif isinstance(entry, int):
+                table[h] = {entry: None, b: None}
+            else:
+                entry[b] = None
+        self.cached[i] = full
+
+    def free(self, i: int) -> int:
+        """Request ``i`` lets go of its blocks, tail first; returns how many went back to
+        the free queue (uncached ones to its front, cached ones to its back)."""
+        blocks = self.blocks.pop(i, [])
+        self.cached[i] = 0
+        ref, hash_of, queue = self.ref, self.hash_of, self.queue
+        first: list[int] = []
+        last: list[int] = []
+        for b in reversed(blocks):
+            ref[b] -= 1
+            if ref[b] == 0:
+                (last if b in hash_of else first).append(b)
+        for b in reversed(first):
+            queue[b] = None
+            queue.move_to_end(b, last=False)
+        for b in last:
+            queue[b] = None
+        return len(first) + len(last)
+
+    def forget(self, i: int) -> None:
+        """Request ``i`` finished: its hashes are no longer needed."""
+        self.hashes.pop(i, None)
+
+    @property
+    def hit_rate(self) -> float:
+        """Hit tokens over queried tokens of first admissions (vLLM's
+        ``prefix_cache_hits / prefix_cache_queries``; 0 with no query, as vLLM's
+        ``CachingMetrics.hit_rate``)."""
+        return self.hits / self.queries if self.queries else 0.0
+
+
+__all__ = ["PrefixCache"]
