@@ -22,6 +22,7 @@ from ..io.build import problem_from_file
 from ..io.ranges import parse_load_range
 from ..io.spec import problem_json_schema
 from ..search import needs_batch, run
+from ._front import front
 from ._load import as_problem, file_notes, load, load_data
 from ._requests import bench, size_fleet_for_rate, validate_runs
 
@@ -616,6 +617,7 @@ __all__ = [
     "evaluate",
     "export_plan",
     "export_point",
+    "front",
     "load",
     "load_data",
     "needs_batch",

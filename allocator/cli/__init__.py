@@ -40,6 +40,7 @@ COMMANDS = (
     "schedule",
     "plan",
     "capacity",
+    "front",
     "bench",
     "validate",
     "estimate",
@@ -73,6 +74,12 @@ SUMMARIES = {
     "capacity": (
         "Size a fleet: the cheapest replicas and configuration for a load, beside the "
         "cheapest without speculation."
+    ),
+    "front": (
+        "The serving Pareto front: output tokens/s per GPU against output tokens/s per user "
+        "(1000 / mean TPOT), each point a simulated deployment (GPU, TP, max_num_seqs or "
+        "client concurrency, drafter and k, k by batch size or speculation off), speculation "
+        "inside the simulation."
     ),
     "bench": (
         "Simulate `vllm bench serve` on one replica: requests arrive, are scheduled step by "

@@ -13,7 +13,8 @@ the picture.
 One module per family: :mod:`.common` (paths, figure, saving, literal text, axis names),
 :mod:`.labels` (label placement), :mod:`.front`, :mod:`.breakeven`, :mod:`.accepted`,
 :mod:`.sweep` (hosting and load sweeps), :mod:`.schedule`, :mod:`.tree`, :mod:`.bench`
-(a simulated run's latencies, a fleet's cost against the request rate).
+(a simulated run's latencies, a fleet's cost against the request rate),
+:mod:`.serving_front` (tokens/s per GPU against per user, speculation on and off).
 """
 
 from .accepted import plot_accepted
@@ -23,6 +24,7 @@ from .common import COST_LABELS, FORMATS, THROUGHPUT_LABEL, check_plot_path
 from .front import plot_front, point_label
 from .labels import PlacedLabel, boxes_overlap, place_labels
 from .schedule import plot_schedule
+from .serving_front import plot_serving_front
 from .sweep import plot_capacity_sweep, plot_sweep
 from .tree import plot_tree_front
 
@@ -41,6 +43,7 @@ __all__ = [
     "plot_front",
     "plot_rate_sweep",
     "plot_schedule",
+    "plot_serving_front",
     "plot_sweep",
     "plot_tree_front",
     "point_label",

@@ -29,6 +29,8 @@ SLOW = (
     "allocator capacity problems/requests-70b.yaml --request-rate",
     # the greedy search over 135 candidate runs
     "allocator profile-plan",
+    # 68 simulated deployments on the roofline, asked at every step
+    "allocator front problems/roofline-llama31-8b.yaml",
 )
 OUTPUT_OPTIONS = ("--plot", "--json", "--csv", "--out", "--per-request")
 

@@ -1,0 +1,132 @@
+"""The serving front of the API (``allocator front``): output tokens/s per GPU against
+tokens/s per user over simulated deployments (:mod:`allocator.analysis.front`).
+Re-exported by :mod:`allocator.api`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_module
+from ..core.problem import Problem
+from ..exceptions import InfeasibleError, NotModelledError, ParameterError
+from ._load import file_notes, load, load_data
+
+if TYPE_CHECKING:
+    from ..analysis import deployments as analysis_deployments
+    from ..analysis import front as analysis_front
+    from ..analysis import request_source as analysis_request_source
+    from ..analysis.capacity import slo as capacity_slo
+    from ..analysis.capacity import workers as capacity_workers
+    from ..analysis.front import FrontResult
+else:
+    analysis_deployments = lazy_module("allocator.analysis.deployments")
+    analysis_front = lazy_module("allocator.analysis.front")
+    analysis_request_source = lazy_module("allocator.analysis.request_source")
+    capacity_slo = lazy_module("allocator.analysis.capacity.slo")
+    capacity_workers = lazy_module("allocator.analysis.capacity.workers")
+
+#: What ``disaggregated`` is answered with.
+NOT_DISAGGREGATED = (
+    "P/D disaggregation is not modelled yet: the front is of aggregated deployments "
+    "(each replica prefills and decodes)"
+)
+
+
+def front(
+    problem: Problem | str | Path | dict,
+    *,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    trace: str | Path | None = None,
+    trace_speedup: float | None = None,
+    request_rate: float | None = None,
+    burstiness: float = 1.0,
+    max_concurrency: Sequence[int] | None = None,
+    slo: Sequence[str] | Mapping[str, float] | None = None,
+    gpus: Sequence[str] | None = None,
+    tp: Sequence[int] | None = None,
+    max_num_seqs: Sequence[int] | None = None,
+    gpu_cost: Mapping[str, float] | None = None,
+    num_prompts: int | None = None,
+    seed: int = 0,
+    disaggregated: bool = False,
+    workers: int | None = None,
+    ray: str | None = None,
+    problems_dir: str | Path | None = None,
+    require_slo: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> FrontResult:
+    """``allocator front``: the serving Pareto front, output tokens/s per GPU against
+    output tokens/s per user (``1000 / mean TPOT``), over every deployment asked: each GPU
+    of ``gpus`` (default: the file's own) at each tensor-parallel degree of ``tp``
+    (default: the file's own), each candidate of capacity (speculation off, each drafter at
+    each ``k``, each drafter's ``k`` by batch size) at each ``max_num_seqs`` (default: the
+    ladder) and each client concurrency of ``max_concurrency`` (default: none), simulated
+    as ``allocator bench`` runs it: ``num_prompts`` requests (default: enough for the
+    highest percentile of ``slo``, 1000 without) of ``input_len``/``output_len`` tokens or
+    from ``trace``, at ``request_rate`` requests/s (default ``inf``: all at once), seeded
+    by ``seed``. ``gpu_cost`` maps GPU names to $/GPU-hour (default: the file's
+    ``serving.gpu_cost_per_hour`` over its GPUs, for its own GPU). The simulations run on
+    ``workers`` local processes (default: the CPUs available) or on the Ray cluster at
+    ``ray``; ``progress(done, total)`` is called as each ends. ``problems_dir``: where the
+    bench commands of re-targeted points find their problem files (default: beside the
+    problem; :attr:`FrontResult.problem_files` holds their data, the command line writes
+    them).
+
+    Raises :class:`~allocator.exceptions.InfeasibleError` on ``slo`` when no point meets
+    every SLO (naming the closest SLO and its gap), unless ``require_slo`` is false;
+    :class:`~allocator.exceptions.NotModelledError` on ``disaggregated``."""
+
+    if disaggregated:
+        raise NotModelledError("disaggregated", NOT_DISAGGREGATED)
+    slos = capacity_slo.parse_slos(slo) if slo else ()
+    if num_prompts is None and slos:
+        num_prompts = capacity_slo.default_num_prompts(slos)[0]
+    source = analysis_request_source.request_source(
+        num_prompts, input_len=input_len, output_len=output_len, trace=trace,
+        burstiness=burstiness, seed=seed,
+    )  # fmt: skip
+    rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
+    if not (source.output_tokens > 1).any():
+        raise ParameterError(
+            "output_len",
+            "every request has one output token: no TPOT, so no per-user throughput (give "
+            "output_len >= 2)",
+        )
+    data: dict | None
+    if isinstance(problem, Problem):
+        built, data, base, path = problem, None, None, "PROBLEM"
+    elif isinstance(problem, dict):
+        built, data, base, path = load(problem), problem, None, "PROBLEM"
+    else:
+        data = load_data(problem)
+        built = load(problem)
+        base, path = Path(problem).resolve().parent, str(problem)
+    stem = Path(path).stem if path != "PROBLEM" else built.name
+    deployed, notes = analysis_deployments.deployments(
+        built, data, base, source, gpus=gpus, tp=tp, gpu_cost=gpu_cost, stem=stem
+    )
+    notes += file_notes(problem)
+    with capacity_workers.Workers(workers, ray, progress=progress) as pool:
+        result = analysis_front.front(
+            deployed,
+            source,
+            rate,
+            slos,
+            max_concurrency=max_concurrency,
+            max_num_seqs=max_num_seqs,
+            seed=seed,
+            workers=pool,
+            problem_path=path,
+            problems_dir=None if problems_dir is None else str(problems_dir),
+            notes=notes,
+        )
+    missed = result.unmet()
+    if missed is not None and require_slo:
+        raise InfeasibleError("slo", missed)
+    return result
+
+
+__all__ = ["NOT_DISAGGREGATED", "front"]

@@ -1,0 +1,179 @@
+"""``allocator front`` on the command line: every point's bench command, run, gives the
+point's metrics; bad input is one ``error: <flag>: ...`` line, exit 2, nothing written; the
+plot writes a PNG of what it was given."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from allocator import api
+from allocator.analysis.front import LEFT_OUT
+from allocator.plots import plot_serving_front
+from tests.support.cli_runner import run
+from tests.unit.analysis import requests_problem as rp
+
+ROOT = Path(__file__).resolve().parents[2]
+ROOFLINE = ROOT / "problems/roofline-llama31-8b.yaml"
+SHORT = ["--input-len", "64", "--output-len", "16", "--num-prompts", "30", "--workers", "1"]
+
+
+def table_problem(tmp_path: Path) -> Path:
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump(rp.data()))
+    return p
+
+
+def roofline_problem(tmp_path: Path) -> Path:
+    d = api.load_data(ROOFLINE)
+    d["serving"]["scheduler"]["max_num_seqs"] = 8
+    d["search"]["k"] = {"max": 2}
+    p = tmp_path / "r.yaml"
+    p.write_text(yaml.safe_dump(d))
+    return p
+
+
+def bench_doc(command: str) -> dict:
+    words = shlex.split(command)
+    assert words[:2] == ["allocator", "bench"]
+    r = run(*words[1:], "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    return {k: v for k, v in doc.items() if k not in LEFT_OUT}
+
+
+def test_every_bench_command_reproduces_its_point(tmp_path):
+    p = table_problem(tmp_path)
+    out = tmp_path / "f.json"
+    r = run("front", p, *SHORT, "--max-num-seqs", "4,16", "--max-concurrency", "3,64",
+            "--json", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    kinds = set()
+    for point in doc["points"]:
+        assert bench_doc(point["bench_command"]) == point["metrics"], point["bench_command"]
+        kinds.add((isinstance(point["k"], list), point["speculative"]))
+    assert kinds == {(False, False), (False, True), (True, True)}  # off, chains, schedules
+
+
+@pytest.mark.slow
+def test_a_retargeted_points_bench_command_names_the_file_written(tmp_path):
+    p = roofline_problem(tmp_path)
+    folder = tmp_path / "retargeted"
+    folder.mkdir()
+    out = tmp_path / "f.json"
+    csv_out = tmp_path / "f.csv"
+    r = run("front", p, *SHORT, "--gpus", "h100-sxm,h200", "--tp", "1,2", "--max-num-seqs",
+            "2,8", "--problems-dir", folder, "--json", out, "--csv", csv_out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    written = sorted(x.name for x in folder.iterdir())
+    assert written == ["r.h100-sxm-tp2.json", "r.h200-tp1.json", "r.h200-tp2.json"]
+    rng = np.random.default_rng(0)
+    points = doc["points"]
+    chosen = [points[i] for i in rng.choice(len(points), 6, replace=False)]
+    chosen += [points[i] for i in doc["front"][:2]]
+    for point in chosen:
+        if (point["gpu"], point["tp"]) != ("h100-sxm", 1):
+            assert point["problem_file"].startswith(str(folder))
+        assert bench_doc(point["bench_command"]) == point["metrics"], point["bench_command"]
+    rows = csv_out.read_text().splitlines()
+    assert len(rows) == len(points) + 1
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--gpus", "h900"], "--gpus"),
+        (["--tp", "3"], "--tp"),
+        (["--tp", "16"], "--tp"),
+        (["--max-num-seqs", "9"], "--max-num-seqs"),
+        (["--slo", "p99_tpot_ms=0.001"], "--slo"),
+        (["--disaggregated"], "--disaggregated"),
+        (["--gpu-cost", "h200"], "--gpu-cost"),
+        (["--gpu-cost", "h900=2"], "--gpu-cost"),
+        (["--output-len", "1"], "--output-len"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, flag):
+    p = roofline_problem(tmp_path) if flag in ("--gpus", "--tp") else table_problem(tmp_path)
+    if flag in ("--gpus", "--tp"):  # the roofline file, on the table's GPUs
+        pass
+    elif flag == "--max-num-seqs":  # the tables reach batch 16: 9..16 would run
+        args = ["--max-num-seqs", "17"]
+    out, png = tmp_path / "f.json", tmp_path / "f.png"
+    r = run("front", p, *SHORT, *args, "--json", out, "--plot", png)
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 2, r.output
+    assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: "), lines
+    assert not out.exists() and not png.exists()
+
+
+def test_no_slo_met_names_the_closest_slo_and_its_gap(tmp_path):
+    r = run("front", table_problem(tmp_path), *SHORT, "--slo", "p99_tpot_ms=1",
+            "--slo", "p99_ttft_ms=100000")  # fmt: skip
+    assert r.exit_code == 2
+    assert "closest: p99_tpot_ms" in r.stderr and "against 1 (+" in r.stderr
+
+
+def test_measured_step_times_cannot_move_to_another_gpu(tmp_path):
+    d = yaml.safe_load(roofline_problem(tmp_path).read_text())
+    d["serving"]["prefill_ms"] = {"tokens": [16, 8192], "ms": [5.0, 90.0]}
+    p = tmp_path / "measured.yaml"
+    p.write_text(yaml.safe_dump(d))
+    r = run("front", p, *SHORT, "--gpus", "h200")
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: --gpus: serving.prefill_ms was measured on the file's")
+    r = run("front", p, *SHORT, "--tp", "2")
+    assert r.stderr.startswith("error: --tp: serving.prefill_ms was measured on the file's")
+    r = run("front", table_problem(tmp_path), *SHORT, "--gpus", "h200")
+    assert r.stderr.startswith("error: --gpus: the problem's step times are not the roofline's")
+
+
+def test_the_plot_writes_a_png_of_both_fronts(tmp_path):
+    u = np.array([100.0, 200.0, 300.0, 150.0, 250.0, 120.0])
+    g = np.array([900.0, 500.0, 100.0, 700.0, 300.0, 400.0])
+    spec = np.array([True, True, True, False, False, False])
+    dominated = np.array([False, False, False, True, True, True])
+    meets = np.array([True, False, True, True, True, False])
+    on = spec.copy()
+    off = np.array([False, False, False, True, True, False])
+    png = tmp_path / "front.png"
+    got = plot_serving_front(u, g, spec, dominated, meets, on, off, png, slos="p99 <= 1 ms")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert got["format"] == "png"
+    # steps through each side's front points, by per-user throughput
+    assert set(got["on"][0]) == {100.0, 200.0, 300.0}
+    assert set(got["off"][0]) == {150.0, 250.0}
+    assert got["faint"] == 3 and got["marked"] == 2
+    assert "front with speculation" in got["legend"]
+    assert "front without speculation" in got["legend"]
+
+
+def test_json_to_stdout_holds_only_the_document(tmp_path):
+    r = run("front", table_problem(tmp_path), *SHORT, "--max-num-seqs", "4", "--json", "-")
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert {"points", "front", "notes"} <= set(doc)
+    front = [doc["points"][i] for i in doc["front"]]
+    assert all(not p["dominated"] for p in front)
+    users = [p["output_tokens_per_s_per_user"] for p in front]
+    assert users == sorted(users)
+
+
+def test_a_trace_points_bench_command_reproduces_it(tmp_path):
+    trace = ROOT / "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"
+    out = tmp_path / "f.json"
+    args = ["--trace", trace, "--num-prompts", "40", "--request-rate", "3"]
+    r = run("front", table_problem(tmp_path), *args, "--max-num-seqs", "8", "--workers", "1",
+            "--json", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    points = json.loads(out.read_text())["points"]
+    assert all("--trace" in p["bench_command"] for p in points)
+    for point in points[:3]:
+        assert bench_doc(point["bench_command"]) == point["metrics"], point["bench_command"]
