@@ -1,5 +1,6 @@
 """Accuracy of the request-level simulator against public measured serving runs:
-``python benchmarks/accuracy.py [--quick] [--families a,b] [--json PATH] [--seed S]``.
+``python benchmarks/accuracy.py [--quick] [--families a,b] [--json PATH] [--seed S]
+[--grid-cache PATH]``.
 
 **The runs.** ``problems/measured/serving-runs/runs.yaml`` (145 runs in 29 families; every
 run's source, licence, hardware and conversions there). A family is replayed when its model,
@@ -64,9 +65,12 @@ compared metrics over replays: a grid, then Nelder-Mead), the group's other runs
 ``prefill_eff`` and ``ttft_overhead_ms`` are not fitted: the roofline of this code has no
 such fields (the TTFT calibration lands apart).
 
-**Defaults** (``--fit-defaults``): per GPU, the same least squares over the lowest-load run of
-every group on that GPU, all groups weighted alike; what ``allocator/core/defaults.py``
-holds. Prints the runtime. Output: a markdown table per run and the summary, both modes.
+**Defaults**: per GPU, the same least squares over the lowest-load run of every group on
+that GPU outside the stress cases (TP across nodes, or saturated at the lowest load:
+:func:`_saturated`), all groups weighted alike; printed every run, and what
+``allocator/core/defaults.py`` holds. ``--grid-cache PATH`` keeps the fits' grids between
+runs (only for the same code and seed). Prints the runtime. Output: a markdown table per run
+and the summary (all, core, TP = 1, TP > 1, stress), both modes.
 """
 
 from __future__ import annotations
