@@ -23,7 +23,8 @@ sources in the README there); ``serving.scheduler`` (:func:`scheduler`):
   quote the server log's ``max_num_batched_tokens=2048``, which agrees; ``kv_cache_tokens``
   the server log's ``GPU KV cache size`` quoted in the family notes (or, where only the KV
   memory is quoted, that memory over the model's KV bytes per token); ``block_size`` 16
-  (``vllm/platforms/cuda.py`` line 138);
+  (``vllm/platforms/cuda.py`` line 138); ``async_scheduling`` false, that release's default
+  (``vllm/config/scheduler.py`` line 155);
 * SGLang 0.4.1 (its ``server_args.py`` and ``tp_worker.py``, the release the ``sglang041-*``
   titles name and the ``dc-*`` Docker images of December 2024 carried): the simulator plays
   vLLM's scheduler, so SGLang's settings are mapped onto it: ``max_num_batched_tokens`` =
@@ -34,7 +35,9 @@ sources in the README there); ``serving.scheduler`` (:func:`scheduler`):
   526-533); ``kv_cache_tokens`` DERIVED as an upper bound, ``(count · memory ·
   mem_fraction_static − weights) / KV bytes per token``, with ``--mem-fraction-static`` where
   the server command gives it, else the release's default by TP (``server_args.py`` lines
-  169-180: 0.85 at TP 4, 0.81 at TP 8, 0.79 at TP 16).
+  169-180: 0.85 at TP 4, 0.81 at TP 8, 0.79 at TP 16); ``async_scheduling`` false: SGLang's
+  overlap scheduler (on by default, ``server_args.py`` line 133) is not vLLM's asynchronous
+  scheduler, which is the one the simulator plays, so the steps are replayed synchronous.
 
 Neither engine's prefix caching (on in the ``dl-*`` servers), SGLang's own scheduling rules,
 DP attention nor cross-node links are modelled; the families where they matter are named in
@@ -186,7 +189,10 @@ def scheduler(fam: dict, gpu: str, tp: int, config: Path, dtype, kv_dtype) -> tu
             gib = float(g.group(1))
             kv = int(gib * 2**30 * tp / _kv_bytes(config, dtype, kv_dtype))
             why = f"kv_cache_tokens {kv}: {gib} GiB KV per GPU (family notes) x {tp} / KV bytes"
-        sched = {"max_num_seqs": 256, "max_num_batched_tokens": 2048, "kv_cache_tokens": kv}
+        sched = {
+            "max_num_seqs": 256, "max_num_batched_tokens": 2048, "kv_cache_tokens": kv,
+            "async_scheduling": False,
+        }  # fmt: skip
         return sched, "vLLM 0.10.1.1 A100 defaults 256 / 2048; " + why
     frac_m = re.search(r"--mem-fraction-static ([\d.]+)", notes)
     frac = float(frac_m.group(1)) if frac_m else {4: 0.85, 8: 0.81, 16: 0.79}.get(tp, 0.88)
@@ -194,7 +200,10 @@ def scheduler(fam: dict, gpu: str, tp: int, config: Path, dtype, kv_dtype) -> tu
     room = tp * GPUS[gpu].memory_gb * 1e9 * frac - spec.weight_bytes
     kv = int(room / spec.kv_bytes_per_token)
     chunk = 4096 if "--enable-dp-attention" in notes else 8192
-    sched = {"max_num_seqs": 2048, "max_num_batched_tokens": chunk, "kv_cache_tokens": kv}
+    sched = {
+        "max_num_seqs": 2048, "max_num_batched_tokens": chunk, "kv_cache_tokens": kv,
+        "async_scheduling": False,
+    }  # fmt: skip
     return sched, (
         f"SGLang 0.4.1 mapped: chunked_prefill_size {chunk}, max_running_requests 2048, "
         f"kv_cache_tokens {kv} (mem_fraction_static {frac}, an upper bound)"
