@@ -1,0 +1,681 @@
+"""Accuracy of the request-level simulator against public measured serving runs:
+``python benchmarks/accuracy.py [--quick] [--families a,b] [--json PATH] [--seed S]
+[--grid-cache PATH]``.
+
+**The runs.** ``problems/measured/serving-runs/runs.yaml`` (145 runs in 29 families; every
+run's source, licence, hardware and conversions there). A family is replayed when its model,
+GPU, tensor-parallel size and workload can be stated from the file and the bundled sources;
+otherwise it is skipped and the reason printed (:func:`setup`): a ShareGPT workload (its
+length distribution is not bundled, and a run at a request rate whose lengths vary cannot be
+replayed at their means), no dataset or prompt count, a tensor-parallel size not stated, a
+speculative configuration, or no metric of the targets measured.
+
+**The problem of a family** (:func:`problem`): ``serving.hardware`` from the run's GPU
+(:data:`GPU_KEYS`, keys of ``allocator/core/hardware.py``) and TP; ``serving.model`` the
+bundled ``config.json`` of its Hugging Face model (``problems/measured/serving-runs/configs/``,
+sources in the README there); ``serving.scheduler`` (:func:`scheduler`):
+
+* vLLM 0.10.1.1 on an A100 80GB (the ``dl-*`` families): ``max_num_seqs`` 256 and
+  ``max_num_batched_tokens`` 2048, the defaults of ``vllm serve`` on an A100 in that release
+  (``vllm/engine/arg_utils.py`` lines 1634-1657, ``EngineArgs._set_default_args_v1``: GPUs
+  of 70 GiB or more take 8192 / 1024 *except* the A100, "Setting large
+  `max_num_batched_tokens` for A100 reduces throughput, see PR #17885"); the family notes
+  quote the server log's ``max_num_batched_tokens=2048``, which agrees; ``kv_cache_tokens``
+  the server log's ``GPU KV cache size`` quoted in the family notes (or, where only the KV
+  memory is quoted, that memory over the model's KV bytes per token); ``block_size`` 16
+  (``vllm/platforms/cuda.py`` line 138); ``async_scheduling`` false, that release's default
+  (``vllm/config/scheduler.py`` line 155);
+* SGLang 0.4.1 (its ``server_args.py`` and ``tp_worker.py``, the release the ``sglang041-*``
+  titles name and the ``dc-*`` Docker images of December 2024 carried): the simulator plays
+  vLLM's scheduler, so SGLang's settings are mapped onto it: ``max_num_batched_tokens`` =
+  ``chunked_prefill_size`` 8192 (``server_args.py`` lines 183-187, GPUs of 25 GB or more),
+  halved with ``--enable-dp-attention`` (line 223); ``max_num_seqs`` 2048 (the lower bound
+  of ``max_running_requests = min(max_total_num_tokens // 2, req_to_token_pool.size)``,
+  ``tp_worker.py`` lines 92-99, the pool at least 2048 requests: ``model_runner.py`` lines
+  526-533); ``kv_cache_tokens`` DERIVED as an upper bound, ``(count · memory ·
+  mem_fraction_static − weights) / KV bytes per token``, with ``--mem-fraction-static`` where
+  the server command gives it, else the release's default by TP (``server_args.py`` lines
+  169-180: 0.85 at TP 4, 0.81 at TP 8, 0.79 at TP 16); ``async_scheduling`` false: SGLang's
+  overlap scheduler (on by default, ``server_args.py`` line 133) is not vLLM's asynchronous
+  scheduler, which is the one the simulator plays, so the steps are replayed synchronous.
+
+Neither engine's prefix caching (on in the ``dl-*`` servers), SGLang's own scheduling rules,
+DP attention nor cross-node links are modelled; the families where they matter are named in
+the report's notes.
+
+**The replay** of a run (:func:`replay_run`): its rate (``inf``: all at once),
+``max_concurrency`` and completed requests, through :func:`allocator.analysis.validation.replay`
+(what ``allocator validate``, :func:`allocator.api.validate_runs`, runs for each file). Lengths:
+vLLM's random dataset at its default ``--random-range-ratio`` 0 is fixed lengths
+(``vllm/benchmarks/datasets.py`` lines 317, 352-367 of 0.10.1.1), so every request gets the
+run's mean input and output (recorded totals over completed requests, rounded: EOS was not
+ignored, so a few answers ended early); SGLang's random dataset draws uniform integers in
+``[max(1, int(len · ratio)), len]`` (``sglang/bench_serving.py`` lines 622-631 of 0.4.1:
+``range_ratio`` 1 is fixed lengths), seeded, then scaled so their means equal the run's
+recorded means where it records totals (a conversion stated in the run's notes).
+
+**Compared**: ``mean_e2el_ms``, ``mean_ttft_ms``, ``median_ttft_ms``, ``mean_itl_ms``,
+``mean_tpot_ms`` and ``p99_ttft_ms`` where measured (and, for the families that publish only
+medians, ``median_e2el_ms``, ``median_itl_ms``, ``median_tpot_ms``, reported apart);
+``error = 100 · (predicted / measured − 1)``.
+
+**Two modes.** (a) *specs only*: ``serving.roofline`` at the default factors of the GPU
+(``allocator/core/defaults.py``), each family's own defaults refitted without its
+(model, GPU, TP) group (leave-one-group-out, :func:`loo_defaults`), so no reported
+specs-only error used its own runs. (b) *calibrated*: the group's ``mem_eff`` and
+``compute_eff`` fitted on its lowest-load run (least squares of the log errors of the
+compared metrics over replays: a grid, then Nelder-Mead), the group's other runs predicted.
+``prefill_eff`` and ``ttft_overhead_ms`` are not fitted: the roofline of this code has no
+such fields (the TTFT calibration lands apart).
+
+**Defaults**: per GPU, the same least squares over the lowest-load run of every group on
+that GPU outside the stress cases (TP across nodes, or saturated at the lowest load:
+:func:`_saturated`), all groups weighted alike; printed every run, and what
+``allocator/core/defaults.py`` holds. ``--grid-cache PATH`` keeps the fits' grids between
+runs (only for the same code and seed). Prints the runtime. Output: a markdown table per run
+and the summary (all, core, TP = 1, TP > 1, stress), both modes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import statistics
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy.optimize import minimize
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from allocator.analysis.bench import plain_metrics  # noqa: E402
+from allocator.analysis.validation import MeasuredRun, compare, replay  # noqa: E402
+from allocator.api import load  # noqa: E402
+from allocator.core.defaults import default_factors  # noqa: E402
+from allocator.core.hardware import GPUS  # noqa: E402
+from allocator.core.model_spec import ModelSpec  # noqa: E402
+
+RUNS = ROOT / "problems/measured/serving-runs/runs.yaml"
+CONFIGS = ROOT / "problems/measured/serving-runs/configs"
+
+#: runs.yaml ``gpu`` → allocator/core/hardware.py GPUS key.
+GPU_KEYS = {
+    "NVIDIA H200 141GB": "h200",
+    "NVIDIA H200": "h200",
+    "NVIDIA A100 80GB": "a100-80g",
+    "NVIDIA H100 80GB": "h100-sxm",
+    "AMD Instinct MI300X 192GB": "mi300x",
+}
+#: runs.yaml ``hf_id`` (or ``model`` where no hf_id is stated) → bundled config.json.
+CONFIG_FILES = {
+    "Qwen/Qwen2-7B-Instruct": "qwen2-7b-instruct.config.json",
+    "Qwen2.5-32B": "qwen2.5-32b.config.json",
+    "meta-llama/Llama-3.3-70B-Instruct": "llama-3.3-70b-instruct.config.json",
+    "meta-llama/Llama-3.1-405B-Instruct": "llama-3.1-405b-instruct.config.json",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3.config.json",
+    "gpt-oss-120b": "gpt-oss-120b.config.json",
+}
+#: The metrics of the targets (issue 24: E2E, TTFT mean, ITL/TPOT mean, P99 TTFT).
+TARGET_KEYS = (
+    "mean_e2el_ms",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "mean_itl_ms",
+    "mean_tpot_ms",
+    "p99_ttft_ms",
+)
+#: Compared too where a family publishes only medians (reported apart).
+MEDIAN_KEYS = ("median_e2el_ms", "median_itl_ms", "median_tpot_ms")
+#: The metrics the fits match (log errors), where the run measures them.
+FIT_KEYS = (*TARGET_KEYS[:5], *MEDIAN_KEYS)
+#: The fit's grid: mem_eff and compute_eff, geometric.
+MEM_GRID = np.geomspace(0.3, 1.0, 9)
+COMPUTE_GRID = np.geomspace(0.1, 1.0, 8)
+QUICK = (
+    "dl-qwen2-7b-a100-tp1-kv5gib",
+    "dl-qwen2-7b-a100x2-tp2-kv12gib",
+    "dc-sglang-llama33-70b-h200x4-tp4-random",
+)
+
+
+# ---------------------------------------------------------------- families
+@dataclass
+class Family:
+    """One runs.yaml family made replayable: the problem's parts and its runs."""
+
+    id: str
+    group: str
+    gpu: str
+    tp: int
+    engine: str
+    config: Path
+    dtype: str | None
+    kv_dtype: str | None
+    scheduler: dict
+    runs: list[dict]
+    notes: list[str] = field(default_factory=list)
+    #: why the family is left out of the default factors' fit ("": it is in)
+    stress: str = ""
+
+
+def _kv_bytes(config: Path, dtype: str | None, kv_dtype: str | None) -> float:
+    return ModelSpec.from_hf_config(config, dtype=dtype, kv_dtype=kv_dtype).kv_bytes_per_token
+
+
+def scheduler(fam: dict, gpu: str, tp: int, config: Path, dtype, kv_dtype) -> tuple[dict, str]:
+    """The family's ``serving.scheduler`` and where each number comes from (module
+    docstring)."""
+    notes = fam.get("notes") or ""
+    same = re.match(r"^.*?Same server as (\S+?);", notes, re.S)
+    if same:  # the family states it ran on another family's server: that server's log
+        notes += " " + next(x for x in _RAW if x["id"] == same.group(1))["notes"]
+    if fam["engine"] == "vllm":
+        m = re.search(r"GPU KV cache size ([\d,]+) tokens", notes)
+        if m:
+            kv = int(m.group(1).replace(",", ""))
+            why = f"kv_cache_tokens {kv}: the server log quoted in the family notes"
+        else:
+            g = re.search(r"([\d.]+) GiB KV", notes)
+            if g is None:
+                raise LookupError("no KV cache size in the family notes")
+            gib = float(g.group(1))
+            kv = int(gib * 2**30 * tp / _kv_bytes(config, dtype, kv_dtype))
+            why = f"kv_cache_tokens {kv}: {gib} GiB KV per GPU (family notes) x {tp} / KV bytes"
+        sched = {
+            "max_num_seqs": 256, "max_num_batched_tokens": 2048, "kv_cache_tokens": kv,
+            "async_scheduling": False,
+        }  # fmt: skip
+        return sched, "vLLM 0.10.1.1 A100 defaults 256 / 2048; " + why
+    frac_m = re.search(r"--mem-fraction-static ([\d.]+)", notes)
+    frac = float(frac_m.group(1)) if frac_m else {4: 0.85, 8: 0.81, 16: 0.79}.get(tp, 0.88)
+    spec = ModelSpec.from_hf_config(config, dtype=dtype, kv_dtype=kv_dtype)
+    room = tp * GPUS[gpu].memory_gb * 1e9 * frac - spec.weight_bytes
+    kv = int(room / spec.kv_bytes_per_token)
+    chunk = 4096 if "--enable-dp-attention" in notes else 8192
+    sched = {
+        "max_num_seqs": 2048, "max_num_batched_tokens": chunk, "kv_cache_tokens": kv,
+        "async_scheduling": False,
+    }  # fmt: skip
+    return sched, (
+        f"SGLang 0.4.1 mapped: chunked_prefill_size {chunk}, max_running_requests 2048, "
+        f"kv_cache_tokens {kv} (mem_fraction_static {frac}, an upper bound)"
+    )
+
+
+def setup(fam: dict) -> Family | str:
+    """The family made replayable, or the reason it is skipped."""
+    w = fam.get("workload") or {}
+    if fam.get("speculative"):
+        return "speculative: the drafter's acceptance on this workload is not bundled"
+    if w.get("dataset") == "sharegpt":
+        return "ShareGPT lengths: their distribution is not bundled (rate runs need it)"
+    if w.get("dataset") is None or fam["runs"][0].get("num_prompts") is None:
+        return "no dataset or prompt count stated"
+    if fam.get("tp") is None:
+        return "tensor-parallel size not stated"
+    measured = {k for r in fam["runs"] for k in r["metrics"]}
+    if not measured & set(TARGET_KEYS + MEDIAN_KEYS):
+        return "no latency measured (throughputs only)"
+    gpu = GPU_KEYS.get(fam["gpu"])
+    if gpu is None:
+        return f"GPU {fam['gpu']!r} not in allocator/core/hardware.py"
+    name = fam.get("hf_id") or fam["model"]
+    name = re.sub(r" \(.*\)$", "", name)
+    if name not in CONFIG_FILES:
+        return f"no bundled config.json for {name!r}"
+    config = CONFIGS / CONFIG_FILES[name]
+    label = str(fam.get("dtype") or "")
+    kv_dtype = "fp8" if "fp8_e5m2" in label or "fp8_e4m3" in label else None
+    dtype = None
+    tp = int(fam["tp"])
+    try:
+        sched, why = scheduler(fam, gpu, tp, config, dtype, kv_dtype)
+    except LookupError as exc:
+        return str(exc)
+    group = f"{name} / {gpu} x{tp} / {fam['engine']} / {label.split(' ')[0] or 'default'}"
+    notes = [why]
+    if "--enable-dp-attention" in (fam.get("notes") or ""):
+        notes.append("DP attention not modelled (attention as TP)")
+    if "DIFFERENT nodes" in (fam.get("notes") or "") or "Two nodes" in (fam.get("notes") or ""):
+        notes.append("TP across nodes: the all-reduce runs over the network, not the GPU's link")
+    if "prefix caching on" in (fam.get("notes") or ""):
+        notes.append("prefix caching on in the server, not modelled")
+    runs = [r for r in fam["runs"] if (r.get("workload") or {}).get("dataset") != "sharegpt"]
+    if len(runs) < len(fam["runs"]):
+        notes.append(f"{len(fam['runs']) - len(runs)} ShareGPT run(s) left out (lengths)")
+    if "DIFFERENT nodes" in (fam.get("notes") or "") or "Two nodes" in (fam.get("notes") or ""):
+        stress = "TP across nodes (a stress family of the runs.yaml README)"
+    else:
+        stress = _saturated(min(runs, key=load_key), fam["workload"])
+    return Family(
+        fam["id"], group, gpu, tp, fam["engine"], config, dtype, kv_dtype, sched,
+        runs, notes, stress,
+    )  # fmt: skip
+
+
+def _saturated(run: dict, workload: dict) -> str:
+    """Why the lowest-load run cannot stand for the step time (``""``: it can): at a
+    request rate, less than 90% of the offered output tokens/s delivered (the engine was
+    saturated at its lowest load, so the run measures queueing)."""
+    rate = _rate(run)
+    m = run["metrics"]
+    out_len = (run.get("workload") or {}).get("output_len", workload.get("output_len"))
+    if not math.isfinite(rate) or "output_throughput" not in m:
+        return ""
+    n = m.get("successful_requests") or run["num_prompts"]
+    mean_out = m["total_generated_tokens"] / n if m.get("total_generated_tokens") else out_len
+    offered = rate * float(mean_out)
+    if m["output_throughput"] < 0.9 * offered:
+        return (
+            f"saturated at its lowest load ({m['output_throughput']:.0f} of {offered:.0f} "
+            "output tokens/s offered)"
+        )
+    return ""
+
+
+def problem(f: Family, factors: Mapping[str, float]) -> object:
+    """The family's problem with ``serving.roofline`` at ``factors`` (mem_eff, compute_eff)."""
+    model: dict = {"config": str(f.config)}
+    if f.kv_dtype:
+        model["kv_dtype"] = f.kv_dtype
+    spec = {
+        "name": f.id,
+        # the file format asks for a drafter; every run is replayed with speculation off
+        "drafters": [{"name": "unused", "method": "eagle", "acceptance": [0.5], "unit_cost": 0.1}],
+        "serving": {
+            "batch_sizes": [1],
+            "hardware": {"gpu": f.gpu, "count": f.tp},
+            "model": model,
+            "roofline": {k: float(factors[k]) for k in ("mem_eff", "compute_eff")},
+            "scheduler": {**f.scheduler, "block_size": 16},
+        },
+    }
+    return load(spec)
+
+
+# ---------------------------------------------------------------- replays
+def _lengths(f: Family, run: dict, seed: int) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """The run's per-request lengths (module docstring) and the conversions applied."""
+    w = run.get("workload") or {}
+    fam_w = next(x for x in _RAW if x["id"] == f.id)["workload"]
+    in_len = w.get("input_len", fam_w.get("input_len"))
+    out_len = w.get("output_len", fam_w.get("output_len"))
+    ratio = w.get("range_ratio", fam_w.get("range_ratio"))
+    m = run["metrics"]
+    n = int(m.get("successful_requests") or run["num_prompts"])
+    tin, tout = m.get("total_input_tokens"), m.get("total_generated_tokens")
+    notes: list[str] = []
+    if f.engine == "vllm":
+        i = round(tin / n) if tin else int(in_len)
+        o = round(tout / n) if tout else int(out_len)
+        notes.append(f"fixed lengths {i}/{o} (vLLM random dataset, range ratio 0)")
+        return np.full(n, i, np.int64), np.full(n, max(o, 1), np.int64), notes
+    ratio = 0.0 if ratio is None else float(ratio)
+    if ratio >= 1.0:
+        return np.full(n, int(in_len), np.int64), np.full(n, int(out_len), np.int64), notes
+    rng = np.random.default_rng(seed)
+    ins = rng.integers(max(int(in_len * ratio), 1), int(in_len) + 1, n).astype(float)
+    outs = rng.integers(max(int(out_len * ratio), 1), int(out_len) + 1, n).astype(float)
+    if tin:
+        ins *= tin / n / ins.mean()
+    if tout:
+        outs *= tout / n / outs.mean()
+    notes.append("SGLang random lengths drawn uniform, scaled to the recorded means")
+    ins_i = np.maximum(1, np.round(ins)).astype(np.int64)
+    outs_i = np.maximum(1, np.round(outs)).astype(np.int64)
+    return ins_i, outs_i, notes
+
+
+def _rate(run: dict) -> float:
+    r = run.get("request_rate")
+    return math.inf if r in (None, "inf") else float(r)
+
+
+def load_key(run: dict) -> tuple[float, float]:
+    """Order of load within a family: the rate, then the requests offered at once."""
+    r = _rate(run)
+    return (r if math.isfinite(r) else 1e12, float(run.get("num_prompts") or 0))
+
+
+def replay_run(f: Family, run: dict, factors: Mapping[str, float], seed: int) -> dict:
+    """``{key: (measured, predicted, error_pct)}`` of one run at ``factors``."""
+    prob = problem(f, factors)
+    prompt, output, _ = _lengths(f, run, seed)
+    metrics = {
+        k: float(v)
+        for k, v in run["metrics"].items()
+        if k in TARGET_KEYS + MEDIAN_KEYS and v is not None
+    }
+    measured = MeasuredRun(
+        source=f.id, engine="sglang" if f.engine == "sglang" else "vllm", model=None,
+        hardware=None, tensor_parallel=None, k=0, request_rate=_rate(run),
+        max_concurrency=run.get("max_concurrency"), burstiness=1.0, prompt_tokens=prompt,
+        output_tokens=output, metrics=metrics,
+    )  # fmt: skip
+    result, _ = replay(prob, measured, seed=seed)  # type: ignore[arg-type]
+    out = compare(metrics, plain_metrics(result.metrics))
+    return {k: (e.measured, e.predicted, e.error_pct) for k, e in out.items()}
+
+
+def loss(errors: Mapping[str, tuple]) -> float:
+    """Sum of squared log ratios over the fitted keys the run has."""
+    total = 0.0
+    for k in FIT_KEYS:
+        if k in errors and errors[k][1] is not None and errors[k][0] > 0 and errors[k][1] > 0:
+            total += math.log(errors[k][1] / errors[k][0]) ** 2
+    return total
+
+
+# ---------------------------------------------------------------- fits
+def grid(f: Family, run: dict, seed: int, every: int = 1) -> np.ndarray:
+    """``loss`` of ``run`` over :data:`MEM_GRID` x :data:`COMPUTE_GRID` (rows: mem_eff);
+    with ``every`` > 1 only every so many points of each axis (the others ``inf``: the
+    start of a stress group's own fit, which no default uses)."""
+    out = np.full((MEM_GRID.size, COMPUTE_GRID.size), np.inf)
+    for i in range(0, MEM_GRID.size, every):
+        for j in range(0, COMPUTE_GRID.size, every):
+            fac = {"mem_eff": MEM_GRID[i], "compute_eff": COMPUTE_GRID[j]}
+            out[i, j] = loss(replay_run(f, run, fac, seed))
+    return out
+
+
+def refine(objective: Callable[[dict], float], start: tuple[float, float]) -> dict:
+    """Nelder-Mead in log space from ``start``, factors kept in (0.02, 1]."""
+
+    def fn(x: np.ndarray) -> float:
+        me, ce = np.minimum(np.exp(x), 1.0)
+        return objective({"mem_eff": max(me, 0.02), "compute_eff": max(ce, 0.02)})
+
+    res = minimize(
+        fn, np.log(start), method="Nelder-Mead",
+        options={"xatol": 0.01, "fatol": 1e-5, "maxfev": 30},
+    )  # fmt: skip
+    me, ce = np.minimum(np.exp(res.x), 1.0)
+    return {"mem_eff": float(me), "compute_eff": float(ce), "loss": float(res.fun)}
+
+
+def best_on_grid(g: np.ndarray) -> tuple[float, float]:
+    i, j = np.unravel_index(int(np.argmin(g)), g.shape)
+    return float(MEM_GRID[i]), float(COMPUTE_GRID[j])
+
+
+@dataclass
+class Group:
+    """A (model, GPU, TP, engine, dtype) group: its families and its lowest-load run."""
+
+    name: str
+    gpu: str
+    tp: int
+    families: list[Family]
+    calib: tuple[Family, dict]
+
+    @property
+    def stress(self) -> str:
+        """Why the group is left out of the default factors' fit (``""``: it is in)."""
+        return self.calib[0].stress
+
+
+def groups(families: Sequence[Family]) -> list[Group]:
+    out: dict[str, Group] = {}
+    for f in families:
+        low = min(f.runs, key=load_key)
+        g = out.get(f.group)
+        if g is None:
+            out[f.group] = Group(f.group, f.gpu, f.tp, [f], (f, low))
+        else:
+            g.families.append(f)
+            if load_key(low) < load_key(g.calib[1]):
+                g.calib = (f, low)
+    return list(out.values())
+
+
+def fit_gpu(groups_: Sequence[Group], grids: Mapping[str, np.ndarray], seed: int) -> dict:
+    """Defaults of one GPU: the least squares over the lowest-load runs of ``groups_``."""
+    total = sum(grids[g.name] for g in groups_)
+    start = best_on_grid(total)
+
+    def objective(fac: dict) -> float:
+        return sum(loss(replay_run(*g.calib, fac, seed)) for g in groups_)
+
+    fit = refine(objective, start)
+    fit["groups"] = [g.name for g in groups_]
+    fit["runs"] = [f"{g.calib[0].id} run {g.calib[0].runs.index(g.calib[1])}" for g in groups_]
+    return fit
+
+
+def grid_fit(total: np.ndarray) -> dict:
+    """The minimum of a loss on the grid, refined by a parabola through the grid point and
+    its neighbours along each axis in log space (no new replays)."""
+    i, j = np.unravel_index(int(np.argmin(total)), total.shape)
+    out = {}
+    for name, axis, at, line in (
+        ("mem_eff", MEM_GRID, i, total[:, j]),
+        ("compute_eff", COMPUTE_GRID, j, total[i, :]),
+    ):
+        x = np.log(axis)
+        value = float(axis[at])
+        if 0 < at < axis.size - 1:
+            y0, y1, y2 = line[at - 1], line[at], line[at + 1]
+            curve = y0 - 2 * y1 + y2
+            if curve > 0:
+                shift = 0.5 * (y0 - y2) / curve  # in grid steps, within (-1, 1)
+                value = float(np.exp(x[at] + shift * (x[at + 1] - x[at])))
+        out[name] = min(value, 1.0)
+    out["loss"] = float(total[i, j])
+    return out
+
+
+def loo_defaults(
+    all_groups: Sequence[Group], grids: Mapping[str, np.ndarray]
+) -> dict[str, dict | None]:
+    """For each group: the defaults of its GPU fitted without it, on the grids of the other
+    groups on that GPU outside the stress cases (:func:`grid_fit`); ``None``: no such group,
+    the FALLBACK of allocator/core/defaults.py is used."""
+    out: dict[str, dict | None] = {}
+    for g in all_groups:
+        others = [h for h in all_groups if h.gpu == g.gpu and h.name != g.name and not h.stress]
+        if not others:
+            out[g.name] = None
+            continue
+        fit = grid_fit(sum(grids[h.name] for h in others))
+        fit["groups"] = [h.name for h in others]
+        out[g.name] = fit
+    return out
+
+
+# ---------------------------------------------------------------- report
+def summary(rows: Sequence[dict], keys: Sequence[str]) -> dict:
+    out = {}
+    for k in keys:
+        errs = [abs(r["errors"][k][2]) for r in rows if k in r["errors"] and r["errors"][k][2]]
+        if errs:
+            out[k] = {
+                "mean_abs": statistics.fmean(errs),
+                "median_abs": statistics.median(errs),
+                "runs": len(errs),
+            }
+    return out
+
+
+def _fmt(e: tuple | None) -> str:
+    return "" if e is None or e[2] is None else f"{e[2]:+.1f}"
+
+
+def markdown(rows: Sequence[dict], keys: Sequence[str], title: str) -> str:
+    head = "| family | run | load | " + " | ".join(keys) + " |"
+    lines = [f"### {title}", "", head, "|" + "---|" * (len(keys) + 3)]
+    for r in rows:
+        cells = [_fmt(r["errors"].get(k)) for k in keys]
+        lines.append(f"| {r['family']} | {r['run']} | {r['load']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def summary_md(s: Mapping[str, Mapping[str, dict]], keys: Sequence[str]) -> str:
+    lines = ["| mode | subset | " + " | ".join(keys) + " |", "|" + "---|" * (len(keys) + 2)]
+    for name, sub in s.items():
+        cells = [
+            f"{sub[k]['mean_abs']:.1f} / {sub[k]['median_abs']:.1f} ({sub[k]['runs']})"
+            if k in sub else ""
+            for k in keys
+        ]  # fmt: skip
+        mode, _, subset = name.partition(":")
+        lines.append(f"| {mode} | {subset} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+_RAW: list[dict] = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    ap.add_argument("--families", help="comma-separated family ids (default: all replayable)")
+    ap.add_argument("--json", type=Path, help="write the full report here")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--grid-cache", type=Path, help="keep the fits' grids in this .npz (reused when present)"
+    )
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    _RAW[:] = yaml.safe_load(RUNS.read_text(encoding="utf-8"))
+    wanted = None
+    if args.families:
+        wanted = set(args.families.split(","))
+        unknown = wanted - {f["id"] for f in _RAW}
+        if unknown:
+            print(f"--families: unknown {', '.join(sorted(unknown))}", file=sys.stderr)
+            return 2
+    families, skipped = [], {}
+    for fam in _RAW:
+        made = setup(fam)
+        if isinstance(made, str):
+            skipped[fam["id"]] = made
+        else:
+            families.append(made)
+    all_groups = groups(families)
+    print(f"{len(families)} families replayable in {len(all_groups)} groups; skipped:")
+    for fid, why in skipped.items():
+        print(f"  {fid}: {why}")
+    chosen = wanted or (set(QUICK) if args.quick else {f.id for f in families})
+    shown = [g for g in all_groups if any(f.id in chosen for f in g.families)]
+    gpus = {g.gpu for g in shown}
+    # the groups whose grids are needed: those shown, and those the defaults of their GPUs
+    # are fitted to
+    needed = [g for g in all_groups if g in shown or (g.gpu in gpus and not g.stress)]
+    # the grid of each group's calibration run: defaults and (b) start from it
+    grids: dict[str, np.ndarray] = {}
+    if args.grid_cache and args.grid_cache.exists():
+        with np.load(args.grid_cache) as z:
+            grids = {str(k): z[k] for k in z.files if str(k).endswith(f"#{args.seed}")}
+        grids = {k.rsplit("#", 1)[0]: v for k, v in grids.items()}
+    for g in needed:
+        if g.name in grids:
+            continue
+        if g.stress:
+            print(f"  not in the defaults' fit: {g.name}: {g.stress}")
+        grids[g.name] = grid(*g.calib, args.seed, every=2 if g.stress else 1)
+        print(f"  grid {g.name}: {time.perf_counter() - t0:.0f} s", flush=True)
+        if args.grid_cache:
+            np.savez(args.grid_cache, **{f"{k}#{args.seed}": v for k, v in grids.items()})
+    gpu_fits = {}
+    for gpu in sorted({g.gpu for g in needed if not g.stress}):
+        in_fit = [g for g in needed if g.gpu == gpu and not g.stress]
+        gpu_fits[gpu] = fit_gpu(in_fit, grids, args.seed)
+        print(f"  default fit {gpu}: {gpu_fits[gpu]}", flush=True)
+    loo = loo_defaults(needed, grids)
+    rows: list[dict] = []
+    calib_fits = {}
+    for g in shown:
+        fams = [f for f in g.families if f.id in chosen]
+        if not fams:
+            continue
+        start = best_on_grid(grids[g.name])
+        fit = refine(lambda fac, g=g: loss(replay_run(*g.calib, fac, args.seed)), start)
+        calib_fits[g.name] = fit
+        spec_f = loo[g.name] or dict(default_factors(g.gpu))
+        for f in fams:
+            for i, run in enumerate(f.runs):
+                is_calib = run is g.calib[1]
+                load_s = (
+                    f"rate {run['request_rate']}"
+                    if math.isfinite(_rate(run))
+                    else f"{run['num_prompts']} at once"
+                )
+                w = run.get("workload") or {}
+                if w:
+                    load_s += f" ({w.get('input_len')}/{w.get('output_len')})"
+                base = {
+                    "family": f.id, "group": g.name, "tp": f.tp, "run": i, "load": load_s,
+                    "stress": g.stress,
+                }  # fmt: skip
+                rows.append(
+                    {**base, "mode": "specs", "errors": replay_run(f, run, spec_f, args.seed)}
+                )
+                if not is_calib:
+                    rows.append(
+                        {**base, "mode": "calibrated", "errors": replay_run(f, run, fit, args.seed)}
+                    )
+        print(f"  {g.name}: {time.perf_counter() - t0:.0f} s", flush=True)
+    keys = list(TARGET_KEYS)
+    med = list(MEDIAN_KEYS)
+    summaries: dict[str, dict] = {}
+    for mode in ("specs", "calibrated"):
+        sel = [r for r in rows if r["mode"] == mode]
+        core = [r for r in sel if not r["stress"]]
+        summaries[f"{mode}:all"] = summary(sel, keys + med)
+        summaries[f"{mode}:core"] = summary(core, keys + med)
+        summaries[f"{mode}:core, TP=1"] = summary([r for r in core if r["tp"] == 1], keys + med)
+        summaries[f"{mode}:core, TP>1"] = summary([r for r in core if r["tp"] > 1], keys + med)
+        summaries[f"{mode}:stress"] = summary([r for r in sel if r["stress"]], keys + med)
+    runtime = time.perf_counter() - t0
+    print()
+    print(markdown([r for r in rows if r["mode"] == "specs"], keys + med, "(a) specs only"))
+    print()
+    print(markdown([r for r in rows if r["mode"] == "calibrated"], keys + med, "(b) calibrated"))
+    print()
+    print("### Summary: mean / median |error| % (runs)")
+    print()
+    print(summary_md(summaries, keys + med))
+    print()
+    print("Calibrated factors (lowest-load run of each group):")
+    for name, fit in calib_fits.items():
+        print(f"  {name}: mem_eff {fit['mem_eff']:.3f} compute_eff {fit['compute_eff']:.3f}")
+    print("Default factors per GPU (all groups):")
+    for gpu, fit in gpu_fits.items():
+        print(f"  {gpu}: mem_eff {fit['mem_eff']:.3f} compute_eff {fit['compute_eff']:.3f}")
+    print("Leave-one-group-out defaults used for specs only:")
+    for name, fit in loo.items():
+        if name not in {g.name for g in shown}:
+            continue
+        got = "FALLBACK" if fit is None else f"{fit['mem_eff']:.3f} / {fit['compute_eff']:.3f}"
+        print(f"  {name}: {got}")
+    for f in families:
+        if f.id in chosen:
+            print(f"  note {f.id}: {'; '.join(f.notes)}")
+    print(f"runtime {runtime:.0f} s (seed {args.seed})")
+    if args.json:
+        doc = {
+            "seed": args.seed,
+            "runtime_s": runtime,
+            "skipped": skipped,
+            "rows": rows,
+            "summary": summaries,
+            "calibrated_factors": calib_fits,
+            "defaults_fit": gpu_fits,
+            "leave_one_group_out_defaults": loo,
+            "notes": {f.id: f.notes for f in families},
+        }
+        args.json.write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
