@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.defaults import PER_GPU
 from ..core.hardware import gpu as table_gpu
 from ..core.hardware import known_gpus
 from ..exceptions import InputError, ParameterError
@@ -296,7 +297,27 @@ def deployments(
         )
     if retargeted:
         notes += _carried_notes(problem, data)
+    notes += _default_notes(sorted({d.gpu for d in out if d.gpu is not None}), data)
     return out, notes
+
+
+def _default_notes(gpus: Sequence[str], data: dict | None) -> list[str]:
+    """Which GPUs' roofline runs at efficiencies fitted to public runs
+    (:data:`allocator.core.defaults.PER_GPU`) and which at the vendor's peaks, when the file
+    gives none of its own: a front over both compares a measured speed with an upper bound."""
+    roof = (((data or {}).get("serving") or {}).get("roofline")) or {}
+    if "mem_eff" in roof and "compute_eff" in roof:
+        return []
+    fitted = [g for g in gpus if g in PER_GPU]
+    peaks = [g for g in gpus if g not in PER_GPU]
+    if not fitted or not peaks:
+        return []
+    return [
+        f"default efficiencies: {', '.join(fitted)} at those fitted to public serving runs "
+        f"(allocator/core/defaults.py), {', '.join(peaks)} at the vendor's peaks (no runs to "
+        "fit): the latter are upper bounds on speed, so the GPUs are not compared like for "
+        "like (give serving.roofline.mem_eff and compute_eff to set them)"
+    ]
 
 
 def _carried_notes(problem: Problem, data: dict | None) -> list[str]:

@@ -230,3 +230,20 @@ def test_a_front_over_two_gpus_is_the_brute_force_front_of_its_points():
         roofline_data(), gpus=["h100-sxm", "h200"], gpu_cost={"h200": 3.5}, workers=1, **SHORT
     )
     assert [p.metrics for p in again.points] == [p.metrics for p in result.points]
+
+
+def test_gpus_at_fitted_defaults_beside_gpus_at_peaks_are_said_not_like_for_like():
+    """A GPU with efficiencies fitted to public runs (core/defaults.PER_GPU) beside one at
+    the vendor's peaks: one note naming both; none when all are of one kind or the file
+    gives its own efficiencies."""
+    from allocator.analysis.deployments import _default_notes
+    from allocator.core.defaults import PER_GPU
+
+    fitted = sorted(PER_GPU)[0]
+    peak = next(g for g in ("h100-sxm", "l40s", "b200") if g not in PER_GPU)
+    (note,) = _default_notes([fitted, peak], {"serving": {}})
+    assert fitted in note and peak in note and "not compared like for like" in note
+    assert _default_notes([fitted], {"serving": {}}) == []
+    assert _default_notes([peak], None) == []
+    own = {"serving": {"roofline": {"mem_eff": 0.7, "compute_eff": 0.6}}}
+    assert _default_notes([fitted, peak], own) == []
