@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..analysis import bench as analysis_bench
     from ..analysis import replica as analysis_replica
     from ..analysis import request_source as analysis_request_source
+    from ..analysis import scheduler_options
     from ..analysis import validation as analysis_validation
     from ..analysis.bench import BenchResult
     from ..analysis.capacity import by_rate as capacity_by_rate
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 else:
     analysis_bench = lazy_module("allocator.analysis.bench")
     analysis_replica = lazy_module("allocator.analysis.replica")
+    scheduler_options = lazy_module("allocator.analysis.scheduler_options")
     analysis_request_source = lazy_module("allocator.analysis.request_source")
     analysis_validation = lazy_module("allocator.analysis.validation")
     capacity_by_rate = lazy_module("allocator.analysis.capacity.by_rate")
@@ -111,10 +113,10 @@ def bench(
 
     _vllm_scheduler_only(engine)
     count, router = analysis_bench.fleet_settings(replicas, router)
-    prob = analysis_replica.with_async_scheduling(as_problem(problem), async_scheduling)
-    prob, fleet_notes = analysis_replica.fleet_scheduling(prob, count, async_scheduling)
+    prob = scheduler_options.with_async_scheduling(as_problem(problem), async_scheduling)
+    prob, fleet_notes = scheduler_options.fleet_scheduling(prob, count, async_scheduling)
     if not prefix_caching:
-        prob = analysis_replica.with_prefix_caching(prob, False)
+        prob = scheduler_options.with_prefix_caching(prob, False)
     n = num_prompts
     if n is None and stages is None:
         n = analysis_request_source.DEFAULT_NUM_PROMPTS
@@ -218,14 +220,14 @@ def size_fleet_for_rate(
             sweep_rate, "sweep_rate", positive=True, max_steps=capacity_by_rate.MAX_SWEEP_RATES
         )
     rates = None if sweep_rate is None else np.asarray(sweep_rate, dtype=float)
-    prob = analysis_replica.with_async_scheduling(
+    prob = scheduler_options.with_async_scheduling(
         as_problem(problem).with_budget(budget), async_scheduling
     )
     fleet_notes: list[str] = []
     if router is not None:  # the replica count is searched by simulating the fleet
-        prob, fleet_notes = analysis_replica.fleet_scheduling(prob, 2, async_scheduling)
+        prob, fleet_notes = scheduler_options.fleet_scheduling(prob, 2, async_scheduling)
     if not prefix_caching:
-        prob = analysis_replica.with_prefix_caching(prob, False)
+        prob = scheduler_options.with_prefix_caching(prob, False)
         source = replace(source, flags=(*source.flags, "--no-prefix-caching"))
     path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
     with capacity_workers.Workers(workers, ray, progress=progress) as pool:
