@@ -273,7 +273,10 @@ class Workers:
                     proc.terminate()
         # waiting is quick once they are ended, and lets the pool's own thread finish
         # before the interpreter's exit handlers run (else one writes to a closed pipe)
-        pool.shutdown(wait=True, cancel_futures=True)
+        try:
+            pool.shutdown(wait=True, cancel_futures=True)
+        except RuntimeError:  # ended while the pool was starting its thread: none to join
+            pool.shutdown(wait=False, cancel_futures=True)
 
     @property
     def wave(self) -> int:
