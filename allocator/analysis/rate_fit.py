@@ -62,9 +62,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from scipy import optimize
 
+from ..calibration.report import calibrated_text
 from ..calibration.roofline_fit import identify
 from ..calibration.write import DIGITS
 from ..core.problem import Problem
@@ -209,15 +209,9 @@ class RateCalibrationReport:
 
     def text(self) -> str:
         """The calibrated problem file to write: a two-line comment, then YAML."""
-        src = Path(self.problem).name
-        files = [self.measured] if isinstance(self.measured, str) else self.measured
-        shown = ", ".join(Path(f).name for f in files[:3]) + (", ..." if len(files) > 3 else "")
-        header = (
-            f"# {self.data['name']}: calibrated by `allocator calibrate` from {shown}\n"
-            f"# (request-rate runs, through the simulator) and {src}; its comments are "
-            "not kept.\n"
+        return calibrated_text(
+            self.data, self.problem, self.measured, "(request-rate runs, through the simulator) "
         )
-        return header + yaml.safe_dump(self.data, sort_keys=False, allow_unicode=True)
 
     def errors(self) -> list[float]:
         return [

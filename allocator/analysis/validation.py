@@ -225,10 +225,10 @@ def _documents(path: Path) -> list[tuple[str, object]]:
         text = read_text(path)
     except InputError as exc:  # the reader names its input INPUT; here it is a FILE
         raise InputError("FILE" if exc.field == "INPUT" else exc.field, exc.message) from None
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    if not lines:
+    first = next((line for line in text.splitlines() if line.strip()), None)
+    if first is None:
         raise InputError(path.name, "is empty")
-    if not lines[0][1].lstrip().startswith("{"):
+    if not first.lstrip().startswith("{"):
         raise InputError(
             path.name,
             "is not a benchmark result (JSON): a CSV of calibrate's rows (batch, tokens/s) "

@@ -36,6 +36,7 @@ from .write import calibrated_problem_data, check_paths
 
 __all__ = [
     "READ_BACK_RTOL",
+    "calibrated_text",
     "MODEL_FORM",
     "ROOFLINE_FORM",
     "CalibrationReport",
@@ -62,6 +63,20 @@ ROOFLINE_FORM = {
 }
 
 
+def calibrated_text(data: dict, problem: str, measured: str | list[str], how: str = "") -> str:
+    """A calibrated problem file: a two-line comment naming what it was fitted from
+    (``measured`` files, ``how`` they were fitted, the ``problem`` file), then ``data`` as
+    YAML."""
+    src = Path(problem).name
+    files = [measured] if isinstance(measured, str) else measured
+    shown = ", ".join(Path(f).name for f in files[:3]) + (", ..." if len(files) > 3 else "")
+    header = (
+        f"# {data['name']}: calibrated by `allocator calibrate` from {shown}\n"
+        f"# {how}and {src}; the comments of {src} are not kept.\n"
+    )
+    return header + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
 @dataclass
 class CalibrationReport:
     """``allocator calibrate``: the fit (:class:`Calibration`) and the calibrated problem.
@@ -85,14 +100,7 @@ class CalibrationReport:
     def text(self) -> str:
         """The calibrated problem file to write: a two-line comment, then YAML."""
 
-        src = Path(self.problem).name
-        files = [self.measured] if isinstance(self.measured, str) else self.measured
-        shown = ", ".join(Path(f).name for f in files[:3]) + (", ..." if len(files) > 3 else "")
-        header = (
-            f"# {self.data['name']}: calibrated by `allocator calibrate` from {shown}\n"
-            f"# and {src}; the comments of {src} are not kept.\n"
-        )
-        return header + yaml.safe_dump(self.data, sort_keys=False, allow_unicode=True)
+        return calibrated_text(self.data, self.problem, self.measured)
 
     def to_dict(self) -> dict:
         """The ``calibrate --json`` document."""
