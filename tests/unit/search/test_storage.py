@@ -142,6 +142,10 @@ def test_study_made_for_another_problem_is_refused(problem_file, tmp_path):
 # ------------------------------------------------------------------ workers
 def kill_and_resume(problem_file, url, tmp_path):
     study = f"kill-{uuid.uuid4().hex[:8]}"
+    # the schema is made here, before the worker starts: a reader polling a new SQLite
+    # file while the worker makes the same tables can both insert alembic's version row
+    # (UNIQUE constraint failed: alembic_version.version_num)
+    optuna.storages.RDBStorage(with_driver(url))
     proc = subprocess.Popen(
         solve_cmd(problem_file, url, study, 10**7),
         stdout=subprocess.DEVNULL,
