@@ -7,6 +7,9 @@ what they name things. Nothing inside the model or the solvers imports from here
 - :mod:`.vllm`: ``--speculative-config`` JSON (chains, the schedule by batch size);
   :mod:`.sglang`: ``launch_server`` flags (chains, EAGLE trees) and how SGLang builds
   its EAGLE trees;
+- :mod:`.disagg`: a prefill/decode disaggregated fleet (every replica's command, the router
+  pairing the pools); :mod:`.routers`: the router in front of a fleet as llm-d, vLLM
+  production-stack, vllm-router and sglang-router configure it;
 - this module: the registry :data:`ENGINES` and the exports the command line and the
   analyses use: a front point (``solve --export``), a plan (``plan --export``), a
   schedule (``schedule --export``), a tree (``tree --export``). Every export serves one
@@ -26,6 +29,8 @@ from ..exceptions import InfeasibleError, ParameterError
 from ..io.quoting import shell_join
 from ..validate import whole
 from .base import DrafterLike, Engine
+from .disagg import Command, FleetExport, Pool, sglang_disagg, vllm_disagg
+from .routers import ROUTER_NAMES, llm_d_config, production_stack_command
 from .sglang import SGLang
 from .vllm import VLLM
 
@@ -234,6 +239,14 @@ def convention_warning(convention: str) -> str | None:
 
 __all__ = [
     "POOLED_BOUND",
+    "ROUTER_NAMES",
+    "Command",
+    "FleetExport",
+    "Pool",
+    "llm_d_config",
+    "production_stack_command",
+    "sglang_disagg",
+    "vllm_disagg",
     "servable",
     "ENGINES",
     "TARGETS",
