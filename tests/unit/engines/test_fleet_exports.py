@@ -401,3 +401,16 @@ def test_words_reach_the_shell_as_they_are():
     assert urls == [f"http://{h}:8100" for h in hosts]
     text = fleet.text()
     assert "\n# on $(touch${IFS}x):\n" in text and text.count("\n") == len(text.splitlines())
+
+
+def test_the_guides_example_runs(capsys):
+    """The fleet example of docs/guides/fronts.md runs and prints what the page says."""
+    page = Path(__file__).resolve().parents[3] / "docs/guides/fronts.md"
+    body = page.read_text().split("### Exports for a fleet", 1)[1]
+    code = body.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, str(page), "exec"), {})
+    out = capsys.readouterr().out
+    assert "kv_producer" in out and "kv_consumer" in out and "vllm-router" in out
+    assert "# on gpu-b:" in out and "# on prefill-1:" in out
+    assert "active-request-scorer" in out and "session-affinity-scorer" in out
+    assert "single-profile-handler" in out
