@@ -35,11 +35,21 @@ together (their correlation kept), from a seeded generator.
 Poisson with mean ``rate_j * seconds_j``) started at the stage's start and cut at its end;
 the requests are numbered across stages in arrival order. inference-perf instead sends
 exactly ``int(rate * duration)`` requests per stage at Poisson times
-(``inference_perf/loadgen/load_generator.py``, ``PoissonLoadTimer`` in ``load_timer.py``:
-a Poisson count for each second, spread over it), letting a stage run past its duration
-when late; the expected counts agree, the spread of the count does not. vLLM's rescaling of
-the last arrival to ``N / rate`` (:func:`allocator.sim.arrival_times`) is not applied: a
-stage is a time window, not a count.
+(``inference_perf/loadgen/load_generator.py``, ``LoadGenerator.run_stage``:
+``num_requests = int(rate * duration)``; ``PoissonLoadTimer`` in ``load_timer.py``: a
+Poisson count for each second, spread over it; kubernetes-sigs/inference-perf at commits
+``0167ee66`` and ``0949afc8``), letting a stage run past its duration when late; the
+expected counts agree, the spread of the count does not. vLLM's rescaling of the last
+arrival to ``N / rate`` (:func:`allocator.sim.arrival_times`) is not applied: a stage is a
+time window, not a count.
+
+**Constant-rate stages** (``burstiness`` ``inf``) send inference-perf's count,
+``int(rate * seconds)`` (the float product truncated, as ``run_stage`` computes it), at
+``1 / rate``, ``2 / rate``, ... into the stage: the last at the stage's end when
+``rate * seconds`` is whole (``2:5`` sends 10 requests, at 0.5, 1.0, ..., 5.0 s), so a
+stage's window is ``(start, end]`` here, not ``[start, end)``. inference-perf's own
+``ConstantLoadTimer`` spreads the same count at exponential gaps scaled to sum to the
+duration (its last request also at the stage's end); the gaps here are even.
 
 Every run to its output length: the simulator has no stop token, as ``vllm bench serve
 --ignore-eos`` (which vLLM 0.33.0 turns on for the random dataset,
@@ -256,8 +266,9 @@ def staged_arrivals(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Arrival times (s from the start of the first stage, non-decreasing) and each
     request's stage (0-based): two ``(N,)`` arrays, ``N`` drawn (module docstring).
-    ``burstiness``: the gamma shape (1: Poisson; ``inf``: constant gaps of ``1 / rate``,
-    the first at ``1 / rate`` into the stage). ``max_requests`` (at most, and by default,
+    ``burstiness``: the gamma shape (1: Poisson; ``inf``: ``int(rate * seconds)`` requests
+    at constant gaps of ``1 / rate``, the first at ``1 / rate`` into the stage, as many as
+    inference-perf sends). ``max_requests`` (at most, and by default,
     :data:`MAX_DRAWS`): refuse (naming ``stages``) stages expecting more requests than
     this, or drawing more."""
     plan = parse_stages(stages)
@@ -277,8 +288,8 @@ def staged_arrivals(
     start = 0.0
     for j, (r, secs) in enumerate(plan):
         if math.isinf(shape):
-            t = np.arange(1, math.floor(r * secs) + 1) / r
-            t = t[t < secs]
+            # inference-perf's count (module docstring); the last may sit at `secs`
+            t = np.minimum(np.arange(1, int(r * secs) + 1) / r, secs)
         else:
             # enough gaps to pass the stage's end almost surely; more drawn when not
             mean = r * secs

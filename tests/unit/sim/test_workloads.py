@@ -264,9 +264,27 @@ def test_gamma_stage_counts_have_the_renewal_variance():
 
 
 def test_constant_gaps_are_counted_by_hand():
+    """A constant-rate stage sends inference-perf's int(rate x seconds) requests (its
+    LoadGenerator.run_stage): 4/s for 2.5 s is 10, at 0.25, 0.5, ..., 2.5 s, the last at
+    the stage's end; 2/s for 1 s is 2, at 0.5 and 1.0 s into the second stage."""
     times, stage = staged_arrivals(((4.0, 2.5), (2.0, 1.0)), math.inf)
-    np.testing.assert_allclose(times, [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 3.0])
-    np.testing.assert_array_equal(stage, [0] * 9 + [1])
+    by_hand = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5]
+    np.testing.assert_allclose(times, by_hand)
+    np.testing.assert_array_equal(stage, [0] * 10 + [1] * 2)
+
+
+@pytest.mark.parametrize(
+    ("stages", "by_hand"),
+    [
+        ("2:5", [10]),  # a whole rate x seconds: all of them, the last at 5 s
+        ("2.5:1", [2]),  # 2.5 truncated to 2, at 0.4 and 0.8 s
+        ("3:2,0.5:4,10:0.3", [6, 2, 3]),
+        ("1.5:3,1:1", [4, 1]),  # 4.5 truncated to 4
+    ],
+)
+def test_constant_stage_counts_are_inference_perfs(stages, by_hand):
+    _, stage = staged_arrivals(stages, math.inf)
+    np.testing.assert_array_equal(np.bincount(stage, minlength=len(by_hand)), by_hand)
 
 
 def test_stage_times_lie_in_their_windows_uniformly():
