@@ -26,7 +26,10 @@ are vLLM's own, draw for draw (``tests/unit/sim/test_workloads.py`` runs vLLM's
 
 **Lengths from a trace** (:func:`lengths_from`): ``N`` rows drawn uniformly with
 replacement from a trace's rows, each request taking one row's prompt and output lengths
-together (their correlation kept), from a seeded generator.
+together (their correlation kept), from a seeded generator. A file too large to hold
+(:func:`lengths_from_chunks`) is read twice, a chunk at a time: once to count its ``R``
+rows, then to pick the drawn ones, the same ``N`` draws as :func:`lengths_from` over all
+``R`` rows, in memory for ``N`` requests and one chunk whatever ``R``.
 
 **Staged loads** (:func:`staged_arrivals`; inference-perf's ``load.stages``, each a
 ``rate`` and a ``duration``): stage ``j`` runs from the end of the stages before it for
@@ -61,7 +64,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -192,6 +195,50 @@ def lengths_from(
     Every length a whole number of tokens in ``1..MAX_TOKENS``."""
     n = whole(num_prompts, "num_prompts", lo=1, hi=MAX_DRAWS)
     rng = np.random.default_rng(valid_seed(seed))
+    prompts, outputs = _check_lengths(prompt_tokens, output_tokens)
+    rows = rng.integers(0, prompts.size, size=n)
+    return prompts[rows].astype(np.int64), outputs[rows].astype(np.int64)
+
+
+def lengths_from_chunks(
+    chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
+    num_prompts: int,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`lengths_from` over rows read a chunk at a time: ``chunks()`` yields the
+    rows' ``(prompt, output)`` lengths (two ``(m,)`` arrays per chunk, tokens) in the same
+    order each time it is called; it is called twice (count, then pick: module docstring).
+    The same ``(num_prompts,)`` int64 arrays as :func:`lengths_from` on all the rows at
+    once with the same ``seed``."""
+    n = whole(num_prompts, "num_prompts", lo=1, hi=MAX_DRAWS)
+    rng = np.random.default_rng(valid_seed(seed))
+    total = 0
+    for prompts, outputs in chunks():
+        _check_lengths(prompts, outputs)
+        total += int(np.asarray(prompts).size)
+    if total == 0:
+        raise ParameterError("lengths_from", "needs one or more rows of prompt and output lengths")
+    rows = rng.integers(0, total, size=n)
+    order = np.argsort(rows, kind="stable")
+    wanted = rows[order]
+    out_p = np.empty(n, np.int64)
+    out_o = np.empty(n, np.int64)
+    start = 0
+    for prompts, outputs in chunks():
+        p, o = _check_lengths(prompts, outputs)
+        lo, hi = np.searchsorted(wanted, [start, start + p.size])
+        picked = order[lo:hi]
+        out_p[picked] = p[wanted[lo:hi] - start]
+        out_o[picked] = o[wanted[lo:hi] - start]
+        start += p.size
+    if start != total:
+        raise ParameterError("lengths_from", f"changed while read: {total:,} rows, then {start:,}")
+    return out_p, out_o
+
+
+def _check_lengths(prompt_tokens: object, output_tokens: object) -> tuple[np.ndarray, np.ndarray]:
+    """One chunk's rows as float arrays, refused (naming ``lengths_from``) unless both are
+    ``(R,)`` with ``R >= 1`` and every length a whole number of tokens in ``1..MAX_TOKENS``."""
     try:
         given = np.asarray(prompt_tokens), np.asarray(output_tokens)
         prompts, outputs = (np.asarray(a, dtype=np.float64) for a in given)
@@ -204,8 +251,7 @@ def lengths_from(
             raise ParameterError(
                 "lengths_from", f"lengths must be whole numbers of tokens in 1..{MAX_TOKENS:,}"
             )
-    rows = rng.integers(0, prompts.size, size=n)
-    return prompts[rows].astype(np.int64), outputs[rows].astype(np.int64)
+    return prompts, outputs
 
 
 def parse_stages(text: str | Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
@@ -326,6 +372,7 @@ __all__ = [
     "RANDOM_INPUT_LEN",
     "RANDOM_OUTPUT_LEN",
     "lengths_from",
+    "lengths_from_chunks",
     "parse_stages",
     "random_bounds",
     "random_lengths",

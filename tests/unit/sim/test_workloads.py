@@ -28,12 +28,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from allocator.analysis.request_source import request_source, run_rate
+from allocator.analysis.request_source import lengths_seed, request_source, run_rate
 from allocator.exceptions import ParameterError
 from allocator.io.trace import read_trace
 from allocator.sim.requests import MAX_TOKENS
 from allocator.sim.workloads import (
     lengths_from,
+    lengths_from_chunks,
     parse_stages,
     random_bounds,
     random_lengths,
@@ -414,6 +415,80 @@ def test_lengths_from_a_bad_trace_names_the_option(tmp_path):
     with pytest.raises(ParameterError) as e:
         request_source(10, lengths_from=bad)
     assert e.value.field == "lengths_from"
+
+
+def test_lengths_from_a_file_without_timestamps(tmp_path):
+    """--lengths-from needs only the lengths: a CSV of ContextTokens and GeneratedTokens
+    alone is taken, and every request is one of its rows."""
+    f = tmp_path / "lengths.csv"
+    f.write_text("GeneratedTokens,ContextTokens\n5,100\n\n7,300\n")
+    src = request_source(50, lengths_from=f, seed=1)
+    pairs = set(zip(src.prompt_tokens.tolist(), src.output_tokens.tolist(), strict=True))
+    assert pairs == {(100, 5), (300, 7)}
+
+
+def test_lengths_from_draw_over_every_row_of_a_long_file(tmp_path):
+    """Rows past the simulator's 200,000 requests are drawn too: a file of 250,000 rows
+    whose last 50,000 differ gives the same requests as the in-memory draw over all its
+    rows (lengths_from, built here from what the file holds), and about a fifth of them
+    from its tail (binomial, within five standard deviations)."""
+    head, tail, n = 200_000, 50_000, 3_000
+    prompts = np.concatenate([np.arange(head) % 997 + 1, np.full(tail, 5_000)])
+    outputs = np.concatenate([np.arange(head) % 89 + 1, np.full(tail, 77)])
+    f = tmp_path / "long.csv"
+    body = "\n".join(f"{p},{o}" for p, o in zip(prompts.tolist(), outputs.tolist(), strict=True))
+    f.write_text("ContextTokens,GeneratedTokens\n" + body + "\n")
+    src = request_source(n, lengths_from=f, seed=4)
+    want = lengths_from(prompts, outputs, n, lengths_seed(4))
+    np.testing.assert_array_equal(src.prompt_tokens, want[0])
+    np.testing.assert_array_equal(src.output_tokens, want[1])
+    from_tail = int(np.count_nonzero(src.prompt_tokens == 5_000))
+    p = tail / (head + tail)
+    assert abs(from_tail - n * p) < 5 * math.sqrt(n * p * (1 - p)), from_tail
+
+
+@pytest.mark.parametrize("sizes", [[7], [1, 1, 1, 4], [3, 4], [2, 0, 5]])
+def test_lengths_from_chunks_are_lengths_from(sizes):
+    """Read in chunks of any sizes, the draws are the in-memory draws over all the rows."""
+    rng = np.random.default_rng(0)
+    prompts, outputs = rng.integers(1, 1000, 7), rng.integers(1, 100, 7)
+    cuts = np.cumsum([0, *sizes])
+
+    def chunks():
+        return [(prompts[a:b], outputs[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+    got = lengths_from_chunks(chunks, 500, seed=9)
+    want = lengths_from(prompts, outputs, 500, seed=9)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_lengths_from_chunks_refuse_a_file_that_changed_or_is_empty():
+    calls = iter([[(np.array([1, 2]), np.array([3, 4]))], [(np.array([1]), np.array([3]))]])
+    with pytest.raises(ParameterError, match="changed while read") as e:
+        lengths_from_chunks(lambda: next(calls), 5)
+    assert e.value.field == "lengths_from"
+    with pytest.raises(ParameterError) as e:
+        lengths_from_chunks(lambda: [], 5)
+    assert e.value.field == "lengths_from"
+
+
+@pytest.mark.parametrize(
+    ("text", "contains"),
+    [
+        ("ContextTokens\n5\n", "missing column GeneratedTokens"),
+        ("ContextTokens,GeneratedTokens\n", "no data rows"),
+        ("", "empty"),
+        ("ContextTokens,GeneratedTokens\n5,6\n5\n", "row 2: 1 fields"),
+        ("ContextTokens,GeneratedTokens\n5,6\n\n5,x\n", "row 2: GeneratedTokens"),
+    ],
+)
+def test_a_bad_lengths_file_is_refused_naming_the_row(tmp_path, text, contains):
+    f = tmp_path / "lengths.csv"
+    f.write_text(text)
+    with pytest.raises(ParameterError) as e:
+        request_source(10, lengths_from=f)
+    assert e.value.field == "lengths_from" and contains in str(e.value), str(e.value)
 
 
 @pytest.mark.parametrize(
