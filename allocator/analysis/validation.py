@@ -63,7 +63,7 @@ from ..model.under_load import need_serving, roofline_answers
 from ..sim import LATENCIES
 from ..sim.requests import MAX_TOKENS
 from .bench import bench, plain_metrics
-from .replica import configuration
+from .replica import configuration, kv_cache_tokens, scheduler_limits
 from .request_source import MAX_PROMPTS, RequestSource, derived_seeds
 
 # the comparison and the answer (allocator.analysis.validation_compare), re-exported
@@ -120,6 +120,8 @@ class MeasuredRun:
     max_num_seqs: int | None = None
     notes: tuple[str, ...] = ()
     lengths_recorded: bool = False
+    #: the file's keys the lengths came from: per request, or the totals (fixed lengths)
+    length_keys: tuple[str, str] = ("input_lens", "output_lens")
 
 
 def _documents(path: Path) -> list[tuple[str, object]]:
@@ -317,6 +319,7 @@ def _engine_run(obj: dict, where: str) -> MeasuredRun:
         metrics=metrics,
         notes=tuple(notes),
         lengths_recorded=arrays is not None,
+        length_keys=keys,
     )
 
 
@@ -421,6 +424,7 @@ def _allocator_run(obj: dict, where: str) -> MeasuredRun:
         pooled=pooled,
         max_num_seqs=seqs,
         notes=tuple(notes),
+        length_keys=keys,
     )
 
 
@@ -585,16 +589,19 @@ def replay(
     notes = [n for n in notes if "--pooled" not in n]  # the run's configuration, not a search
     arrival_seed, _ = derived_seeds(seed)
     source = RequestSource(run.prompt_tokens, run.output_tokens, run.burstiness, arrival_seed)
-    result = bench(
-        problem,
-        source,
-        config,
-        run.request_rate,
-        max_num_seqs=seqs,
-        max_concurrency=run.max_concurrency,
-        seed=seed,
-        notes=notes,
-    )
+    try:
+        result = bench(
+            problem,
+            source,
+            config,
+            run.request_rate,
+            max_num_seqs=seqs,
+            max_concurrency=run.max_concurrency,
+            seed=seed,
+            notes=notes,
+        )
+    except InputError as exc:
+        raise _too_long(problem, run, config, exc) from None
     rate = run.request_rate
     burst = run.burstiness
     replayed = {
@@ -608,6 +615,39 @@ def replay(
         "mean_output_tokens": float(run.output_tokens.mean()),
     }
     return result, replayed
+
+
+def _too_long(
+    problem: Problem, run: MeasuredRun, config: Configuration, exc: InputError
+) -> InputError:
+    """A replay refused on the KV cache, named by its cause: when the cache holds at least
+    one block (:func:`~allocator.analysis.replica.replica_scheduler` refuses less), the
+    refusal is the simulator's (``allocator/sim/state.py``, ``check_fit``): a request
+    longer than the whole cache, which could never finish. That is the run's request
+    (its longest, named by the file's key), not the problem's ``kv_cache_tokens``."""
+    if exc.field != "serving.scheduler.kv_cache_tokens":
+        return exc
+    cache = kv_cache_tokens(problem, config)
+    if cache < scheduler_limits(problem).block_size:
+        return exc  # less than one block: the problem's cache, whatever the run
+    need = run.prompt_tokens + np.maximum(run.output_tokens, 1) - 1
+    i = int(np.argmax(need))
+    prompt, output = int(run.prompt_tokens[i]), int(run.output_tokens[i])
+    key = run.length_keys[0]
+    field = f"{run.source}: {key}[{i}]" if key == "input_lens" else f"{run.source}: {key}"
+    what = (
+        f"request {i}, {prompt:,} prompt and {output:,} output tokens, does"
+        if key == "input_lens"
+        else f"its requests, {prompt:,} prompt and {output:,} output tokens (the means), do"
+    )
+    stated = scheduler_limits(problem).kv_cache_tokens is not None
+    where = "serving.scheduler.kv_cache_tokens" if stated else "from serving's memory"
+    hosted = f", with {', '.join(config.drafters)} hosted" if config.drafters else ""
+    return InputError(
+        field,
+        f"the run's {what} not fit the replica's whole KV cache, {cache:,} tokens "
+        f"({where}{hosted}): the run is longer than this replica serves ({exc.message})",
+    )
 
 
 def _named(exc: ParameterError, run: MeasuredRun) -> ParameterError | InputError:
