@@ -58,6 +58,7 @@ from ..estimate.bench_files import VARIED, read_bench_run, split_documents
 from ..estimate.jsonl import finite_number, read_text, whole_count
 from ..estimate.messages import quote
 from ..exceptions import InputError, ParameterError
+from ..io.inputs import shown_paths
 from ..io.quoting import mask_secrets
 from ..model.under_load import need_serving, roofline_answers
 from ..sim import LATENCIES
@@ -124,9 +125,10 @@ class MeasuredRun:
     length_keys: tuple[str, str] = ("input_lens", "output_lens")
 
 
-def _documents(path: Path) -> list[tuple[str, object]]:
+def _documents(path: Path, name: str) -> list[tuple[str, object]]:
     """The JSON objects of one file (the whole file, or one per line), each with where it
-    is; a file that is not JSON (a CSV of ``calibrate``'s rows) is refused."""
+    is (the file as ``name``: :func:`allocator.io.inputs.shown_paths`); a file that is
+    not JSON (a CSV of ``calibrate``'s rows) is refused."""
 
     try:
         text = read_text(path)
@@ -134,15 +136,15 @@ def _documents(path: Path) -> list[tuple[str, object]]:
         raise InputError("FILE" if exc.field == "INPUT" else exc.field, exc.message) from None
     first = next((line for line in text.splitlines() if line.strip()), None)
     if first is None:
-        raise InputError(path.name, "is empty")
+        raise InputError(name, "is empty")
     if not first.lstrip().startswith("{"):
         raise InputError(
-            path.name,
+            name,
             "is not a benchmark result (JSON): a CSV of calibrate's rows (batch, tokens/s) "
             "records no requests to replay; calibrate --holdout reports the step model's "
             "error on such rows",
         )
-    return split_documents(text, path.name)
+    return split_documents(text, name)
 
 
 def _burstiness(obj: Mapping, where: str) -> float:
@@ -433,8 +435,8 @@ def measured_runs(paths: Sequence[str | Path]) -> list[MeasuredRun]:
     if not paths:
         raise ParameterError("files", "no benchmark file given")
     runs: list[MeasuredRun] = []
-    for p in paths:
-        for where, obj in _documents(Path(p)):
+    for p, name in zip(paths, shown_paths(paths), strict=True):
+        for where, obj in _documents(Path(p), name):
             if not isinstance(obj, dict):
                 raise InputError(where, "expected one benchmark result object")
             if "kv_cache_peak_fraction" in obj and "label" in obj:
