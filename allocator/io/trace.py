@@ -236,7 +236,9 @@ def read_length_chunks(
                 )
             cols = [names.index(c) for c in wanted]
             for row in itertools.chain(reader, [None]):
-                if row is not None and (not row or all(not x.strip() for x in row)):
+                if row is not None and (
+                    not row or (not row[0].strip() and all(not x.strip() for x in row))
+                ):  # a blank row
                     continue
                 if row is not None:
                     rows.append(row)

@@ -26,10 +26,11 @@ are vLLM's own, draw for draw (``tests/unit/sim/test_workloads.py`` runs vLLM's
 
 **Lengths from a trace** (:func:`lengths_from`): ``N`` rows drawn uniformly with
 replacement from a trace's rows, each request taking one row's prompt and output lengths
-together (their correlation kept), from a seeded generator. A file too large to hold
-(:func:`lengths_from_chunks`) is read twice, a chunk at a time: once to count its ``R``
-rows, then to pick the drawn ones, the same ``N`` draws as :func:`lengths_from` over all
-``R`` rows, in memory for ``N`` requests and one chunk whatever ``R``.
+together (their correlation kept), from a seeded generator. A file is read a chunk at a
+time (:func:`lengths_from_chunks`), its rows kept up to :data:`KEEP_ROWS`; a longer one
+is read twice, to count its ``R`` rows and then to pick the drawn ones, in memory for
+``N`` requests and one chunk whatever ``R``: the same ``N`` draws as :func:`lengths_from`
+over all ``R`` rows either way.
 
 **Staged loads** (:func:`staged_arrivals`; inference-perf's ``load.stages``, each a
 ``rate`` and a ``duration``): stage ``j`` runs from the end of the stages before it for
@@ -88,6 +89,9 @@ MAX_STAGES = 1_000
 #: Most requests one call draws (lengths or arrivals): two ``int64`` arrays of this many
 #: take 160 MB; the simulator runs far fewer (``allocator.analysis.request_source``).
 MAX_DRAWS = 10_000_000
+#: Most rows :func:`lengths_from_chunks` keeps from its first read (two float64 arrays of
+#: this many take 64 MB); a longer file is read again for the rows drawn.
+KEEP_ROWS = 1 << 22
 #: Most gaps drawn at a time for one stage (8 MB): a tiny gamma shape asks for many more.
 _CHUNK = 1 << 20
 #: Characters of a stage that does not parse quoted in the error (one line, however long).
@@ -207,18 +211,27 @@ def lengths_from_chunks(
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`lengths_from` over rows read a chunk at a time: ``chunks()`` yields the
     rows' ``(prompt, output)`` lengths (two ``(m,)`` arrays per chunk, tokens) in the same
-    order each time it is called; it is called twice (count, then pick: module docstring).
-    The same ``(num_prompts,)`` int64 arrays as :func:`lengths_from` on all the rows at
-    once with the same ``seed``."""
+    order each time it is called. Up to :data:`KEEP_ROWS` rows are kept from the first
+    call and drawn from; past them it is called again to pick the drawn rows (module
+    docstring). The same ``(num_prompts,)`` int64 arrays as :func:`lengths_from` on all
+    the rows at once with the same ``seed``, either way."""
     n = whole(num_prompts, "num_prompts", lo=1, hi=MAX_DRAWS)
     rng = np.random.default_rng(valid_seed(seed))
     total = 0
+    kept: list[tuple[np.ndarray, np.ndarray]] | None = []
     for prompts, outputs in chunks():
-        _check_lengths(prompts, outputs)
-        total += int(np.asarray(prompts).size)
+        p, o = _check_lengths(prompts, outputs)
+        total += int(p.size)
+        if kept is not None and total <= KEEP_ROWS:
+            kept.append((p, o))
+        else:
+            kept = None
     if total == 0:
         raise ParameterError("lengths_from", "needs one or more rows of prompt and output lengths")
     rows = rng.integers(0, total, size=n)
+    if kept is not None:
+        p, o = (np.concatenate(a) for a in zip(*kept, strict=True))
+        return p[rows].astype(np.int64), o[rows].astype(np.int64)
     order = np.argsort(rows, kind="stable")
     wanted = rows[order]
     out_p = np.empty(n, np.int64)
@@ -367,6 +380,7 @@ def staged_arrivals(
 
 
 __all__ = [
+    "KEEP_ROWS",
     "MAX_DRAWS",
     "MAX_STAGES",
     "RANDOM_INPUT_LEN",

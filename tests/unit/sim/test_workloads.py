@@ -31,6 +31,7 @@ import pytest
 from allocator.analysis.request_source import lengths_seed, request_source, run_rate
 from allocator.exceptions import ParameterError
 from allocator.io.trace import read_trace
+from allocator.sim import workloads
 from allocator.sim.requests import MAX_TOKENS
 from allocator.sim.workloads import (
     lengths_from,
@@ -427,11 +428,14 @@ def test_lengths_from_a_file_without_timestamps(tmp_path):
     assert pairs == {(100, 5), (300, 7)}
 
 
-def test_lengths_from_draw_over_every_row_of_a_long_file(tmp_path):
+@pytest.mark.parametrize("keep", [workloads.KEEP_ROWS, 100_000])
+def test_lengths_from_draw_over_every_row_of_a_long_file(tmp_path, monkeypatch, keep):
     """Rows past the simulator's 200,000 requests are drawn too: a file of 250,000 rows
     whose last 50,000 differ gives the same requests as the in-memory draw over all its
     rows (lengths_from, built here from what the file holds), and about a fifth of them
-    from its tail (binomial, within five standard deviations)."""
+    from its tail (binomial, within five standard deviations); kept whole or, past
+    ``keep`` rows, read twice."""
+    monkeypatch.setattr(workloads, "KEEP_ROWS", keep)
     head, tail, n = 200_000, 50_000, 3_000
     prompts = np.concatenate([np.arange(head) % 997 + 1, np.full(tail, 5_000)])
     outputs = np.concatenate([np.arange(head) % 89 + 1, np.full(tail, 77)])
@@ -447,9 +451,12 @@ def test_lengths_from_draw_over_every_row_of_a_long_file(tmp_path):
     assert abs(from_tail - n * p) < 5 * math.sqrt(n * p * (1 - p)), from_tail
 
 
+@pytest.mark.parametrize("keep", [workloads.KEEP_ROWS, 4, 0])
 @pytest.mark.parametrize("sizes", [[7], [1, 1, 1, 4], [3, 4], [2, 0, 5]])
-def test_lengths_from_chunks_are_lengths_from(sizes):
-    """Read in chunks of any sizes, the draws are the in-memory draws over all the rows."""
+def test_lengths_from_chunks_are_lengths_from(sizes, keep, monkeypatch):
+    """Read in chunks of any sizes, the draws are the in-memory draws over all the rows,
+    whether the rows are kept (up to ``keep``) or read again."""
+    monkeypatch.setattr(workloads, "KEEP_ROWS", keep)
     rng = np.random.default_rng(0)
     prompts, outputs = rng.integers(1, 1000, 7), rng.integers(1, 100, 7)
     cuts = np.cumsum([0, *sizes])
@@ -463,7 +470,8 @@ def test_lengths_from_chunks_are_lengths_from(sizes):
     np.testing.assert_array_equal(got[1], want[1])
 
 
-def test_lengths_from_chunks_refuse_a_file_that_changed_or_is_empty():
+def test_lengths_from_chunks_refuse_a_file_that_changed_or_is_empty(monkeypatch):
+    monkeypatch.setattr(workloads, "KEEP_ROWS", 1)  # read again: the second read is shorter
     calls = iter([[(np.array([1, 2]), np.array([3, 4]))], [(np.array([1]), np.array([3]))]])
     with pytest.raises(ParameterError, match="changed while read") as e:
         lengths_from_chunks(lambda: next(calls), 5)
