@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import ParameterError
-from ..io.trace import read_trace
+from ..io.trace import read_length_chunks, read_trace
 from ..sim import PERCENTILES, Requests, SimResult, arrival_times, summary, workloads
 from ..sim.requests import MAX_SPAN_S, TokenContent, check_tokens
 from ..sim.sessions import session_starts, sessions, shared_prefix
@@ -315,9 +315,9 @@ def request_source(
         )  # fmt: skip
     elif kind == "lengths from a trace's rows":
         assert lengths_from is not None
-        rows = read_trace(lengths_from, num_prompts=MAX_PROMPTS, field="lengths_from")
-        prompts, outputs = workloads.lengths_from(
-            rows.prompt_tokens, rows.output_tokens, n, lengths_seed(seed)
+        path = lengths_from  # every row, no timestamp needed: sim/workloads.py, io/trace.py
+        prompts, outputs = workloads.lengths_from_chunks(
+            lambda: read_length_chunks(path, field="lengths_from"), n, lengths_seed(seed)
         )
         words = ("--lengths-from", str(lengths_from))
     else:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,25 +58,36 @@ from ..estimate.bench_files import VARIED, read_bench_run, split_documents
 from ..estimate.jsonl import finite_number, read_text, whole_count
 from ..estimate.messages import quote
 from ..exceptions import InputError, ParameterError
+from ..io.inputs import shown_paths
 from ..io.quoting import mask_secrets
 from ..model.under_load import need_serving, roofline_answers
 from ..sim import LATENCIES
 from ..sim.requests import MAX_TOKENS
 from .bench import bench, plain_metrics
-from .replica import configuration
+from .replica import configuration, kv_cache_tokens, scheduler_limits
 from .request_source import MAX_PROMPTS, RequestSource, derived_seeds
+
+# the comparison and the answer (allocator.analysis.validation_compare), re-exported
+from .validation_compare import (
+    ACCEPTANCE,
+    FAMILIES,
+    LATENCY_KEY,
+    THROUGHPUTS,
+    MetricError,
+    MetricSummary,
+    RunComparison,
+    ValidationReport,
+    compare,
+    error_pct,
+    family,
+    summarise,
+)
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
     from .bench import BenchResult
     from .replica import Configuration
 
-#: Throughput keys compared, in the order reported.
-THROUGHPUTS = ("request_throughput", "output_throughput", "total_token_throughput")
-#: The acceptance length key (tokens per decode step, bonus included).
-ACCEPTANCE = "spec_decode_acceptance_length"
-#: Statistics of a latency compared (``std`` is not: its error is not a latency's).
-_LATENCY_KEY = re.compile(r"^(mean|median|p(\d+(?:\.\d+)?))_(ttft|tpot|itl|e2el)_ms$")
 #: ``allocator bench``'s label: the configuration, then ``; max_num_seqs S``.
 _LABEL = re.compile(r"^(?P<config>.+); max_num_seqs (?P<seqs>\d+)$")
 _CHAIN = re.compile(r"^(?P<names>[^,]+), k=(?P<k>\d+)(?P<pooled> \(pooled.*\))?$")
@@ -84,111 +95,6 @@ _SCHEDULE = re.compile(r"^(?P<names>[^,]+), k by batch size .*?(?P<pooled> \(poo
 #: Per-request arrays of ``--save-detailed`` / ``--output-details`` beside the lengths
 #: (one entry per request, as ``input_lens``).
 PER_REQUEST = ("ttfts", "itls", "errors", "generated_texts")
-#: The metric families of the plot and the table, by key.
-FAMILIES = ("TTFT", "TPOT", "ITL", "E2EL", "throughput")
-
-
-def family(key: str) -> str | None:
-    """The family a compared key is drawn in (``None``: the acceptance length)."""
-    if key in THROUGHPUTS:
-        return "throughput"
-    m = _LATENCY_KEY.match(key)
-    return m.group(3).upper() if m else None
-
-
-def _key_order(key: str) -> tuple:
-    if key in THROUGHPUTS:
-        return (0, THROUGHPUTS.index(key), 0.0)
-    m = _LATENCY_KEY.match(key)
-    if m:
-        stat = m.group(1)
-        rank = -2.0 if stat == "mean" else -1.0 if stat == "median" else float(m.group(2))
-        return (1, LATENCIES.index(m.group(3)), rank)
-    return (2, 0, 0.0)
-
-
-def error_pct(measured: float, predicted: float | None) -> float | None:
-    """``100 · (predicted / measured − 1)``; ``None`` for a measured 0 or no prediction."""
-    if predicted is None or measured == 0 or not math.isfinite(predicted):
-        return None
-    return 100.0 * (predicted / measured - 1.0)
-
-
-# ---------------------------------------------------------------- answers
-@dataclass(frozen=True)
-class MetricError:
-    """One metric of one run: measured, predicted, ``error_pct``."""
-
-    measured: float
-    predicted: float | None
-    error_pct: float | None
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class RunComparison:
-    """One measured run beside its replay: ``replayed`` says what was sent again."""
-
-    source: str
-    metrics: Mapping[str, MetricError]
-    replayed: Mapping[str, object]
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        return {
-            "source": self.source,
-            "replayed": dict(self.replayed),
-            "metrics": {k: v.to_dict() for k, v in self.metrics.items()},
-            "notes": list(self.notes),
-        }
-
-
-@dataclass(frozen=True)
-class MetricSummary:
-    """One key over the runs: the mean and median ``|error_pct|``, and how many runs."""
-
-    mean_abs_error_pct: float
-    median_abs_error_pct: float
-    runs: int
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class ValidationReport:
-    """``allocator validate``'s answer (``to_dict()`` is its ``--json``)."""
-
-    problem: str
-    seed: int
-    runs: tuple[RunComparison, ...]
-    summary: Mapping[str, MetricSummary]
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        return {
-            "problem": self.problem,
-            "seed": self.seed,
-            "runs": [r.to_dict() for r in self.runs],
-            "summary": {k: v.to_dict() for k, v in self.summary.items()},
-            "notes": list(self.notes),
-        }
-
-
-def summarise(runs: Sequence[RunComparison]) -> dict[str, MetricSummary]:
-    """Per key, in the report's order, the mean and median ``|error_pct|`` over the runs
-    where it has one."""
-    errors: dict[str, list[float]] = {}
-    for run in runs:
-        for key, m in run.metrics.items():
-            if m.error_pct is not None:
-                errors.setdefault(key, []).append(abs(m.error_pct))
-    return {
-        key: MetricSummary(float(np.mean(v)), float(np.median(v)), len(v))
-        for key, v in sorted(errors.items(), key=lambda kv: _key_order(kv[0]))
-    }
 
 
 # ---------------------------------------------------------------- measured runs
@@ -215,11 +121,14 @@ class MeasuredRun:
     max_num_seqs: int | None = None
     notes: tuple[str, ...] = ()
     lengths_recorded: bool = False
+    #: the file's keys the lengths came from: per request, or the totals (fixed lengths)
+    length_keys: tuple[str, str] = ("input_lens", "output_lens")
 
 
-def _documents(path: Path) -> list[tuple[str, object]]:
+def _documents(path: Path, name: str) -> list[tuple[str, object]]:
     """The JSON objects of one file (the whole file, or one per line), each with where it
-    is; a file that is not JSON (a CSV of ``calibrate``'s rows) is refused."""
+    is (the file as ``name``: :func:`allocator.io.inputs.shown_paths`); a file that is
+    not JSON (a CSV of ``calibrate``'s rows) is refused."""
 
     try:
         text = read_text(path)
@@ -227,15 +136,15 @@ def _documents(path: Path) -> list[tuple[str, object]]:
         raise InputError("FILE" if exc.field == "INPUT" else exc.field, exc.message) from None
     first = next((line for line in text.splitlines() if line.strip()), None)
     if first is None:
-        raise InputError(path.name, "is empty")
+        raise InputError(name, "is empty")
     if not first.lstrip().startswith("{"):
         raise InputError(
-            path.name,
+            name,
             "is not a benchmark result (JSON): a CSV of calibrate's rows (batch, tokens/s) "
             "records no requests to replay; calibrate --holdout reports the step model's "
             "error on such rows",
         )
-    return split_documents(text, path.name)
+    return split_documents(text, name)
 
 
 def _burstiness(obj: Mapping, where: str) -> float:
@@ -389,7 +298,7 @@ def _engine_run(obj: dict, where: str) -> MeasuredRun:
     for name in LATENCIES:
         for stat, value in getattr(run, f"{name}_ms").items():
             key = f"{stat}_{name}_ms"
-            if _LATENCY_KEY.match(key):
+            if LATENCY_KEY.match(key):
                 metrics[key] = float(value)
     if run.k > 0 and run.mean_accepted is not None:
         metrics[ACCEPTANCE] = float(run.mean_accepted)
@@ -412,6 +321,7 @@ def _engine_run(obj: dict, where: str) -> MeasuredRun:
         metrics=metrics,
         notes=tuple(notes),
         lengths_recorded=arrays is not None,
+        length_keys=keys,
     )
 
 
@@ -494,7 +404,7 @@ def _allocator_run(obj: dict, where: str) -> MeasuredRun:
     metrics: dict[str, float] = {}
     for key, value in obj.items():
         speculative = key == ACCEPTANCE and (k > 0 or schedule)  # the engines' files: so
-        if (key in THROUGHPUTS or _LATENCY_KEY.match(key) or speculative) and value is not None:
+        if (key in THROUGHPUTS or LATENCY_KEY.match(key) or speculative) and value is not None:
             metrics[key] = _number(obj, key, where)
             if metrics[key] < 0:
                 raise InputError(f"{where}: {key}", f"{quote(metrics[key])} is negative")
@@ -516,6 +426,7 @@ def _allocator_run(obj: dict, where: str) -> MeasuredRun:
         pooled=pooled,
         max_num_seqs=seqs,
         notes=tuple(notes),
+        length_keys=keys,
     )
 
 
@@ -524,8 +435,8 @@ def measured_runs(paths: Sequence[str | Path]) -> list[MeasuredRun]:
     if not paths:
         raise ParameterError("files", "no benchmark file given")
     runs: list[MeasuredRun] = []
-    for p in paths:
-        for where, obj in _documents(Path(p)):
+    for p, name in zip(paths, shown_paths(paths), strict=True):
+        for where, obj in _documents(Path(p), name):
             if not isinstance(obj, dict):
                 raise InputError(where, "expected one benchmark result object")
             if "kv_cache_peak_fraction" in obj and "label" in obj:
@@ -680,16 +591,19 @@ def replay(
     notes = [n for n in notes if "--pooled" not in n]  # the run's configuration, not a search
     arrival_seed, _ = derived_seeds(seed)
     source = RequestSource(run.prompt_tokens, run.output_tokens, run.burstiness, arrival_seed)
-    result = bench(
-        problem,
-        source,
-        config,
-        run.request_rate,
-        max_num_seqs=seqs,
-        max_concurrency=run.max_concurrency,
-        seed=seed,
-        notes=notes,
-    )
+    try:
+        result = bench(
+            problem,
+            source,
+            config,
+            run.request_rate,
+            max_num_seqs=seqs,
+            max_concurrency=run.max_concurrency,
+            seed=seed,
+            notes=notes,
+        )
+    except InputError as exc:
+        raise _too_long(problem, run, config, exc) from None
     rate = run.request_rate
     burst = run.burstiness
     replayed = {
@@ -705,21 +619,37 @@ def replay(
     return result, replayed
 
 
-def compare(
-    measured: Mapping[str, float], predicted: Mapping[str, object]
-) -> dict[str, MetricError]:
-    """Every key both have, in the report's order."""
-    out = {}
-    for key in sorted(measured, key=_key_order):
-        value = predicted.get(key)
-        if key not in predicted:
-            continue
-        p = None if value is None else float(value)  # type: ignore[arg-type]
-        if p is not None and math.isnan(p):
-            p = None
-        m = float(measured[key])
-        out[key] = MetricError(m, p, error_pct(m, p))
-    return out
+def _too_long(
+    problem: Problem, run: MeasuredRun, config: Configuration, exc: InputError
+) -> InputError:
+    """A replay refused on the KV cache, named by its cause: when the cache holds at least
+    one block (:func:`~allocator.analysis.replica.replica_scheduler` refuses less), the
+    refusal is the simulator's (``allocator/sim/state.py``, ``check_fit``): a request
+    longer than the whole cache, which could never finish. That is the run's request
+    (its longest, named by the file's key), not the problem's ``kv_cache_tokens``."""
+    if exc.field != "serving.scheduler.kv_cache_tokens":
+        return exc
+    cache = kv_cache_tokens(problem, config)
+    if cache < scheduler_limits(problem).block_size:
+        return exc  # less than one block: the problem's cache, whatever the run
+    need = run.prompt_tokens + np.maximum(run.output_tokens, 1) - 1
+    i = int(np.argmax(need))
+    prompt, output = int(run.prompt_tokens[i]), int(run.output_tokens[i])
+    key = run.length_keys[0]
+    field = f"{run.source}: {key}[{i}]" if key == "input_lens" else f"{run.source}: {key}"
+    what = (
+        f"request {i}, {prompt:,} prompt and {output:,} output tokens, does"
+        if key == "input_lens"
+        else f"its requests, {prompt:,} prompt and {output:,} output tokens (the means), do"
+    )
+    stated = scheduler_limits(problem).kv_cache_tokens is not None
+    where = "serving.scheduler.kv_cache_tokens" if stated else "from serving's memory"
+    hosted = f", with {', '.join(config.drafters)} hosted" if config.drafters else ""
+    return InputError(
+        field,
+        f"the run's {what} not fit the replica's whole KV cache, {cache:,} tokens "
+        f"({where}{hosted}): the run is longer than this replica serves ({exc.message})",
+    )
 
 
 def _named(exc: ParameterError, run: MeasuredRun) -> ParameterError | InputError:

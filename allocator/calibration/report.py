@@ -28,6 +28,7 @@ import yaml
 
 from ..exceptions import InputError
 from ..io.build import problem_from_file
+from ..io.inputs import shown_paths
 from ..model.under_load import predictor, tokens_per_s
 from .calibration import Calibration, calibrate, check_seed
 from .holdout import parse_holdout
@@ -69,7 +70,7 @@ def calibrated_text(data: dict, problem: str, measured: str | list[str], how: st
     YAML."""
     src = Path(problem).name
     files = [measured] if isinstance(measured, str) else measured
-    shown = ", ".join(Path(f).name for f in files[:3]) + (", ..." if len(files) > 3 else "")
+    shown = ", ".join(shown_paths(files)[:3]) + (", ..." if len(files) > 3 else "")
     header = (
         f"# {data['name']}: calibrated by `allocator calibrate` from {shown}\n"
         f"# {how}and {src}; the comments of {src} are not kept.\n"

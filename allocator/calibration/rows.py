@@ -40,7 +40,7 @@ import numpy as np
 from ..core.problem import Problem
 from ..estimate.bench_files import STEADY, read_bench_files
 from ..exceptions import InputError, ParameterError
-from ..io.inputs import MAX_LOG_BYTES, read_input_text
+from ..io.inputs import MAX_LOG_BYTES, read_input_text, shown_paths
 from ..model.steptime import StepInputs
 from ..model.under_load import bonus_expected
 from .steady_state import steady_state
@@ -232,7 +232,9 @@ def _rows_of(text: str, name: str) -> list[tuple[int, list[str]]]:
     return out
 
 
-def read_measured(path: str | Path, problem: Problem, text: str | None = None) -> Measured:
+def read_measured(
+    path: str | Path, problem: Problem, text: str | None = None, shown: str | None = None
+) -> Measured:
     """Read a measured CSV (columns :data:`REQUIRED_COLUMNS`, optional ``mean_accepted``
     and ``context``).
 
@@ -240,7 +242,8 @@ def read_measured(path: str | Path, problem: Problem, text: str | None = None) -
     ``drafters``: names joined by ``+``, empty for no speculation (then ``k = 0``).
     Every bad cell is an :class:`InputError` naming the column and the line; the file is
     read through :func:`allocator.io.inputs.read_input_text` (a regular file of text,
-    within the size limit), and at most :data:`MAX_ROWS` rows are taken.
+    within the size limit), and at most :data:`MAX_ROWS` rows are taken. ``shown``: how
+    the rows' sources name the file (default its name; :func:`~allocator.io.inputs.shown_paths`).
     """
 
     p = Path(path)
@@ -342,7 +345,7 @@ def read_measured(path: str | Path, problem: Problem, text: str | None = None) -
                     f"{tokens:g} is not a number of tokens (0..{MAX_CONTEXT:,})",
                 )
             ctx[r] = tokens
-    sources = tuple(f"{p.name} line {int(x)}" for x in lines)
+    sources = tuple(f"{shown or p.name} line {int(x)}" for x in lines)
     return Measured(
         members, k, batch, tps, acc, lines, ctx, np.zeros(n_rows), sources, "context" in col
     )
@@ -465,12 +468,12 @@ def read_inputs(
     parts: list[Measured] = []
     notes: list[str] = []
     bench: list[Path] = []
-    for p in map(Path, paths):
+    for p, shown in zip(map(Path, paths), shown_paths(paths), strict=True):
         text = read_input_text(p, "measured", MAX_LOG_BYTES)
         if text.lstrip().startswith("{"):  # a benchmark result (JSON, or one per line)
             bench.append(p)
         else:
-            parts.append(read_measured(p, problem, text))
+            parts.append(read_measured(p, problem, text, shown))
     if bench:
         rows, bench_notes = _bench_rows(bench, problem, drafter)
         notes += bench_notes

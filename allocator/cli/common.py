@@ -219,8 +219,9 @@ RandomRangeRatioOption = typer.Option(
 LengthsFromOption = typer.Option(
     None,
     "--lengths-from",
-    help="Prompt and output lengths drawn with replacement (seeded) from the rows of a trace "
-    "(Azure format, its first 200,000 rows), at generated arrivals (not its times).",
+    help="Prompt and output lengths drawn with replacement (seeded) from every row of a CSV "
+    "with the Azure trace's ContextTokens and GeneratedTokens (no TIMESTAMP needed), at "
+    "generated arrivals.",
     metavar="PATH",
 )
 SharedPrefixLenOption = typer.Option(

@@ -73,6 +73,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..exceptions import InputError
+from ..io.inputs import shown_paths
 from ..validate import finite, probability, rate, whole
 from .base import quote
 from .jsonl import finite_number, parse_json_text, read_text, whole_count
@@ -538,9 +539,9 @@ def _sglang_run(obj: Mapping, where: str) -> BenchRun:
 # ------------------------------------------------------------------------- files
 
 
-def _documents(path: Path) -> list[tuple[str, object]]:
-    """The JSON objects of one file (:func:`split_documents`)."""
-    return split_documents(read_text(path), path.name)
+def _documents(path: Path, name: str) -> list[tuple[str, object]]:
+    """The JSON objects of one file (:func:`split_documents`), named ``name``."""
+    return split_documents(read_text(path), name)
 
 
 def split_documents(text: str, name: str) -> list[tuple[str, object]]:
@@ -607,9 +608,9 @@ def read_bench_files(paths: Sequence[str | Path], drafter: str | None = None) ->
     if not paths:
         raise InputError("FILE", "no benchmark file given")
     runs = []
-    for p in paths:
+    for p, name in zip(paths, shown_paths(paths), strict=True):  # a/run.json, b/run.json
         path = Path(p)
-        for where, obj in _documents(path):
+        for where, obj in _documents(path, name):
             run = read_bench_run(obj, where)
             if drafter is not None and run.k > 0:
                 run = replace(run, drafter=drafter)

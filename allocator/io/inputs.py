@@ -31,7 +31,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
@@ -330,6 +330,27 @@ def parse_document(text: str, field: str, source: str, *, json_format: bool) -> 
     return parse_yaml(text, field, source)
 
 
+def shown_paths(paths: Sequence[str | Path]) -> list[str]:
+    """How a message names each of ``paths``: its file name, unless another of them (a
+    different file) has the same name; then its path relative to the working directory
+    when it lies under it, else its absolute path (``a/run.json`` and ``b/run.json``,
+    never ``run.json`` twice)."""
+    full = [os.path.abspath(p) for p in paths]
+    files: dict[str, set[str]] = {}
+    for f in full:
+        files.setdefault(os.path.basename(f), set()).add(f)
+    cwd = os.getcwd()
+    out = []
+    for f in full:
+        name = os.path.basename(f)
+        if len(files[name]) == 1:
+            out.append(name)
+        else:
+            inside = os.path.commonpath([cwd, f]) == cwd
+            out.append(os.path.relpath(f, cwd) if inside else f)
+    return out
+
+
 __all__ = [
     "excerpt",
     "mask_secrets",
@@ -346,4 +367,5 @@ __all__ = [
     "parse_yaml",
     "read_input_text",
     "recording_inputs",
+    "shown_paths",
 ]

@@ -1,16 +1,25 @@
 """The problem file's value types: names, probabilities, acceptance lists, batch keys,
-the methods, rank acceptance; the models that use them are in :mod:`allocator.io.spec`
-(which re-exports every name here)."""
+the methods, rank acceptance, and :class:`Frozen`, the base of every model; the models
+that use them are in :mod:`allocator.io.spec` and :mod:`allocator.io.spec_serving`
+(:mod:`allocator.io.spec` re-exports every name here)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
 
 from ..core.problem import MAX_K
 from .quoting import one_line
 from .spec_errors import number_text
+
+
+class Frozen(BaseModel):
+    """The base of every problem-file model: frozen, no unknown field, strict (no bool or
+    str is a number); ``defer_build``: validators built on first use (docs/design.md §9)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, defer_build=True)
+
 
 #: A name (of the problem, a drafter, a workload): one line, shown in tables and scripts.
 Name = Annotated[str, Field(min_length=1), AfterValidator(one_line)]
@@ -119,6 +128,7 @@ __all__ = [
     "BatchSize",
     "CostMetric",
     "CountKey",
+    "Frozen",
     "Method",
     "Name",
     "NonNegative",

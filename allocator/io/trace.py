@@ -16,8 +16,10 @@ short, escaped prefix of what it could not read, anything shaped like ``KEY=VALU
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -199,8 +201,100 @@ def _parse_chunk(
     return ts, counts[0], counts[1]
 
 
+def read_length_chunks(
+    path: str | Path, *, field: str = "lengths_from"
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The prompt and output lengths of every row of a CSV, in file order: ``(prompt,
+    output)``, two ``(m,)`` int64 arrays of tokens per chunk of at most
+    :data:`TRACE_CHUNK_ROWS` rows (memory stays bounded by one chunk, whatever the file).
+
+    Only ``ContextTokens`` and ``GeneratedTokens`` are read: a ``TIMESTAMP`` column is
+    neither needed (a file of lengths alone is taken) nor read when present. Bad input
+    raises :class:`~allocator.exceptions.ParameterError` on ``field`` as
+    :func:`read_trace` does (a missing column, a token count that is not a positive
+    integer of at most :data:`~allocator.sim.requests.MAX_TOKENS`, no data rows)."""
+    if not str(path).strip():  # Path("") is ".", which would be refused as a directory
+        raise ParameterError(field, "is empty: give a file name")
+    p = check_regular_file(path, field, MAX_LOG_BYTES)
+    try:
+        handle = p.open(newline="", encoding="utf-8-sig")
+    except OSError as exc:
+        raise ParameterError(field, f"cannot read {p}: {exc.strerror or exc}") from None
+    with handle:
+        reader = csv.reader(handle)
+        done = 0
+        rows: list[list[str]] = []
+        try:
+            names = [h.strip() for h in next(reader)]
+            wanted = TRACE_COLUMNS[1:]
+            missing = [c for c in wanted if c not in names]
+            if missing:
+                raise ParameterError(
+                    field,
+                    f"{p}: missing column {', '.join(missing)} "
+                    f"(header: {excerpt(','.join(names))})",
+                )
+            cols = [names.index(c) for c in wanted]
+            for row in itertools.chain(reader, [None]):
+                if row is not None and (
+                    not row or (not row[0].strip() and all(not x.strip() for x in row))
+                ):  # a blank row
+                    continue
+                if row is not None:
+                    rows.append(row)
+                if rows and (row is None or len(rows) == TRACE_CHUNK_ROWS):
+                    yield _chunk_lengths(rows, cols, done, p, field)
+                    done += len(rows)
+                    rows = []
+        except StopIteration:
+            raise ParameterError(field, f"{p} is empty (no header)") from None
+        except (csv.Error, UnicodeDecodeError) as exc:
+            raise ParameterError(
+                field, f"{p}: row {done + len(rows) + 1}: {mask_secrets(str(exc))}"
+            ) from None
+    if done == 0:
+        raise ParameterError(field, f"{p}: no data rows")
+
+
+def _chunk_lengths(
+    rows: list[list[str]], cols: list[int], offset: int, path: Path, field: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """One chunk's ``ContextTokens`` and ``GeneratedTokens`` columns as int64 arrays."""
+    width = max(cols) + 1
+    out = []
+    for i, row in enumerate(rows):
+        if len(row) < width:
+            raise ParameterError(
+                field, f"{path}: row {offset + i + 1}: {len(row)} fields, expected {width}"
+            )
+    for col, name in zip(cols, TRACE_COLUMNS[1:], strict=True):
+        raw = [row[col].strip() for row in rows]
+        try:
+            arr = np.array([int(x) for x in raw], dtype=np.int64)
+            ok = 1 <= arr.min() and arr.max() <= MAX_TOKENS
+        except (ValueError, OverflowError):
+            ok = False
+        if not ok:
+            i, s = next((i, s) for i, s in enumerate(raw) if not _whole_tokens(s))
+            raise ParameterError(
+                field,
+                f"{path}: row {offset + i + 1}: {name} must be a positive integer of at most "
+                f"{MAX_TOKENS:,} tokens, got {excerpt(s)}",
+            )
+        out.append(arr)
+    return out[0], out[1]
+
+
+def _whole_tokens(text: str) -> bool:
+    try:
+        return 1 <= int(text) <= MAX_TOKENS
+    except ValueError:
+        return False
+
+
 __all__ = [
     "TRACE_CHUNK_ROWS",
     "TRACE_COLUMNS",
+    "read_length_chunks",
     "read_trace",
 ]

@@ -26,7 +26,11 @@ are vLLM's own, draw for draw (``tests/unit/sim/test_workloads.py`` runs vLLM's
 
 **Lengths from a trace** (:func:`lengths_from`): ``N`` rows drawn uniformly with
 replacement from a trace's rows, each request taking one row's prompt and output lengths
-together (their correlation kept), from a seeded generator.
+together (their correlation kept), from a seeded generator. A file is read a chunk at a
+time (:func:`lengths_from_chunks`), its rows kept up to :data:`KEEP_ROWS`; a longer one
+is read twice, to count its ``R`` rows and then to pick the drawn ones, in memory for
+``N`` requests and one chunk whatever ``R``: the same ``N`` draws as :func:`lengths_from`
+over all ``R`` rows either way.
 
 **Staged loads** (:func:`staged_arrivals`; inference-perf's ``load.stages``, each a
 ``rate`` and a ``duration``): stage ``j`` runs from the end of the stages before it for
@@ -35,11 +39,21 @@ together (their correlation kept), from a seeded generator.
 Poisson with mean ``rate_j * seconds_j``) started at the stage's start and cut at its end;
 the requests are numbered across stages in arrival order. inference-perf instead sends
 exactly ``int(rate * duration)`` requests per stage at Poisson times
-(``inference_perf/loadgen/load_generator.py``, ``PoissonLoadTimer`` in ``load_timer.py``:
-a Poisson count for each second, spread over it), letting a stage run past its duration
-when late; the expected counts agree, the spread of the count does not. vLLM's rescaling of
-the last arrival to ``N / rate`` (:func:`allocator.sim.arrival_times`) is not applied: a
-stage is a time window, not a count.
+(``inference_perf/loadgen/load_generator.py``, ``LoadGenerator.run_stage``:
+``num_requests = int(rate * duration)``; ``PoissonLoadTimer`` in ``load_timer.py``: a
+Poisson count for each second, spread over it; kubernetes-sigs/inference-perf at commits
+``0167ee66`` and ``0949afc8``), letting a stage run past its duration when late; the
+expected counts agree, the spread of the count does not. vLLM's rescaling of the last
+arrival to ``N / rate`` (:func:`allocator.sim.arrival_times`) is not applied: a stage is a
+time window, not a count.
+
+**Constant-rate stages** (``burstiness`` ``inf``) send inference-perf's count,
+``int(rate * seconds)`` (the float product truncated, as ``run_stage`` computes it), at
+``1 / rate``, ``2 / rate``, ... into the stage: the last at the stage's end when
+``rate * seconds`` is whole (``2:5`` sends 10 requests, at 0.5, 1.0, ..., 5.0 s), so a
+stage's window is ``(start, end]`` here, not ``[start, end)``. inference-perf's own
+``ConstantLoadTimer`` spreads the same count at exponential gaps scaled to sum to the
+duration (its last request also at the stage's end); the gaps here are even.
 
 Every run to its output length: the simulator has no stop token, as ``vllm bench serve
 --ignore-eos`` (which vLLM 0.33.0 turns on for the random dataset,
@@ -51,7 +65,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -75,6 +89,9 @@ MAX_STAGES = 1_000
 #: Most requests one call draws (lengths or arrivals): two ``int64`` arrays of this many
 #: take 160 MB; the simulator runs far fewer (``allocator.analysis.request_source``).
 MAX_DRAWS = 10_000_000
+#: Most rows :func:`lengths_from_chunks` keeps from its first read (two float64 arrays of
+#: this many take 64 MB); a longer file is read again for the rows drawn.
+KEEP_ROWS = 1 << 22
 #: Most gaps drawn at a time for one stage (8 MB): a tiny gamma shape asks for many more.
 _CHUNK = 1 << 20
 #: Characters of a stage that does not parse quoted in the error (one line, however long).
@@ -182,6 +199,59 @@ def lengths_from(
     Every length a whole number of tokens in ``1..MAX_TOKENS``."""
     n = whole(num_prompts, "num_prompts", lo=1, hi=MAX_DRAWS)
     rng = np.random.default_rng(valid_seed(seed))
+    prompts, outputs = _check_lengths(prompt_tokens, output_tokens)
+    rows = rng.integers(0, prompts.size, size=n)
+    return prompts[rows].astype(np.int64), outputs[rows].astype(np.int64)
+
+
+def lengths_from_chunks(
+    chunks: Callable[[], Iterable[tuple[np.ndarray, np.ndarray]]],
+    num_prompts: int,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`lengths_from` over rows read a chunk at a time: ``chunks()`` yields the
+    rows' ``(prompt, output)`` lengths (two ``(m,)`` arrays per chunk, tokens) in the same
+    order each time it is called. Up to :data:`KEEP_ROWS` rows are kept from the first
+    call and drawn from; past them it is called again to pick the drawn rows (module
+    docstring). The same ``(num_prompts,)`` int64 arrays as :func:`lengths_from` on all
+    the rows at once with the same ``seed``, either way."""
+    n = whole(num_prompts, "num_prompts", lo=1, hi=MAX_DRAWS)
+    rng = np.random.default_rng(valid_seed(seed))
+    total = 0
+    kept: list[tuple[np.ndarray, np.ndarray]] | None = []
+    for prompts, outputs in chunks():
+        p, o = _check_lengths(prompts, outputs)
+        total += int(p.size)
+        if kept is not None and total <= KEEP_ROWS:
+            kept.append((p, o))
+        else:
+            kept = None
+    if total == 0:
+        raise ParameterError("lengths_from", "needs one or more rows of prompt and output lengths")
+    rows = rng.integers(0, total, size=n)
+    if kept is not None:
+        p, o = (np.concatenate(a) for a in zip(*kept, strict=True))
+        return p[rows].astype(np.int64), o[rows].astype(np.int64)
+    order = np.argsort(rows, kind="stable")
+    wanted = rows[order]
+    out_p = np.empty(n, np.int64)
+    out_o = np.empty(n, np.int64)
+    start = 0
+    for prompts, outputs in chunks():
+        p, o = _check_lengths(prompts, outputs)
+        lo, hi = np.searchsorted(wanted, [start, start + p.size])
+        picked = order[lo:hi]
+        out_p[picked] = p[wanted[lo:hi] - start]
+        out_o[picked] = o[wanted[lo:hi] - start]
+        start += p.size
+    if start != total:
+        raise ParameterError("lengths_from", f"changed while read: {total:,} rows, then {start:,}")
+    return out_p, out_o
+
+
+def _check_lengths(prompt_tokens: object, output_tokens: object) -> tuple[np.ndarray, np.ndarray]:
+    """One chunk's rows as float arrays, refused (naming ``lengths_from``) unless both are
+    ``(R,)`` with ``R >= 1`` and every length a whole number of tokens in ``1..MAX_TOKENS``."""
     try:
         given = np.asarray(prompt_tokens), np.asarray(output_tokens)
         prompts, outputs = (np.asarray(a, dtype=np.float64) for a in given)
@@ -194,8 +264,7 @@ def lengths_from(
             raise ParameterError(
                 "lengths_from", f"lengths must be whole numbers of tokens in 1..{MAX_TOKENS:,}"
             )
-    rows = rng.integers(0, prompts.size, size=n)
-    return prompts[rows].astype(np.int64), outputs[rows].astype(np.int64)
+    return prompts, outputs
 
 
 def parse_stages(text: str | Sequence[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
@@ -256,8 +325,9 @@ def staged_arrivals(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Arrival times (s from the start of the first stage, non-decreasing) and each
     request's stage (0-based): two ``(N,)`` arrays, ``N`` drawn (module docstring).
-    ``burstiness``: the gamma shape (1: Poisson; ``inf``: constant gaps of ``1 / rate``,
-    the first at ``1 / rate`` into the stage). ``max_requests`` (at most, and by default,
+    ``burstiness``: the gamma shape (1: Poisson; ``inf``: ``int(rate * seconds)`` requests
+    at constant gaps of ``1 / rate``, the first at ``1 / rate`` into the stage, as many as
+    inference-perf sends). ``max_requests`` (at most, and by default,
     :data:`MAX_DRAWS`): refuse (naming ``stages``) stages expecting more requests than
     this, or drawing more."""
     plan = parse_stages(stages)
@@ -277,8 +347,8 @@ def staged_arrivals(
     start = 0.0
     for j, (r, secs) in enumerate(plan):
         if math.isinf(shape):
-            t = np.arange(1, math.floor(r * secs) + 1) / r
-            t = t[t < secs]
+            # inference-perf's count (module docstring); the last may sit at `secs`
+            t = np.minimum(np.arange(1, int(r * secs) + 1) / r, secs)
         else:
             # enough gaps to pass the stage's end almost surely; more drawn when not
             mean = r * secs
@@ -310,11 +380,13 @@ def staged_arrivals(
 
 
 __all__ = [
+    "KEEP_ROWS",
     "MAX_DRAWS",
     "MAX_STAGES",
     "RANDOM_INPUT_LEN",
     "RANDOM_OUTPUT_LEN",
     "lengths_from",
+    "lengths_from_chunks",
     "parse_stages",
     "random_bounds",
     "random_lengths",

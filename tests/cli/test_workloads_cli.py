@@ -32,6 +32,8 @@ def bad_cases(tmp_path: Path):
     good = problem_file(tmp_path)
     bad_trace = tmp_path / "bad.csv"
     bad_trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\nyesterday,10,5\n")
+    bad_lengths = tmp_path / "bad-lengths.csv"  # --lengths-from reads no TIMESTAMP
+    bad_lengths.write_text("ContextTokens,GeneratedTokens\n10,0\n")
     b = ["bench", good]
     c = ["capacity", good, "--request-rate", "5", "--slo", "p99_ttft_ms=500", "--workers", "1"]
     fixed = ["--input-len", "100", "--output-len", "20"]
@@ -62,8 +64,8 @@ def bad_cases(tmp_path: Path):
         (c + ["--random-range-ratio", "1.5"], "--random-range-ratio", ""),
         # lengths from a trace
         (b + ["--lengths-from", tmp_path / "none.csv"], "--lengths-from", ""),
-        (b + ["--lengths-from", bad_trace], "--lengths-from", ""),
-        (c + ["--lengths-from", bad_trace], "--lengths-from", ""),
+        (b + ["--lengths-from", bad_lengths], "--lengths-from", ""),
+        (c + ["--lengths-from", bad_lengths], "--lengths-from", ""),
         # stages
         (b + [*fixed, "--stages", "2:-10"], "--stages", ""),
         (b + [*fixed, "--stages", "2:0"], "--stages", ""),

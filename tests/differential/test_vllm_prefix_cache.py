@@ -33,36 +33,30 @@ simulator first left out.
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed (the optional 'vllm' extra)")
 
-from allocator.sim import (  # noqa: E402
-    Requests,
-    Scheduler,
-    SpecPolicy,
-    decode_uniforms,
-    simulate,
-)
+from allocator.sim import Requests, SpecPolicy, simulate  # noqa: E402
 from allocator.sim.requests import TokenContent  # noqa: E402
-from tests.support.vllm_driver import Limits, Workload, run  # noqa: E402
+from tests.support.vllm_cases import (  # noqa: E402
+    UnitStep,
+    accepted,
+    case_count,
+    first_difference,
+    fitting_blocks,
+    request_rows_sim,
+    request_rows_vllm,
+    sim_scheduler,
+    step_rows,
+    token_budget,
+    vllm_limits,
+)
+from tests.support.vllm_driver import Workload, run  # noqa: E402
 
 #: Random workloads compared per mode (``ALLOCATOR_VLLM_CASES`` overrides).
-CASES = int(os.environ.get("ALLOCATOR_VLLM_CASES", "300"))
-
-
-class UnitStep:
-    """One second per step; records what each step was asked."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[int, int, int]] = []
-
-    def __call__(self, decode_seqs: int, k: int, context_tokens: float, prefill: int) -> float:
-        self.calls.append((int(decode_seqs), int(round(context_tokens * decode_seqs)), prefill))
-        return 1000.0
+CASES = case_count(300)
 
 
 def _clip(segs: list[tuple[int, int]], n: int) -> list[tuple[int, int]]:
@@ -100,11 +94,9 @@ def random_case(seed: int, async_scheduling: bool = False) -> dict:
         prompt[i] = used + own
         rest = own + int(output[i])
         segs.append(head + [(1000 + i, rest)])
-    need = -(-(np.where(output > 1, prompt + output - 1 + k, prompt) + lookahead) // bs)
-    pad = -(-(1 + k + lookahead) // bs)
-    blocks = int(max(need.max(), pad) + 1 + rng.integers(0, 6))
+    blocks = fitting_blocks(prompt, output, k, k, lookahead, bs) + int(rng.integers(0, 6))
     seqs = int(rng.integers(1, 7))
-    budget = int(rng.integers(max(k + 1, seqs), k + 1 + 4 * bs + 8))
+    budget = token_budget(rng, k, seqs, bs)
     pmf = np.zeros(k + 2)
     pmf[1:] = rng.dirichlet(np.ones(k + 1))
     ids = np.array([s for r in segs for s, _ in r])
@@ -131,14 +123,7 @@ def random_case(seed: int, async_scheduling: bool = False) -> dict:
 
 def play_sim(c: dict):
     steps = UnitStep()
-    sched = Scheduler(
-        c["seqs"],
-        c["budget"],
-        c["blocks"] * c["block_size"],
-        c["block_size"],
-        async_scheduling=c["async_scheduling"],
-        enable_prefix_caching=True,
-    )
+    sched = sim_scheduler(c, enable_prefix_caching=True)
     reqs = Requests(c["arrival"].astype(np.float64), c["prompt"], c["output"], c["content"])
     policy = SpecPolicy.fixed(c["k"], c["pmf"], lookahead_tokens=c["lookahead"])
     res = simulate(reqs, policy, steps, sched, seed=c["seed"])
@@ -146,29 +131,12 @@ def play_sim(c: dict):
 
 
 def play_vllm(c: dict):
-    u = decode_uniforms(c["output"], c["seed"])
-    cdf = np.cumsum(c["pmf"])
-    cdf[-1] = 1.0
-
-    def draw(i: int, d: int, k: int) -> int:
-        if d >= u[i].size:
-            return 0
-        return int(np.searchsorted(cdf, u[i][d], side="right")) - 1
-
+    """vLLM on case ``c``, prefix caching on, its hit counts logged; one pmf for every
+    ``k`` (a static ``k``)."""
     return run(
         Workload(c["arrival"].tolist(), c["prompt"].tolist(), c["output"].tolist(), c["tokens"]),
-        Limits(
-            max_num_seqs=c["seqs"],
-            max_num_batched_tokens=c["budget"],
-            block_size=c["block_size"],
-            num_gpu_blocks=c["blocks"],
-            k=c["k"],
-            lookahead_tokens=c["lookahead"],
-            async_scheduling=c["async_scheduling"],
-            prefix_caching=True,
-            log_stats=True,
-        ),
-        accepted=draw,
+        vllm_limits(c, prefix_caching=True, log_stats=True),
+        accepted=accepted(c["output"], c["seed"], lambda k: c["pmf"]),
         max_steps=100_000,
     )
 
@@ -177,35 +145,11 @@ def compare(c: dict) -> tuple[bool, bool, str]:
     """(agrees, some request hit the cache, the first difference)."""
     res, calls = play_sim(c)
     trace = play_vllm(c)
-    rows_v = [(len(s.decoding), s.decode_context, s.prefill_tokens) for s in trace.steps]
-    req_s = [
-        (
-            int(round(res.first_scheduled_s[i])),
-            int(round(res.first_token_s[i])) - 1,
-            int(round(res.finish_s[i])) - 1,
-            int(res.chunks[i]),
-            int(res.output_tokens[i]),
-            int(res.preemptions[i]),
-        )
-        for i in range(len(res.requests))
-    ]
-    req_v = [
-        (
-            trace.first_scheduled[i],
-            trace.first_token[i],
-            trace.finish[i],
-            len(trace.chunks[i]),
-            trace.tokens[i],
-            trace.preemptions[i],
-        )
-        for i in range(len(trace.first_token))
-    ]
+    rows_v = step_rows(trace)
+    req_s, req_v = request_rows_sim(res), request_rows_vllm(trace)
     hit = trace.prefix_cache[1] + trace.prefix_cache[3] > 0
     if calls != rows_v:
-        j = next(
-            (j for j, (x, y) in enumerate(zip(calls, rows_v, strict=False)) if x != y),
-            min(len(calls), len(rows_v)),
-        )
+        j = first_difference(calls, rows_v)
         return False, hit, f"step {j}: sim {calls[j : j + 1]} vllm {rows_v[j : j + 1]}"
     if req_s != req_v:
         i = next(i for i, (x, y) in enumerate(zip(req_s, req_v, strict=True)) if x != y)

@@ -76,7 +76,6 @@ every disagreement in a case with carried drafts.
 
 from __future__ import annotations
 
-import os
 import time
 
 import numpy as np
@@ -84,28 +83,25 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed (the optional 'vllm' extra)")
 
-from allocator.sim import (  # noqa: E402
-    Requests,
-    Scheduler,
-    SpecPolicy,
-    decode_uniforms,
-)
+from allocator.sim import Requests, SpecPolicy  # noqa: E402
 from allocator.sim.engine import _Engine  # noqa: E402
+from tests.support.vllm_cases import (  # noqa: E402
+    UnitStep,
+    accepted,
+    case_count,
+    first_difference,
+    fitting_blocks,
+    request_rows_sim,
+    request_rows_vllm,
+    sim_scheduler,
+    step_rows,
+    token_budget,
+    vllm_limits,
+)
 from tests.support.vllm_driver import Limits, Workload, run  # noqa: E402
 
 #: Random workloads compared per mode (``ALLOCATOR_VLLM_CASES`` overrides).
-CASES = int(os.environ.get("ALLOCATOR_VLLM_CASES", "1000"))
-
-
-class UnitStep:
-    """One second per step, whatever the step; records every call."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[int, int, int]] = []
-
-    def __call__(self, decode_seqs: int, k: int, context_tokens: float, prefill: int) -> float:
-        self.calls.append((int(decode_seqs), int(round(context_tokens * decode_seqs)), prefill))
-        return 1000.0
+CASES = case_count(1000)
 
 
 def random_case(seed: int, async_scheduling: bool = False, dynamic: bool = False) -> dict:
@@ -136,11 +132,8 @@ def random_case(seed: int, async_scheduling: bool = False, dynamic: bool = False
     k1 = schedule[0][2] if schedule else k
     # every request must fit the usable blocks alone (the simulator refuses it otherwise),
     # a padded one-token prompt too; one block more is vLLM's null block
-    need = -(-(np.where(output > 1, prompt + output - 1 + k1, prompt) + lookahead) // bs)
-    pad = -(-(1 + k + lookahead) // bs)
-    blocks = int(max(need.max(), pad) + 1 + rng.integers(0, 4))
-    # vLLM refuses a budget below max_num_seqs (``vllm/config/scheduler.py``)
-    budget = int(rng.integers(max(k + 1, seqs), k + 1 + 4 * bs + 8))
+    blocks = fitting_blocks(prompt, output, k1, k, lookahead, bs) + int(rng.integers(0, 4))
+    budget = token_budget(rng, k, seqs, bs)
     pmfs = []
     for j in range(k + 1):
         p = np.zeros(j + 2)
@@ -175,13 +168,7 @@ def play_sim(c: dict, stretches: bool = True):
     """The simulator on case ``c``; ``stretches=False`` plays every step on its own (the
     decode-only fast path off)."""
     steps = UnitStep()
-    sched = Scheduler(
-        c["seqs"],
-        c["budget"],
-        c["blocks"] * c["block_size"],
-        c["block_size"],
-        async_scheduling=c["async_scheduling"],
-    )
+    sched = sim_scheduler(c)
     assert sched.num_blocks == c["blocks"]
     engine = _Engine(
         Requests(c["arrival"].astype(np.float64), c["prompt"], c["output"]),
@@ -197,80 +184,15 @@ def play_sim(c: dict, stretches: bool = True):
     return res, steps.calls
 
 
-def accepted(c: dict):
-    """Drafts accepted in request ``i``'s ``d``-th decode step carrying ``k`` drafts: the
-    simulator's uniform for that step (:func:`allocator.sim.decode_uniforms`) through the
-    CDF of the pmf of ``k`` (the case has one pmf per ``k``, so the pmf the simulator
-    picks by batch size is the one of the ``k`` it schedules)."""
-    u = decode_uniforms(c["output"], c["seed"])
-    cdfs = []
-    for p in c["pmfs"]:
-        cdf = np.cumsum(p)
-        cdf[-1] = 1.0
-        cdfs.append(cdf)
-
-    def draw(i: int, d: int, k: int) -> int:
-        if d >= u[i].size:  # (a step whose tokens are dropped: past max_tokens)
-            return 0
-        return int(np.searchsorted(cdfs[k], u[i][d], side="right")) - 1
-
-    return draw
-
-
 def play_vllm(c: dict, **mode):
     """vLLM on case ``c`` with the same number of KV blocks (``num_gpu_blocks``, the null
     block among them, as the simulator's ``Scheduler.num_blocks``)."""
     return run(
         Workload(c["arrival"].tolist(), c["prompt"].tolist(), c["output"].tolist()),
-        Limits(
-            max_num_seqs=c["seqs"],
-            max_num_batched_tokens=c["budget"],
-            block_size=c["block_size"],
-            num_gpu_blocks=c["blocks"],
-            k=c["k"],
-            lookahead_tokens=c["lookahead"],
-            k_schedule=c["schedule"],
-            async_scheduling=c["async_scheduling"],
-            **mode,
-        ),
-        accepted=accepted(c),
+        vllm_limits(c, k_schedule=c["schedule"], **mode),
+        accepted=accepted(c["output"], c["seed"], c["pmfs"].__getitem__),
         max_steps=100_000,
     )
-
-
-def step_rows(trace) -> list[tuple[int, int, int]]:
-    return [(len(s.decoding), s.decode_context, s.prefill_tokens) for s in trace.steps]
-
-
-def request_rows_sim(res) -> list[tuple]:
-    def step(x):
-        return int(round(x))
-
-    return [
-        (
-            step(res.first_scheduled_s[i]),
-            step(res.first_token_s[i]) - 1,
-            step(res.finish_s[i]) - 1,
-            int(res.chunks[i]),
-            int(res.output_tokens[i]),
-            int(res.preemptions[i]),
-        )
-        for i in range(len(res.requests))
-    ]
-
-
-def request_rows_vllm(trace) -> list[tuple]:
-    return [
-        (
-            trace.first_scheduled[i],
-            trace.first_token[i],
-            trace.finish[i],
-            len(trace.chunks[i]),
-            trace.tokens[i],
-            trace.preemptions[i],
-        )
-        for i in range(len(trace.first_token))
-    ]
 
 
 def compare(c: dict) -> tuple[bool, bool, bool, bool, str]:
@@ -287,9 +209,7 @@ def compare(c: dict) -> tuple[bool, bool, bool, bool, str]:
     stale = any(s.stale for s in trace.steps + trace.empty)
     why = ""
     if not steps_ok:
-        j = next(
-            (j for j, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b))
-        )
+        j = first_difference(a, b)
         why = f"step {j}: sim {a[j] if j < len(a) else None} vllm {b[j] if j < len(b) else None}"
     elif not reqs_ok:
         i = next(i for i, (x, y) in enumerate(zip(ra, rb, strict=True)) if x != y)

@@ -405,3 +405,39 @@ def test_a_long_value_from_a_file_is_quoted_short():
         with pytest.raises(InputError) as e:
             validate(problem, [path])
     assert len(str(e.value)) < 500
+
+
+# ---------------------------------------------------------------- a run longer than the cache
+def _scheduler(kv_cache_tokens: int) -> dict:
+    return {
+        "max_num_seqs": 16,
+        "max_num_batched_tokens": 2048,
+        "kv_cache_tokens": kv_cache_tokens,
+        "block_size": 16,
+    }
+
+
+def test_a_prompt_longer_than_the_cache_is_blamed_on_the_run(tmp_path):
+    """Request 9's prompt (300,000 tokens) is longer than the whole 200,000-token cache of
+    requests_problem: the refusal names that request of the file and the limit it
+    exceeds, not the problem's kv_cache_tokens."""
+    doc = vllm_doc(input_lens=[100] * 9 + [300_000], output_lens=[20] * 10)
+    with pytest.raises(InputError) as e:
+        validate(rp.problem(), [write(tmp_path, "long.json", doc)])
+    assert e.value.field.endswith("long.json: input_lens[9]"), e.value.field
+    assert "300,000 prompt and 20 output tokens" in e.value.message
+    assert "KV cache, 200,000 tokens (serving.scheduler.kv_cache_tokens)" in e.value.message
+
+
+def test_mean_lengths_longer_than_the_cache_name_the_totals(tmp_path):
+    doc = vllm_doc(total_input_tokens=10 * 250_000)  # fixed lengths: 250,000 each
+    with pytest.raises(InputError) as e:
+        validate(rp.problem(), [write(tmp_path, "mean.json", doc)])
+    assert e.value.field.endswith("mean.json: total_input_tokens"), e.value.field
+    assert "250,000 prompt and 20 output tokens (the means)" in e.value.message
+
+
+def test_a_cache_of_less_than_one_block_is_still_the_problems(tmp_path):
+    with pytest.raises(InputError) as e:
+        validate(rp.problem(scheduler=_scheduler(8)), [write(tmp_path, "h.json", vllm_doc())])
+    assert e.value.field == "serving.scheduler.kv_cache_tokens"

@@ -28,12 +28,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from allocator.analysis.request_source import request_source, run_rate
+from allocator.analysis.request_source import lengths_seed, request_source, run_rate
 from allocator.exceptions import ParameterError
 from allocator.io.trace import read_trace
+from allocator.sim import workloads
 from allocator.sim.requests import MAX_TOKENS
 from allocator.sim.workloads import (
     lengths_from,
+    lengths_from_chunks,
     parse_stages,
     random_bounds,
     random_lengths,
@@ -264,9 +266,27 @@ def test_gamma_stage_counts_have_the_renewal_variance():
 
 
 def test_constant_gaps_are_counted_by_hand():
+    """A constant-rate stage sends inference-perf's int(rate x seconds) requests (its
+    LoadGenerator.run_stage): 4/s for 2.5 s is 10, at 0.25, 0.5, ..., 2.5 s, the last at
+    the stage's end; 2/s for 1 s is 2, at 0.5 and 1.0 s into the second stage."""
     times, stage = staged_arrivals(((4.0, 2.5), (2.0, 1.0)), math.inf)
-    np.testing.assert_allclose(times, [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 3.0])
-    np.testing.assert_array_equal(stage, [0] * 9 + [1])
+    by_hand = [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5]
+    np.testing.assert_allclose(times, by_hand)
+    np.testing.assert_array_equal(stage, [0] * 10 + [1] * 2)
+
+
+@pytest.mark.parametrize(
+    ("stages", "by_hand"),
+    [
+        ("2:5", [10]),  # a whole rate x seconds: all of them, the last at 5 s
+        ("2.5:1", [2]),  # 2.5 truncated to 2, at 0.4 and 0.8 s
+        ("3:2,0.5:4,10:0.3", [6, 2, 3]),
+        ("1.5:3,1:1", [4, 1]),  # 4.5 truncated to 4
+    ],
+)
+def test_constant_stage_counts_are_inference_perfs(stages, by_hand):
+    _, stage = staged_arrivals(stages, math.inf)
+    np.testing.assert_array_equal(np.bincount(stage, minlength=len(by_hand)), by_hand)
 
 
 def test_stage_times_lie_in_their_windows_uniformly():
@@ -396,6 +416,87 @@ def test_lengths_from_a_bad_trace_names_the_option(tmp_path):
     with pytest.raises(ParameterError) as e:
         request_source(10, lengths_from=bad)
     assert e.value.field == "lengths_from"
+
+
+def test_lengths_from_a_file_without_timestamps(tmp_path):
+    """--lengths-from needs only the lengths: a CSV of ContextTokens and GeneratedTokens
+    alone is taken, and every request is one of its rows."""
+    f = tmp_path / "lengths.csv"
+    f.write_text("GeneratedTokens,ContextTokens\n5,100\n\n7,300\n")
+    src = request_source(50, lengths_from=f, seed=1)
+    pairs = set(zip(src.prompt_tokens.tolist(), src.output_tokens.tolist(), strict=True))
+    assert pairs == {(100, 5), (300, 7)}
+
+
+@pytest.mark.parametrize("keep", [workloads.KEEP_ROWS, 100_000])
+def test_lengths_from_draw_over_every_row_of_a_long_file(tmp_path, monkeypatch, keep):
+    """Rows past the simulator's 200,000 requests are drawn too: a file of 250,000 rows
+    whose last 50,000 differ gives the same requests as the in-memory draw over all its
+    rows (lengths_from, built here from what the file holds), and about a fifth of them
+    from its tail (binomial, within five standard deviations); kept whole or, past
+    ``keep`` rows, read twice."""
+    monkeypatch.setattr(workloads, "KEEP_ROWS", keep)
+    head, tail, n = 200_000, 50_000, 3_000
+    prompts = np.concatenate([np.arange(head) % 997 + 1, np.full(tail, 5_000)])
+    outputs = np.concatenate([np.arange(head) % 89 + 1, np.full(tail, 77)])
+    f = tmp_path / "long.csv"
+    body = "\n".join(f"{p},{o}" for p, o in zip(prompts.tolist(), outputs.tolist(), strict=True))
+    f.write_text("ContextTokens,GeneratedTokens\n" + body + "\n")
+    src = request_source(n, lengths_from=f, seed=4)
+    want = lengths_from(prompts, outputs, n, lengths_seed(4))
+    np.testing.assert_array_equal(src.prompt_tokens, want[0])
+    np.testing.assert_array_equal(src.output_tokens, want[1])
+    from_tail = int(np.count_nonzero(src.prompt_tokens == 5_000))
+    p = tail / (head + tail)
+    assert abs(from_tail - n * p) < 5 * math.sqrt(n * p * (1 - p)), from_tail
+
+
+@pytest.mark.parametrize("keep", [workloads.KEEP_ROWS, 4, 0])
+@pytest.mark.parametrize("sizes", [[7], [1, 1, 1, 4], [3, 4], [2, 0, 5]])
+def test_lengths_from_chunks_are_lengths_from(sizes, keep, monkeypatch):
+    """Read in chunks of any sizes, the draws are the in-memory draws over all the rows,
+    whether the rows are kept (up to ``keep``) or read again."""
+    monkeypatch.setattr(workloads, "KEEP_ROWS", keep)
+    rng = np.random.default_rng(0)
+    prompts, outputs = rng.integers(1, 1000, 7), rng.integers(1, 100, 7)
+    cuts = np.cumsum([0, *sizes])
+
+    def chunks():
+        return [(prompts[a:b], outputs[a:b]) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+    got = lengths_from_chunks(chunks, 500, seed=9)
+    want = lengths_from(prompts, outputs, 500, seed=9)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_lengths_from_chunks_refuse_a_file_that_changed_or_is_empty(monkeypatch):
+    monkeypatch.setattr(workloads, "KEEP_ROWS", 1)  # read again: the second read is shorter
+    calls = iter([[(np.array([1, 2]), np.array([3, 4]))], [(np.array([1]), np.array([3]))]])
+    with pytest.raises(ParameterError, match="changed while read") as e:
+        lengths_from_chunks(lambda: next(calls), 5)
+    assert e.value.field == "lengths_from"
+    with pytest.raises(ParameterError) as e:
+        lengths_from_chunks(lambda: [], 5)
+    assert e.value.field == "lengths_from"
+
+
+@pytest.mark.parametrize(
+    ("text", "contains"),
+    [
+        ("ContextTokens\n5\n", "missing column GeneratedTokens"),
+        ("ContextTokens,GeneratedTokens\n", "no data rows"),
+        ("", "empty"),
+        ("ContextTokens,GeneratedTokens\n5,6\n5\n", "row 2: 1 fields"),
+        ("ContextTokens,GeneratedTokens\n5,6\n\n5,x\n", "row 2: GeneratedTokens"),
+    ],
+)
+def test_a_bad_lengths_file_is_refused_naming_the_row(tmp_path, text, contains):
+    f = tmp_path / "lengths.csv"
+    f.write_text(text)
+    with pytest.raises(ParameterError) as e:
+        request_source(10, lengths_from=f)
+    assert e.value.field == "lengths_from" and contains in str(e.value), str(e.value)
 
 
 @pytest.mark.parametrize(
