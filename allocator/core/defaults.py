@@ -31,16 +31,16 @@ the offered output tokens/s delivered: the run measures queueing, not the step).
 ``comm_eff`` is not fitted (the all-reduce's share is not separable from ``mem_eff`` with
 these runs): it stays at :data:`FALLBACK`'s.
 
-========  =======  ===========  ===========  ========  =====  =================================
-GPU       mem_eff  compute_eff  prefill_eff  overhead  loss   groups (their lowest-load run)
-========  =======  ===========  ===========  ========  =====  =================================
-a100-80g  0.541    1.0          1.0          0 ms      LOSSA  Qwen2-7B-Instruct TP 1 and TP 2
-                                                              (vLLM 0.10.1.1), Qwen2.5-32B
-                                                              TP 1 (vLLM)
-h200      0.542    1.0          0.532        24.7 ms   LOSSH  Llama-3.3-70B-Instruct TP 4,
-                                                              Llama-3.1-405B-Instruct TP 8
-                                                              (SGLang, December 2024)
-========  =======  ===========  ===========  ========  =====  =================================
+========  =======  ===========  ===========  ========  ======  ==============================
+GPU       mem_eff  compute_eff  prefill_eff  overhead  loss    groups (their lowest-load run)
+========  =======  ===========  ===========  ========  ======  ==============================
+a100-80g  0.541    1.0          1.0          0 ms      1.20    Qwen2-7B-Instruct TP 1 and
+                                                               TP 2 (vLLM 0.10.1.1),
+                                                               Qwen2.5-32B TP 1 (vLLM)
+h200      0.542    1.0          0.532        24.7 ms   0.0025  Llama-3.3-70B-Instruct TP 4,
+                                                               Llama-3.1-405B-Instruct TP 8
+                                                               (SGLang, December 2024)
+========  =======  ===========  ===========  ========  ======  ==============================
 
 Reading them. ``compute_eff`` is 1 on both GPUs because these runs do not determine it:
 prefill has its own share now, and at the lowest loads every decoding step is
@@ -124,7 +124,7 @@ EVIDENCE: Mapping[str, str] = MappingProxyType(
             "of TTFT, ITL and TPOT, mean and median) over the lowest-load runs of "
             "dl-qwen2-7b-a100-tp1-kv5gib (run 0, one request of 1024/1024), "
             "dl-qwen2-7b-a100x2-tp2-kv12gib (run 0, one request, TP 2) and "
-            "dl-qwen2.5-32b-a100-tp1 (run 0, 10 requests at once); loss LOSSA; mem_eff "
+            "dl-qwen2.5-32b-a100-tp1 (run 0, 10 requests at once); loss 1.20; mem_eff "
             "0.541. compute_eff 1: not determined (every step memory-bound, the peak "
             "taken). prefill_eff 1 and ttft_overhead_ms 0 at their bounds: the first prompt "
             "is prefix-cached by the benchmark's test request (module docstring). Left out: "
@@ -136,7 +136,7 @@ EVIDENCE: Mapping[str, str] = MappingProxyType(
             "of median TTFT, median ITL, mean and median E2E) over the lowest-load runs of "
             "dc-sglang-llama33-70b-h200x4-tp4-random (run 0, 1 request/s, TP 4) and "
             "dc-sglang-llama31-405b-h200x8-tp8-random (run 0, 1 request/s, TP 8); loss "
-            "LOSSH; mem_eff 0.542, prefill_eff 0.532, ttft_overhead_ms 24.7. compute_eff 1: "
+            "0.0025; mem_eff 0.542, prefill_eff 0.532, ttft_overhead_ms 24.7. compute_eff 1: "
             "not determined (every step memory-bound, the peak taken). Left out: "
             "sglang041-deepseek-v3-h200x8-tp8-bf16 and -fp8 (saturated at 1 request/s: 640 "
             "and 773 of 1024 output tokens/s offered) and "
