@@ -39,9 +39,14 @@ sources in the README there); ``serving.scheduler`` (:func:`scheduler`):
   overlap scheduler (on by default, ``server_args.py`` line 133) is not vLLM's asynchronous
   scheduler, which is the one the simulator plays, so the steps are replayed synchronous.
 
-Neither engine's prefix caching (on in the ``dl-*`` servers), SGLang's own scheduling rules,
-DP attention nor cross-node links are modelled; the families where they matter are named in
-the report's notes.
+Not modelled: the prefix-cache hits of the ``dl-*`` servers (caching on): ``vllm bench
+serve`` sends the run's first prompt once before the run (``vllm/benchmarks/serve.py``
+lines 360-398 of 0.10.1.1) and its random dataset makes prompt ``i`` from the seed and
+``i`` alone (``vllm/benchmarks/datasets.py`` lines 344-374), so a run's first prompt and
+the prompts an earlier run of the sweep left cached are hits, while the replay
+(:func:`allocator.analysis.validation.replay`) sends lengths without prompt identities, so
+the simulator's prefix cache never hits; nor SGLang's own scheduling rules, DP attention
+or cross-node links. The families where they matter are named in the report's notes.
 
 **The replay** of a run (:func:`replay_run`): its rate (``inf``: all at once),
 ``max_concurrency`` and completed requests, through :func:`allocator.analysis.validation.replay`
@@ -266,7 +271,7 @@ def setup(fam: dict) -> Family | str:
     if "DIFFERENT nodes" in (fam.get("notes") or "") or "Two nodes" in (fam.get("notes") or ""):
         notes.append("TP across nodes: the all-reduce runs over the network, not the GPU's link")
     if "prefix caching on" in (fam.get("notes") or ""):
-        notes.append("prefix caching on in the server, not modelled")
+        notes.append("prefix caching on in the server: the replay has no prompt identities")
     runs = [r for r in fam["runs"] if (r.get("workload") or {}).get("dataset") != "sharegpt"]
     if len(runs) < len(fam["runs"]):
         notes.append(f"{len(fam['runs']) - len(runs)} ShareGPT run(s) left out (lengths)")
