@@ -39,9 +39,14 @@ sources in the README there); ``serving.scheduler`` (:func:`scheduler`):
   overlap scheduler (on by default, ``server_args.py`` line 133) is not vLLM's asynchronous
   scheduler, which is the one the simulator plays, so the steps are replayed synchronous.
 
-Neither engine's prefix caching (on in the ``dl-*`` servers), SGLang's own scheduling rules,
-DP attention nor cross-node links are modelled; the families where they matter are named in
-the report's notes.
+Not modelled: the prefix-cache hits of the ``dl-*`` servers (caching on): ``vllm bench
+serve`` sends the run's first prompt once before the run (``vllm/benchmarks/serve.py``
+lines 360-398 of 0.10.1.1) and its random dataset makes prompt ``i`` from the seed and
+``i`` alone (``vllm/benchmarks/datasets.py`` lines 344-374), so a run's first prompt and
+the prompts an earlier run of the sweep left cached are hits, while the replay
+(:func:`allocator.analysis.validation.replay`) sends lengths without prompt identities, so
+the simulator's prefix cache never hits; nor SGLang's own scheduling rules, DP attention
+or cross-node links. The families where they matter are named in the report's notes.
 
 **The replay** of a run (:func:`replay_run`): its rate (``inf``: all at once),
 ``max_concurrency`` and completed requests, through :func:`allocator.analysis.validation.replay`
@@ -59,18 +64,29 @@ recorded means where it records totals (a conversion stated in the run's notes).
 medians, ``median_e2el_ms``, ``median_itl_ms``, ``median_tpot_ms``, reported apart);
 ``error = 100 · (predicted / measured − 1)``.
 
-**Two modes.** (a) *specs only*: ``serving.roofline`` at the default factors of the GPU
-(``allocator/core/defaults.py``), each family's own defaults refitted without its
-(model, GPU, TP) group (leave-one-group-out, :func:`loo_defaults`), so no reported
-specs-only error used its own runs. (b) *calibrated*: the group's ``mem_eff`` and
-``compute_eff`` fitted on its lowest-load run (least squares of the log errors of the
-compared metrics over replays: a grid, then Nelder-Mead), the group's other runs predicted.
-``prefill_eff`` and ``ttft_overhead_ms`` are not fitted: the roofline of this code has no
-such fields (the TTFT calibration lands apart).
+**Two modes.** (a) *specs only*: ``serving.roofline`` and ``serving.ttft_overhead_ms``
+at the default factors of the GPU (``allocator/core/defaults.py``), each family's own
+defaults refitted without its (model, GPU, TP) group (leave-one-group-out,
+:func:`loo_defaults`), so no reported specs-only error used its own runs; every share is
+written into the replayed problem (``comm_eff`` at FALLBACK's 1), so no default enters
+unseen. (b) *calibrated*: the group's lowest-load run written as the file ``vllm bench
+serve --save-result --save-detailed`` writes (:func:`bench_file`) and given to the
+library's own ``calibrate`` (:func:`allocator.api.calibrate`, what ``allocator calibrate
+RUN.json --problem P --out C`` runs) with ``P`` the family's problem at its specs-only
+factors; the written file ``C`` is loaded and the group's other runs replayed on it
+(:func:`calibrate_group`). A run at a request rate is fitted through the simulator
+(``mem_eff``, ``compute_eff``, ``prefill_eff``, ``ttft_overhead_ms``); a run that sent
+all its requests at once (the vLLM A100 families) is closed-loop, and ``calibrate`` keeps
+the steady-state relation for it, which fits the step's factors and not time to first
+token: those groups' ``ttft_overhead_ms`` (and, where the row does not determine it,
+``prefill_eff``) stay at the specs-only defaults ``P`` gives.
 
-**Defaults**: per GPU, the same least squares over the lowest-load run of every group on
-that GPU outside the stress cases (TP across nodes, or saturated at the lowest load:
-:func:`_saturated`), all groups weighted alike; printed every run, and what
+**Defaults**: per GPU, the least squares of the squared log ratios of the compared
+metrics over the lowest-load run of every group on that GPU outside the stress cases (TP
+across nodes, or saturated at the lowest load: :func:`_saturated`), all groups weighted
+alike: on a grid of ``mem_eff`` x ``compute_eff`` x ``prefill_eff`` x
+``ttft_overhead_ms`` (:func:`grid`; the overhead shifts TTFT and E2E and replays
+nothing), refined by a parabola per axis (:func:`grid_fit`); printed every run, and what
 ``allocator/core/defaults.py`` holds. ``--grid-cache PATH`` keeps the fits' grids between
 runs (only for the same code and seed). Prints the runtime. Output: a markdown table per run
 and the summary (all, core, TP = 1, TP > 1, stress), both modes.
@@ -84,24 +100,26 @@ import math
 import re
 import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import yaml
-from scipy.optimize import minimize
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from allocator.analysis.bench import plain_metrics  # noqa: E402
+from allocator.analysis.rate_fit import RateCalibrationReport  # noqa: E402
 from allocator.analysis.validation import MeasuredRun, compare, replay  # noqa: E402
-from allocator.api import load  # noqa: E402
-from allocator.core.defaults import default_factors  # noqa: E402
+from allocator.api import calibrate, load, load_data  # noqa: E402
+from allocator.core.defaults import FALLBACK, default_factors  # noqa: E402
 from allocator.core.hardware import GPUS  # noqa: E402
 from allocator.core.model_spec import ModelSpec  # noqa: E402
+from allocator.core.problem import Problem  # noqa: E402
 
 RUNS = ROOT / "problems/measured/serving-runs/runs.yaml"
 CONFIGS = ROOT / "problems/measured/serving-runs/configs"
@@ -136,9 +154,15 @@ TARGET_KEYS = (
 MEDIAN_KEYS = ("median_e2el_ms", "median_itl_ms", "median_tpot_ms")
 #: The metrics the fits match (log errors), where the run measures them.
 FIT_KEYS = (*TARGET_KEYS[:5], *MEDIAN_KEYS)
-#: The fit's grid: mem_eff and compute_eff, geometric.
+#: The shares of peak ``serving.roofline`` takes (each written in every replayed problem).
+SHARES = ("mem_eff", "compute_eff", "prefill_eff", "comm_eff")
+#: The fit's grid: ``mem_eff``, ``compute_eff`` and ``prefill_eff`` geometric,
+#: ``ttft_overhead_ms`` (ms) linear; ``comm_eff`` is not fitted (FALLBACK's 1: these runs
+#: cannot tell the all-reduce's share from ``mem_eff``).
 MEM_GRID = np.geomspace(0.3, 1.0, 9)
-COMPUTE_GRID = np.geomspace(0.1, 1.0, 8)
+COMPUTE_GRID = np.geomspace(0.25, 1.0, 4)
+PREFILL_GRID = np.geomspace(0.2, 1.0, 6)
+OVERHEAD_GRID = np.linspace(0.0, 300.0, 301)
 QUICK = (
     "dl-qwen2-7b-a100-tp1-kv5gib",
     "dl-qwen2-7b-a100x2-tp2-kv12gib",
@@ -247,7 +271,7 @@ def setup(fam: dict) -> Family | str:
     if "DIFFERENT nodes" in (fam.get("notes") or "") or "Two nodes" in (fam.get("notes") or ""):
         notes.append("TP across nodes: the all-reduce runs over the network, not the GPU's link")
     if "prefix caching on" in (fam.get("notes") or ""):
-        notes.append("prefix caching on in the server, not modelled")
+        notes.append("prefix caching on in the server: the replay has no prompt identities")
     runs = [r for r in fam["runs"] if (r.get("workload") or {}).get("dataset") != "sharegpt"]
     if len(runs) < len(fam["runs"]):
         notes.append(f"{len(fam['runs']) - len(runs)} ShareGPT run(s) left out (lengths)")
@@ -281,8 +305,11 @@ def _saturated(run: dict, workload: dict) -> str:
     return ""
 
 
-def problem(f: Family, factors: Mapping[str, float]) -> object:
-    """The family's problem with ``serving.roofline`` at ``factors`` (mem_eff, compute_eff)."""
+def problem(f: Family, factors: Mapping[str, float]) -> dict:
+    """The family's problem file, as data, with ``serving.roofline`` and
+    ``serving.ttft_overhead_ms`` at ``factors`` (every share written, so no default of
+    allocator/core/defaults.py enters a replay unseen: a share ``factors`` omits is
+    FALLBACK's, the peak)."""
     model: dict = {"config": str(f.config)}
     if f.kv_dtype:
         model["kv_dtype"] = f.kv_dtype
@@ -294,11 +321,12 @@ def problem(f: Family, factors: Mapping[str, float]) -> object:
             "batch_sizes": [1],
             "hardware": {"gpu": f.gpu, "count": f.tp},
             "model": model,
-            "roofline": {k: float(factors[k]) for k in ("mem_eff", "compute_eff")},
+            "roofline": {k: float(factors.get(k, FALLBACK[k])) for k in SHARES},
+            "ttft_overhead_ms": float(factors.get("ttft_overhead_ms", 0.0)),
             "scheduler": {**f.scheduler, "block_size": 16},
         },
     }
-    return load(spec)
+    return spec
 
 
 # ---------------------------------------------------------------- replays
@@ -345,9 +373,10 @@ def load_key(run: dict) -> tuple[float, float]:
     return (r if math.isfinite(r) else 1e12, float(run.get("num_prompts") or 0))
 
 
-def replay_run(f: Family, run: dict, factors: Mapping[str, float], seed: int) -> dict:
-    """``{key: (measured, predicted, error_pct)}`` of one run at ``factors``."""
-    prob = problem(f, factors)
+def replay_run(f: Family, run: dict, at: Mapping[str, float] | Problem, seed: int) -> dict:
+    """``{key: (measured, predicted, error_pct)}`` of one run on the family's problem with
+    the factors ``at``, or on the problem ``at`` itself (a calibrated file, loaded)."""
+    prob = at if isinstance(at, Problem) else load(problem(f, at))
     prompt, output, _ = _lengths(f, run, seed)
     metrics = {
         k: float(v)
@@ -360,51 +389,42 @@ def replay_run(f: Family, run: dict, factors: Mapping[str, float], seed: int) ->
         max_concurrency=run.get("max_concurrency"), burstiness=1.0, prompt_tokens=prompt,
         output_tokens=output, metrics=metrics,
     )  # fmt: skip
-    result, _ = replay(prob, measured, seed=seed)  # type: ignore[arg-type]
+    result, _ = replay(prob, measured, seed=seed)
     out = compare(metrics, plain_metrics(result.metrics))
     return {k: (e.measured, e.predicted, e.error_pct) for k, e in out.items()}
 
 
-def loss(errors: Mapping[str, tuple]) -> float:
-    """Sum of squared log ratios over the fitted keys the run has."""
-    total = 0.0
-    for k in FIT_KEYS:
-        if k in errors and errors[k][1] is not None and errors[k][0] > 0 and errors[k][1] > 0:
-            total += math.log(errors[k][1] / errors[k][0]) ** 2
-    return total
-
-
 # ---------------------------------------------------------------- fits
-def grid(f: Family, run: dict, seed: int, every: int = 1) -> np.ndarray:
-    """``loss`` of ``run`` over :data:`MEM_GRID` x :data:`COMPUTE_GRID` (rows: mem_eff);
-    with ``every`` > 1 only every so many points of each axis (the others ``inf``: the
-    start of a stress group's own fit, which no default uses)."""
-    out = np.full((MEM_GRID.size, COMPUTE_GRID.size), np.inf)
-    for i in range(0, MEM_GRID.size, every):
-        for j in range(0, COMPUTE_GRID.size, every):
-            fac = {"mem_eff": MEM_GRID[i], "compute_eff": COMPUTE_GRID[j]}
-            out[i, j] = loss(replay_run(f, run, fac, seed))
+def _shifted(key: str) -> bool:
+    """Whether ``ttft_overhead_ms`` adds to the metric ``key`` (TTFT and E2E do)."""
+    return "_ttft_" in key or "_e2el_" in key
+
+
+def grid(f: Family, run: dict, seed: int) -> np.ndarray:
+    """The loss of ``run`` (squared log ratios predicted / measured summed over the
+    :data:`FIT_KEYS` it measures; a metric the replay does not give counts as a factor 10
+    off) over :data:`MEM_GRID` x :data:`COMPUTE_GRID` x :data:`PREFILL_GRID` x
+    :data:`OVERHEAD_GRID`, shape (9, 4, 6, 301). The overhead only shifts TTFT and E2E
+    (``allocator.analysis.replica.outside_engine``), so it replays nothing: each replay
+    at ``ttft_overhead_ms`` 0 gives the loss at every overhead."""
+    shape = (MEM_GRID.size, COMPUTE_GRID.size, PREFILL_GRID.size)
+    out = np.full((*shape, OVERHEAD_GRID.size), np.inf)
+    for i, j, p in np.ndindex(*shape):
+        fac = {"mem_eff": MEM_GRID[i], "compute_eff": COMPUTE_GRID[j],
+               "prefill_eff": PREFILL_GRID[p]}  # fmt: skip
+        errs = replay_run(f, run, fac, seed)
+        total = np.zeros(OVERHEAD_GRID.size)
+        for k in FIT_KEYS:
+            if k not in errs:
+                continue
+            meas, pred = errs[k][0], errs[k][1]
+            if pred is None or not pred > 0:
+                total += math.log(10.0) ** 2
+                continue
+            shifted = pred + (OVERHEAD_GRID if _shifted(k) else 0.0)
+            total += np.log(shifted / meas) ** 2
+        out[i, j, p] = total
     return out
-
-
-def refine(objective: Callable[[dict], float], start: tuple[float, float]) -> dict:
-    """Nelder-Mead in log space from ``start``, factors kept in (0.02, 1]."""
-
-    def fn(x: np.ndarray) -> float:
-        me, ce = np.minimum(np.exp(x), 1.0)
-        return objective({"mem_eff": max(me, 0.02), "compute_eff": max(ce, 0.02)})
-
-    res = minimize(
-        fn, np.log(start), method="Nelder-Mead",
-        options={"xatol": 0.01, "fatol": 1e-5, "maxfev": 30},
-    )  # fmt: skip
-    me, ce = np.minimum(np.exp(res.x), 1.0)
-    return {"mem_eff": float(me), "compute_eff": float(ce), "loss": float(res.fun)}
-
-
-def best_on_grid(g: np.ndarray) -> tuple[float, float]:
-    i, j = np.unravel_index(int(np.argmin(g)), g.shape)
-    return float(MEM_GRID[i]), float(COMPUTE_GRID[j])
 
 
 @dataclass
@@ -437,58 +457,125 @@ def groups(families: Sequence[Family]) -> list[Group]:
     return list(out.values())
 
 
-def fit_gpu(groups_: Sequence[Group], grids: Mapping[str, np.ndarray], seed: int) -> dict:
-    """Defaults of one GPU: the least squares over the lowest-load runs of ``groups_``."""
-    total = sum(grids[g.name] for g in groups_)
-    start = best_on_grid(total)
+#: The fitted factors in the order of :func:`grid`'s axes, each axis and whether it is
+#: geometric (the parabola of :func:`grid_fit` in log space) or linear.
+AXES = (
+    ("mem_eff", MEM_GRID, True),
+    ("compute_eff", COMPUTE_GRID, True),
+    ("prefill_eff", PREFILL_GRID, True),
+    ("ttft_overhead_ms", OVERHEAD_GRID, False),
+)
 
-    def objective(fac: dict) -> float:
-        return sum(loss(replay_run(*g.calib, fac, seed)) for g in groups_)
 
-    fit = refine(objective, start)
+def grid_fit(total: np.ndarray) -> dict:
+    """The minimum of a loss on the grid of :func:`grid`, refined along each axis by a
+    parabola through the grid point and its neighbours (in log space for the shares; no
+    new replays). Where the loss is flat along ``compute_eff`` (decode memory-bound in
+    every step of the runs, so they say nothing of its compute share) the largest value
+    of the flat stretch is taken: the peak, not the lowest share the runs allow."""
+    flipped = total[:, ::-1]  # ties to the largest compute_eff (np.argmin takes the first)
+    at = list(np.unravel_index(int(np.argmin(flipped)), total.shape))
+    at[1] = COMPUTE_GRID.size - 1 - at[1]
+    out = {}
+    for d, (name, axis, geometric) in enumerate(AXES):
+        idx = list(at)
+        idx[d] = slice(None)
+        line = total[tuple(idx)]
+        x = np.log(axis) if geometric else axis.astype(float)
+        value = float(x[at[d]])
+        if 0 < at[d] < axis.size - 1:
+            y0, y1, y2 = line[at[d] - 1], line[at[d]], line[at[d] + 1]
+            curve = y0 - 2 * y1 + y2
+            if np.isfinite(curve) and curve > 0:
+                shift = 0.5 * (y0 - y2) / curve  # in grid steps, within (-1, 1)
+                value += shift * (x[at[d] + 1] - x[at[d]])
+        out[name] = min(float(np.exp(value)), 1.0) if geometric else max(value, 0.0)
+    out["loss"] = float(total[tuple(at)])
+    return out
+
+
+def fit_gpu(groups_: Sequence[Group], grids: Mapping[str, np.ndarray]) -> dict:
+    """Defaults of one GPU: :func:`grid_fit` of the summed losses of ``groups_``'
+    lowest-load runs, all groups weighted alike."""
+    fit = grid_fit(sum(grids[g.name] for g in groups_))
     fit["groups"] = [g.name for g in groups_]
     fit["runs"] = [f"{g.calib[0].id} run {g.calib[0].runs.index(g.calib[1])}" for g in groups_]
     return fit
 
 
-def grid_fit(total: np.ndarray) -> dict:
-    """The minimum of a loss on the grid, refined by a parabola through the grid point and
-    its neighbours along each axis in log space (no new replays)."""
-    i, j = np.unravel_index(int(np.argmin(total)), total.shape)
-    out = {}
-    for name, axis, at, line in (
-        ("mem_eff", MEM_GRID, i, total[:, j]),
-        ("compute_eff", COMPUTE_GRID, j, total[i, :]),
-    ):
-        x = np.log(axis)
-        value = float(axis[at])
-        if 0 < at < axis.size - 1:
-            y0, y1, y2 = line[at - 1], line[at], line[at + 1]
-            curve = y0 - 2 * y1 + y2
-            if curve > 0:
-                shift = 0.5 * (y0 - y2) / curve  # in grid steps, within (-1, 1)
-                value = float(np.exp(x[at] + shift * (x[at + 1] - x[at])))
-        out[name] = min(value, 1.0)
-    out["loss"] = float(total[i, j])
-    return out
-
-
 def loo_defaults(
     all_groups: Sequence[Group], grids: Mapping[str, np.ndarray]
 ) -> dict[str, dict | None]:
-    """For each group: the defaults of its GPU fitted without it, on the grids of the other
-    groups on that GPU outside the stress cases (:func:`grid_fit`); ``None``: no such group,
-    the FALLBACK of allocator/core/defaults.py is used."""
+    """For each group: the defaults of its GPU fitted without it (:func:`fit_gpu` over the
+    other groups on that GPU outside the stress cases); ``None``: no such group, the
+    FALLBACK of allocator/core/defaults.py is used."""
     out: dict[str, dict | None] = {}
     for g in all_groups:
         others = [h for h in all_groups if h.gpu == g.gpu and h.name != g.name and not h.stress]
-        if not others:
-            out[g.name] = None
-            continue
-        fit = grid_fit(sum(grids[h.name] for h in others))
-        fit["groups"] = [h.name for h in others]
-        out[g.name] = fit
+        out[g.name] = fit_gpu(others, grids) if others else None
     return out
+
+
+# ---------------------------------------------------------------- calibrated mode
+def bench_file(f: Family, run: dict, seed: int, path: Path) -> None:
+    """``run`` as the file ``vllm bench serve --save-result --save-detailed`` writes: its
+    statistics under vLLM's keys, the per-request lengths :func:`_lengths` replays (the
+    recorded ones are not published; for the SGLang runs the same keys, which is the
+    file ``calibrate`` reads either way), throughputs from the duration the run records
+    (or, where it records none, from its request or output throughput). A run that sent all its
+    ``n`` requests at once is written with ``max_concurrency`` ``n``: the same run (no
+    request waits for a slot), in the form ``calibrate`` takes as closed-loop."""
+    prompt, output, _ = _lengths(f, run, seed)
+    m = run["metrics"]
+    n = prompt.size
+    # all requests at once is the same run as at most that many at once
+    closed = None if math.isfinite(_rate(run)) else n
+    duration = m.get("benchmark_duration_s") or (
+        n / float(m["request_throughput"])
+        if m.get("request_throughput")
+        else float(output.sum()) / float(m["output_throughput"])
+    )
+    doc: dict = {
+        "date": "20260101-000000", "backend": "vllm", "endpoint_type": "vllm",
+        "model_id": f.id, "tokenizer_id": f.id, "num_prompts": n,
+        "request_rate": "inf" if not math.isfinite(_rate(run)) else _rate(run),
+        "burstiness": 1.0, "max_concurrency": run.get("max_concurrency") or closed,
+        "duration": duration, "completed": n, "failed": 0,
+        "total_input_tokens": int(prompt.sum()), "total_output_tokens": int(output.sum()),
+        "request_throughput": n / duration,
+        "output_throughput": float(output.sum()) / duration,
+        "total_token_throughput": float(prompt.sum() + output.sum()) / duration,
+        "input_lens": [int(x) for x in prompt], "output_lens": [int(x) for x in output],
+    }  # fmt: skip
+    for k, v in m.items():
+        if re.match(r"^(mean|median|std|p\d+)_(ttft|tpot|itl|e2el)_ms$", k) and v is not None:
+            doc[k] = float(v)
+    path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def calibrate_group(g: Group, start: Mapping[str, float], seed: int) -> tuple[Problem, dict]:
+    """The group's calibrated problem as ``allocator calibrate RUN.json --problem P --out
+    C`` writes it, loaded: ``P`` the family's problem at the specs-only factors ``start``
+    (where the fit starts, and what it holds where the run determines nothing), ``RUN``
+    the group's lowest-load run (:func:`bench_file`). A run at a request rate is fitted
+    through the simulator (``mem_eff``, ``compute_eff``, ``prefill_eff``,
+    ``ttft_overhead_ms``: :func:`allocator.analysis.rate_fit.rate_calibration`); a
+    closed-loop run (all requests at once) keeps the steady-state relation, which fits
+    the step's factors and not time to first token. Also the fitted values as written."""
+    f, run = g.calib
+    with tempfile.TemporaryDirectory(prefix="accuracy-") as tmp:
+        folder = Path(tmp)
+        bench_file(f, run, seed, folder / "run.json")
+        (folder / "problem.yaml").write_text(yaml.safe_dump(problem(f, start)), encoding="utf-8")
+        out = folder / "calibrated.yaml"
+        rep = calibrate([folder / "run.json"], folder / "problem.yaml", out, seed=seed)
+        out.write_text(rep.text(), encoding="utf-8")
+        prob = load(out)
+        data = load_data(out)["serving"]
+    fitted = {k: v for k, v in (data.get("roofline") or {}).items() if k in SHARES}
+    fitted["ttft_overhead_ms"] = data.get("ttft_overhead_ms", 0.0)
+    fitted["form"] = "request-rate" if isinstance(rep, RateCalibrationReport) else "steady-state"
+    return prob, fitted
 
 
 # ---------------------------------------------------------------- report
@@ -534,6 +621,10 @@ def summary_md(s: Mapping[str, Mapping[str, dict]], keys: Sequence[str]) -> str:
 _RAW: list[dict] = []
 
 
+def _factors(fit: Mapping) -> str:
+    return ", ".join(f"{k} {float(fit[k]):.4g}" for k in (*SHARES, "ttft_overhead_ms") if k in fit)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
@@ -567,29 +658,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = wanted or (set(QUICK) if args.quick else {f.id for f in families})
     shown = [g for g in all_groups if any(f.id in chosen for f in g.families)]
     gpus = {g.gpu for g in shown}
-    # the groups whose grids are needed: those shown, and those the defaults of their GPUs
-    # are fitted to
+    # the groups shown, and those the defaults of their GPUs are fitted to (a grid each:
+    # the stress groups' are not needed, they are in no default's fit)
     needed = [g for g in all_groups if g in shown or (g.gpu in gpus and not g.stress)]
-    # the grid of each group's calibration run: defaults and (b) start from it
     grids: dict[str, np.ndarray] = {}
     if args.grid_cache and args.grid_cache.exists():
         with np.load(args.grid_cache) as z:
             grids = {str(k): z[k] for k in z.files if str(k).endswith(f"#{args.seed}")}
         grids = {k.rsplit("#", 1)[0]: v for k, v in grids.items()}
     for g in needed:
-        if g.name in grids:
-            continue
         if g.stress:
             print(f"  not in the defaults' fit: {g.name}: {g.stress}")
-        grids[g.name] = grid(*g.calib, args.seed, every=2 if g.stress else 1)
+        if g.name in grids or g.stress:
+            continue
+        grids[g.name] = grid(*g.calib, args.seed)
         print(f"  grid {g.name}: {time.perf_counter() - t0:.0f} s", flush=True)
         if args.grid_cache:
             np.savez(args.grid_cache, **{f"{k}#{args.seed}": v for k, v in grids.items()})
     gpu_fits = {}
     for gpu in sorted({g.gpu for g in needed if not g.stress}):
         in_fit = [g for g in needed if g.gpu == gpu and not g.stress]
-        gpu_fits[gpu] = fit_gpu(in_fit, grids, args.seed)
-        print(f"  default fit {gpu}: {gpu_fits[gpu]}", flush=True)
+        gpu_fits[gpu] = fit_gpu(in_fit, grids)
+        print(f"  default fit {gpu}: {_factors(gpu_fits[gpu])}", flush=True)
     loo = loo_defaults(needed, grids)
     rows: list[dict] = []
     calib_fits = {}
@@ -597,10 +687,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         fams = [f for f in g.families if f.id in chosen]
         if not fams:
             continue
-        start = best_on_grid(grids[g.name])
-        fit = refine(lambda fac, g=g: loss(replay_run(*g.calib, fac, args.seed)), start)
-        calib_fits[g.name] = fit
         spec_f = loo[g.name] or dict(default_factors(g.gpu))
+        calibrated, calib_fits[g.name] = calibrate_group(g, spec_f, args.seed)
+        print(f"  calibrated {g.name}: {_factors(calib_fits[g.name])}", flush=True)
         for f in fams:
             for i, run in enumerate(f.runs):
                 is_calib = run is g.calib[1]
@@ -621,7 +710,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 if not is_calib:
                     rows.append(
-                        {**base, "mode": "calibrated", "errors": replay_run(f, run, fit, args.seed)}
+                        {
+                            **base,
+                            "mode": "calibrated",
+                            "errors": replay_run(f, run, calibrated, args.seed),
+                        }
                     )
         print(f"  {g.name}: {time.perf_counter() - t0:.0f} s", flush=True)
     keys = list(TARGET_KEYS)
@@ -645,18 +738,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print()
     print(summary_md(summaries, keys + med))
     print()
-    print("Calibrated factors (lowest-load run of each group):")
+    print("Calibrated factors (allocator calibrate on the lowest-load run of each group):")
     for name, fit in calib_fits.items():
-        print(f"  {name}: mem_eff {fit['mem_eff']:.3f} compute_eff {fit['compute_eff']:.3f}")
-    print("Default factors per GPU (all groups):")
+        print(f"  {name}: {_factors(fit)} ({fit['form']})")
+    print("Default factors per GPU (all groups outside the stress cases):")
     for gpu, fit in gpu_fits.items():
-        print(f"  {gpu}: mem_eff {fit['mem_eff']:.3f} compute_eff {fit['compute_eff']:.3f}")
+        print(f"  {gpu}: {_factors(fit)}, loss {fit['loss']:.4g}; runs {', '.join(fit['runs'])}")
     print("Leave-one-group-out defaults used for specs only:")
     for name, fit in loo.items():
         if name not in {g.name for g in shown}:
             continue
-        got = "FALLBACK" if fit is None else f"{fit['mem_eff']:.3f} / {fit['compute_eff']:.3f}"
-        print(f"  {name}: {got}")
+        print(f"  {name}: {'FALLBACK' if fit is None else _factors(fit)}")
     for f in families:
         if f.id in chosen:
             print(f"  note {f.id}: {'; '.join(f.notes)}")
