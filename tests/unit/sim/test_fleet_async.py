@@ -25,7 +25,8 @@ from allocator.io.trace import read_trace
 from allocator.sim import Requests, Scheduler, SpecPolicy, fixed_requests, simulate
 from allocator.sim.engine import _Engine
 from allocator.sim.fleet import _Fleet, simulate_fleet
-from allocator.sim.routers import get_router
+from allocator.sim.routers import Router, View, get_router
+from allocator.sim.routers.least_kv import LeastKV
 from allocator.sim.state import STRETCH_STEPS, decode_uniforms
 
 from .test_fleet import SPEC, TRACE, same_run, step
@@ -64,9 +65,9 @@ def alone(reqs: Requests, ids: np.ndarray, policy, sched, seed: int, stretches: 
 def fleet_run(reqs, policy, sched, count, router, seed, stretches=True, keys=None):
     """:func:`simulate_fleet` with each replica's steps' tokens recorded, and the fast path
     on or off; returns the run and, per replica, its steps' tokens."""
-    fleet = _Fleet(reqs, policy, step, sched, seed, count, get_router(router), stretches)
+    rule = get_router(router) if isinstance(router, str) else router
+    fleet = _Fleet(reqs, policy, step, sched, seed, count, rule, stretches)
     fleet.step_tokens = True
-    rule = fleet.router
     rule.start(count, seed)
     run = fleet.play(keys)
     return run, [rep.state.step_tokens for rep in fleet.reps]
@@ -121,6 +122,39 @@ def test_each_replica_is_the_single_replica_of_its_requests(
         # the fleet's arrays are the replica's, at the requests' own places
         assert np.array_equal(run.fleet.finish_s[ids], ref.finish_s)
         assert np.array_equal(run.fleet.first_token_s[ids], ref.first_token_s)
+
+
+class Early(Router):
+    """The first ``first`` requests to replica 0, the rest round-robin over the others,
+    reading what ``reads`` says: so every replica is played to every arrival, replica 0
+    long after its last request finished (its extra step, still in flight then, processed
+    before the fleet ends)."""
+
+    name = "early"
+
+    def __init__(self, first: int, reads: frozenset[str]) -> None:
+        super().__init__()
+        self.first = first
+        self.reads = reads  # type: ignore[misc]
+
+    def choose(self, view: View) -> int:
+        g = view.request
+        return 0 if g < self.first else 1 + g % (self.replicas - 1)
+
+
+@pytest.mark.parametrize("async_scheduling", [True, False], ids=["async", "sync"])
+@pytest.mark.parametrize("reads", [{"in_flight"}, {"in_flight", "kv_usage"}])
+def test_a_replica_played_past_its_last_request_is_the_replica_alone(reads, async_scheduling):
+    reqs = read_trace(TRACE, num_prompts=600, speedup=6.0)
+    sched = Scheduler(16, 1024, 30_000, async_scheduling=async_scheduling)
+    run, tokens = fleet_run(reqs, SPEC, sched, 3, Early(40, frozenset(reads)), seed=2)
+    for r, part in enumerate(run.replicas):
+        assert part is not None
+        ids = np.flatnonzero(run.assignment == r)
+        ref, ref_tokens = alone(reqs, ids, SPEC, sched, seed=2)
+        same_run(part, ref)
+        assert tokens[r] == ref_tokens, r
+    assert run.replicas[0].duration_s < float(reqs.arrival_s[-1])
 
 
 def test_async_replicas_see_arrivals_one_step_later_than_sync_ones():
@@ -191,3 +225,37 @@ def test_async_fleet_rebuilt_replica_is_the_replica_alone():
         keys=np.zeros(400, np.int64),
     )
     assert not np.array_equal(sync.fleet.first_token_s, run.fleet.first_token_s)
+
+
+class SeenKV(LeastKV):
+    """least-kv that keeps the KV usage it saw at each arrival."""
+
+    def reset(self) -> None:
+        self.seen: list[np.ndarray] = []
+
+    def choose(self, view: View) -> int:
+        self.seen.append(view.kv_usage.copy())
+        return super().choose(view)
+
+
+@pytest.mark.parametrize("async_scheduling", [True, False], ids=["async", "sync"])
+def test_kv_usage_seen_is_as_of_the_last_step_completed(async_scheduling):
+    """Steps of 10 ms; request 0 arrives at an idle fleet at 0 and its first step runs
+    [0, 10). At 5 ms (request 1) no step of its replica has completed: the router sees no
+    KV in use there, though the blocks of that step (and, under async scheduling, of the
+    step after it, scheduled at 0 too) are allocated. At 25 ms (request 2) two steps have
+    completed and request 0 (8 output tokens, one a step) still runs: its blocks are
+    seen."""
+    reqs = Requests(np.array([0.0, 0.005, 0.025]), np.full(3, 64), np.full(3, 8))
+
+    def flat(b, k, ctx, pf):
+        return 10.0
+
+    router = SeenKV()
+    sched = Scheduler(8, 256, 4_000, async_scheduling=async_scheduling)
+    run = simulate_fleet(reqs, SpecPolicy.off(), flat, sched, 2, router)
+    r0 = int(run.assignment[0])
+    assert router.seen[0].tolist() == [0.0, 0.0]
+    assert router.seen[1][r0] == 0.0
+    assert router.seen[2][r0] > 0.0
+    assert run.fleet.finish_s[0] == pytest.approx(0.080)
