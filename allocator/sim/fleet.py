@@ -11,6 +11,22 @@ replica as :class:`~allocator.sim.routers.View` says (requests in flight counted
 router, exact; KV-cache usage as of the last step completed at or before the arrival) and
 the request joins the chosen replica's client.
 
+**Async scheduling** (``Scheduler.async_scheduling``, vLLM's default): each replica plays
+:mod:`allocator.sim.async_steps`' loop (:func:`~allocator.sim.async_steps.turn`) with its
+own step in flight, and "up to the arrival" means every turn that starts before it. A turn
+at time ``T`` is where step ``n + 1`` starts: it takes the requests sent up to ``T``,
+schedules step ``n + 2`` and processes step ``n + 1`` at its end, which may lie past the
+arrival (that output depends on nothing sent meanwhile); a turn at the arrival waits for
+it. So a request arriving while step ``n + 1`` runs is first scheduled into step ``n + 3``
+(by the turn at step ``n + 1``'s end), one arriving at ``T`` into step ``n + 2``, and one
+arriving at an idle replica into a step that starts at once: as one replica alone given
+the requests routed to it (a test compares each replica with that run). KV usage is
+recorded after each turn that processed a step (what vLLM's scheduler reports after
+``update_from_output``: it counts the blocks of the step scheduled before). A replica
+played on past its last request processes the step still in flight (an extra step whose
+tokens are dropped), which only moves its clock: its run ends, as alone, at the turn that
+finished its last request.
+
 A replica's client (:class:`OpenClient`) is the benchmark client of
 :mod:`allocator.sim.client` whose requests are not known in advance: requests are appended
 as they are routed, and until the next arrival the replica is told that nothing can be sent
@@ -33,8 +49,8 @@ within a small factor of one replica's run over all the requests. The uniforms a
 once for the fleet.
 
 Not modelled in a fleet of more than one replica: the client's ``max_concurrency`` (one
-client's limit spans the fleet) and asynchronous scheduling (refused, one line); a fleet
-of one with either is :func:`~allocator.sim.engine.simulate` itself.
+client's limit spans the fleet; refused, one line); a fleet of one with it is
+:func:`~allocator.sim.engine.simulate` itself.
 
 **Results**: each replica's run is a :class:`~allocator.sim.results.SimResult` over its
 own requests (local indices, in the order it received them); the fleet's is their
@@ -131,7 +147,9 @@ class FleetResult:
 
 
 class _Fleet:
-    """One fleet run (module docstring)."""
+    """One fleet run (module docstring). ``stretches=False`` turns the decode-only fast
+    path off in every replica (the reference it is tested against); ``step_tokens`` set
+    before :meth:`play` makes each replica record its steps' tokens (tests)."""
 
     def __init__(
         self,

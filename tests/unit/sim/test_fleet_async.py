@@ -41,9 +41,7 @@ ASYNC = [
     pytest.param(
         Scheduler(16, 1024, 24_000, async_scheduling=True), SPEC, 6.0, id="trace, preempting"
     ),
-    pytest.param(
-        Scheduler(8, 512, 60_000, async_scheduling=True), SpecPolicy.off(), 1.0, id="off"
-    ),
+    pytest.param(Scheduler(8, 512, 60_000, async_scheduling=True), SpecPolicy.off(), 1.0, id="off"),
 ]
 
 
