@@ -17,7 +17,11 @@ own step in flight, and "up to the arrival" means every turn that starts before 
 at time ``T`` is where step ``n + 1`` starts: it takes the requests sent up to ``T``,
 schedules step ``n + 2`` and processes step ``n + 1`` at its end, which may lie past the
 arrival (that output depends on nothing sent meanwhile); a turn at the arrival waits for
-it. So a request arriving while step ``n + 1`` runs is first scheduled into step ``n + 3``
+it. (vLLM 0.33.0, ``vllm/v1/engine/core.py``: ``run_busy_loop``, lines 1621-1631, adds the
+requests received between two calls of ``step_with_batch_queue``, lines 708-817, which
+schedules a step and, the queue then full, blocks on the older step's output; so requests
+received while a step runs are added when it ends, after the step following it was
+scheduled.) So a request arriving while step ``n + 1`` runs is first scheduled into step ``n + 3``
 (by the turn at step ``n + 1``'s end), one arriving at ``T`` into step ``n + 2``, and one
 arriving at an idle replica into a step that starts at once: as one replica alone given
 the requests routed to it (a test compares each replica with that run). KV usage is
