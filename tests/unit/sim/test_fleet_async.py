@@ -12,6 +12,9 @@
   independently of how the fleet plays it: a turn at an arrival waits for that arrival, a
   step in flight across it is processed as if nothing arrived.
 * The fast path (decode-only stretches) on and off give identical fleets, sync and async.
+* By hand: when a request arriving mid-step, or at a step's start, gets its first token
+  (sync and async), and the KV usage a router sees before and after a replica's first step
+  completes.
 """
 
 from __future__ import annotations
