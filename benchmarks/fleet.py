@@ -1,10 +1,12 @@
-"""Benchmark of a fleet on one clock: ``python benchmarks/fleet.py [--repeats R] [--quick]``.
+"""Benchmark of a fleet on one clock: ``python benchmarks/fleet.py [--repeats R] [--quick]
+[--no-async-scheduling]``.
 
 The case is :mod:`benchmarks.sim`'s (the bundled Azure LLM inference trace 2023,
 conversation; ``max_num_seqs`` 256, ``max_num_batched_tokens`` 8192, a KV cache of 500,000
 tokens; speculation at ``k = 4`` with the EAGLE-3 pmf; the synthetic linear step function,
-for timing only), and the same step function with ``many`` (one call per decode-only
-stretch, as the problem file's step times have):
+for timing only; asynchronous scheduling as vLLM's default, or synchronous with
+``--no-async-scheduling``), and the same step function with ``many`` (one call per
+decode-only stretch, as the problem file's step times have):
 
 * one replica, the first 10,000 requests at the trace's own times: the single-replica
   figure of ``benchmarks/sim.py``;
@@ -47,12 +49,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5, help="runs per case (median)")
     ap.add_argument("--quick", action="store_true", help="3 repeats")
+    ap.add_argument(
+        "--no-async-scheduling",
+        dest="async_scheduling",
+        action="store_false",
+        help="every replica synchronous (default: asynchronous, as vLLM)",
+    )
     args = ap.parse_args()
     repeats = 3 if args.quick else args.repeats
     print(f"python {platform.python_version()}, numpy {np.__version__}, {platform.machine()}")
-    print(f"repeats {repeats} (medians)")
+    mode = "asynchronous" if args.async_scheduling else "synchronous"
+    print(f"repeats {repeats} (medians), {mode} scheduling")
     spec = SpecPolicy.fixed(4, chain_pmf(ACCEPTANCE))
-    sched = Scheduler(256, 8192, 500_000)
+    sched = Scheduler(256, 8192, 500_000, async_scheduling=args.async_scheduling)
     one = read_trace(TRACE, num_prompts=REQUESTS)
     fast = read_trace(TRACE, num_prompts=REQUESTS, speedup=float(REPLICAS))
     header = f"{'':<44} {'wall s':>8} {'cpu s':>8} {'req/s':>9} {'steps':>9} {'ratio':>6}"

@@ -1,6 +1,6 @@
 """Options of a run that edit the problem's scheduler before it is simulated: vLLM's
-asynchronous scheduling and prefix caching turned on or off over the file's, and the
-synchronous steps a fleet behind a router is played with."""
+asynchronous scheduling and prefix caching turned on or off over the file's; a fleet behind
+a router runs the same scheduling as one replica."""
 
 from __future__ import annotations
 
@@ -32,27 +32,13 @@ def with_async_scheduling(problem: Problem, async_scheduling: bool | None) -> Pr
 def fleet_scheduling(
     problem: Problem, replicas: int, async_scheduling: bool | None
 ) -> tuple[Problem, list[str]]:
-    """The problem a fleet of ``replicas`` is simulated with, and the note that says why.
-
-    The fleet (:func:`allocator.sim.simulate_fleet`) plays synchronous scheduling only. One
-    replica: the problem as it is. A fleet whose file leaves vLLM's default, asynchronous
-    scheduling, on (``async_scheduling`` ``None``): simulated synchronously, with a note;
-    asked for explicitly (``True``): ``ParameterError`` on ``async_scheduling``."""
-    if replicas <= 1 or not scheduler_limits(problem).async_scheduling:
-        return problem, []
-    if async_scheduling:
-        raise ParameterError(
-            "async_scheduling",
-            "replicas behind a router are simulated with synchronous scheduling only "
-            "(asynchronous scheduling is played for one replica): turn it off",
-        )
-    note = (
-        "replicas behind a router are simulated with synchronous scheduling: vLLM's default, "
-        "asynchronous scheduling, is played for one replica only (on one replica it adds "
-        "about a step to each request's time to first token: compare --replicas 1 with and "
-        "without --no-async-scheduling)"
-    )
-    return with_async_scheduling(problem, False), [note]
+    """The problem a fleet of ``replicas`` is simulated with, and notes on it: the problem
+    as it is, no note. Every replica of a fleet (:func:`allocator.sim.simulate_fleet`)
+    plays the scheduling the file (or ``async_scheduling``, applied before by
+    :func:`with_async_scheduling`) sets, asynchronous by default as vLLM's; a fleet of any
+    size takes ``--no-async-scheduling`` and ``--async-scheduling`` as one replica does."""
+    del replicas, async_scheduling  # (every fleet runs the file's scheduling)
+    return problem, []
 
 
 def with_prefix_caching(problem: Problem, on: bool) -> Problem:

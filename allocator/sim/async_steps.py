@@ -475,39 +475,52 @@ def decode_stretch(
     return nxt
 
 
+def turn(
+    state: State,
+    flight: InFlight | None,
+    step_ms: StepTime,
+    many: ManyStepTimes | None = None,
+    stretches: bool = True,
+) -> InFlight | None:
+    """One turn of :func:`run_async`'s loop at ``state.t`` (the client's sends up to then
+    taken, something running, waiting or in flight), or a decode-only stretch of turns;
+    returns the step then in flight. Schedule; with nothing in flight launch it now (the
+    next turn, at the same time, schedules the step after it); otherwise launch it at the
+    end of the step in flight, and process that step (``state.t`` moves to its end)."""
+    if stretches and flight is not None and flight.plain:
+        played = decode_stretch(state, flight, step_ms, many)
+        if played is not None:
+            return played
+    nxt: InFlight | None = None
+    if state.n or state.waiting:
+        out = schedule(state)
+        if out.tokens:
+            start = state.t if flight is None else flight.end
+            nxt = launch(state, out, step_ms, start)
+    if flight is None:
+        return nxt  # nothing in flight: the next is scheduled at once
+    process(state, flight)
+    return nxt
+
+
 def run_async(
     state: State, step_ms: StepTime, many: ManyStepTimes | None = None, stretches: bool = True
 ) -> None:
-    """The engine loop with a batch queue of two (``step_with_batch_queue``): schedule;
-    with nothing in flight launch it and schedule the next at once; otherwise wait for
-    the step in flight, process it, and the step just scheduled runs next. ``stretches``:
-    decode-only stretches played several turns at once (:func:`decode_stretch`; the same
-    result), ``many`` the step function's array form for them."""
+    """The engine loop with a batch queue of two (``step_with_batch_queue``), turn after
+    turn (:func:`turn`) until every request has finished; with nothing running, waiting or
+    in flight the clock jumps to the next send. ``stretches``: decode-only stretches played
+    several turns at once (:func:`decode_stretch`; the same result), ``many`` the step
+    function's array form for them."""
     client = state.client
     flight: InFlight | None = None
     while client.finished < state.N:
         state.take_sends()
-        if stretches and flight is not None and flight.plain:
-            played = decode_stretch(state, flight, step_ms, many)
-            if played is not None:
-                flight = played
-                continue
         if flight is None and state.n == 0 and not state.waiting:
             state.t = client.next_send_time()
             if math.isinf(state.t):  # pragma: no cover (every request was sent)
                 raise AssertionError("nothing to run and nothing to send")
             continue
-        nxt: InFlight | None = None
-        if state.n or state.waiting:
-            out = schedule(state)
-            if out.tokens:
-                start = state.t if flight is None else flight.end
-                nxt = launch(state, out, step_ms, start)
-        if flight is None:
-            flight = nxt  # nothing in flight: the next is scheduled at once
-            continue
-        process(state, flight)
-        flight = nxt
+        flight = turn(state, flight, step_ms, many, stretches)
 
 
-__all__ = ["InFlight", "decode_stretch", "launch", "process", "run_async"]
+__all__ = ["InFlight", "decode_stretch", "launch", "process", "run_async", "turn"]

@@ -11,6 +11,26 @@ replica as :class:`~allocator.sim.routers.View` says (requests in flight counted
 router, exact; KV-cache usage as of the last step completed at or before the arrival) and
 the request joins the chosen replica's client.
 
+**Async scheduling** (``Scheduler.async_scheduling``, vLLM's default): each replica plays
+:mod:`allocator.sim.async_steps`' loop (:func:`~allocator.sim.async_steps.turn`) with its
+own step in flight, and "up to the arrival" means every turn that starts before it. A turn
+at time ``T`` is where step ``n + 1`` starts: it takes the requests sent up to ``T``,
+schedules step ``n + 2`` and processes step ``n + 1`` at its end, which may lie past the
+arrival (that output depends on nothing sent meanwhile); a turn at the arrival waits for
+it. (vLLM 0.33.0, ``vllm/v1/engine/core.py``: ``run_busy_loop``, lines 1621-1631, adds the
+requests received between two calls of ``step_with_batch_queue``, lines 708-817, which
+schedules a step and, the queue then full, blocks on the older step's output; so requests
+received while a step runs are added when it ends, after the step following it was
+scheduled.) So a request arriving while step ``n + 1`` runs is first scheduled into step ``n + 3``
+(by the turn at step ``n + 1``'s end), one arriving at ``T`` into step ``n + 2``, and one
+arriving at an idle replica into a step that starts at once: as one replica alone given
+the requests routed to it (a test compares each replica with that run). KV usage is
+recorded after each turn that processed a step (what vLLM's scheduler reports after
+``update_from_output``: it counts the blocks of the step scheduled before). A replica
+played on past its last request processes the step still in flight (an extra step whose
+tokens are dropped), which only moves its clock: its run ends, as alone, at the turn that
+finished its last request.
+
 A replica's client (:class:`OpenClient`) is the benchmark client of
 :mod:`allocator.sim.client` whose requests are not known in advance: requests are appended
 as they are routed, and until the next arrival the replica is told that nothing can be sent
@@ -33,8 +53,8 @@ within a small factor of one replica's run over all the requests. The uniforms a
 once for the fleet.
 
 Not modelled in a fleet of more than one replica: the client's ``max_concurrency`` (one
-client's limit spans the fleet) and asynchronous scheduling (refused, one line); a fleet
-of one with either is :func:`~allocator.sim.engine.simulate` itself.
+client's limit spans the fleet; refused, one line); a fleet of one with it is
+:func:`~allocator.sim.engine.simulate` itself.
 
 **Results**: each replica's run is a :class:`~allocator.sim.results.SimResult` over its
 own requests (local indices, in the order it received them); the fleet's is their
@@ -55,6 +75,7 @@ import numpy as np
 
 from ..exceptions import ParameterError
 from ..validate import whole
+from .async_steps import InFlight, turn
 from .client import Client
 from .config import Scheduler, StepTime
 from .engine import simulate
@@ -112,6 +133,8 @@ class _Replica:
         self.until = -math.inf
         self.kv_seen = 0
         self.done = 0  # finishes at or before the last arrival looked at
+        self.flight: InFlight | None = None  # async scheduling: the step in flight
+        self.drained_t = 0.0  # the clock after the turn that last finished all it received
 
 
 @dataclass(frozen=True)
@@ -128,7 +151,9 @@ class FleetResult:
 
 
 class _Fleet:
-    """One fleet run (module docstring)."""
+    """One fleet run (module docstring). ``stretches=False`` turns the decode-only fast
+    path off in every replica (the reference it is tested against); ``step_tokens`` set
+    before :meth:`play` makes each replica record its steps' tokens (tests)."""
 
     def __init__(
         self,
@@ -139,6 +164,7 @@ class _Fleet:
         seed: int,
         count: int,
         router: Router,
+        stretches: bool = True,
     ) -> None:
         self.requests = requests
         self.policy = policy
@@ -154,8 +180,9 @@ class _Fleet:
         self.U = np.zeros(0)
         self.u_start = np.zeros(0, dtype=np.int64)
         # a router reading KV usage needs every step on its own (module docstring)
-        self.stretches = "kv_usage" not in router.reads
-        self.many = getattr(step_ms, "many", None)
+        self.stretches = stretches and "kv_usage" not in router.reads
+        self.many = getattr(step_ms, "many", None) if self.stretches else None
+        self.step_tokens = False  # True: each replica records its steps' tokens (tests)
 
     # ------------------------------------------------------------------ set-up
     def build(self) -> None:
@@ -186,6 +213,8 @@ class _Fleet:
         state.itl = np.empty(tokens)
         state.itl_req = np.empty(tokens, dtype=np.int32)
         state.seed = self.seed
+        if self.step_tokens:
+            state.step_tokens = []
         return _Replica(state, capacity, tokens)
 
     # ------------------------------------------------------------------ routing
@@ -225,11 +254,16 @@ class _Fleet:
         return rep
 
     def advance(self, rep: _Replica, until: float) -> None:
-        """Play every step of ``rep`` that starts before ``until`` (s)."""
+        """Play every step of ``rep`` that starts before ``until`` (s); under async
+        scheduling every turn of its loop that starts before ``until``
+        (:meth:`advance_async`)."""
         st = rep.state
         client = st.client
         assert isinstance(client, OpenClient)
         client.horizon = until
+        if st.async_sched:
+            self.advance_async(rep, client, until)
+            return
         step_ms, many, stretches = self.step_ms, self.many, self.stretches
         if st.t <= until:
             rep.kv_seen = st.pool.used
@@ -245,6 +279,36 @@ class _Fleet:
                 update_from_output(st, schedule(st), step_ms)
             if st.t <= until:
                 rep.kv_seen = st.pool.used
+        rep.until = until
+
+    def advance_async(self, rep: _Replica, client: OpenClient, until: float) -> None:
+        """:meth:`advance` under async scheduling: every turn of
+        :func:`~allocator.sim.async_steps.run_async`'s loop at a time before ``until``
+        (s). A turn at time ``T`` (a step's start) takes the sends up to ``T`` and
+        schedules the step after the one starting at ``T``, so a turn at ``until`` waits
+        for the request arriving then; the step it processes may end past ``until`` (its
+        output does not depend on what arrives meanwhile). KV usage is recorded after each
+        turn that processed a step ending at or before ``until`` (what vLLM's scheduler
+        reports after ``update_from_output``)."""
+        st = rep.state
+        step_ms, many, stretches = self.step_ms, self.many, self.stretches
+        flight = rep.flight
+        while st.t < until and not (client.closed and client.finished >= client.count):
+            st.take_sends()
+            if flight is None and st.n == 0 and not st.waiting:
+                s = client.next_send_time()
+                if s >= until:
+                    break
+                st.t = s
+                continue
+            ended = flight is not None
+            before = client.finished
+            flight = turn(st, flight, step_ms, many, stretches)
+            if ended and st.t <= until:
+                rep.kv_seen = st.pool.used
+            if client.finished > before and client.finished >= client.count:
+                rep.drained_t = st.t
+        rep.flight = flight
         rep.until = until
 
     def look(self, view: View, a: float) -> None:
@@ -294,7 +358,21 @@ class _Fleet:
             assert isinstance(client, OpenClient)
             client.closed = True
             self.advance(rep, math.inf)
+            if rep.state.async_sched and client.count:
+                # the run of its requests alone ends at the turn that finished the last
+                # of them: a step processed after it (a later arrival elsewhere played
+                # it) only moved the clock
+                rep.state.t = rep.drained_t
         return chosen
+
+    def play(self, keys: np.ndarray | None) -> FleetResult:
+        """The whole run: replicas built, every request routed, each replica's result."""
+        self.build()
+        chosen = self.run(keys)
+        parts = [self.replica_result(rep) for rep in self.reps]
+        ids = [np.asarray(rep.ids, dtype=np.int64) for rep in self.reps]
+        whole_run = concat_results(self.requests, parts, ids)
+        return FleetResult(whole_run, tuple(parts), chosen, self.router.name)
 
     def replica_result(self, rep: _Replica) -> SimResult | None:
         """One replica's run over its own requests (``None``: it received none)."""
@@ -388,8 +466,8 @@ def simulate_fleet(
     takes them, for every replica; ``keys``: ``(N,)`` int64, each request's session or
     prefix group (``>= 0``), for the routers that need one. ``ParameterError`` on
     ``replicas`` (not in ``1 ..`` :data:`MAX_REPLICAS`), ``router`` (unknown, or keyed
-    without ``keys``), ``keys``, ``scheduler`` (``max_concurrency`` or asynchronous
-    scheduling with more than one replica) and whatever :func:`simulate` refuses."""
+    without ``keys``), ``keys``, ``scheduler`` (``max_concurrency`` with more than
+    one replica) and whatever :func:`simulate` refuses."""
     count = check_replicas(replicas)
     rule = get_router(router) if isinstance(router, str) else router
     if not isinstance(rule, Router):
@@ -409,13 +487,12 @@ def simulate_fleet(
     rule.start(count, seed)
     if not isinstance(scheduler, Scheduler):
         raise ParameterError("scheduler", "must be a Scheduler")
-    if scheduler.max_concurrency is not None or scheduler.async_scheduling:
+    if scheduler.max_concurrency is not None:
         if count > 1:
-            what = "max_concurrency" if scheduler.max_concurrency else "async scheduling"
             raise ParameterError(
                 "scheduler",
-                f"{what} is not modelled in a fleet of more than one replica (the client's "
-                "limit spans the fleet; asynchronous steps are played to the end alone)",
+                "max_concurrency is not modelled in a fleet of more than one replica (one "
+                "client's limit spans the fleet)",
             )
         one = simulate(requests, policy, step_ms, scheduler, seed)
         return FleetResult(one, (one,), np.zeros(len(requests), dtype=np.int64), rule.name)
@@ -426,13 +503,7 @@ def simulate_fleet(
         raise ParameterError(
             "step_ms", "must be callable as step_ms(decode_seqs, k, context, prefill)"
         )
-    fleet = _Fleet(requests, policy, step_ms, scheduler, seed, count, rule)
-    fleet.build()
-    chosen = fleet.run(key_arr)
-    parts = [fleet.replica_result(rep) for rep in fleet.reps]
-    ids = [np.asarray(rep.ids, dtype=np.int64) for rep in fleet.reps]
-    whole_run = concat_results(requests, parts, ids)
-    return FleetResult(whole_run, tuple(parts), chosen, rule.name)
+    return _Fleet(requests, policy, step_ms, scheduler, seed, count, rule).play(key_arr)
 
 
 __all__ = [

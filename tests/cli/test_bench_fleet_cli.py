@@ -94,21 +94,17 @@ def test_bad_input(tmp_path, args, says):
     assert not out.exists()
 
 
-def test_a_fleet_falls_back_to_synchronous_scheduling_and_says_so(tmp_path):
-    """vLLM's default (asynchronous scheduling, the file's default) is played for one
-    replica; a fleet is simulated synchronously with a note, and the same fleet asked for
-    explicitly with --async-scheduling is refused on that flag."""
+def test_a_fleet_runs_the_files_scheduling(tmp_path):
+    """vLLM's default (asynchronous scheduling, the file's default) is what a fleet's
+    replicas play, as one replica does, with no note; --no-async-scheduling makes the same
+    fleet synchronous (a different run) and --async-scheduling is the default's run."""
     p = problem_file(tmp_path)
-    args = [p, "--request-rate", "40", *FIXED]
-    one = bench_doc(*args)
-    assert one["async_scheduling"] is True
-    fleet = bench_doc(*args, "--replicas", "2")
-    assert fleet["async_scheduling"] is False
-    assert any("simulated with synchronous scheduling" in n for n in fleet["notes"])
-    assert bench_doc(*args, "--replicas", "2", "--no-async-scheduling")["notes"] == [
-        n for n in fleet["notes"] if "simulated with synchronous scheduling" not in n
-    ]
-    r = run("bench", *args, "--replicas", "2", "--async-scheduling")
-    assert r.exit_code == 2
-    assert r.output.startswith("error: --async-scheduling: ")
-    assert len(r.output.strip().splitlines()) == 1
+    args = [p, "--request-rate", "40", *FIXED, "--replicas", "2"]
+    fleet = bench_doc(*args)
+    assert fleet["async_scheduling"] is True
+    assert not any("synchronous" in n for n in fleet["notes"])
+    assert bench_doc(*args, "--async-scheduling") == fleet
+    sync = bench_doc(*args, "--no-async-scheduling")
+    assert sync["async_scheduling"] is False
+    assert sync["notes"] == fleet["notes"]
+    assert sync["mean_ttft_ms"] != fleet["mean_ttft_ms"]

@@ -12,10 +12,14 @@ replica, queueing theory and brute force.
 * Little's law per replica: the time in system the engine integrates equals the sum of
   the requests' end-to-end latencies.
 * What least-requests saw at each arrival equals a brute-force count from the timelines.
+
+Each runs with the replicas' scheduling synchronous and asynchronous (vLLM's default);
+tests/unit/sim/test_fleet_async.py checks each replica against its requests run alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -56,6 +60,15 @@ FIELDS = (
 )
 
 
+#: each test runs with synchronous and with asynchronous scheduling
+MODES = pytest.mark.parametrize("on", [False, True], ids=["sync", "async"])
+
+
+def mode(sched: Scheduler, on: bool) -> Scheduler:
+    """``sched`` with asynchronous scheduling ``on``."""
+    return dataclasses.replace(sched, async_scheduling=on)
+
+
 def step(b, k, ctx, pf):
     return (6.0 + 0.4 * b * (1 + k) + 2e-5 * b * ctx if b else 0.0) + 0.02 * pf
 
@@ -92,7 +105,9 @@ CASES = [
         for i, c in enumerate(CASES)
     ],
 )
-def test_fleet_of_one_is_simulate(sched, speedup, policy):
+@MODES
+def test_fleet_of_one_is_simulate(sched, speedup, policy, on):
+    sched = mode(sched, on)
     reqs = read_trace(TRACE, num_prompts=600, speedup=speedup)
     for router in ("round-robin", "least-requests", "least-kv"):
         fleet = simulate_fleet(reqs, policy, step, sched, 1, router, seed=7)
@@ -102,12 +117,13 @@ def test_fleet_of_one_is_simulate(sched, speedup, policy):
         same_run(fleet.replicas[0], one)
 
 
-def test_one_session_on_many_replicas_is_one_replica_through_rebuilds():
+@MODES
+def test_one_session_on_many_replicas_is_one_replica_through_rebuilds(on):
     """Every request in one session: the first replica chosen gets all of them, far past
     its first arrays (sized for a quarter), so it is rebuilt and replayed several times;
     the run is still the single replica's, and the others receive nothing."""
     reqs = read_trace(TRACE, num_prompts=500, speedup=4.0)
-    sched = Scheduler(32, 2048, 100_000, async_scheduling=False)
+    sched = Scheduler(32, 2048, 100_000, async_scheduling=on)
     fleet = simulate_fleet(
         reqs, SPEC, step, sched, 4, "session-affinity", seed=2, keys=np.zeros(500, np.int64)
     )
@@ -122,14 +138,15 @@ def test_one_session_on_many_replicas_is_one_replica_through_rebuilds():
 @pytest.mark.parametrize(
     "n", [4, pytest.param(2, marks=pytest.mark.slow), pytest.param(8, marks=pytest.mark.slow)]
 )
-def test_round_robin_thins_poisson_to_erlang(n):
+@MODES
+def test_round_robin_thins_poisson_to_erlang(n, on):
     """Each replica's inter-arrival CV is 1/sqrt(n) within 4 standard errors: for gaps of
     a gamma law of shape n the sample variance has relative variance (2 + 6/n)/m over m
     gaps, so the CV's standard error is CV/2 * sqrt((2 + 6/n)/m)."""
     total = 8_000
     reqs = fixed_requests(total, 16, 2, request_rate=200.0, burstiness=1.0, seed=11)
     fleet = simulate_fleet(
-        reqs, SpecPolicy.off(), step, Scheduler(64, 4096, 100_000, async_scheduling=False), n
+        reqs, SpecPolicy.off(), step, Scheduler(64, 4096, 100_000, async_scheduling=on), n
     )
     cv_true = 1.0 / math.sqrt(n)
     for part in fleet.replicas:
@@ -157,7 +174,8 @@ JSQ_CASES = [
 
 @pytest.mark.slow
 @pytest.mark.parametrize("n, rate, burst, seed", JSQ_CASES)
-def test_least_requests_no_worse_than_round_robin_on_p99_ttft(n, rate, burst, seed):
+@MODES
+def test_least_requests_no_worse_than_round_robin_on_p99_ttft(n, rate, burst, seed, on):
     """Requests of two sizes (one in ten with 1,024 output tokens, the rest 16): round-robin
     sends requests to a replica clogged by long ones; joining the shortest queue does not.
     (With requests all alike and a light load round-robin's P99 TTFT can be the lower: it
@@ -167,7 +185,7 @@ def test_least_requests_no_worse_than_round_robin_on_p99_ttft(n, rate, burst, se
     rng = np.random.default_rng(seed)
     out = np.where(rng.random(total) < 0.1, 1024, 16)
     reqs = Requests(arrival_times(total, rate, burst, seed=seed), np.full(total, 256), out)
-    sched = Scheduler(16, 1024, 200_000, async_scheduling=False)
+    sched = Scheduler(16, 1024, 200_000, async_scheduling=on)
     p99 = {}
     for router in ("round-robin", "least-requests"):
         run = simulate_fleet(reqs, SPEC, step, sched, n, router, seed=seed)
@@ -176,10 +194,11 @@ def test_least_requests_no_worse_than_round_robin_on_p99_ttft(n, rate, burst, se
 
 
 @pytest.mark.parametrize("router", ["round-robin", "least-requests", "least-kv"])
-def test_littles_law_per_replica(router):
+@MODES
+def test_littles_law_per_replica(router, on):
     reqs = read_trace(TRACE, num_prompts=1200, speedup=10.0)
     run = simulate_fleet(
-        reqs, SPEC, step, Scheduler(32, 2048, 60_000, async_scheduling=False), 3, router, seed=5
+        reqs, SPEC, step, Scheduler(32, 2048, 60_000, async_scheduling=on), 3, router, seed=5
     )
     for part in run.replicas:
         assert part is not None
@@ -205,11 +224,12 @@ class Recording(LeastRequests):
         return super().choose(view)
 
 
-def test_requests_in_flight_seen_equal_a_count_from_the_timelines():
+@MODES
+def test_requests_in_flight_seen_equal_a_count_from_the_timelines(on):
     reqs = read_trace(TRACE, num_prompts=800, speedup=6.0)
     router = Recording()
     run = simulate_fleet(
-        reqs, SPEC, step, Scheduler(16, 1024, 40_000, async_scheduling=False), 3, router, seed=1
+        reqs, SPEC, step, Scheduler(16, 1024, 40_000, async_scheduling=on), 3, router, seed=1
     )
     finish = run.fleet.finish_s
     arrival = reqs.arrival_s
@@ -221,9 +241,10 @@ def test_requests_in_flight_seen_equal_a_count_from_the_timelines():
         assert run.assignment[g] in np.flatnonzero(seen == seen.min())
 
 
-def test_same_seed_same_fleet_and_per_request_draws_shared_by_routers():
+@MODES
+def test_same_seed_same_fleet_and_per_request_draws_shared_by_routers(on):
     reqs = read_trace(TRACE, num_prompts=400, speedup=5.0)
-    sched = Scheduler(16, 1024, 40_000, async_scheduling=False)
+    sched = Scheduler(16, 1024, 40_000, async_scheduling=on)
     a = simulate_fleet(reqs, SPEC, step, sched, 3, "least-requests", seed=9)
     b = simulate_fleet(reqs, SPEC, step, sched, 3, "least-requests", seed=9)
     same_run(a.fleet, b.fleet)
@@ -251,17 +272,16 @@ def test_bad_input(kwargs, field):
     assert "\n" not in str(err.value)
 
 
-def test_client_limit_and_async_refused_past_one_replica():
+@MODES
+def test_client_limit_refused_past_one_replica(on):
     reqs = fixed_requests(4, 8, 4, request_rate=1.0)
-    for sched in (
-        Scheduler(4, 64, 4_000, max_concurrency=2),
-        Scheduler(4, 64, 4_000, async_scheduling=True),
-    ):
-        with pytest.raises(ParameterError) as err:
-            simulate_fleet(reqs, SPEC, step, sched, 2)
-        assert err.value.field == "scheduler"
-        one = simulate_fleet(reqs, SPEC, step, sched, 1)
-        same_run(one.fleet, simulate(reqs, SPEC, step, sched))
+    sched = Scheduler(4, 64, 4_000, max_concurrency=2, async_scheduling=on)
+    with pytest.raises(ParameterError) as err:
+        simulate_fleet(reqs, SPEC, step, sched, 2)
+    assert err.value.field == "scheduler"
+    assert "max_concurrency" in str(err.value)
+    one = simulate_fleet(reqs, SPEC, step, sched, 1)
+    same_run(one.fleet, simulate(reqs, SPEC, step, sched))
 
 
 def test_a_request_too_long_for_the_cache_is_refused_before_any_run():
