@@ -19,6 +19,7 @@ from ._load import as_problem, file_notes
 
 if TYPE_CHECKING:
     from ..analysis import bench as analysis_bench
+    from ..analysis import disagg as analysis_disagg
     from ..analysis import replica as analysis_replica
     from ..analysis import request_source as analysis_request_source
     from ..analysis import scheduler_options
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from ..analysis.validation import ValidationReport
 else:
     analysis_bench = lazy_module("allocator.analysis.bench")
+    analysis_disagg = lazy_module("allocator.analysis.disagg")
     analysis_replica = lazy_module("allocator.analysis.replica")
     scheduler_options = lazy_module("allocator.analysis.scheduler_options")
     analysis_request_source = lazy_module("allocator.analysis.request_source")
@@ -85,6 +87,11 @@ def bench(
     turns: int = 1,
     think_time: float = 0.0,
     prefix_caching: bool = True,
+    prefill_replicas: int | None = None,
+    decode_replicas: int | None = None,
+    kv_link: str | None = None,
+    prefill_max_num_seqs: int | None = None,
+    decode_max_num_seqs: int | None = None,
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
@@ -109,12 +116,39 @@ def bench(
     ``think_time`` s after the previous finishes. ``prefix_caching=False`` turns off the
     file's ``serving.scheduler.enable_prefix_caching``. Seeded by ``seed``: the same seed
     gives the same document but for ``date``. ``engine`` ``"sglang"`` is refused
-    (:func:`_vllm_scheduler_only`)."""
+    (:func:`_vllm_scheduler_only`).
+
+    ``prefill_replicas`` and ``decode_replicas`` (both, each at least 1): prefill/decode
+    disaggregation instead (:mod:`allocator.analysis.disagg`), each pool behind ``router``,
+    the prompt's KV over the inter-node link ``kv_link`` (default ``ib-ndr``), each pool's
+    ``max_num_seqs`` ``prefill_max_num_seqs`` and ``decode_max_num_seqs`` (default
+    ``max_num_seqs``, else the file's); not with ``replicas``, ``max_concurrency`` or
+    ``turns``."""
 
     _vllm_scheduler_only(engine)
+    disagg = _disagg_asked(
+        prefill_replicas, decode_replicas, kv_link, prefill_max_num_seqs, decode_max_num_seqs
+    )
+    if disagg:
+        if replicas != 1:
+            raise ParameterError("replicas", "one replica pool or disaggregation (prefill_replicas), not both")
+        if max_concurrency is not None:
+            raise ParameterError(
+                "max_concurrency", "is not modelled with disaggregation (one client's limit spans both pools)"
+            )
+        if turns != 1:
+            raise ParameterError(
+                "turns", "sessions are not modelled with disaggregation (a later turn waits "
+                "for the decode pool's finish)",
+            )
+        analysis_disagg.disagg_settings(prefill_replicas, decode_replicas, router)
+        analysis_disagg.kv_link(kv_link)
     count, router = analysis_bench.fleet_settings(replicas, router)
     prob = scheduler_options.with_async_scheduling(as_problem(problem), async_scheduling)
-    prob, fleet_notes = scheduler_options.fleet_scheduling(prob, count, async_scheduling)
+    if disagg:
+        prob, fleet_notes = analysis_disagg.disagg_scheduling(prob, async_scheduling)
+    else:
+        prob, fleet_notes = scheduler_options.fleet_scheduling(prob, count, async_scheduling)
     if not prefix_caching:
         prob = scheduler_options.with_prefix_caching(prob, False)
     n = num_prompts
@@ -127,10 +161,31 @@ def bench(
         shared_prefix_len=shared_prefix_len, turns=turns, think_time=think_time,
     )  # fmt: skip
     rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
+    size = decode_max_num_seqs if disagg and decode_max_num_seqs is not None else max_num_seqs
     config, notes = analysis_replica.configuration(
-        prob, drafters, k, schedule=schedule, max_num_seqs=max_num_seqs, engine=engine,
-        pooled=pooled,
+        prob, drafters, k, schedule=schedule, max_num_seqs=size, engine=engine, pooled=pooled,
     )  # fmt: skip
+    all_notes = [
+        *notes,
+        *fleet_notes,
+        *file_notes(problem),
+        *analysis_request_source.workload_notes(source),
+    ]
+    if disagg:
+        return analysis_disagg.bench_disagg(
+            prob,
+            source,
+            config,
+            rate,
+            prefill_replicas=prefill_replicas,  # type: ignore[arg-type]
+            decode_replicas=decode_replicas,  # type: ignore[arg-type]
+            kv_link_name=kv_link,
+            router=router,
+            prefill_max_num_seqs=max_num_seqs if prefill_max_num_seqs is None else prefill_max_num_seqs,
+            decode_max_num_seqs=max_num_seqs if decode_max_num_seqs is None else decode_max_num_seqs,
+            seed=seed,
+            notes=all_notes,
+        )
     return analysis_bench.bench(
         prob,
         source,
@@ -139,15 +194,34 @@ def bench(
         max_num_seqs=max_num_seqs,
         max_concurrency=max_concurrency,
         seed=seed,
-        notes=[
-            *notes,
-            *fleet_notes,
-            *file_notes(problem),
-            *analysis_request_source.workload_notes(source),
-        ],
+        notes=all_notes,
         replicas=count,
         router=router,
     )
+
+
+def _disagg_asked(
+    prefill: int | None,
+    decode: int | None,
+    link: str | None,
+    prefill_seqs: int | None,
+    decode_seqs: int | None,
+) -> bool:
+    """Whether :func:`bench` runs disaggregated: both replica counts given (one alone is
+    refused, naming the other; a link or a pool's ``max_num_seqs`` without them too)."""
+    if prefill is None and decode is None:
+        for value, name in (
+            (link, "kv_link"),
+            (prefill_seqs, "prefill_max_num_seqs"),
+            (decode_seqs, "decode_max_num_seqs"),
+        ):
+            if value is not None:
+                raise ParameterError(name, "only with disaggregation: give both pools' replica counts (prefill_replicas) (decode_replicas)")
+        return False
+    if prefill is None or decode is None:
+        name = "prefill_replicas" if prefill is None else "decode_replicas"
+        raise ParameterError(name, "missing: disaggregation needs both pools' replica counts")
+    return True
 
 
 def size_fleet_for_rate(

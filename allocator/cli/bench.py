@@ -210,6 +210,41 @@ def bench_command(
         metavar="N",
     ),
     router: str = RouterOption,
+    prefill_replicas: int = typer.Option(
+        None,
+        "--prefill-replicas",
+        help="Prefill/decode disaggregation: P prefill replicas (with --decode-replicas), "
+        "each pool behind --router; TTFT runs to the decode replica's first token and the "
+        "JSON's disaggregated splits it (queue, prefill, KV transfer, decode queue, first "
+        "decode step).",
+        metavar="P",
+    ),
+    decode_replicas: int = typer.Option(
+        None,
+        "--decode-replicas",
+        help="Decode replicas of a disaggregated run (with --prefill-replicas); speculation "
+        "runs there only.",
+        metavar="D",
+    ),
+    kv_link: str = typer.Option(
+        None,
+        "--kv-link",
+        help="The inter-node link a prompt's KV crosses from prefill to decode (the bundled "
+        "table's: ib-ndr, ib-hdr, roce-400g, roce-200g; default ib-ndr).",
+        metavar="NAME",
+    ),
+    prefill_max_num_seqs: int = typer.Option(
+        None,
+        "--prefill-max-num-seqs",
+        help="max_num_seqs of the prefill pool (default: --max-num-seqs, else the file's).",
+        metavar="S",
+    ),
+    decode_max_num_seqs: int = typer.Option(
+        None,
+        "--decode-max-num-seqs",
+        help="max_num_seqs of the decode pool (default: --max-num-seqs, else the file's).",
+        metavar="S",
+    ),
     json_path: str = JsonOption,
     per_request: str = typer.Option(
         None,
@@ -269,6 +304,11 @@ def bench_command(
         turns=turns,
         think_time=think_time,
         prefix_caching=not no_prefix_caching,
+        prefill_replicas=prefill_replicas,
+        decode_replicas=decode_replicas,
+        kv_link=kv_link,
+        prefill_max_num_seqs=prefill_max_num_seqs,
+        decode_max_num_seqs=decode_max_num_seqs,
     )
     doc = result.to_dict(slos)
     if per_request:
