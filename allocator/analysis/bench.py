@@ -67,7 +67,7 @@ class BenchResult:
     #: Staged loads: each stage's metrics (:func:`~.request_source.stage_metrics`).
     stages: list[dict] = field(default_factory=list)
     fleet: FleetResult | None = None
-    #: Prefill/decode disaggregation (:mod:`allocator.analysis.disagg`): ``disaggregated``
+    #: Prefill/decode disaggregation (:mod:`allocator.analysis.disagg_bench`): ``disaggregated``
     #: of the document, and the run it reads.
     disagg: dict | None = None
     disagg_run: DisaggResult | None = None

@@ -19,7 +19,7 @@ from ._load import as_problem, file_notes
 
 if TYPE_CHECKING:
     from ..analysis import bench as analysis_bench
-    from ..analysis import disagg as analysis_disagg
+    from ..analysis import disagg_bench as analysis_disagg
     from ..analysis import replica as analysis_replica
     from ..analysis import request_source as analysis_request_source
     from ..analysis import scheduler_options
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..analysis.validation import ValidationReport
 else:
     analysis_bench = lazy_module("allocator.analysis.bench")
-    analysis_disagg = lazy_module("allocator.analysis.disagg")
+    analysis_disagg = lazy_module("allocator.analysis.disagg_bench")
     analysis_replica = lazy_module("allocator.analysis.replica")
     scheduler_options = lazy_module("allocator.analysis.scheduler_options")
     analysis_request_source = lazy_module("allocator.analysis.request_source")
@@ -119,7 +119,7 @@ def bench(
     (:func:`_vllm_scheduler_only`).
 
     ``prefill_replicas`` and ``decode_replicas`` (both, each at least 1): prefill/decode
-    disaggregation instead (:mod:`allocator.analysis.disagg`), each pool behind ``router``,
+    disaggregation instead (:mod:`allocator.analysis.disagg_bench`), each pool behind ``router``,
     the prompt's KV over the inter-node link ``kv_link`` (default ``ib-ndr``), each pool's
     ``max_num_seqs`` ``prefill_max_num_seqs`` and ``decode_max_num_seqs`` (default
     ``max_num_seqs``, else the file's); not with ``replicas``, ``max_concurrency`` or
@@ -131,14 +131,18 @@ def bench(
     )
     if disagg:
         if replicas != 1:
-            raise ParameterError("replicas", "one replica pool or disaggregation (prefill_replicas), not both")
+            raise ParameterError(
+                "replicas", "one replica pool or disaggregation (prefill_replicas), not both"
+            )
         if max_concurrency is not None:
             raise ParameterError(
-                "max_concurrency", "is not modelled with disaggregation (one client's limit spans both pools)"
+                "max_concurrency",
+                "is not modelled with disaggregation (one client's limit spans both pools)",
             )
         if turns != 1:
             raise ParameterError(
-                "turns", "sessions are not modelled with disaggregation (a later turn waits "
+                "turns",
+                "sessions are not modelled with disaggregation (a later turn waits "
                 "for the decode pool's finish)",
             )
         analysis_disagg.disagg_settings(prefill_replicas, decode_replicas, router)
@@ -181,8 +185,12 @@ def bench(
             decode_replicas=decode_replicas,  # type: ignore[arg-type]
             kv_link_name=kv_link,
             router=router,
-            prefill_max_num_seqs=max_num_seqs if prefill_max_num_seqs is None else prefill_max_num_seqs,
-            decode_max_num_seqs=max_num_seqs if decode_max_num_seqs is None else decode_max_num_seqs,
+            prefill_max_num_seqs=max_num_seqs
+            if prefill_max_num_seqs is None
+            else prefill_max_num_seqs,
+            decode_max_num_seqs=max_num_seqs
+            if decode_max_num_seqs is None
+            else decode_max_num_seqs,
             seed=seed,
             notes=all_notes,
         )
@@ -216,7 +224,11 @@ def _disagg_asked(
             (decode_seqs, "decode_max_num_seqs"),
         ):
             if value is not None:
-                raise ParameterError(name, "only with disaggregation: give both pools' replica counts (prefill_replicas) (decode_replicas)")
+                raise ParameterError(
+                    name,
+                    "only with disaggregation: give both pools' replica counts "
+                    "(prefill_replicas) (decode_replicas)",
+                )
         return False
     if prefill is None or decode is None:
         name = "prefill_replicas" if prefill is None else "decode_replicas"

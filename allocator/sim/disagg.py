@@ -55,10 +55,12 @@ one); both pools play synchronous scheduling; no sessions (a later turn's send d
 the decode pool's finish); no ``max_concurrency``.
 
 **Draws.** The prefill pool draws nothing (one output token, no decode step). The decode
-pool is a fleet over the requests in the order they reach it (transfer's end, ties by
-arrival), its draws laid out in that order from ``seed`` as
-:func:`~allocator.sim.fleet.simulate_fleet` lays them out: a decode pool of one replica
-draws what :func:`~allocator.sim.simulate` draws for those requests in that order.
+pool is played as :func:`~allocator.sim.fleet.simulate_fleet` plays a fleet, over the
+requests in the order they reach it (transfer's end, ties by arrival), its draws laid out
+in that order from ``seed``: a decode pool of one replica draws what
+:func:`~allocator.sim.simulate` draws for those requests in that order. Its replicas'
+arrays are sized for every request (the fleet's rebuild and replay is not used): memory
+grows with the decode replicas times the requests.
 """
 
 from __future__ import annotations
@@ -72,14 +74,14 @@ import numpy as np
 from ..exceptions import ParameterError
 from .config import Scheduler, StepTime
 from .fast_path import decode_stretch
-from .fleet import FleetResult, OpenClient, _Fleet, _Replica, check_replicas, concat_results
+from .fleet import FleetResult, OpenClient, check_replicas, concat_results
 from .fleet import simulate_fleet as _simulate_fleet
 from .policy import SpecPolicy
 from .requests import Requests
 from .results import SimResult
-from .routers import Router, get_router
+from .routers import Router, View, get_router
 from .scheduler import Scheduled, schedule_running, update_from_output
-from .state import State
+from .state import STRETCH_STEPS, State
 
 #: The parts of a disaggregated request's TTFT, in order (:class:`DisaggResult`).
 TTFT_PARTS = ("prefill_queue", "prefill", "transfer", "decode_queue", "first_decode_step")
@@ -147,19 +149,92 @@ def schedule_decode(state: State) -> Scheduled:
     return out
 
 
-class _DecodeFleet(_Fleet):
-    """The decode pool: the fleet of :mod:`allocator.sim.fleet` whose replicas admit with
-    :func:`schedule_decode`."""
+class _DecodePool:
+    """The decode pool: ``count`` replicas behind ``router`` on one clock, played as
+    :mod:`allocator.sim.fleet` plays a fleet (each replica up to an arrival before the
+    router looks; the same view, the same draws, laid out request after request), each
+    admitting with :func:`schedule_decode`. Each replica's arrays are sized for every
+    request (no rebuild): memory grows with the replicas times the requests."""
 
-    def advance(self, rep: _Replica, until: float) -> None:
-        """Play every step of ``rep`` that starts before ``until`` (s)."""
-        st = rep.state
+    def __init__(
+        self,
+        requests: Requests,
+        policy: SpecPolicy,
+        step_ms: StepTime,
+        sched: Scheduler,
+        seed: int,
+        count: int,
+        router: Router,
+    ) -> None:
+        self.requests = requests
+        self.policy = policy
+        self.step_ms = step_ms
+        self.sched = sched
+        self.seed = seed
+        self.count = count
+        self.router = router
+        self.states: list[State] = []
+        self.ids: list[list[int]] = []
+        self.until: list[float] = []
+        self.kv_seen: list[int] = []
+        self.done: list[int] = []
+        self.stretches = "kv_usage" not in router.reads
+        self.many = getattr(step_ms, "many", None)
+
+    def build(self) -> None:
+        req = self.requests
+        n = len(req)
+        o = req.output_tokens
+        steps = int((o - 1).sum())
+        U = np.random.default_rng(self.seed).random(steps + STRETCH_STEPS + 1)
+        self.u_start = np.concatenate(([0], np.cumsum(o - 1)[:-1])).astype(np.int64)
+        for r in range(self.count):
+            ones = np.ones(n, dtype=np.int64)  # (each replica's own arrays, filled as routed)
+            st = State(Requests(np.zeros(n), ones, ones.copy()), self.policy, self.sched, 0)
+            if r == 0:  # every request must fit one replica's cache alone
+                kept = st.P, st.O
+                st.P, st.O = req.prompt_tokens, req.output_tokens
+                try:
+                    st.check_fit()
+                finally:
+                    st.P, st.O = kept
+            st.client = OpenClient(n)
+            st.U = U
+            st.itl = np.empty(steps)
+            st.itl_req = np.empty(steps, dtype=np.int32)
+            st.seed = self.seed
+            self.states.append(st)
+            self.ids.append([])
+            self.until.append(-math.inf)
+            self.kv_seen.append(0)
+            self.done.append(0)
+
+    def admit(self, r: int, g: int) -> None:
+        """Request ``g`` joins replica ``r``'s client (local index: its count so far)."""
+        st = self.states[r]
+        j = len(self.ids[r])
+        req = self.requests
+        st.P[j] = req.prompt_tokens[g]
+        st.O[j] = req.output_tokens[g]
+        saved = st.saved
+        saved.prompt[j] = req.prompt_tokens[g]
+        saved.output[j] = req.output_tokens[g]
+        saved.draw[j] = self.u_start[g]
+        client = st.client
+        assert isinstance(client, OpenClient)
+        client.arrival[j] = req.arrival_s[g]
+        client.count = j + 1
+        self.ids[r].append(g)
+
+    def advance(self, r: int, until: float) -> None:
+        """Play every step of replica ``r`` that starts before ``until`` (s)."""
+        st = self.states[r]
         client = st.client
         assert isinstance(client, OpenClient)
         client.horizon = until
         step_ms, many, stretches = self.step_ms, self.many, self.stretches
         if st.t <= until:
-            rep.kv_seen = st.pool.used
+            self.kv_seen[r] = st.pool.used
         while st.t < until:
             st.take_sends()
             if st.n == 0 and not st.waiting:
@@ -171,8 +246,73 @@ class _DecodeFleet(_Fleet):
             if not (stretches and decode_stretch(st, step_ms, many)):
                 update_from_output(st, schedule_decode(st), step_ms)
             if st.t <= until:
-                rep.kv_seen = st.pool.used
-        rep.until = until
+                self.kv_seen[r] = st.pool.used
+        self.until[r] = until
+
+    def look(self, view: View, a: float) -> None:
+        reads = self.router.reads
+        for r, st in enumerate(self.states):
+            if self.until[r] < a:
+                self.advance(r, a)
+            if "in_flight" in reads:
+                client = st.client
+                done = self.done[r]
+                order = client.finish_order
+                while done < client.finished and order[done] <= a:
+                    done += 1
+                self.done[r] = done
+                view.in_flight[r] = len(self.ids[r]) - done
+            if "kv_usage" in reads:
+                view.kv_usage[r] = self.kv_seen[r] / st.pool.usable
+
+    def run(self) -> np.ndarray:
+        """Route every request in arrival order; returns ``(N,)`` the replica of each."""
+        router = self.router
+        req = self.requests
+        n = len(req)
+        view = View(self.count)
+        chosen = np.empty(n, dtype=np.int64)
+        arrival = req.arrival_s.tolist()
+        prompt = req.prompt_tokens.tolist()
+        for g in range(n):
+            a = arrival[g]
+            view.request = g
+            view.prompt_tokens = prompt[g]
+            view.key = -1
+            if router.reads:
+                self.look(view, a)
+            r = router.choose(view)
+            if self.until[r] < a:
+                self.advance(r, a)
+            self.admit(r, g)
+            chosen[g] = r
+        for r, st in enumerate(self.states):
+            client = st.client
+            assert isinstance(client, OpenClient)
+            client.closed = True
+            self.advance(r, math.inf)
+        return chosen
+
+    def replica_result(self, r: int) -> SimResult | None:
+        """One replica's run over its own requests (``None``: it received none)."""
+        c = len(self.ids[r])
+        if c == 0:
+            return None
+        ids = np.asarray(self.ids[r], dtype=np.int64)
+        res = self.states[r].result()
+        req = self.requests
+        local = Requests(req.arrival_s[ids], req.prompt_tokens[ids], req.output_tokens[ids])
+        return dataclasses.replace(
+            res,
+            requests=local,
+            sent_s=res.sent_s[:c].copy(),
+            first_scheduled_s=res.first_scheduled_s[:c].copy(),
+            first_token_s=res.first_token_s[:c].copy(),
+            finish_s=res.finish_s[:c].copy(),
+            output_tokens=res.output_tokens[:c].copy(),
+            chunks=res.chunks[:c].copy(),
+            preemptions=res.preemptions[:c].copy(),
+        )
 
 
 @dataclass(frozen=True)
@@ -296,14 +436,16 @@ def simulate_disagg(
     xfer = transfer_seconds(kvb, bw, lat)
     reach = done_p + xfer
     order = np.lexsort((np.arange(n), reach))  # by arrival at the decode pool, then index
-    d_requests = Requests(reach[order], requests.prompt_tokens[order], requests.output_tokens[order])
+    d_requests = Requests(
+        reach[order], requests.prompt_tokens[order], requests.output_tokens[order]
+    )
     # 3. decode
     rule = _router(router, d_count, seed)
-    fleet = _DecodeFleet(d_requests, d_policy, d_step, d_sched, seed, d_count, rule)
-    fleet.build()
-    chosen = fleet.run(None)
-    parts = [fleet.replica_result(rep) for rep in fleet.reps]
-    ids = [np.asarray(rep.ids, dtype=np.int64) for rep in fleet.reps]
+    pool = _DecodePool(d_requests, d_policy, d_step, d_sched, seed, d_count, rule)
+    pool.build()
+    chosen = pool.run()
+    parts = [pool.replica_result(r) for r in range(d_count)]
+    ids = [np.asarray(i, dtype=np.int64) for i in pool.ids]
     d_whole = concat_results(d_requests, parts, ids)
     d_run = FleetResult(d_whole, tuple(parts), chosen, rule.name)
     whole = _whole(requests, p_run.fleet, d_whole, order, xfer)

@@ -54,9 +54,9 @@ def poisson(n: int, rate: float, prompt: int, output: int, seed: int = 1) -> Req
 
 
 def test_one_request_by_hand():
-    P, O, a = 1000, 10, 0.5
+    P, out, a = 1000, 10, 0.5
     kv, bw, lat = 3e6, 2e9, 4e-4
-    r = Requests(np.array([a]), np.array([P]), np.array([O]))
+    r = Requests(np.array([a]), np.array([P]), np.array([out]))
     res = simulate_disagg(r, (OFF, step, sched(4)), (OFF, step, sched(4)), 1, 1, [kv], bw, lat)
     parts = {k: float(v[0]) for k, v in res.ttft_parts.items()}
     assert parts["prefill_queue"] == 0.0 and parts["decode_queue"] == 0.0
@@ -67,7 +67,7 @@ def test_one_request_by_hand():
     ttft = C * P / 1e3 + lat + kv / bw + C / 1e3
     w = res.whole
     assert w.first_token_s[0] - a == pytest.approx(ttft, rel=1e-12)
-    assert w.finish_s[0] - a == pytest.approx(ttft + (O - 1) * decode_ms(1, 0) / 1e3, rel=1e-12)
+    assert w.finish_s[0] - a == pytest.approx(ttft + (out - 1) * decode_ms(1, 0) / 1e3, rel=1e-12)
     assert sum(parts.values()) == pytest.approx(ttft, rel=1e-12)
 
 
@@ -108,7 +108,10 @@ def test_instant_link_is_two_single_replicas_composed(policy, seed):
 
 
 def test_ttft_parts_add_up_and_littles_law_per_pool():
-    req = poisson(400, 30.0, 900, 60, seed=5)
+    base = poisson(400, 30.0, 900, 60, seed=5)
+    rng = np.random.default_rng(7)
+    prompts, outputs = rng.integers(100, 1500, 400), rng.integers(2, 120, 400)
+    req = Requests(base.arrival_s, prompts, outputs)
     kv = np.linspace(1e6, 5e7, 400)
     res = simulate_disagg(
         req, (OFF, step, sched(4, budget=1024)), (SPEC, step, sched(24, tokens=40_000)), 2, 3,
@@ -123,7 +126,15 @@ def test_ttft_parts_add_up_and_littles_law_per_pool():
     for run in (res.prefill.fleet, res.decode.fleet, w):
         done = np.isfinite(run.finish_s)
         assert done.all()
-        assert run.time_in_system_s == pytest.approx(float((run.finish_s - run.sent_s).sum()), rel=1e-9)
+        assert run.time_in_system_s == pytest.approx(
+            float((run.finish_s - run.sent_s).sum()), rel=1e-9
+        )
+    # every request keeps its lengths through both pools (replicas fill their own arrays)
+    np.testing.assert_array_equal(w.output_tokens, outputs)
+    d_req = res.decode.fleet.requests
+    np.testing.assert_array_equal(d_req.prompt_tokens, prompts[res.decode_order])
+    np.testing.assert_array_equal(d_req.output_tokens, outputs[res.decode_order])
+    assert res.decode.fleet.itl_s.size == int((w.chunks - 1).sum())
     # the decode pool receives each request at its transfer's end
     d = res.decode.fleet
     reach = res.prefill.fleet.finish_s + res.transfer_s
@@ -136,8 +147,9 @@ def test_transfer_seconds():
 
 
 def test_a_transferred_request_preempted_recomputes_prompt_and_output():
-    """A decode cache of 11 usable blocks admits both 4-block prompts, which grow to 7 blocks each: one is preempted and later
-    recomputes prompt + output so far (its remote KV is gone)."""
+    """A decode cache of 11 usable blocks admits both 4-block prompts, which grow to 7
+    blocks each: one is preempted and later recomputes prompt + output so far (its remote
+    KV is gone)."""
     req = Requests(np.array([0.0, 0.0]), np.array([64, 64]), np.array([40, 40]))
     res = simulate_disagg(
         req, (OFF, step, sched(2)), (OFF, step, sched(2, tokens=192)), 1, 1, np.zeros(2),

@@ -82,7 +82,10 @@ def disagg_settings(
     (``round-robin`` by default, as vLLM's disaggregation proxy picks each pool's
     instance)."""
     counts = []
-    for value, name in ((prefill_replicas, "prefill_replicas"), (decode_replicas, "decode_replicas")):
+    for value, name in (
+        (prefill_replicas, "prefill_replicas"),
+        (decode_replicas, "decode_replicas"),
+    ):
         try:
             counts.append(check_replicas(value))
         except ParameterError as exc:
@@ -95,9 +98,7 @@ def disagg_settings(
     return counts[0], counts[1], rule
 
 
-def disagg_scheduling(
-    problem: Problem, async_scheduling: bool | None
-) -> tuple[Problem, list[str]]:
+def disagg_scheduling(problem: Problem, async_scheduling: bool | None) -> tuple[Problem, list[str]]:
     """The problem both pools are simulated with (synchronous scheduling), and the note
     that says so when the file asked for vLLM's default, asynchronous scheduling;
     ``ParameterError`` on ``async_scheduling`` when it is asked for explicitly."""
@@ -222,7 +223,11 @@ def bench_disagg(
     p_rep = replica(problem, Configuration.off(config.names), prefill_max_num_seqs)
     d_rep = replica(with_prefix_caching(problem, False), config, decode_max_num_seqs)
     requests = source.at(request_rate)
-    check_prefill(problem, p_rep, dataclasses.replace(requests, output_tokens=np.ones(len(requests), dtype=np.int64)))
+    check_prefill(
+        problem,
+        p_rep,
+        dataclasses.replace(requests, output_tokens=np.ones(len(requests), dtype=np.int64)),
+    )
     check_prefill(problem, d_rep, requests)
     kvb = prompt_kv_bytes(problem, requests.prompt_tokens)
     _, sim_seed = derived_seeds(seed)
