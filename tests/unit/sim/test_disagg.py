@@ -28,7 +28,8 @@ import pytest
 
 from allocator.exceptions import ParameterError
 from allocator.sim import Requests, Scheduler, SpecPolicy, arrival_times, simulate
-from allocator.sim.disagg import TTFT_PARTS, simulate_disagg, transfer_seconds
+from allocator.sim.disagg import TTFT_PARTS, schedule_decode, simulate_disagg, transfer_seconds
+from allocator.sim.state import State
 
 OFF = SpecPolicy.fixed(0, [0.0, 1.0])
 SPEC = SpecPolicy.fixed(3, [0.0, 0.3, 0.3, 0.2, 0.2])
@@ -201,3 +202,21 @@ def test_sessions_refused():
     with pytest.raises(ParameterError) as e:
         simulate_disagg(req, (OFF, step, sched(2)), (OFF, step, sched(2)), 1, 1, np.zeros(2), 1e9)
     assert e.value.field == "requests"
+
+
+@pytest.mark.parametrize(
+    "policy, preempted, chunk, taken",
+    [(OFF, 0, 1, 1), (SPEC, 0, 1, 4), (OFF, 1, 64, 64), (SPEC, 1, 64, 64)],
+    ids=["transferred", "transferred-padded", "recomputed", "recomputed-k3"],
+)
+def test_admission_of_a_transferred_request(policy, preempted, chunk, taken):
+    """A transferred request computes its prompt's last token (padded to 1 + k under a
+    static k, as vLLM pads a request with computed tokens); once preempted, its whole
+    prompt and output so far."""
+    state = State(Requests(np.zeros(1), np.array([64]), np.array([40])), policy, sched(2), 0)
+    state.preemptions[0] = preempted
+    state.take_sends()
+    out = schedule_decode(state)
+    assert out.admitted == [(0, 0, chunk, chunk, taken)]
+    assert int(state.running.computed[0]) == 64 - chunk
+    assert out.tokens == taken
