@@ -20,19 +20,21 @@ from ._load import as_problem, file_notes
 if TYPE_CHECKING:
     from ..analysis import bench as analysis_bench
     from ..analysis import disagg_bench as analysis_disagg
+    from ..analysis import disagg_capacity, scheduler_options
     from ..analysis import replica as analysis_replica
     from ..analysis import request_source as analysis_request_source
-    from ..analysis import scheduler_options
     from ..analysis import validation as analysis_validation
     from ..analysis.bench import BenchResult
     from ..analysis.capacity import by_rate as capacity_by_rate
     from ..analysis.capacity import slo as capacity_slo
     from ..analysis.capacity import workers as capacity_workers
     from ..analysis.capacity.by_rate import RateCapacityResult
+    from ..analysis.disagg_capacity import DisaggCapacity
     from ..analysis.validation import ValidationReport
 else:
     analysis_bench = lazy_module("allocator.analysis.bench")
     analysis_disagg = lazy_module("allocator.analysis.disagg_bench")
+    disagg_capacity = lazy_module("allocator.analysis.disagg_capacity")
     analysis_replica = lazy_module("allocator.analysis.replica")
     scheduler_options = lazy_module("allocator.analysis.scheduler_options")
     analysis_request_source = lazy_module("allocator.analysis.request_source")
@@ -337,6 +339,74 @@ def size_fleet_for_rate(
     return fleet
 
 
+def size_disaggregated_for_rate(
+    problem: Problem | str | Path | dict,
+    request_rate: float | None,
+    slo: Sequence[str] | Mapping[str, float],
+    *,
+    drafters: Sequence[str] | None = None,
+    k: int | None = None,
+    schedule: bool = False,
+    pooled: bool = False,
+    engine: str = "vllm",
+    max_total: int = 16,
+    prefill_max_num_seqs: int | None = None,
+    decode_max_num_seqs: int | None = None,
+    kv_link: str | None = None,
+    router: str | None = None,
+    burstiness: float = 1.0,
+    input_len: int | None = None,
+    output_len: int | None = None,
+    trace: str | Path | None = None,
+    trace_speedup: float | None = None,
+    num_prompts: int | None = None,
+    seed: int = 0,
+    random_input_len: int | None = None,
+    random_output_len: int | None = None,
+    random_range_ratio: float | str | Mapping[str, float] | None = None,
+    lengths_from: str | Path | None = None,
+    shared_prefix_len: int = 0,
+    prefix_caching: bool = True,
+    async_scheduling: bool | None = None,
+) -> DisaggCapacity:
+    """``allocator capacity --request-rate --disaggregated``: the fewest prefill and decode
+    replicas serving ``request_rate`` requests/s with every SLO of ``slo`` met, the decode
+    pool running ``drafters`` at ``k`` (or ``schedule``; none: speculation off) with
+    ``decode_max_num_seqs``, each split simulated
+    (:mod:`allocator.analysis.disagg_capacity`; the requests as
+    :func:`size_fleet_for_rate` draws them, the pools as :func:`bench` runs them)."""
+    _vllm_scheduler_only(engine)
+    slos = capacity_slo.parse_slos(slo)
+    n = capacity_slo.default_num_prompts(slos)[0] if num_prompts is None else num_prompts
+    source = analysis_request_source.request_source(
+        n, input_len=input_len, output_len=output_len, trace=trace, burstiness=burstiness,
+        seed=seed, random_input_len=random_input_len, random_output_len=random_output_len,
+        random_range_ratio=random_range_ratio, lengths_from=lengths_from,
+        shared_prefix_len=shared_prefix_len,
+    )  # fmt: skip
+    if request_rate is None and trace_speedup is None:
+        raise ParameterError("request_rate", "give the fleet's request rate, requests/s")
+    rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
+    analysis_disagg.kv_link(kv_link)
+    prob = scheduler_options.with_async_scheduling(as_problem(problem), async_scheduling)
+    prob, sync_notes = analysis_disagg.disagg_scheduling(prob, async_scheduling)
+    if not prefix_caching:
+        prob = scheduler_options.with_prefix_caching(prob, False)
+        source = replace(source, flags=(*source.flags, "--no-prefix-caching"))
+    config, notes = analysis_replica.configuration(
+        prob, drafters, k, schedule=schedule, max_num_seqs=decode_max_num_seqs, engine=engine,
+        pooled=pooled,
+    )  # fmt: skip
+    path = str(problem) if isinstance(problem, str | Path) else "PROBLEM"
+    found = disagg_capacity.size_disaggregated(
+        prob, source, config, rate, slos, max_total=max_total,
+        prefill_max_num_seqs=prefill_max_num_seqs, decode_max_num_seqs=decode_max_num_seqs,
+        kv_link=kv_link, router=router, seed=seed, problem_path=path,
+    )  # fmt: skip
+    found.notes += notes + sync_notes
+    return found
+
+
 def validate_runs(
     problem: Problem | str | Path | dict, files: Sequence[str | Path], **options
 ) -> ValidationReport:
@@ -346,4 +416,4 @@ def validate_runs(
     return analysis_validation.validate(as_problem(problem), files, **options)
 
 
-__all__ = ["bench", "size_fleet_for_rate", "validate_runs"]
+__all__ = ["bench", "size_disaggregated_for_rate", "size_fleet_for_rate", "validate_runs"]
