@@ -1,8 +1,10 @@
 """``allocator bench --prefill-replicas P --decode-replicas D``: a simulated ``vllm bench
 serve`` against prefill/decode disaggregated serving (:mod:`allocator.sim.disagg`).
 
-Both pools run the problem's replica (one GPU model and tensor-parallel degree for both:
-``serving.hardware`` as the file gives it), each with its own ``max_num_seqs``. The prefill
+Both pools run the problem's replica (``serving.hardware`` as the file gives it), each with
+its own ``max_num_seqs``; through the API a pool may run on another GPU of the bundled
+table or another tensor-parallel degree (:func:`pool_problem`: the problem re-targeted as
+the serving front re-targets it, the roofline's step times on that replica). The prefill
 pool runs speculation off (a prefill instance samples one token and drafts nothing); the
 decode pool runs the configuration asked for. The KV of each prompt crosses an
 inter-node link of :data:`allocator.core.interconnect.LINKS` (``--kv-link``, default
@@ -38,6 +40,7 @@ from ..sim.fleet import FleetResult, check_replicas
 from ..sim.results import max_output_tokens_per_s, spec_decode_counts
 from ..sim.routers import ROUTERS, get_router
 from .bench import BenchResult, model_id, plain_metrics, replica_documents
+from .deployments import deployments, own_hardware
 from .limits import acceptance_notes, lengths_note, provenance_notes
 from .replica import Configuration, check_prefill, outside_engine, replica, scheduler_limits
 from .request_source import derived_seeds, stage_metrics
@@ -116,6 +119,32 @@ def disagg_scheduling(problem: Problem, async_scheduling: bool | None) -> tuple[
     return with_async_scheduling(problem, False), [note]
 
 
+def pool_problem(
+    problem: Problem,
+    data: dict | None,
+    source: RequestSource,
+    gpu: str | None,
+    tp: int | None,
+    pool: str,
+) -> tuple[Problem, list[str]]:
+    """The problem one pool (``pool``: ``"prefill"`` or ``"decode"``) runs on ``tp`` GPUs
+    ``gpu`` (each ``None``: the file's own), re-targeted as the serving front re-targets a
+    problem (:func:`allocator.analysis.deployments.deployments`: the roofline's step times
+    on that replica, its KV cache from its memory), and the notes. ``ParameterError`` on
+    ``{pool}_gpu`` or ``{pool}_tp`` where the front's would name ``gpus`` or ``tp``."""
+    if gpu is None and tp is None:
+        return problem, []
+    try:
+        found, notes = deployments(
+            problem, data, None, source, gpus=None if gpu is None else [gpu],
+            tp=None if tp is None else [tp],
+        )  # fmt: skip
+    except ParameterError as exc:
+        field = {"gpus": f"{pool}_gpu", "tp": f"{pool}_tp"}.get(exc.field, exc.field)
+        raise ParameterError(field, exc.message) from None
+    return found[0].problem, [f"{pool} pool: {n}" for n in notes]
+
+
 def prompt_kv_bytes(problem: Problem, prompt_tokens: np.ndarray) -> np.ndarray:
     """``(N,)`` the KV bytes of each prompt (module docstring); ``InputError`` on
     ``serving.model`` when the file has none (nothing says how many bytes a token holds)."""
@@ -159,9 +188,16 @@ def pool_document(run: FleetResult, count: int, max_num_seqs: int) -> dict:
 
 
 def disagg_document(
-    res: DisaggResult, link: Link, p_seqs: int, d_seqs: int, overhead_ms: float
+    res: DisaggResult,
+    link: Link,
+    p_seqs: int,
+    d_seqs: int,
+    overhead_ms: float,
+    hardware: tuple[tuple[str | None, int], tuple[str | None, int]] = ((None, 1), (None, 1)),
 ) -> dict:
-    """``disaggregated`` of ``bench --json`` (module docstring)."""
+    """``disaggregated`` of ``bench --json`` (module docstring); ``hardware`` each pool's
+    replica ``(GPU, TP)`` (``GPU`` ``None``: the file's replica names none)."""
+    (p_gpu, p_tp), (d_gpu, d_tp) = hardware
     return {
         "prefill_replicas": len(res.prefill.replicas),
         "decode_replicas": len(res.decode.replicas),
@@ -178,8 +214,16 @@ def disagg_document(
             "max": float(res.kv_bytes.max()),
         },
         "pools": {
-            "prefill": pool_document(res.prefill, len(res.prefill.replicas), p_seqs),
-            "decode": pool_document(res.decode, len(res.decode.replicas), d_seqs),
+            "prefill": {
+                "gpu": p_gpu,
+                "tp": p_tp,
+                **pool_document(res.prefill, len(res.prefill.replicas), p_seqs),
+            },
+            "decode": {
+                "gpu": d_gpu,
+                "tp": d_tp,
+                **pool_document(res.decode, len(res.decode.replicas), d_seqs),
+            },
         },
     }
 
@@ -189,7 +233,7 @@ def disagg_note(p: int, d: int, router: str, link: Link) -> str:
     lat = "no latency figure" if link.latency_us is None else f"{link.latency_us:g} µs"
     return (
         f"prefill/decode disaggregation: {p} prefill and {d} decode replicas, each pool "
-        f"behind {router} ({ROUTERS[router].summary}), the same hardware in both; each "
+        f"behind {router} ({ROUTERS[router].summary}); each "
         f"prompt's KV crosses {link.name} ({link.bandwidth_gb_s:g} GB/s, {lat}). TTFT runs "
         "to the decode replica's first token, as vLLM's disaggregation proxy streams the "
         "decode instance's response; disaggregated.ttft_parts_ms splits it. Both pools "
@@ -213,23 +257,29 @@ def bench_disagg(
     seed: int = 0,
     notes: Sequence[str] = (),
     percentiles: Sequence[float] = PERCENTILES,
+    prefill_problem: Problem | None = None,
+    decode_problem: Problem | None = None,
 ) -> BenchResult:
     """One simulated ``vllm bench serve`` run against ``prefill_replicas`` prefill and
     ``decode_replicas`` decode replicas of the problem (module docstring): the
-    ``source``'s requests at ``request_rate`` requests/s. The problem must play synchronous
-    scheduling (:func:`allocator.analysis.scheduler_options.with_async_scheduling`)."""
+    ``source``'s requests at ``request_rate`` requests/s. ``prefill_problem`` and
+    ``decode_problem``: a pool's replica on other hardware (:func:`pool_problem`; ``None``:
+    ``problem``'s). Every problem must play synchronous scheduling
+    (:func:`disagg_scheduling`)."""
     p_count, d_count, rule = disagg_settings(prefill_replicas, decode_replicas, router)
     link = kv_link(kv_link_name)
-    p_rep = replica(problem, Configuration.off(config.names), prefill_max_num_seqs)
-    d_rep = replica(with_prefix_caching(problem, False), config, decode_max_num_seqs)
+    p_prob = problem if prefill_problem is None else prefill_problem
+    d_prob = with_prefix_caching(problem if decode_problem is None else decode_problem, False)
+    p_rep = replica(p_prob, Configuration.off(config.names), prefill_max_num_seqs)
+    d_rep = replica(d_prob, config, decode_max_num_seqs)
     requests = source.at(request_rate)
     check_prefill(
-        problem,
+        p_prob,
         p_rep,
         dataclasses.replace(requests, output_tokens=np.ones(len(requests), dtype=np.int64)),
     )
-    check_prefill(problem, d_rep, requests)
-    kvb = prompt_kv_bytes(problem, requests.prompt_tokens)
+    check_prefill(d_prob, d_rep, requests)
+    kvb = prompt_kv_bytes(d_prob, requests.prompt_tokens)
     _, sim_seed = derived_seeds(seed)
     try:
         res = simulate_disagg(
@@ -252,7 +302,7 @@ def bench_disagg(
         if exc.field == "scheduler":
             raise ParameterError("async_scheduling", exc.message) from None
         raise
-    serving = problem.serving
+    serving = d_prob.serving
     overhead = 0.0 if serving is None else float(serving.ttft_overhead_ms)
     result = outside_engine(res.whole, overhead)
     all_notes = list(notes) + [disagg_note(p_count, d_count, rule, link)]
@@ -286,7 +336,9 @@ def bench_disagg(
         trace=source.trace,
         model_id=model_id(problem),
         stages=stage_metrics(source, result, percentiles),
-        disagg=disagg_document(res, link, p_seqs, d_seqs, overhead),
+        disagg=disagg_document(
+            res, link, p_seqs, d_seqs, overhead, (own_hardware(p_prob), own_hardware(d_prob))
+        ),
         disagg_run=res,
     )
 
@@ -301,5 +353,6 @@ __all__ = [
     "inter_node_links",
     "kv_link",
     "pool_document",
+    "pool_problem",
     "prompt_kv_bytes",
 ]

@@ -15,7 +15,7 @@ from .._lazy import lazy_module
 from ..core.problem import Problem
 from ..exceptions import ParameterError
 from ..io.ranges import parse_range
-from ._load import as_problem, file_notes
+from ._load import as_problem, file_notes, load_data
 
 if TYPE_CHECKING:
     from ..analysis import bench as analysis_bench
@@ -94,6 +94,10 @@ def bench(
     kv_link: str | None = None,
     prefill_max_num_seqs: int | None = None,
     decode_max_num_seqs: int | None = None,
+    prefill_gpu: str | None = None,
+    prefill_tp: int | None = None,
+    decode_gpu: str | None = None,
+    decode_tp: int | None = None,
 ) -> BenchResult:
     """``allocator bench``: a simulated ``vllm bench serve`` of one replica of the problem
     (:func:`allocator.analysis.bench.bench`): ``drafters`` at ``k`` (none or ``k = 0``:
@@ -125,12 +129,23 @@ def bench(
     the prompt's KV over the inter-node link ``kv_link`` (default ``ib-ndr``), each pool's
     ``max_num_seqs`` ``prefill_max_num_seqs`` and ``decode_max_num_seqs`` (default
     ``max_num_seqs``, else the file's); not with ``replicas``, ``max_concurrency`` or
-    ``turns``."""
+    ``turns``. ``prefill_gpu``/``prefill_tp`` and ``decode_gpu``/``decode_tp``: a pool's
+    replica on another GPU of the bundled table or tensor-parallel degree (each ``None``:
+    the file's), the problem re-targeted as ``front`` re-targets it (the roofline's step
+    times; the problem given as a file or its data)."""
 
     _vllm_scheduler_only(engine)
+    hardware = {"prefill_gpu": prefill_gpu, "prefill_tp": prefill_tp,
+                "decode_gpu": decode_gpu, "decode_tp": decode_tp}  # fmt: skip
     disagg = _disagg_asked(
         prefill_replicas, decode_replicas, kv_link, prefill_max_num_seqs, decode_max_num_seqs
     )
+    if not disagg:
+        for name, value in hardware.items():
+            if value is not None:
+                raise ParameterError(
+                    name, "only with disaggregation (prefill_replicas) (decode_replicas)"
+                )
     if disagg:
         if replicas != 1:
             raise ParameterError(
@@ -178,6 +193,22 @@ def bench(
         *analysis_request_source.workload_notes(source),
     ]
     if disagg:
+        pools: dict[str, Problem | None] = {}
+        for pool in ("prefill", "decode"):
+            gpu = prefill_gpu if pool == "prefill" else decode_gpu
+            tp = prefill_tp if pool == "prefill" else decode_tp
+            if gpu is None and tp is None:
+                pools[pool] = None
+                continue
+            data = _problem_data(problem, f"{pool}_gpu" if gpu is not None else f"{pool}_tp")
+            built, more = analysis_disagg.pool_problem(
+                as_problem(data), data, source, gpu, tp, pool
+            )
+            built, _ = analysis_disagg.disagg_scheduling(built, async_scheduling)
+            if not prefix_caching:
+                built = scheduler_options.with_prefix_caching(built, False)
+            pools[pool] = built
+            all_notes += more
         return analysis_disagg.bench_disagg(
             prob,
             source,
@@ -195,6 +226,8 @@ def bench(
             else decode_max_num_seqs,
             seed=seed,
             notes=all_notes,
+            prefill_problem=pools["prefill"],
+            decode_problem=pools["decode"],
         )
     return analysis_bench.bench(
         prob,
@@ -207,6 +240,18 @@ def bench(
         notes=all_notes,
         replicas=count,
         router=router,
+    )
+
+
+def _problem_data(problem: object, field: str) -> dict:
+    """A problem's file data, to re-target (``ParameterError`` on ``field`` for a built
+    :class:`~allocator.core.problem.Problem`)."""
+    if isinstance(problem, dict):
+        return problem
+    if isinstance(problem, str | Path):
+        return load_data(problem)
+    raise ParameterError(
+        field, "a built Problem cannot be re-targeted: give the problem file or its data"
     )
 
 
