@@ -16,6 +16,10 @@ serve`` against the router would send them. The document's metrics are then the 
 (every request, the same keys and formulas), with ``router`` and ``replicas``: one entry per
 replica, its index, ``num_prompts`` (the requests it received) and its own metrics under
 the same keys. One replica is the single run, the document unchanged.
+
+**Disaggregated** (:mod:`allocator.analysis.disagg_bench`): :class:`BenchResult` carries
+``disagg``, the document's ``disaggregated`` (each part of TTFT, the link, each pool's
+metrics), beside the whole run as the client sees it.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from ..sim.disagg import TTFT_PARTS, DisaggResult, simulate_disagg
 from ..sim.fleet import FleetResult, check_replicas
 from ..sim.results import max_output_tokens_per_s, spec_decode_counts
 from ..sim.routers import ROUTERS, get_router
-from .bench import BenchResult, model_id, plain_metrics, replica_documents
+from .bench import BenchResult, model_id, overload_note, plain_metrics, replica_documents
 from .deployments import deployments, own_hardware
 from .limits import acceptance_notes, lengths_note, provenance_notes
 from .replica import Configuration, check_prefill, outside_engine, replica, scheduler_limits
@@ -316,6 +316,10 @@ def bench_disagg(
             f"serving.ttft_overhead_ms ({overhead:g} ms) is added to each request's TTFT and "
             "E2EL once, outside disaggregated.ttft_parts_ms"
         )
+    for name, run in (("prefill", res.prefill.fleet), ("decode", res.decode.fleet)):
+        grown = overload_note(run, request_rate)
+        if grown:
+            all_notes.append(f"{name} pool: {grown}")
     if d_rep.config.speculative:
         all_notes.append(
             f"KV slots reserved past the verified tokens for the drafter: "

@@ -113,9 +113,26 @@ def bench_table(doc: dict) -> Table:
         ("Mean requests in the server", _fmt(doc["mean_concurrency"])),
         ("KV cache peak (fraction)", _fmt(doc["kv_cache_peak_fraction"], ".3f")),
     ]  # fmt: skip
+    rows += disagg_rows(doc)
     for name, value in rows:
         t.add_row(name, value)
     return t
+
+
+def disagg_rows(doc: dict) -> list[tuple[str, str]]:
+    """A disaggregated run's parts of TTFT, mean and P99 (ms), and each pool's replicas."""
+    dis = doc.get("disaggregated")
+    if dis is None:
+        return []
+    rows = [("— Disaggregated: TTFT parts, mean / P99 (ms) —", "")]
+    for part, stats in dis["ttft_parts_ms"].items():
+        rows.append(
+            (part.replace("_", " ").capitalize(), f"{_fmt(stats['mean'])} / {_fmt(stats['p99'])}")
+        )
+    rows.append(
+        ("Prefill + decode replicas", f"{dis['prefill_replicas']} + {dis['decode_replicas']}")
+    )
+    return rows
 
 
 def slo_notes(result: BenchResult, slos: Sequence[SLO]) -> list[str]:
@@ -340,4 +357,11 @@ def bench_command(
         out.print(f"wrote {path}", markup=False, highlight=False)
 
 
-__all__ = ["SloOption", "bench_command", "bench_table", "drafter_list", "slo_notes"]
+__all__ = [
+    "SloOption",
+    "bench_command",
+    "bench_table",
+    "disagg_rows",
+    "drafter_list",
+    "slo_notes",
+]

@@ -135,3 +135,15 @@ def test_a_file_without_the_model_is_refused(tmp_path):
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: serving.model: missing"), r.output
     assert not out.exists()
+
+
+def test_an_overloaded_pool_is_named(tmp_path):
+    """Prompts of 1,500 tokens take 4 + 56 · 1,484 / 2,032 ≈ 44.9 ms each alone on a prefill
+    replica (one a step: the budget is 2,048 tokens), about 22 a second: at 60 a second its
+    queue grows, the decode pool's does not."""
+    p = problem_file(tmp_path)
+    args = ["--input-len", "1500", "--output-len", "30", "--num-prompts", "200"]
+    doc = bench_doc(p, *args, "--request-rate", "60", "--prefill-replicas", "1",
+                    "--decode-replicas", "2")  # fmt: skip
+    said = [n for n in doc["notes"] if "the queue grew" in n]
+    assert len(said) == 1 and said[0].startswith("prefill pool: "), said
