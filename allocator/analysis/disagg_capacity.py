@@ -14,7 +14,8 @@ split of the smallest ``T`` that has one that sustains ``R`` (ties: the least la
 of an SLO's value to its ceiling, then fewer prefill replicas). No monotonicity is
 assumed. One bound prunes without simulating: a prefill replica's steps prefill ``c``
 tokens in ``step_ms(0, 0, 0, c)`` at best, so it completes at most ``1000 / (mean prompt ·
-min_c step_ms(0, 0, 0, c) / c)`` requests/s, and ``P`` below ``R`` over that is left out.
+min_c step_ms(0, 0, 0, c) / c)`` requests/s, and ``P`` below ``R`` over that is left out
+(not when prompts share tokens: a prefix-cache hit computes fewer).
 The simulations run in this process, one after another.
 """
 
@@ -97,8 +98,8 @@ def least_prefill_replicas(
     pre = np.asarray(rep.step.pre, dtype=float)[1:]
     tokens = np.arange(1, pre.size + 1)
     ok = np.isfinite(pre) & (pre > 0)
-    if not ok.any() or not math.isfinite(rate):
-        return 1
+    if not ok.any() or not math.isfinite(rate) or source.content is not None:
+        return 1  # (prompts sharing tokens may hit the prefix cache: no bound)
     ms_per_token = float((pre[ok] / tokens[ok]).min())
     per_replica = 1000.0 / (float(np.mean(source.prompt_tokens)) * ms_per_token)
     return max(1, math.ceil(rate / per_replica * (1 - 1e-12)))

@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from allocator import api
+from allocator.analysis import request_source
+from allocator.analysis.disagg_capacity import least_prefill_replicas
 from allocator.exceptions import InputError
 from allocator.sim import metric
 from tests.support.cli_runner import run
@@ -90,3 +92,23 @@ def test_no_split_within_the_bound():
             DATA, RATE, ["p90_ttft_ms=1"], drafters=["eagle"], k=2, max_total=3, **RUN, **SEQS
         )
     assert e.value.field == "slo" and "no split of at most 3 replicas" in e.value.message
+
+
+def test_the_prefill_bound_by_hand_and_against_a_saturated_pool():
+    """The prefill table's best rate is at its last point, 60 ms for 2,048 tokens: a prompt
+    of 1,500 tokens takes at least 1,500 · 60 / 2,048 ms, so a replica completes at most
+    2,048 / (1.5 · 60) ≈ 22.8 prompts/s; 40/s needs 2. A prefill pool of one replica sent
+    every request at once completes fewer than that."""
+    problem = api.load(DATA)
+    source = request_source.request_source(120, input_len=1500, output_len=40)
+    per_replica = 2048 / (1.5 * 60)
+    assert least_prefill_replicas(problem, source, 40.0, 4) == 2
+    assert least_prefill_replicas(problem, source, per_replica * 0.999, 4) == 1
+    assert least_prefill_replicas(problem, source, per_replica * 1.001, 4) == 2
+    shared = request_source.request_source(
+        120, input_len=1500, output_len=40, shared_prefix_len=1000
+    )
+    assert least_prefill_replicas(problem, shared, 40.0, 4) == 1
+    at_once = api.bench(DATA, request_rate=float("inf"), **RUN, **SEQS, **{
+        "prefill_replicas": 1, "decode_replicas": 4})  # fmt: skip
+    assert at_once.disagg["pools"]["prefill"]["request_throughput"] <= per_replica
