@@ -16,6 +16,10 @@ serve`` against the router would send them. The document's metrics are then the 
 (every request, the same keys and formulas), with ``router`` and ``replicas``: one entry per
 replica, its index, ``num_prompts`` (the requests it received) and its own metrics under
 the same keys. One replica is the single run, the document unchanged.
+
+**Disaggregated** (:mod:`allocator.analysis.disagg_bench`): :class:`BenchResult` carries
+``disagg``, the document's ``disaggregated`` (each part of TTFT, the link, each pool's
+metrics), beside the whole run as the client sees it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import numpy as np
 from ..engines import POOLED_BOUND
 from ..exceptions import InputError, NotModelledError, ParameterError
 from ..sim import PERCENTILES, Requests, Scheduler, SimResult, summary
+from ..sim.disagg import DisaggResult
 from ..sim.fleet import FleetResult, check_replicas, simulate_fleet
 from ..sim.results import max_output_tokens_per_s, spec_decode_counts
 from ..sim.routers import ROUTERS, get_router
@@ -66,6 +71,10 @@ class BenchResult:
     #: Staged loads: each stage's metrics (:func:`~.request_source.stage_metrics`).
     stages: list[dict] = field(default_factory=list)
     fleet: FleetResult | None = None
+    #: Prefill/decode disaggregation (:mod:`allocator.analysis.disagg_bench`): ``disaggregated``
+    #: of the document, and the run it reads.
+    disagg: dict | None = None
+    disagg_run: DisaggResult | None = None
 
     def label(self) -> str:
         """vLLM's ``label`` of the run: the configuration and ``max_num_seqs`` (and, for a
@@ -73,6 +82,8 @@ class BenchResult:
         text = f"{self.config.label()}; max_num_seqs {self.scheduler.max_num_seqs}"
         if self.fleet is not None:
             text += f"; {len(self.fleet.replicas)} replicas behind {self.fleet.router}"
+        if self.disagg is not None:
+            text += disagg_label(self.disagg)
         return text
 
     def to_dict(self, slos: Sequence[SLO] = ()) -> dict:
@@ -121,6 +132,8 @@ class BenchResult:
         if self.fleet is not None:
             doc["router"] = self.fleet.router
             doc["replicas"] = replica_documents(self.fleet)
+        if self.disagg is not None:
+            doc["disaggregated"] = self.disagg
         doc["async_scheduling"] = self.scheduler.async_scheduling
         doc["notes"] = list(self.notes) + goodput_notes(slos)
         return doc
@@ -240,6 +253,16 @@ def overload_note(result: SimResult, request_rate: float) -> str | None:
         f"{request_rate:g} requests/s is more than this replica sustains, so TTFT and E2EL "
         "grow with the number of requests sent (capacity --request-rate finds the rate it "
         "sustains)"
+    )
+
+
+def disagg_label(doc: dict) -> str:
+    """The label's tail for a disaggregated run: both pools and the link."""
+    pools = doc["pools"]
+    return (
+        f" (decode); {doc['prefill_replicas']} prefill (max_num_seqs "
+        f"{pools['prefill']['max_num_seqs']}) + {doc['decode_replicas']} decode replicas "
+        f"behind {doc['router']}, KV over {doc['kv_link']['name']}"
     )
 
 
@@ -396,6 +419,7 @@ __all__ = [
     "QUEUE_GROWN_S",
     "BenchResult",
     "bench",
+    "disagg_label",
     "fleet_note",
     "fleet_settings",
     "goodput_notes",

@@ -24,7 +24,7 @@ from ..io.spec import problem_json_schema
 from ..search import needs_batch, run
 from ._front import front
 from ._load import as_problem, file_notes, load, load_data
-from ._requests import bench, size_fleet_for_rate, validate_runs
+from ._requests import bench, size_disaggregated_for_rate, size_fleet_for_rate, validate_runs
 
 # Each command's analysis is named here and imported when the command first runs
 # (allocator._lazy): a command's start-up loads its own analysis, not every other.
@@ -629,6 +629,7 @@ __all__ = [
     "schedule",
     "schema",
     "simulate",
+    "size_disaggregated_for_rate",
     "size_fleet",
     "size_fleet_for_rate",
     "solve",

@@ -113,9 +113,26 @@ def bench_table(doc: dict) -> Table:
         ("Mean requests in the server", _fmt(doc["mean_concurrency"])),
         ("KV cache peak (fraction)", _fmt(doc["kv_cache_peak_fraction"], ".3f")),
     ]  # fmt: skip
+    rows += disagg_rows(doc)
     for name, value in rows:
         t.add_row(name, value)
     return t
+
+
+def disagg_rows(doc: dict) -> list[tuple[str, str]]:
+    """A disaggregated run's parts of TTFT, mean and P99 (ms), and each pool's replicas."""
+    dis = doc.get("disaggregated")
+    if dis is None:
+        return []
+    rows = [("— Disaggregated: TTFT parts, mean / P99 (ms) —", "")]
+    for part, stats in dis["ttft_parts_ms"].items():
+        rows.append(
+            (part.replace("_", " ").capitalize(), f"{_fmt(stats['mean'])} / {_fmt(stats['p99'])}")
+        )
+    rows.append(
+        ("Prefill + decode replicas", f"{dis['prefill_replicas']} + {dis['decode_replicas']}")
+    )
+    return rows
 
 
 def slo_notes(result: BenchResult, slos: Sequence[SLO]) -> list[str]:
@@ -210,6 +227,41 @@ def bench_command(
         metavar="N",
     ),
     router: str = RouterOption,
+    prefill_replicas: int = typer.Option(
+        None,
+        "--prefill-replicas",
+        help="Prefill/decode disaggregation: P prefill replicas (with --decode-replicas), "
+        "each pool behind --router; TTFT runs to the decode replica's first token and the "
+        "JSON's disaggregated splits it (queue, prefill, KV transfer, decode queue, first "
+        "decode step).",
+        metavar="P",
+    ),
+    decode_replicas: int = typer.Option(
+        None,
+        "--decode-replicas",
+        help="Decode replicas of a disaggregated run (with --prefill-replicas); speculation "
+        "runs there only.",
+        metavar="D",
+    ),
+    kv_link: str = typer.Option(
+        None,
+        "--kv-link",
+        help="The inter-node link a prompt's KV crosses from prefill to decode (the bundled "
+        "table's: ib-ndr, ib-hdr, roce-400g, roce-200g; default ib-ndr).",
+        metavar="NAME",
+    ),
+    prefill_max_num_seqs: int = typer.Option(
+        None,
+        "--prefill-max-num-seqs",
+        help="max_num_seqs of the prefill pool (default: --max-num-seqs, else the file's).",
+        metavar="S",
+    ),
+    decode_max_num_seqs: int = typer.Option(
+        None,
+        "--decode-max-num-seqs",
+        help="max_num_seqs of the decode pool (default: --max-num-seqs, else the file's).",
+        metavar="S",
+    ),
     json_path: str = JsonOption,
     per_request: str = typer.Option(
         None,
@@ -269,6 +321,11 @@ def bench_command(
         turns=turns,
         think_time=think_time,
         prefix_caching=not no_prefix_caching,
+        prefill_replicas=prefill_replicas,
+        decode_replicas=decode_replicas,
+        kv_link=kv_link,
+        prefill_max_num_seqs=prefill_max_num_seqs,
+        decode_max_num_seqs=decode_max_num_seqs,
     )
     doc = result.to_dict(slos)
     if per_request:
@@ -300,4 +357,11 @@ def bench_command(
         out.print(f"wrote {path}", markup=False, highlight=False)
 
 
-__all__ = ["SloOption", "bench_command", "bench_table", "drafter_list", "slo_notes"]
+__all__ = [
+    "SloOption",
+    "bench_command",
+    "bench_table",
+    "disagg_rows",
+    "drafter_list",
+    "slo_notes",
+]

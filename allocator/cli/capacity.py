@@ -30,6 +30,7 @@ from .. import api
 from .._lazy import lazy_module
 from ..analysis.capacity.by_load import CapacityResult, LoadSweep
 from ..analysis.capacity.slo import default_num_prompts, parse_slos
+from ..analysis.disagg_bench import kv_link as check_kv_link
 from ..core.serving import MAX_NUM_SEQS
 from ..exceptions import InputError
 from ..io.ranges import parse_load_range
@@ -179,6 +180,42 @@ def rate_table(doc: dict, request_rate: float, slos: str) -> Table:
             _fmt(f["cost_per_mtok"]),
         )
     return t
+
+
+def check_disaggregated(kv_link: str | None, async_scheduling: bool | None, workload: dict):
+    """Refuse what the disaggregated search cannot run before any simulation."""
+    check_kv_link(kv_link)
+    if async_scheduling:
+        raise InputError(
+            "--async-scheduling", "disaggregated pools are simulated with synchronous "
+            "scheduling only: turn it off",
+        )  # fmt: skip
+    if workload.get("turns", 1) != 1:
+        raise InputError("--turns", "sessions are not modelled with --disaggregated")
+
+
+def disaggregated_document(
+    problem, result, slo, kv_link, router, async_scheduling, run: dict
+) -> dict:  # fmt: skip
+    """``disaggregated`` of the JSON: the P:D split for the answer's configuration
+    (:func:`allocator.api.size_disaggregated_for_rate`)."""
+    cand = result.best.candidate
+    config = cand.config
+    run = {k: v for k, v in run.items() if k not in ("turns", "think_time")}
+    found = api.size_disaggregated_for_rate(
+        problem, result.request_rate, slo, drafters=config.drafters or None,
+        k=config.k if config.speculative and config.k is not None else None,
+        schedule=config.speculative and config.k is None, pooled=config.pooled,
+        decode_max_num_seqs=cand.max_num_seqs, kv_link=kv_link, router=router,
+        async_scheduling=async_scheduling, **run,
+    )  # fmt: skip
+    doc = found.document()
+    doc["notes"].append(
+        "disaggregated: the decode pool runs the answer's configuration at its "
+        "max_num_seqs, the prefill pool the file's max_num_seqs with speculation off; "
+        "another configuration may need fewer replicas disaggregated"
+    )
+    return doc
 
 
 def metrics_table(doc: dict, keys: list[str]) -> Table:
@@ -340,6 +377,19 @@ def capacity_command(
     ),
     async_on: bool = AsyncSchedulingOption,
     async_off: bool = NoAsyncSchedulingOption,
+    disaggregated: bool = typer.Option(
+        False,
+        "--disaggregated",
+        help="With --request-rate: also the fewest prefill + decode replicas (P:D searched "
+        "by simulation, every split up to 16 replicas) serving the rate with the answer's "
+        "configuration in the decode pool; the JSON's disaggregated.",
+    ),
+    kv_link: str = typer.Option(
+        None,
+        "--kv-link",
+        help="With --disaggregated: the inter-node link a prompt's KV crosses (default ib-ndr).",
+        metavar="NAME",
+    ),
 ) -> None:
     """Size a fleet: the cheapest replicas and configuration for a load, beside the cheapest
     without speculation.
@@ -377,6 +427,7 @@ def capacity_command(
              "think_time": think_time, "prefix_caching": not no_prefix_caching},
             router,
             async_scheduling=async_choice(async_on, async_off),
+            disaggregated=(disaggregated, kv_link),
         )  # fmt: skip
         return
     rate_flags = {
@@ -390,6 +441,7 @@ def capacity_command(
         "--shared-prefix-len": shared_prefix_len or None, "--turns": None if turns == 1
         else turns, "--think-time": think_time or None,
         "--no-prefix-caching": no_prefix_caching or None,
+        "--disaggregated": disaggregated or None, "--kv-link": kv_link,
     }  # fmt: skip
     for flag, value in rate_flags.items():
         if value is not None:
@@ -452,8 +504,13 @@ def _rate_mode(
     problem, request_rate, slo, burstiness, input_len, output_len, trace, trace_speedup,
     num_prompts, seed, sweep_rate, sizes, workers, ray, engine, pooled, caps, json_path,
     plot_path, workload, router=None,
-    async_scheduling=None,
+    async_scheduling=None, disaggregated=(False, None),
 ) -> None:  # fmt: skip
+    split, kv_link = disaggregated
+    if kv_link is not None and not split:
+        raise InputError("--kv-link", "only with --disaggregated")
+    if split:
+        check_disaggregated(kv_link, async_scheduling, workload)
     if plot_path:
         if sweep_rate is None:
             raise InputError("--plot", "draws the rate sweep: give --sweep-rate LO:HI:STEPS")
@@ -495,6 +552,13 @@ def _rate_mode(
             async_scheduling=async_scheduling,
         )
     doc = result.to_dict()
+    if split:
+        doc["disaggregated"] = disaggregated_document(
+            problem, result, slo, kv_link, router, async_scheduling,
+            dict(burstiness=burstiness, input_len=input_len, output_len=output_len,
+                 trace=trace, trace_speedup=trace_speedup, num_prompts=num_prompts,
+                 seed=seed, engine=engine, **workload),
+        )  # fmt: skip
     slos = ", ".join(s.text() + " ms" for s in result.slos)
     if result.sweep is not None and plot_path:
         sw = result.sweep
@@ -515,6 +579,16 @@ def _rate_mode(
         note(message)
     out.print(rate_table(doc, result.request_rate, slos))
     out.print(metrics_table(doc, [s.key for s in result.slos]))
+    if split:
+        dis = doc["disaggregated"]
+        for message in dis["notes"]:
+            note(message)
+        out.print(
+            f"disaggregated: {dis['prefill_replicas']} prefill + {dis['decode_replicas']} "
+            f"decode replicas ({dis['gpus']} GPUs); {dis['bench_command']}",
+            markup=False,
+            highlight=False,
+        )
     if result.sweep is not None:
         out.print(rate_sweep_table(doc["sweep"]))
         for c in doc["sweep"]["crossings"]:
@@ -529,6 +603,8 @@ __all__ = [
     "SloOption",
     "capacity_command",
     "capacity_table",
+    "check_disaggregated",
+    "disaggregated_document",
     "metrics_table",
     "rate_sweep_table",
     "rate_table",
