@@ -149,6 +149,7 @@ import numpy as np
 
 from ...core.interconnect import ring_allreduce_ms
 from ...exceptions import InputError
+from . import roofline_row
 from .base import StepInputs, StepTimePredictor, step_inputs
 
 if TYPE_CHECKING:
@@ -574,6 +575,8 @@ class RooflinePredictor(StepTimePredictor):
 
     def verify_ms(self, x: StepInputs) -> np.ndarray:
         """The verifier's pass ``(B,)`` ms; NaN for an empty step."""
+        if len(x) == 1 and roofline_row.by_floats(self):  # one step: on floats, same bits
+            return np.array([roofline_row.verify_ms(self, x)])
         memory, compute = self.verifier_parts(x)
         out = combine(memory, compute, self.form, self.p) + self.comm_ms(x)
         if np.any(x.prefill > 0):
@@ -583,6 +586,8 @@ class RooflinePredictor(StepTimePredictor):
     def drafter_pass_ms(self, x: StepInputs) -> np.ndarray:
         """Each drafter's pass ``(B, N)`` ms for the rows' tokens per pass (0 where a row
         drafts nothing)."""
+        if len(x) == 1 and roofline_row.by_floats(self):  # one step: on floats, same bits
+            return np.array(roofline_row.drafter_passes(self, x), float).reshape(1, -1)
         s = x.draft_steps.astype(float)
         m = x.members.sum(axis=1).astype(float)
         b, c = x.decode_seqs, x.context
