@@ -55,8 +55,8 @@ def main() -> None:
     prompts = 200 if args.quick else 2000
     rows = []
     docs = {}
-    print(f"allocator front: {args.sizes} max_num_seqs, 2 GPUs, {prompts:,} requests a point, median "
-          f"of {args.repeats} run(s)")  # fmt: skip
+    print(f"allocator front: {args.sizes} max_num_seqs, 2 GPUs, {prompts:,} requests a "
+          f"point, median of {args.repeats} run(s)")  # fmt: skip
     print(f"{'workers':>8} {'points':>7} {'wall s':>8} {'CPU s':>8} {'points/s':>9} "
           f"{'requests/s':>11}", flush=True)  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
