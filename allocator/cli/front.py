@@ -149,7 +149,7 @@ def front_command(
         None,
         "--request-rate",
         help="Requests per second sent to each deployment (default inf: all at once, the "
-        "replica at saturation; with --trace: its times scaled to R).",
+        "replica at saturation; with --trace: its times scaled to R; not with --stages).",
         metavar="R",
     ),
     burstiness: float = BurstinessOption,
