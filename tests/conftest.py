@@ -19,6 +19,7 @@ SLOW = frozenset(
         "notebooks/06-width-against-depth.ipynb",
         "notebooks/07-capacity.ipynb",
         "notebooks/08-requests-and-slos.ipynb",
+        "notebooks/10-serving-front.ipynb",
     }
 )
 

@@ -387,24 +387,37 @@ def bench_words(
     n: int,
     seed: int,
 ) -> str:
-    """The ``allocator bench`` command reproducing one point's metrics."""
+    """The ``allocator bench`` command reproducing one point's metrics: the candidate, the
+    rate (none for staged loads, whose stages set the arrivals and the number of requests),
+    the requests as the request source was given them (a trace, drawn lengths, or fixed
+    ones; its stages; the flags of what they share and of the scheduler,
+    :attr:`RequestSource.flags`), the seed."""
     words = ["allocator", "bench", problem_file]
     c = cand.config
     if c.speculative:
         words += ["--drafters", ",".join(c.drafters)]
         words += ["--k", str(c.k)] if c.k is not None else ["--schedule"]
-    words += ["--max-num-seqs", str(cand.max_num_seqs), "--request-rate", repr(float(rate))]
+    words += ["--max-num-seqs", str(cand.max_num_seqs)]
+    if source.stages is None:
+        words += ["--request-rate", repr(float(rate))]
     if max_concurrency is not None:
         words += ["--max-concurrency", str(int(max_concurrency))]
     if source.trace is not None:
         words += ["--trace", source.trace]
     else:
-        words += [
-            "--input-len", str(int(source.prompt_tokens[0])),
-            "--output-len", str(int(source.output_tokens[0])),
-            "--burstiness", repr(float(source.burstiness)),
-        ]  # fmt: skip
-    words += ["--num-prompts", str(n), "--seed", str(seed)]
+        if source.lengths:
+            words += source.lengths
+        else:
+            words += [
+                "--input-len", str(int(source.prompt_tokens[0])),
+                "--output-len", str(int(source.output_tokens[0])),
+            ]  # fmt: skip
+        words += ["--burstiness", repr(float(source.burstiness))]
+    if source.stages is not None:
+        words += ["--stages", ",".join(f"{float(r)!r}:{float(t)!r}" for r, t in source.stages)]
+    else:
+        words += ["--num-prompts", str(n)]
+    words += [*source.flags, "--seed", str(seed)]
     return shlex.join(words)
 
 

@@ -5,6 +5,7 @@ Re-exported by :mod:`allocator.api`."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from ..analysis import deployments as analysis_deployments
     from ..analysis import front as analysis_front
     from ..analysis import request_source as analysis_request_source
+    from ..analysis import scheduler_options
     from ..analysis.capacity import slo as capacity_slo
     from ..analysis.capacity import workers as capacity_workers
     from ..analysis.front import FrontResult
@@ -24,6 +26,7 @@ else:
     analysis_deployments = lazy_module("allocator.analysis.deployments")
     analysis_front = lazy_module("allocator.analysis.front")
     analysis_request_source = lazy_module("allocator.analysis.request_source")
+    scheduler_options = lazy_module("allocator.analysis.scheduler_options")
     capacity_slo = lazy_module("allocator.analysis.capacity.slo")
     capacity_workers = lazy_module("allocator.analysis.capacity.workers")
 
@@ -57,6 +60,16 @@ def front(
     problems_dir: str | Path | None = None,
     require_slo: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    random_input_len: int | None = None,
+    random_output_len: int | None = None,
+    random_range_ratio: float | str | Mapping[str, float] | None = None,
+    lengths_from: str | Path | None = None,
+    stages: str | Sequence[tuple[float, float]] | None = None,
+    shared_prefix_len: int = 0,
+    turns: int = 1,
+    think_time: float = 0.0,
+    prefix_caching: bool = True,
+    async_scheduling: bool | None = None,
 ) -> FrontResult:
     """``allocator front``: the serving Pareto front, output tokens/s per GPU against
     output tokens/s per user (``1000 / mean TPOT``), over every deployment asked: each GPU
@@ -67,7 +80,11 @@ def front(
     as ``allocator bench`` runs it: ``num_prompts`` requests (default: enough for the
     highest percentile of ``slo``, 1000 without) of ``input_len``/``output_len`` tokens or
     from ``trace``, at ``request_rate`` requests/s (default ``inf``: all at once), seeded
-    by ``seed``. ``gpu_cost`` maps GPU names to $/GPU-hour (default: the file's
+    by ``seed``; the other workload parameters (``random_input_len``,
+    ``random_output_len``, ``random_range_ratio``, ``lengths_from``, ``stages``,
+    ``shared_prefix_len``, ``turns``, ``think_time``) and the scheduler's
+    (``prefix_caching``, ``async_scheduling``) as :func:`allocator.api.bench` takes them,
+    the same for every deployment. ``gpu_cost`` maps GPU names to $/GPU-hour (default: the file's
     ``serving.gpu_cost_per_hour`` over its GPUs, for its own GPU). The simulations run on
     ``workers`` local processes (default: the CPUs available) or on the Ray cluster at
     ``ray``; ``progress(done, total)`` is called as each ends. ``problems_dir``: where the
@@ -82,13 +99,21 @@ def front(
     if disaggregated:
         raise NotModelledError("disaggregated", NOT_DISAGGREGATED)
     slos = capacity_slo.parse_slos(slo) if slo else ()
-    if num_prompts is None and slos:
+    if num_prompts is None and slos and stages is None:
         num_prompts = capacity_slo.default_num_prompts(slos)[0]
     source = analysis_request_source.request_source(
         num_prompts, input_len=input_len, output_len=output_len, trace=trace,
-        burstiness=burstiness, seed=seed,
+        burstiness=burstiness, seed=seed, random_input_len=random_input_len,
+        random_output_len=random_output_len, random_range_ratio=random_range_ratio,
+        lengths_from=lengths_from, stages=stages, shared_prefix_len=shared_prefix_len,
+        turns=turns, think_time=think_time,
     )  # fmt: skip
     rate = analysis_request_source.run_rate(source, request_rate, trace_speedup)
+    # the scheduler's options as bench takes them, and the words its command needs for them
+    words = [] if prefix_caching else ["--no-prefix-caching"]
+    if async_scheduling is not None:
+        words.append("--async-scheduling" if async_scheduling else "--no-async-scheduling")
+    source = replace(source, flags=(*source.flags, *words))
     if not (source.output_tokens > 1).any():
         raise ParameterError(
             "output_len",
@@ -108,7 +133,9 @@ def front(
     deployed, notes = analysis_deployments.deployments(
         built, data, base, source, gpus=gpus, tp=tp, gpu_cost=gpu_cost, stem=stem
     )
-    notes += file_notes(problem)
+    deployed = [replace(d, problem=_scheduled(d.problem, prefix_caching, async_scheduling))
+                for d in deployed]  # fmt: skip
+    notes += file_notes(problem) + analysis_request_source.workload_notes(source)
     with capacity_workers.Workers(workers, ray, progress=progress) as pool:
         result = analysis_front.front(
             deployed,
@@ -127,6 +154,14 @@ def front(
     if missed is not None and require_slo:
         raise InfeasibleError("slo", missed)
     return result
+
+
+def _scheduled(problem: Problem, prefix_caching: bool, async_scheduling: bool | None) -> Problem:
+    """The deployment's problem under the scheduler options (as bench applies them)."""
+    problem = scheduler_options.with_async_scheduling(problem, async_scheduling)
+    if not prefix_caching:
+        problem = scheduler_options.with_prefix_caching(problem, False)
+    return problem
 
 
 __all__ = ["NOT_DISAGGREGATED", "front"]

@@ -251,6 +251,27 @@ NoPrefixCachingOption = typer.Option(
     help="Turn vLLM's automatic prefix caching off (default: the file's "
     "serving.scheduler.enable_prefix_caching, on unless it says false).",
 )
+#: ``--stages``: staged load (bench's own definition stays in cli/bench.py for now; front
+#: takes this one).
+StagesOption = typer.Option(
+    None,
+    "--stages",
+    help="Staged load RATE:SECONDS[,RATE:SECONDS...] (as inference-perf's load stages): "
+    "each stage Poisson arrivals (gamma with --burstiness) at RATE requests/s for SECONDS, "
+    "one after another; the arrivals drawn set the number of requests (no --num-prompts, "
+    "no --request-rate).",
+    metavar="R:S,...",
+)
+#: ``--slo KEY=MS`` (repeatable), read by
+#: :func:`allocator.analysis.capacity.slo.parse_slos`; what the command does with it is in
+#: the command's own help.
+SloOption = typer.Option(
+    None,
+    "--slo",
+    help="KEY=MS: a latency ceiling as capacity takes it, mean|median|pN of "
+    "ttft|tpot|itl|e2el, e.g. p99_ttft_ms=500 (repeatable).",
+    metavar="KEY=MS",
+)
 TraceOption = typer.Option(
     None,
     "--trace",
@@ -513,6 +534,8 @@ __all__ = [
     "RandomInputLenOption",
     "RandomOutputLenOption",
     "RandomRangeRatioOption",
+    "SloOption",
+    "StagesOption",
     "TraceOption",
     "MAX_SEED",
     "OUTPUT_FLAGS",

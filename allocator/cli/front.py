@@ -16,12 +16,25 @@ from ..exceptions import InputError
 from ..io.staged import check_writable, write_atomic
 from .common import (
     MAX_SEED,
+    AsyncSchedulingOption,
     BurstinessOption,
     InputLenOption,
     JsonOption,
+    LengthsFromOption,
+    NoAsyncSchedulingOption,
+    NoPrefixCachingOption,
     OutputLenOption,
     ProblemArg,
+    RandomInputLenOption,
+    RandomOutputLenOption,
+    RandomRangeRatioOption,
+    SharedPrefixLenOption,
+    SloOption,
+    StagesOption,
+    ThinkTimeOption,
     TraceOption,
+    TurnsOption,
+    async_choice,
     emit_json,
     handles_input_errors,
     note,
@@ -39,14 +52,6 @@ if TYPE_CHECKING:
 else:  # only --plot draws
     plots = lazy_module("allocator.plots")
 
-#: ``--slo KEY=MS`` (repeatable): flags points, never changes a run.
-FrontSloOption = typer.Option(
-    None,
-    "--slo",
-    help="KEY=MS: a latency ceiling, mean|median|pN of ttft|tpot|itl|e2el, e.g. "
-    "p99_tpot_ms=50; points missing one are kept and flagged (repeatable).",
-    metavar="KEY=MS",
-)
 #: ``--gpu-cost GPU=$/h`` (repeatable), read by :func:`gpu_costs`.
 GpuCostOption = typer.Option(
     None,
@@ -127,6 +132,15 @@ def front_command(
     problem: Path = ProblemArg,
     input_len: int = InputLenOption,
     output_len: int = OutputLenOption,
+    random_input_len: int = RandomInputLenOption,
+    random_output_len: int = RandomOutputLenOption,
+    random_range_ratio: str = RandomRangeRatioOption,
+    lengths_from: str = LengthsFromOption,
+    stages: str = StagesOption,
+    shared_prefix_len: int = SharedPrefixLenOption,
+    turns: int = TurnsOption,
+    think_time: float = ThinkTimeOption,
+    no_prefix_caching: bool = NoPrefixCachingOption,
     trace: str = TraceOption,
     trace_speedup: float = typer.Option(
         None, "--trace-speedup", help="Run the trace F times faster.", metavar="F"
@@ -135,7 +149,7 @@ def front_command(
         None,
         "--request-rate",
         help="Requests per second sent to each deployment (default inf: all at once, the "
-        "replica at saturation; with --trace: its times scaled to R).",
+        "replica at saturation; with --trace: its times scaled to R; not with --stages).",
         metavar="R",
     ),
     burstiness: float = BurstinessOption,
@@ -146,7 +160,7 @@ def front_command(
         "largest max_num_seqs unless --max-num-seqs).",
         metavar="C[,C...]",
     ),
-    slo: list[str] = FrontSloOption,
+    slo: list[str] = SloOption,
     gpus: str = typer.Option(
         None,
         "--gpus",
@@ -207,14 +221,17 @@ def front_command(
         "PATH (.png or .svg).",
         metavar="PATH",
     ),
+    async_on: bool = AsyncSchedulingOption,
+    async_off: bool = NoAsyncSchedulingOption,
 ) -> None:
     """The serving Pareto front: output tokens/s per GPU against output tokens/s per user
     (1000 / mean TPOT), each point a simulated deployment (GPU, TP, max_num_seqs or client
     concurrency, drafter and k, k by batch size or speculation off), speculation inside
     the simulation.
 
-    Every point carries the allocator bench command reproducing it and its vllm serve
-    flags; points missing an SLO are kept and flagged; a front where none meets them all is
+    The requests and the scheduler's options are bench's, the same for every point. Every
+    point carries the allocator bench command reproducing it and its vllm serve flags;
+    points missing an --slo are kept and flagged; a front where none meets them all is
     refused, naming the closest SLO.
     """
     precheck_outputs(json=json_path, csv=csv_path, plot=plot_path)
@@ -250,6 +267,16 @@ def front_command(
             ray=ray,
             problems_dir=problems_dir,
             progress=progress,
+            random_input_len=random_input_len,
+            random_output_len=random_output_len,
+            random_range_ratio=random_range_ratio,
+            lengths_from=lengths_from,
+            stages=stages,
+            shared_prefix_len=shared_prefix_len,
+            turns=turns,
+            think_time=think_time,
+            prefix_caching=not no_prefix_caching,
+            async_scheduling=async_choice(async_on, async_off),
         )
     doc = result.to_dict()
     written: list[str] = []
@@ -299,7 +326,6 @@ def front_command(
 
 
 __all__ = [
-    "FrontSloOption",
     "GpuCostOption",
     "front_command",
     "front_table",

@@ -98,6 +98,9 @@ def test_a_retargeted_points_bench_command_names_the_file_written(tmp_path):
         (["--gpu-cost", "h200"], "--gpu-cost"),
         (["--gpu-cost", "h900=2"], "--gpu-cost"),
         (["--output-len", "1"], "--output-len"),
+        (["--async-scheduling", "--no-async-scheduling"], "--no-async-scheduling"),
+        (["--stages", "5:2"], "--num-prompts"),
+        (["--turns", "0"], "--turns"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, flag):
@@ -108,7 +111,8 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(tmp_path, args, flag):
         args = ["--max-num-seqs", "17"]
     out, png = tmp_path / "f.json", tmp_path / "f.png"
     r = run("front", p, *SHORT, *args, "--json", out, "--plot", png)
-    lines = r.stderr.strip().splitlines()
+    # progress lines come on a slow (loaded) machine, once a few seconds have passed
+    lines = [x for x in r.stderr.strip().splitlines() if not x.startswith("simulating the front")]
     assert r.exit_code == 2, r.output
     assert len(lines) == 1 and lines[0].startswith(f"error: {flag}: "), lines
     assert not out.exists() and not png.exists()
@@ -177,3 +181,61 @@ def test_a_trace_points_bench_command_reproduces_it(tmp_path):
     assert all("--trace" in p["bench_command"] for p in points)
     for point in points[:3]:
         assert bench_doc(point["bench_command"]) == point["metrics"], point["bench_command"]
+
+
+CONV = ROOT / "problems/traces/azure-llm-inference-2023/AzureLLMInferenceTrace_conv.csv"
+#: Bench's workload and scheduler options, each set given to front: what the bench
+#: command of every point must carry (and, run, reproduce).
+WORKLOADS = [
+    (["--random-input-len", "64", "--random-output-len", "16", "--random-range-ratio", "0.5",
+      "--shared-prefix-len", "24", "--no-prefix-caching", "--no-async-scheduling",
+      "--burstiness", "2", "--request-rate", "20", "--num-prompts", "30"],
+     ["--random-input-len", "--shared-prefix-len", "--no-prefix-caching",
+      "--no-async-scheduling", "--burstiness"]),
+    (["--input-len", "48", "--output-len", "12", "--turns", "3", "--think-time", "0.5",
+      "--shared-prefix-len", "16", "--request-rate", "10", "--num-prompts", "24",
+      "--async-scheduling"],
+     ["--turns", "--think-time", "--shared-prefix-len", "--async-scheduling"]),
+    (["--input-len", "64", "--output-len", "16", "--stages", "10:1.5,30:1"], ["--stages"]),
+    (["--lengths-from", str(CONV), "--num-prompts", "30", "--request-rate", "15"],
+     ["--lengths-from"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "carried"), WORKLOADS, ids=lambda a: a[0] if a else "")
+def test_bench_workload_options_reach_every_point_and_its_bench_command(tmp_path, args, carried):
+    """front takes bench's workload and scheduler options: each point's bench command
+    carries them and, run, gives the point's metrics (with --no-prefix-caching,
+    --no-async-scheduling, a staged load ... a front that dropped one would differ)."""
+    out = tmp_path / "f.json"
+    r = run("front", table_problem(tmp_path), *args, "--max-num-seqs", "4,16",
+            "--workers", "1", "--json", out)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    points = doc["points"]
+    for point in points:
+        words = shlex.split(point["bench_command"])
+        assert all(flag in words for flag in carried), (carried, words)
+    if "--stages" in args:
+        assert "--num-prompts" not in words and "--request-rate" not in words
+    spec = [p for p in points if p["speculative"]]
+    for point in [points[0], spec[0], points[-1]]:
+        assert bench_doc(point["bench_command"]) == point["metrics"], point["bench_command"]
+
+
+def test_the_scheduler_options_change_the_points(tmp_path):
+    """--no-prefix-caching over a shared prefix and --no-async-scheduling each change
+    the front's metrics: the options reach the simulation, not only the commands."""
+    base = ["--input-len", "64", "--output-len", "16", "--shared-prefix-len", "48",
+            "--num-prompts", "30", "--max-num-seqs", "8", "--workers", "1",
+            "--json", "-"]  # fmt: skip
+    p = table_problem(tmp_path)
+
+    def metrics(*extra: str) -> list[dict]:
+        r = run("front", p, *base, *extra)
+        assert r.exit_code == 0, r.output
+        return [q["metrics"] for q in json.loads(r.stdout)["points"]]
+
+    plain = metrics()
+    assert metrics("--no-prefix-caching") != plain
+    assert metrics("--no-async-scheduling") != plain

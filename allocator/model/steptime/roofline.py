@@ -143,12 +143,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 import numpy as np
 
 from ...core.interconnect import ring_allreduce_ms
 from ...exceptions import InputError
+from . import roofline_row
 from .base import StepInputs, StepTimePredictor, step_inputs
 
 if TYPE_CHECKING:
@@ -572,8 +574,15 @@ class RooflinePredictor(StepTimePredictor):
         L_ar) / comm_eff`` over its ``n = b·t + P`` tokens; 0 on one GPU."""
         return self._comm(self.peak, x.decode_seqs * x.verified + x.prefill)
 
+    @cached_property
+    def by_floats(self) -> bool:
+        """One row is computed on floats (:func:`.roofline_row.by_floats`), asked once."""
+        return roofline_row.by_floats(self)
+
     def verify_ms(self, x: StepInputs) -> np.ndarray:
         """The verifier's pass ``(B,)`` ms; NaN for an empty step."""
+        if len(x) == 1 and self.by_floats:  # one step: on floats, same bits
+            return np.array([roofline_row.verify_ms(self, x)])
         memory, compute = self.verifier_parts(x)
         out = combine(memory, compute, self.form, self.p) + self.comm_ms(x)
         if np.any(x.prefill > 0):
@@ -583,6 +592,8 @@ class RooflinePredictor(StepTimePredictor):
     def drafter_pass_ms(self, x: StepInputs) -> np.ndarray:
         """Each drafter's pass ``(B, N)`` ms for the rows' tokens per pass (0 where a row
         drafts nothing)."""
+        if len(x) == 1 and self.by_floats:  # one step: on floats, same bits
+            return np.array(roofline_row.drafter_passes(self, x), float).reshape(1, -1)
         s = x.draft_steps.astype(float)
         m = x.members.sum(axis=1).astype(float)
         b, c = x.decode_seqs, x.context
