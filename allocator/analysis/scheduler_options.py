@@ -29,18 +29,6 @@ def with_async_scheduling(problem: Problem, async_scheduling: bool | None) -> Pr
     return replace(problem, serving=serving)
 
 
-def fleet_scheduling(
-    problem: Problem, replicas: int, async_scheduling: bool | None
-) -> tuple[Problem, list[str]]:
-    """The problem a fleet of ``replicas`` is simulated with, and notes on it: the problem
-    as it is, no note. Every replica of a fleet (:func:`allocator.sim.simulate_fleet`)
-    plays the scheduling the file (or ``async_scheduling``, applied before by
-    :func:`with_async_scheduling`) sets, asynchronous by default as vLLM's; a fleet of any
-    size takes ``--no-async-scheduling`` and ``--async-scheduling`` as one replica does."""
-    del replicas, async_scheduling  # (every fleet runs the file's scheduling)
-    return problem, []
-
-
 def with_prefix_caching(problem: Problem, on: bool) -> Problem:
     """The problem with ``serving.scheduler.enable_prefix_caching`` set to ``on`` (as it is
     when it already is, or has no scheduler)."""
@@ -53,4 +41,4 @@ def with_prefix_caching(problem: Problem, on: bool) -> Problem:
     return replace(problem, serving=replace(serving, scheduler=limits))
 
 
-__all__ = ["fleet_scheduling", "with_async_scheduling", "with_prefix_caching"]
+__all__ = ["with_async_scheduling", "with_prefix_caching"]

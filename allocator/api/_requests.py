@@ -169,7 +169,7 @@ def bench(
     if disagg:
         prob, fleet_notes = analysis_disagg.disagg_scheduling(prob, async_scheduling)
     else:
-        prob, fleet_notes = scheduler_options.fleet_scheduling(prob, count, async_scheduling)
+        fleet_notes = []
     if not prefix_caching:
         prob = scheduler_options.with_prefix_caching(prob, False)
     n = num_prompts
@@ -356,9 +356,9 @@ def size_fleet_for_rate(
     prob = scheduler_options.with_async_scheduling(
         as_problem(problem).with_budget(budget), async_scheduling
     )
-    fleet_notes: list[str] = []
-    if router is not None:  # the replica count is searched by simulating the fleet
-        prob, fleet_notes = scheduler_options.fleet_scheduling(prob, 2, async_scheduling)
+    if async_scheduling is not None:  # the candidates' bench commands run what ran here
+        flag = "--async-scheduling" if async_scheduling else "--no-async-scheduling"
+        source = replace(source, flags=(*source.flags, flag))
     if not prefix_caching:
         prob = scheduler_options.with_prefix_caching(prob, False)
         source = replace(source, flags=(*source.flags, "--no-prefix-caching"))
@@ -378,9 +378,7 @@ def size_fleet_for_rate(
             problem_path=path,
             router=router,
         )
-    fleet.notes += (
-        fleet_notes + file_notes(problem) + analysis_request_source.workload_notes(source)
-    )
+    fleet.notes += file_notes(problem) + analysis_request_source.workload_notes(source)
     return fleet
 
 

@@ -136,15 +136,17 @@ def test_staged_bench_has_each_stages_metrics(tmp_path):
     assert any("--ignore-eos" in n for n in doc["notes"])
 
 
-def test_capacity_with_drawn_lengths_prints_a_reproducing_bench_command(tmp_path):
+@pytest.mark.parametrize("scheduling", [(), ("--no-async-scheduling",)])
+def test_capacity_with_drawn_lengths_prints_a_reproducing_bench_command(tmp_path, scheduling):
     """The bench command capacity prints for a replica replays its lengths (the random
-    dataset here), so running it gives the replica's metrics."""
+    dataset here) and the scheduling it ran, so running it gives the replica's metrics
+    (the synchronous scheduler's differ from the default's at this load)."""
     p = problem_file(tmp_path)
     out = tmp_path / "c.json"
     r = run(
         "capacity", p, "--request-rate", "4", "--slo", "p99_ttft_ms=2000", "--workers", "1",
         "--random-input-len", "200", "--random-output-len", "20", "--random-range-ratio", "0.4",
-        "--num-prompts", "100", "--json", out,
+        "--num-prompts", "100", "--json", out, *scheduling,
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     doc = json.loads(out.read_text())
@@ -153,6 +155,7 @@ def test_capacity_with_drawn_lengths_prints_a_reproducing_bench_command(tmp_path
     words = shlex.split(notes[0].split("reproduce: ", 1)[1])
     assert "--random-range-ratio" in words and "--input-len" not in words
     assert words[words.index("--random-input-len") + 1] == "200"
+    assert all(flag in words for flag in scheduling)
     again = tmp_path / "again.json"
     r = run(*words[1:], "--json", again)
     assert r.exit_code == 0, r.output
