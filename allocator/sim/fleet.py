@@ -36,6 +36,31 @@ A replica's client (:class:`OpenClient`) is the benchmark client of
 as they are routed, and until the next arrival the replica is told that nothing can be sent
 before it (its *horizon*), so that the fast path stops there.
 
+**What requests share** (``Requests.content``): each replica's prefix cache reads the
+segments of the fleet's requests it received (:class:`_ReplicaContent`; segment ids are the
+fleet's, each replica has its own cache, so a prefix is computed once per replica). The
+fleet's ``prefix_cache`` counts are the replicas' summed.
+
+**Sessions** (``Requests.after``, ``think_s``; :mod:`allocator.sim.sessions`): a later
+turn is sent ``think_s`` after its previous turn finishes, on whichever replica ran it
+(never before its ``arrival_s``), and the router chooses its replica then, as any arrival.
+The sends are routed in time order (ties: the lower index first, as the single replica's
+client): the first turns in index order merged with a heap of the later turns released so
+far. A send is known only once the finish before it is played, so before each routing the
+replicas that hold a turn a later turn waits for (*holders*) are played until none can
+release a send before the next one known (:meth:`_Fleet.settle`). **The rule**: a release
+comes from a finish at the end of a step that starts at its replica's clock (its next
+step's start; idle, its next send) or later, so strictly after that clock. The holder with
+the earliest clock plays the steps that start before the next send known and not after any
+other holder's clock (its horizon), stopping after a step that finished a held turn (the
+decode-only stretch then stops at every finish; under async scheduling a holder plays turn
+by turn); the release joins the heap and the choice is made again. So no replica has played
+a step starting after a send found later, and each replica is the single replica given its
+requests at the fleet's sends (a test checks it, and that each send is its previous turn's
+finish plus the think time). A replica that holds none plays as before, lazily, since it
+releases nothing. (A step of zero time could end where another holder's next step starts;
+step times are positive.)
+
 **Equal to one replica**: a fleet of one replica is :func:`~allocator.sim.engine.simulate`
 step for step (a test compares every array): the same steps, the same draws. The draws
 are the single replica's: one ``numpy.random.Generator`` seeded by ``seed`` lays out one
@@ -658,11 +683,14 @@ def simulate_fleet(
     :class:`~allocator.sim.routers.Router` or its name) and return every run.
 
     ``policy``, ``step_ms``, ``scheduler``, ``seed``: as :func:`~allocator.sim.simulate`
-    takes them, for every replica; ``keys``: ``(N,)`` int64, each request's session or
-    prefix group (``>= 0``), for the routers that need one. ``ParameterError`` on
-    ``replicas`` (not in ``1 ..`` :data:`MAX_REPLICAS`), ``router`` (unknown, or keyed
-    without ``keys``), ``keys``, ``scheduler`` (``max_concurrency`` with more than
-    one replica) and whatever :func:`simulate` refuses."""
+    takes them, for every replica; what ``requests`` share (``content``) is read by each
+    replica's prefix cache and their sessions (``after``, ``think_s``) send each later turn
+    after its previous turn's finish, routed then (module docstring); ``keys``: ``(N,)``
+    int64, each request's session or prefix group (``>= 0``), for the routers that need
+    one. ``ParameterError`` on ``replicas`` (not in ``1 ..`` :data:`MAX_REPLICAS`),
+    ``router`` (unknown, or keyed without ``keys``), ``keys``, ``scheduler``
+    (``max_concurrency`` with more than one replica) and whatever :func:`simulate`
+    refuses."""
     count = check_replicas(replicas)
     rule = get_router(router) if isinstance(router, str) else router
     if not isinstance(rule, Router):
