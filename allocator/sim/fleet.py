@@ -737,5 +737,6 @@ __all__ = [
     "OpenClient",
     "check_replicas",
     "concat_results",
+    "content_of",
     "simulate_fleet",
 ]
