@@ -82,10 +82,11 @@ client's limit spans the fleet; refused, one line); a fleet of one with it is
 :func:`~allocator.sim.engine.simulate` itself.
 
 **Results**: each replica's run is a :class:`~allocator.sim.results.SimResult` over its
-own requests (local indices, in the order it received them); the fleet's is their
-concatenation over all requests in arrival order (:func:`concat_results`): per request
-its timeline, the ITL gaps pooled, the decode-step histograms summed, ``duration_s`` the
-latest replica's, ``steps`` and ``time_in_system_s`` summed (so ``mean_concurrency`` is the
+own requests (local indices, in the order it received them, each arriving at its send,
+its content's segments kept); the fleet's is their concatenation over all requests in
+arrival order (:func:`concat_results`): per request its timeline, the ITL gaps pooled, the
+decode-step histograms and prefix-cache counts summed, ``duration_s`` the latest
+replica's, ``steps`` and ``time_in_system_s`` summed (so ``mean_concurrency`` is the
 fleet's), ``max_running_seqs`` and ``kv_cache_peak_fraction`` the largest of one replica.
 """
 
