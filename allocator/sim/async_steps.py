@@ -323,7 +323,9 @@ def decode_stretch(
         next_send = math.inf
     else:
         next_send = state.client.next_send_time()
-        through = next_send < math.inf or state.client.all_sent()
+        # not through a finish while the client holds a request back (a session's next
+        # turn, sent once this one finishes; max_concurrency), as fast_path's stretches
+        through = (next_send < math.inf or state.client.all_sent()) and not state.client.held
     t = state.t
     e = run.emitted[:n]
     rem = run.output[:n] - e

@@ -151,20 +151,14 @@ def test_a_fleet_of_one_with_sessions_is_simulate(on, caching, think):
         assert run.fleet.prefix_cache == one.prefix_cache
         assert fleet_tokens[0] == tokens
     same_run(simulate_fleet(reqs, SPEC, step, sched, 1, seed=9).fleet, one)
-    if not (on and not caching and think == 0.0):
-        same_run(simulate(reqs, SPEC, step, sched, 9), one)
+    same_run(simulate(reqs, SPEC, step, sched, 9), one)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="async_steps.decode_stretch runs through a finish that releases a session's "
-    "next turn (it does not stop at a finish while client.held, as fast_path does)",
-)
 def test_simulate_async_stretch_runs_through_a_released_turn():
     """The single replica (not the fleet): under async scheduling, sessions and no prefix
-    caching, its fast path must give the run played turn by turn. It does not yet: a
-    stretch bounded by the next known send plays on past a finish whose next turn is
-    sent before that."""
+    caching, its fast path must give the run played turn by turn: a stretch bounded by
+    the next known send must not play on past a finish whose next turn is sent before
+    that."""
     reqs = session_requests(240, 4, 300, 40, 0.0, 64, rate=3.0, seed=2)
     sched = Scheduler(16, 512, 60_000, async_scheduling=True)
     plain, _ = engine_run(reqs, SPEC, sched, 9, stretches=False)
