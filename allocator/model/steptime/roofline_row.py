@@ -4,7 +4,7 @@ The request simulator asks the step time one step at a time, the context changin
 step; on arrays of one element numpy's cost per call is most of that time. These are
 :meth:`RooflinePredictor.verify_ms` and :meth:`RooflinePredictor.drafter_pass_ms` for one
 row: the same operations in the same order on Python floats, which are IEEE doubles as
-float64 is, so the same bits (``tests/unit/model/test_roofline_row.py`` holds the two
+float64 is, so the same bits (``tests/unit/steptime/test_roofline_row.py`` holds the two
 paths equal bit for bit over random inputs). Only for the max form without experts
 (:func:`by_floats`); the p-norm and a mixture of experts' coverage stay on the arrays.
 """
@@ -12,13 +12,74 @@ paths equal bit for bit over random inputs). Only for the max form without exper
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
     from .base import StepInputs
-    from .roofline import PeakTerms, RooflinePredictor
+
+
+class PeakTerms(Protocol):
+    """What a row reads of :class:`.roofline.PeakTerms` (a protocol, so that this module
+    does not import the one that imports it)."""
+
+    @property
+    def weights_ms(self) -> float: ...
+    @property
+    def expert_ms(self) -> float: ...
+    @property
+    def kv_ms(self) -> float: ...
+    @property
+    def attn_ms(self) -> float: ...
+    @property
+    def token_ms(self) -> float: ...
+    @property
+    def allreduce_ms(self) -> float: ...
+    @property
+    def allreduce_fixed_ms(self) -> float: ...
+    @property
+    def experts(self) -> int: ...
+    @property
+    def windows(self) -> tuple[tuple[int, float], ...]: ...
+    def prefill_pairs(self, prefill: np.ndarray) -> np.ndarray: ...
+
+
+class DrafterCost(Protocol):
+    """What a row reads of :class:`.roofline.DrafterCost`."""
+
+    @property
+    def peak(self) -> PeakTerms: ...
+    @property
+    def fixed_ms(self) -> float: ...
+    @property
+    def seq_ms(self) -> float: ...
+
+
+class RooflinePredictor(Protocol):
+    """What a row reads of :class:`.roofline.RooflinePredictor`."""
+
+    @property
+    def form(self) -> str: ...
+    @property
+    def peak(self) -> PeakTerms: ...
+    @property
+    def drafters(self) -> Sequence[DrafterCost]: ...
+    @property
+    def kv_write(self) -> bool: ...
+    @property
+    def mem_eff(self) -> float: ...
+    @property
+    def compute_eff(self) -> float: ...
+    @property
+    def comm_eff(self) -> float: ...
+    @property
+    def prefill_eff(self) -> float: ...
+    @property
+    def fixed_ms(self) -> float: ...
+    @property
+    def seq_ms(self) -> float: ...
 
 
 def by_floats(r: RooflinePredictor) -> bool:
