@@ -29,7 +29,7 @@ from ..exceptions import InfeasibleError, ParameterError
 from ..io.quoting import shell_join
 from ..validate import whole
 from .base import DrafterLike, Engine
-from .disagg import Command, FleetExport, Pool, sglang_disagg, vllm_disagg
+from .disagg_exports import Command, FleetExport, Pool, sglang_disagg, vllm_disagg
 from .routers import ROUTER_NAMES, llm_d_config, production_stack_command
 from .sglang import SGLang
 from .vllm import VLLM

@@ -1,4 +1,4 @@
-"""Fleet exports (:mod:`allocator.engines.disagg`, :mod:`allocator.engines.routers`) checked
+"""Fleet exports (:mod:`allocator.engines.disagg_exports`, :mod:`allocator.engines.routers`) checked
 against the flags, choices and plugin names extracted from the releases, always run.
 
 ``tests/support/fixtures/fleet_flags.json`` holds what was read, with the file each list
