@@ -8,8 +8,8 @@ scheduling (the file's async default played too, as ``bench`` plays it, in the l
 * ``trace``: the first 10,000 requests of the bundled Azure LLM inference trace 2023
   (conversation) at their own timestamps: no tokens shared between requests, so every
   block is a request's own (the case issue 25 measured at about 4.5x);
-* ``shared prefix``: the same requests with ``--shared-prefix-len 64`` (every prompt's
-  first four blocks shared);
+* ``shared prefix``: 5,000 requests of 1,024 + 128 tokens at 4 req/s, every prompt's first
+  512 tokens shared (``--shared-prefix-len 512``);
 * ``sessions``: 4,000 requests of 1,024 + 128 tokens in sessions of 4 turns at 8 req/s.
 
 Each case runs with prefix caching on and off (``--no-prefix-caching``); it prints the
@@ -38,7 +38,16 @@ def cases(n: int) -> list[tuple[str, dict]]:
     """The cases (module docstring) at ``n`` trace requests."""
     return [
         ("trace", {"trace": TRACE, "num_prompts": n}),
-        ("shared prefix", {"trace": TRACE, "num_prompts": n, "shared_prefix_len": 64}),
+        (
+            "shared prefix",
+            {
+                "num_prompts": n // 2,
+                "input_len": 1024,
+                "output_len": 128,
+                "shared_prefix_len": 512,
+                "request_rate": 4.0,
+            },
+        ),
         (
             "sessions",
             {

@@ -418,8 +418,7 @@ def check_router_keys(router: str | None, requests: Requests | RequestSource) ->
     if keys is None:
         raise ParameterError(
             "router",
-            f"{router} needs {cls.keyed}; these requests carry none: give "
-            f"{KEY_SOURCES[cls.key]}",
+            f"{router} needs {cls.keyed}; these requests carry none: give {KEY_SOURCES[cls.key]}",
         )
 
 
