@@ -1,0 +1,69 @@
+"""The prefix cache of requests whose tokens are each their own (no ``content``:
+:class:`~allocator.sim.prefix_cache.OwnTokensCache`, no hash table) against the general
+:class:`~allocator.sim.prefix_cache.PrefixCache` given the same requests as content, each
+request one segment of its own: the two must play every step alike (the same per-request
+times, preemptions, cache counts, and free queue at the end), through preemptions that
+re-admit onto the request's own blocks, lookahead hashes, speculation, asynchronous
+scheduling and the decode-only stretches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from allocator.sim import Requests, Scheduler, SpecPolicy
+from allocator.sim.engine import _Engine
+from allocator.sim.prefix_cache import OwnTokensCache, PrefixCache
+from allocator.sim.requests import TokenContent
+
+
+def _step(b, k, ctx, prefill):
+    return 1.0 + 0.3 * b * (1 + k) + prefill
+
+
+def _workload(seed: int):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 40))
+    arrival = np.sort(np.round(rng.uniform(0, 0.3, n), 2))
+    prompt = rng.integers(1, 90, n)
+    output = rng.integers(1, 40, n)
+    k = int(rng.integers(0, 4))
+    pmf = np.concatenate(([0.0], rng.dirichlet(np.ones(k + 1))))
+    block = int(rng.choice([1, 2, 4, 16]))
+    need = -(-(int((prompt + output).max()) + 2 * k) // block) + 1
+    blocks = int(rng.integers(need, 2 * need + 2))  # tight: preemptions
+    seqs = int(rng.integers(1, 8))
+    budget = int(rng.integers(seqs, 150))
+    look = int(rng.integers(0, 2))
+    return (arrival, prompt, output), SpecPolicy.fixed(k, pmf), block, blocks, seqs, budget, look
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_own_tokens_cache_plays_what_the_hash_table_plays(async_scheduling):
+    preempted = 0
+    for seed in range(150):
+        (a, p, o), policy, block, blocks, seqs, budget, look = _workload(seed)
+        n = a.size
+        own = TokenContent(np.arange(n) + 5, p + o, np.arange(n + 1))
+        sched = Scheduler(seqs, budget, blocks * block, block, async_scheduling=async_scheduling,
+                          enable_prefix_caching=True, hash_lookahead_tokens=look)  # fmt: skip
+        for stretches in (True, False):
+            runs = []
+            for content in (None, own):
+                e = _Engine(Requests(a, p, o, content), policy, _step, sched, seed,
+                            stretches=stretches)  # fmt: skip
+                cache = e.state.cache
+                assert cache is not None
+                assert isinstance(cache, OwnTokensCache) == (content is None)
+                assert isinstance(cache, PrefixCache)
+                e.run()
+                runs.append((e.result(), list(cache.queue), list(cache.ref)))
+            (r0, q0, ref0), (r1, q1, ref1) = runs
+            for name in ("sent_s", "first_scheduled_s", "first_token_s", "finish_s",
+                         "preemptions", "itl_s", "chunks"):  # fmt: skip
+                np.testing.assert_array_equal(getattr(r0, name), getattr(r1, name), err_msg=name)
+            assert r0.steps == r1.steps
+            assert r0.prefix_cache == r1.prefix_cache
+            assert q0 == q1 and ref0 == ref1
+            preempted += r0.prefix_cache[3] > 0  # hits at re-admission
+    assert preempted >= 20  # runs whose re-admissions found their own blocks
