@@ -109,6 +109,8 @@ class PrefixCache:
         self.table: dict[int, int | dict[int, None]] = {}
         self.blocks: dict[int, list[int]] = {}
         self.hashes: dict[int, list[int]] = {}
+        #: a request's segments as lists (ids, starts, ends), kept while it has hashes
+        self.segs: dict[int, tuple[list[int], list[int], list[int]]] = {}
         self.cached = np.zeros(n_requests, dtype=np.int64)
         self.requests = 0
         self.queries = 0
@@ -145,25 +147,31 @@ class PrefixCache:
             base = i << 32
             have.extend(range(base + len(have), base + count))
             return have
+        segs = self.segs.get(i)
+        if segs is None:
+            ids, lengths = self.content.segments(i)
+            ends = np.cumsum(lengths).tolist()
+            segs = self.segs[i] = (ids.tolist(), [e - n for e, n in zip(ends, lengths.tolist(),
+                                   strict=True)], ends)  # fmt: skip
+        idl, starts, ends = segs
         B, la = self.B, self.lookahead
-        ids, lengths = self.content.segments(i)
-        ends = np.cumsum(lengths).tolist()
-        idl = ids.tolist()
-        starts = [e - n for e, n in zip(ends, lengths.tolist(), strict=True)]
+        last = len(ends)
         prev = have[-1] if have else 0
         seg = 0
         for j in range(len(have), count):
             a, b = j * B, (j + 1) * B + la
             while ends[seg] <= a:
                 seg += 1
-            pieces = []
-            s = seg
-            while s < len(ends) and starts[s] < b:
-                lo = max(a, starts[s]) - starts[s]
-                hi = min(b, ends[s]) - starts[s]
-                pieces.append((idl[s], lo, hi))
-                s += 1
-            prev = hash((prev, tuple(pieces)))
+            st = starts[seg]
+            if ends[seg] >= b:  # the block (and its lookahead) within one segment
+                prev = hash((prev, ((idl[seg], a - st, b - st),)))
+            else:
+                pieces = [(idl[seg], a - st, ends[seg] - st)]
+                s = seg + 1
+                while s < last and starts[s] < b:
+                    pieces.append((idl[s], 0, min(b, ends[s]) - starts[s]))
+                    s += 1
+                prev = hash((prev, tuple(pieces)))
             have.append(prev)
         return have
 
@@ -298,6 +306,7 @@ class PrefixCache:
     def forget(self, i: int) -> None:
         """Request ``i`` finished: its hashes are no longer needed."""
         self.hashes.pop(i, None)
+        self.segs.pop(i, None)
 
     @property
     def hit_rate(self) -> float:

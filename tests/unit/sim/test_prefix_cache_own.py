@@ -67,3 +67,43 @@ def test_own_tokens_cache_plays_what_the_hash_table_plays(async_scheduling):
             assert q0 == q1 and ref0 == ref1
             preempted += r0.prefix_cache[3] > 0  # hits at re-admission
     assert preempted >= 20  # runs whose re-admissions found their own blocks
+
+
+def _reference_hashes(content: TokenContent, i: int, count: int, B: int, la: int) -> list[int]:
+    """Block hashes as the rule states them, piece by piece over every segment: block
+    ``j``'s hash is Python's hash of the previous one and the pieces ``(segment id, first
+    offset, end offset)`` of the tokens ``[j B, (j + 1) B + la)``."""
+    ids, lengths = content.segments(i)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).tolist()
+    out, prev = [], 0
+    for j in range(count):
+        a, b = j * B, (j + 1) * B + la
+        pieces = tuple(
+            (int(s), max(a, st) - st, min(b, st + int(n)) - st)
+            for s, st, n in zip(ids, starts, lengths, strict=True)
+            if st < b and st + int(n) > a
+        )
+        prev = hash((prev, pieces))
+        out.append(prev)
+    return out
+
+
+def test_block_hashes_against_the_rule():
+    """Segments of random lengths (many shorter than a block, some longer), hashes asked
+    for in random increments, against the rule computed from scratch."""
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        n = int(rng.integers(1, 6))
+        segs = [rng.integers(1, 40, size=int(rng.integers(1, 8))) for _ in range(n)]
+        ids = np.concatenate([rng.integers(0, 5, size=s.size) for s in segs])
+        lengths = np.concatenate(segs)
+        starts = np.concatenate(([0], np.cumsum([s.size for s in segs])))
+        content = TokenContent(ids, lengths, starts)
+        B, la = int(rng.choice([1, 2, 4, 16])), int(rng.integers(0, 2))
+        cache = PrefixCache(8, B, la, content, n)
+        for i in range(n):
+            full = max(int(lengths[starts[i] : starts[i + 1]].sum()) - la, 0) // B
+            got: list[int] = []
+            while len(got) < full:
+                got = list(cache.block_hashes(i, min(full, len(got) + int(rng.integers(1, 4)))))
+            assert got == _reference_hashes(content, i, full, B, la)
