@@ -55,9 +55,18 @@ counted (:mod:`allocator.sim.block_pool`) but named, as vLLM's ``BlockPool`` nam
   ``preempted_hits`` instead, which the hit rate vLLM logs (``CachingMetrics``) leaves out.
   A lookup that does not end in an admission counts nothing.
 
-Memory: per block an int (its references) and, while cached, a dict entry; per request in
-the system its block ids and, up to its known tokens, its block hashes (dropped when it
-finishes).
+**Two implementations, one behaviour.** :class:`PrefixCache` keeps vLLM's structures (a
+hash table from block hash to block, the free queue an ordered dict), entering a request's
+new hashes and evicting popped blocks' hashes in bulk where no two share a hash. Without
+``content`` every request's tokens are its own, so no request can hit another's blocks,
+and ``PrefixCache(...)`` is an :class:`OwnTokensCache`: no hash table (each block's name
+in a list, each request's named blocks checked when it looks them up again after a
+preemption), the free queue a deque. ``tests/unit/sim/test_prefix_cache_own.py`` holds the
+two step for step (times, preemptions, counts, the free queue's order) on random workloads.
+
+Memory: per block an int (its references) and, while cached, a dict entry (a list slot
+without content); per request in the system its block ids and, up to its known tokens,
+its block hashes and segments (dropped when it finishes).
 """
 
 from __future__ import annotations
