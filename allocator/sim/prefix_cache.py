@@ -73,7 +73,6 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Iterator
-from itertools import repeat
 
 import numpy as np
 
@@ -90,6 +89,9 @@ class PrefixCache:
     ``num_cached_block``); ``queries``, ``hits``, ``preempted_queries``,
     ``preempted_hits``: tokens, as vLLM's ``PrefixCacheStats`` counts them.
     """
+
+    #: Table entries past twice the live ones and the block count before a pruning.
+    PRUNE_SLACK = 1024
 
     def __new__(cls, *args: object, **kwargs: object) -> PrefixCache:
         """A :class:`PrefixCache`, or with no ``content`` (every request's tokens its own)
@@ -112,10 +114,13 @@ class PrefixCache:
         self.content = content
         self.queue: OrderedDict[int, None] = self.new_queue(num_gpu_blocks)
         self.ref = [0] * num_gpu_blocks
-        self.hash_of: dict[int, int] = {}
-        # hash -> its block, or (several blocks, as vLLM's BlockHashToBlockMap) a dict of
-        # them in the order entered
-        self.table: dict[int, int | dict[int, None]] = {}
+        #: each block's hash while it is cached (``None``: not cached)
+        self.hash_at: list[int | None] = [None] * num_gpu_blocks
+        # hash -> the block entered under it, or (several, as vLLM's BlockHashToBlockMap) a
+        # list of them in the order entered; an entry whose block no longer holds the hash
+        # (evicted) is stale: lookups skip it, and the table is pruned of them now and then
+        self.table: dict[int, int | list[int]] = {}
+        self.prune_at = 2 * num_gpu_blocks + self.PRUNE_SLACK
         self.blocks: dict[int, list[int]] = {}
         self.hashes: dict[int, list[int]] = {}
         #: a request's segments as lists (ids, starts, ends), kept while it has hashes
@@ -192,13 +197,22 @@ class PrefixCache:
         if n <= 0:
             return []
         hashes = self.block_hashes(i, n)
-        table = self.table
+        table, at = self.table, self.hash_at
         hit: list[int] = []
         for j in range(n):
-            found = table.get(hashes[j])
+            h = hashes[j]
+            found = table.get(h)
             if found is None:
                 break
-            hit.append(found if isinstance(found, int) else next(iter(found)))
+            if found.__class__ is int:
+                if at[found] != h:
+                    break
+                hit.append(found)
+            else:
+                b = next((x for x in found if at[x] == h), None)  # type: ignore[union-attr]
+                if b is None:
+                    break
+                hit.append(b)
         return hit
 
     def evictable(self, blocks: list[int]) -> int:
@@ -219,38 +233,15 @@ class PrefixCache:
 
     # ------------------------------------------------------------------ blocks
     def pop(self, count: int) -> list[int]:
-        """``count`` blocks from the free queue's front, each losing a cached hash."""
+        """``count`` blocks from the free queue's front, each losing a cached hash (its
+        table entry left stale)."""
         if count <= 0:
             return []
-        popitem, table, ref = self.queue.popitem, self.table, self.ref
+        popitem, ref, at = self.queue.popitem, self.ref, self.hash_at
         out = [popitem(False)[0] for _ in range(count)]
         for b in out:
             ref[b] = 1
-        hash_of = self.hash_of
-        if not hash_of:
-            return out
-        hs = list(map(hash_of.pop, out, repeat(None, count)))
-        if hs.count(None) == count:  # none of them held a hash
-            return out
-        pairs = [(b, h) for b, h in zip(out, hs, strict=True) if h is not None]
-        if len(pairs) == len({h for _, h in pairs}):
-            # one popped block per hash: the table's entries come out in one pass; an entry
-            # naming several blocks (rare) loses this one and goes back
-            entries = list(map(table.pop, [h for _, h in pairs]))
-            for (b, h), entry in zip(pairs, entries, strict=True):
-                if entry.__class__ is not int:
-                    assert isinstance(entry, dict)
-                    del entry[b]
-                    table[h] = next(iter(entry)) if len(entry) == 1 else entry
-            return out
-        for b, h in pairs:  # several popped blocks of one hash: one at a time
-            entry = table[h]
-            if isinstance(entry, int):
-                del table[h]
-            else:
-                del entry[b]
-                if len(entry) == 1:
-                    table[h] = next(iter(entry))
+            at[b] = None
         return out
 
     def admit(self, i: int, hit: list[int], new: int) -> None:
@@ -275,8 +266,9 @@ class PrefixCache:
             return
         hs = self.block_hashes(i, full)[start:full]
         bs = self.blocks[i][start:full]
-        hash_of, table = self.hash_of, self.table
-        hash_of.update(zip(bs, hs, strict=True))
+        table, at = self.table, self.hash_at
+        for b, h in zip(bs, hs, strict=True):
+            at[b] = h
         if table.keys().isdisjoint(hs) and len(set(hs)) == len(hs):
             table.update(zip(hs, bs, strict=True))  # every hash new: one entry each
         else:
@@ -284,10 +276,12 @@ class PrefixCache:
                 entry = table.get(h)
                 if entry is None:
                     table[h] = b
-                elif isinstance(entry, int):
-                    table[h] = {entry: None, b: None}
-                else:
-                    entry[b] = None
+                    continue
+                held = [x for x in ((entry,) if entry.__class__ is int else entry)  # type: ignore[union-attr]
+                        if x != b and at[x] == h]  # fmt: skip
+                table[h] = held + [b] if held else b
+        if len(table) > self.prune_at:
+            self.prune()
         self.cached[i] = full
 
     def free(self, i: int) -> int:
@@ -297,20 +291,36 @@ class PrefixCache:
         self.cached[i] = 0
         if not blocks:
             return 0
-        ref, hash_of, queue = self.ref, self.hash_of, self.queue
+        ref, at, queue = self.ref, self.hash_at, self.queue
         for b in blocks:
             ref[b] -= 1
         rev = blocks[::-1]
         gone = [b for b in rev if ref[b] == 0]
-        first = [b for b in gone if b not in hash_of]
+        first = [b for b in gone if at[b] is None]
         if len(first) < len(gone):
-            last = [b for b in gone if b in hash_of] if first else gone
+            last = [b for b in gone if at[b] is not None] if first else gone
             queue.update(dict.fromkeys(last))  # to the back, tail first
         to_front = queue.move_to_end
         for b in reversed(first):  # to the front: the tail ends up first
             queue[b] = None
             to_front(b, last=False)
         return len(gone)
+
+    def prune(self) -> None:
+        """Drop the table's stale entries (each list keeps its order); the next pruning
+        when the table has grown by as many entries again as it keeps."""
+        at = self.hash_at
+        kept: dict[int, int | list[int]] = {}
+        for h, entry in self.table.items():
+            if entry.__class__ is int:
+                if at[entry] == h:
+                    kept[h] = entry
+            else:
+                live = [x for x in entry if at[x] == h]  # type: ignore[union-attr]
+                if live:
+                    kept[h] = live if len(live) > 1 else live[0]
+        self.table = kept
+        self.prune_at = 2 * len(kept) + len(at) + self.PRUNE_SLACK
 
     def forget(self, i: int) -> None:
         """Request ``i`` finished: its hashes are no longer needed."""

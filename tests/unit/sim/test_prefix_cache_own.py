@@ -107,3 +107,51 @@ def test_block_hashes_against_the_rule():
             while len(got) < full:
                 got = list(cache.block_hashes(i, min(full, len(got) + int(rng.integers(1, 4)))))
             assert got == _reference_hashes(content, i, full, B, la)
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_the_cache_plays_what_it_played_before_its_speed_up(async_scheduling, monkeypatch):
+    """Requests sharing prefixes (several groups, partial blocks, whole prompts shared),
+    tight caches (evictions, preemptions), lookahead, speculation: the simulator with the
+    cache before its speed-up (``tests/support/prefix_cache_reference.py``) in place of the
+    current one plays the same run, the same counts and the same free queue (with the
+    current table pruned of stale entries at its usual pace, and at nearly every step)."""
+    from allocator.sim import state as state_module
+    from tests.support import prefix_cache_reference as old
+
+    current = state_module.PrefixCache
+    evicted = 0
+    for seed in range(150):
+        (a, p, o), policy, block, blocks, seqs, budget, look = _workload(1000 + seed)
+        rng = np.random.default_rng(seed)
+        n = a.size
+        segs = []
+        for i in range(n):
+            pre = int(rng.integers(0, p[i] + 1))
+            sid = int(rng.integers(0, 3))
+            segs.append(([(sid, pre)] if pre else []) + [(10 + i, int(p[i] + o[i]) - pre)])
+        ids = [x for r in segs for x, _ in r]
+        lengths = [m for r in segs for _, m in r]
+        starts = np.concatenate(([0], np.cumsum([len(r) for r in segs])))
+        content = TokenContent(np.array(ids), np.array(lengths), starts)
+        sched = Scheduler(seqs, budget, blocks * block, block, async_scheduling=async_scheduling,
+                          enable_prefix_caching=True, hash_lookahead_tokens=look)  # fmt: skip
+        # every other run prunes the table's stale entries at (nearly) every caching
+        monkeypatch.setattr(current, "PRUNE_SLACK", -2 * blocks if seed % 2 else 1024)
+        runs = []
+        for cls in (current, old.PrefixCache):
+            monkeypatch.setattr(state_module, "PrefixCache", cls)
+            e = _Engine(Requests(a, p, o, content), policy, _step, sched, seed)
+            e.run()
+            cache = e.state.cache
+            assert type(cache).__module__ == cls.__module__
+            runs.append((e.result(), list(cache.queue), list(cache.ref)))
+        (r0, q0, ref0), (r1, q1, ref1) = runs
+        for name in ("sent_s", "first_scheduled_s", "first_token_s", "finish_s",
+                     "preemptions", "itl_s", "chunks"):  # fmt: skip
+            np.testing.assert_array_equal(getattr(r0, name), getattr(r1, name), err_msg=name)
+        assert r0.steps == r1.steps
+        assert r0.prefix_cache == r1.prefix_cache
+        assert q0 == q1 and ref0 == ref1
+        evicted += r0.prefix_cache[1] > 0 and r0.preemptions.sum() > 0
+    assert evicted >= 10  # runs with both hits and preemptions
