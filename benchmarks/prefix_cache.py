@@ -13,8 +13,8 @@ scheduling (the file's async default played too, as ``bench`` plays it, in the l
 * ``sessions``: 4,000 requests of 1,024 + 128 tokens in sessions of 4 turns at 8 req/s.
 
 Each case runs with prefix caching on and off (``--no-prefix-caching``); it prints the
-median wall seconds of ``R`` runs and the ratio on / off. The load average is printed at the
-end: on a shared machine wall times grow with it.
+median CPU seconds of the process over ``R`` runs (CPU, not wall: on a shared machine wall
+times grow with the load, printed at the end) and the ratio on / off.
 """
 
 from __future__ import annotations
@@ -61,13 +61,14 @@ def cases(n: int) -> list[tuple[str, dict]]:
     ]
 
 
-def median_wall(fn, repeats: int) -> float:
-    walls = []
+def median_cpu(fn, repeats: int) -> float:
+    """The median CPU seconds of ``repeats`` calls of ``fn``."""
+    cpu = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         fn()
-        walls.append(time.perf_counter() - t0)
-    return statistics.median(walls)
+        cpu.append(time.process_time() - t0)
+    return statistics.median(cpu)
 
 
 def main() -> None:
@@ -78,13 +79,13 @@ def main() -> None:
     repeats = 3 if args.quick else args.repeats
     n = 2_000 if args.quick else 10_000
     prob = api.load(ROOT / "problems/requests-70b.yaml")
-    print(f"problems/requests-70b.yaml, speculation off, median of {repeats}")
+    print(f"problems/requests-70b.yaml, speculation off, CPU s, median of {repeats}")
     print(f"{'case':<16} {'on s':>8} {'off s':>8} {'on/off':>7}")
     for name, kw in cases(n):
-        on = median_wall(
+        on = median_cpu(
             lambda kw=kw: api.bench(prob, seed=0, async_scheduling=False, **kw), repeats
         )
-        off = median_wall(
+        off = median_cpu(
             lambda kw=kw: api.bench(
                 prob, seed=0, async_scheduling=False, prefix_caching=False, **kw
             ),
@@ -92,8 +93,8 @@ def main() -> None:
         )
         print(f"{name:<16} {on:>8.3f} {off:>8.3f} {on / off:>7.2f}")
     kw = cases(n)[0][1]
-    on = median_wall(lambda: api.bench(prob, seed=0, **kw), repeats)
-    off = median_wall(lambda: api.bench(prob, seed=0, prefix_caching=False, **kw), repeats)
+    on = median_cpu(lambda: api.bench(prob, seed=0, **kw), repeats)
+    off = median_cpu(lambda: api.bench(prob, seed=0, prefix_caching=False, **kw), repeats)
     print(f"{'trace, async':<16} {on:>8.3f} {off:>8.3f} {on / off:>7.2f}")
     print(f"load average: {os.getloadavg()}")
 
