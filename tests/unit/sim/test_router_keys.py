@@ -236,7 +236,7 @@ def test_prefix_columns_round_trip(tmp_path):
             want = min(ki, kj) if (gi == gj and i != j) else (0 if i != j else None)
             if want is not None:
                 assert _common(_tokens(c, i), _tokens(c, j)) == want
-    # the lengths alone, as lengths_from reads them
+    # the lengths alone
     plain = read_trace(path, shared=False)
     assert plain.content is None and plain.prefix_group is None
     np.testing.assert_array_equal(plain.prompt_tokens, reqs.prompt_tokens)
