@@ -43,7 +43,12 @@ from ..sim.results import max_output_tokens_per_s, spec_decode_counts
 from ..sim.routers import ROUTERS, get_router
 from .limits import acceptance_notes, lengths_note, provenance_notes
 from .replica import Configuration, Replica, check_prefill, replica, run
-from .request_source import derived_seeds, stage_metrics
+from .request_source import (
+    check_fleet_sharing,
+    check_router_keys,
+    derived_seeds,
+    stage_metrics,
+)
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
@@ -295,12 +300,18 @@ def run_fleet(
     problem: Problem, rep: Replica, requests: Requests, seed: int, replicas: int, router: str
 ) -> FleetResult:
     """:func:`~allocator.analysis.replica.run` for a fleet of ``replicas`` replicas of
-    ``rep`` behind ``router``: the same refusals, the same seed stream."""
+    ``rep`` behind ``router``: the same refusals, the same seed stream; an affinity router
+    routes on the requests' keys (refused, naming what gives them, when they carry none)."""
     check_prefill(problem, rep, requests)
+    check_router_keys(router, requests)
+    if replicas > 1:
+        check_fleet_sharing(requests, rep.scheduler.enable_prefix_caching)
     _, sim_seed = derived_seeds(seed)
+    key = ROUTERS[router].key
+    keys = requests.keys(key) if key else None
     try:
         return simulate_fleet(
-            requests, rep.policy, rep.step, rep.scheduler, replicas, router, sim_seed
+            requests, rep.policy, rep.step, rep.scheduler, replicas, router, sim_seed, keys
         )
     except ParameterError as exc:
         if exc.field == "kv_cache_tokens":

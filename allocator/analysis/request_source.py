@@ -26,7 +26,15 @@ requests are multi-turn sessions (each turn's prompt the previous prompt, its an
 new message of ``input_len`` tokens), the first turns arriving as above at ``rate / turns``
 sessions/s (so ``rate`` requests/s were every turn sent at once) and each later turn sent
 ``think_time`` s after the previous one finishes (closed loop: the client waits for the
-answer).
+answer); a trace may name each row's prefix or session (its ``prefix_id`` and
+``prefix_tokens``, or ``session_id`` columns: :func:`allocator.io.trace.read_trace`).
+
+**Keys** (the affinity routers' of a fleet, :mod:`allocator.sim.routers`): a shared prefix
+puts every request in prefix group 0 (one group); sessions, from ``turns`` or a trace's
+``session_id``, give each request its session and, as its prefix group, the session too
+(a session's first turn is its own content, which every later turn starts with); a trace's
+``prefix_id`` gives the groups. Without any of them requests carry no keys, and
+:func:`check_router_keys` refuses the affinity routers naming what to add.
 """
 
 from __future__ import annotations
@@ -44,7 +52,8 @@ from ..exceptions import ParameterError
 from ..io.trace import read_length_chunks, read_trace
 from ..sim import PERCENTILES, Requests, SimResult, arrival_times, summary, workloads
 from ..sim.requests import MAX_SPAN_S, TokenContent, check_tokens
-from ..sim.sessions import session_starts, sessions, shared_prefix
+from ..sim.routers import ROUTERS
+from ..sim.sessions import session_ids, session_starts, sessions, shared_prefix
 from ..validate import rate as positive
 from ..validate import seed as valid_seed
 from ..validate import whole
@@ -98,6 +107,10 @@ class RequestSource:
     #: replayed (``("--random-input-len", "1024", ...)``, ``("--lengths-from", PATH)``), for
     #: a command that reproduces the run; ``()`` otherwise.
     lengths: tuple[str, ...] = ()
+    #: Each request's prefix group and session (``(N,)`` int64, module docstring), or
+    #: ``None`` where the workload defines none.
+    prefix_group: np.ndarray | None = None
+    session: np.ndarray | None = None
 
     @property
     def fixed_lengths(self) -> bool:
@@ -149,7 +162,14 @@ class RequestSource:
                     f"{MAX_SPAN_S:g} s: give a higher rate",
                 )
         return Requests(
-            times, self.prompt_tokens, self.output_tokens, self.content, self.after, self.think_s
+            times,
+            self.prompt_tokens,
+            self.output_tokens,
+            self.content,
+            self.after,
+            self.think_s,
+            self.prefix_group,
+            self.session,
         )
 
     def constant_trace(self) -> ParameterError:
@@ -272,9 +292,16 @@ def request_source(
             )
         if turns > 1:
             raise ParameterError("turns", "makes sessions of input/output lengths, not a trace")
-        content = None
+        content, group = reqs.content, reqs.prefix_group
         if shared_prefix_len:
+            if content is not None:
+                raise ParameterError(
+                    "shared_prefix_len",
+                    f"{trace} names each row's prefix or session in its own columns: give "
+                    "one or the other",
+                )
             content = shared_prefix(reqs.prompt_tokens, reqs.output_tokens, shared_prefix_len)
+            group = np.zeros(len(reqs), dtype=np.int64)
         return RequestSource(
             reqs.prompt_tokens,
             reqs.output_tokens,
@@ -284,6 +311,8 @@ def request_source(
             str(trace),
             content,
             flags=_flags(shared_prefix_len, turns, think_time),
+            prefix_group=group,
+            session=reqs.session,
         )
     stage_plan = None
     stage_s = stage_of = None
@@ -346,12 +375,15 @@ def request_source(
         prompt, output, content, after, think = sessions(
             n, turns, input_len, output_len, think_time, shared_prefix_len
         )
+        session = session_ids(after)
         return RequestSource(
-            prompt, output, b, arrival_seed, None, None, content, after, think, flags
-        )
-    content = None
+            prompt, output, b, arrival_seed, None, None, content, after, think, flags,
+            prefix_group=session, session=session,
+        )  # fmt: skip
+    content = group = None
     if shared_prefix_len:
         content = shared_prefix(prompts, outputs, shared_prefix_len)
+        group = np.zeros(n, dtype=np.int64)
     return RequestSource(
         prompts,
         outputs,
@@ -363,7 +395,31 @@ def request_source(
         stage_s=stage_s,
         stage_of=stage_of,
         lengths=words,
+        prefix_group=group,
     )
+
+
+#: What gives requests each kind of key, for :func:`check_router_keys`' message (the
+#: parameters in parentheses, which the command line names as its flags).
+KEY_SOURCES = {
+    "prefix_group": "a shared prefix (shared_prefix_len), sessions (turns), or a trace "
+    "(trace) with a prefix_id or session_id column",
+    "session": "sessions (turns), or a trace (trace) with a session_id column",
+}
+
+
+def check_router_keys(router: str | None, requests: Requests | RequestSource) -> None:
+    """Refuse (``ParameterError`` on ``router``) a router that routes on a key the requests
+    do not carry, naming what gives them one; any other router passes."""
+    cls = ROUTERS.get(router) if router is not None else None
+    if cls is None or not cls.key:
+        return
+    keys = getattr(requests, cls.key)
+    if keys is None:
+        raise ParameterError(
+            "router",
+            f"{router} needs {cls.keyed}; these requests carry none: give {KEY_SOURCES[cls.key]}",
+        )
 
 
 def _flags(shared_prefix_len: int, turns: int, think_time: float) -> tuple[str, ...]:
@@ -500,12 +556,37 @@ def stage_metrics(
     return out
 
 
+def check_fleet_sharing(requests: Requests, prefix_caching: bool) -> None:
+    """Refuse (``ParameterError`` on ``replicas``) what a fleet of several replicas does
+    not play yet (:mod:`allocator.sim.fleet` builds each replica from lengths and arrivals
+    alone): sessions (their closed loop: every turn would be sent at its session's start)
+    and, under prefix caching, tokens shared between requests (no replica would see them:
+    every block a request's own, so hits and the hit rate would be wrong)."""
+    if requests.after is not None:
+        raise ParameterError(
+            "replicas",
+            "sessions (turns) are not played in a fleet of several replicas yet (each turn "
+            "would be sent at its session's start, not after the previous answer): run "
+            "one replica, or a trace with a session_id column (its own times)",
+        )
+    if prefix_caching and requests.content is not None:
+        raise ParameterError(
+            "replicas",
+            "prefix caching in a fleet of several replicas does not see the tokens requests "
+            "share yet (shared_prefix_len, a trace's prefix or session columns): run one "
+            "replica, or turn prefix caching off",
+        )
+
+
 __all__ = [
     "DEFAULT_NUM_PROMPTS",
     "MIN_BURSTINESS",
     "MAX_PROMPTS",
+    "KEY_SOURCES",
     "RequestSource",
     "STAGE_KEYS",
+    "check_fleet_sharing",
+    "check_router_keys",
     "LENGTH_SOURCES",
     "derived_seeds",
     "lengths_seed",

@@ -11,6 +11,33 @@ with ``self_timed``), here from the CSV directly and relative to the first row. 
 ``TIMESTAMP`` that is a plain number is seconds since the epoch. An error quotes at most a
 short, escaped prefix of what it could not read, anything shaped like ``KEY=VALUE`` masked
 (a file such as ``/proc/self/environ`` is not echoed).
+
+**What rows share** (optional columns, for prefix caching and the affinity routers):
+
+* ``prefix_id`` with ``prefix_tokens``: the row's prompt starts with ``prefix_tokens``
+  tokens (``0 .. ContextTokens``) of the prefix ``prefix_id`` names (any non-empty text);
+  rows naming one prefix share its first ``min`` of their ``prefix_tokens`` tokens, the rest
+  of each row (prompt and output) its own. This is the shape of the shared-prefix
+  benchmarks, a prefix per group (inference-perf's ``shared_prefix`` data, SGLang's
+  ``generated-shared-prefix`` dataset), as a trace's columns.
+* ``session_id``: rows naming one session (any non-empty text) are its turns, in file
+  order. A turn's prompt starts with the previous turn's whole sequence (its prompt and
+  answer), as a chat client resends the conversation, as far as the prompt reaches
+  (``min(ContextTokens, previous ContextTokens + GeneratedTokens)`` tokens shared), then
+  its own tokens. AIPerf's Mooncake-style traces name multi-turn sessions the same way
+  (``session_id``), where Mooncake's own trace (kvcache-ai/Mooncake
+  ``mooncake_trace.jsonl``) gives each request's ``hash_ids``, one id per 512-token
+  block; a trace in that form can be converted to these columns when its shared blocks are
+  prefixes. The rows are replayed at their own times (open loop: a turn is not held back
+  until the previous one finishes, so a turn sent early finds less cached). The file is
+  in time order (a ``TIMESTAMP`` going back is refused), so a session's turns are too.
+
+They set :class:`~allocator.sim.requests.Requests`' ``content`` (the segments that
+prefix caching hashes) and keys: ``prefix_group`` (the prefix, or the session: a session's
+first turn is its own content, which every later turn starts with) and ``session``; both
+numbered ``0, 1, ...`` in order of first appearance. A key column with an empty value, a
+``prefix_id`` without ``prefix_tokens`` (or the reverse), ``prefix_tokens`` that is not an
+integer in ``0 .. ContextTokens``, and ``prefix_id`` beside ``session_id`` are refused.
 """
 
 from __future__ import annotations
@@ -25,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from ..exceptions import ParameterError
-from ..sim.requests import MAX_TOKENS, Requests
+from ..sim.requests import MAX_TOKENS, Requests, TokenContent
 from ..validate import rate as positive
 from ..validate import whole
 from .inputs import MAX_LOG_BYTES, check_regular_file
@@ -33,8 +60,13 @@ from .quoting import excerpt, mask_secrets
 
 #: Column names of the Azure LLM inference trace 2023.
 TRACE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+#: Optional columns naming what rows share (module docstring).
+SHARE_COLUMNS = ("prefix_id", "prefix_tokens", "session_id")
 #: Rows parsed at a time when reading a trace (memory stays bounded by this and the output).
 TRACE_CHUNK_ROWS = 65_536
+#: Most segments the rows' shared content may hold (a session's turn ``t`` holds up to
+#: ``t + 1``, so sessions of very many turns grow it quadratically): 16 bytes each.
+MAX_SEGMENTS = 20_000_000
 
 
 def read_trace(
@@ -43,6 +75,7 @@ def read_trace(
     speedup: float = 1.0,
     *,
     field: str = "trace",
+    shared: bool = True,
 ) -> Requests:
     """Requests from a CSV in the Azure LLM inference trace format.
 
@@ -50,7 +83,10 @@ def read_trace(
     columns ignored), ``ContextTokens`` (prompt tokens) and ``GeneratedTokens`` (output
     tokens), both positive integers. Arrival ``i`` is ``(timestamp_i - timestamp_0) /
     speedup`` seconds. ``num_prompts``: the first ``N`` rows (all when ``None``). Read in
-    chunks of :data:`TRACE_CHUNK_ROWS` rows, stopping after ``num_prompts`` rows.
+    chunks of :data:`TRACE_CHUNK_ROWS` rows, stopping after ``num_prompts`` rows. With
+    ``shared`` (default), the optional columns ``prefix_id``/``prefix_tokens`` or
+    ``session_id`` set what the rows share and their keys (module docstring); without it
+    they are ignored (lengths alone are read).
 
     Bad input raises :class:`~allocator.exceptions.ParameterError` on ``field`` (the
     parameter that named the file: ``trace``, ``lengths_from``) naming the row
@@ -90,7 +126,10 @@ def read_trace(
                 f"{p}: missing column {', '.join(missing)} (header: {excerpt(','.join(names))})",
             )
         cols = [names.index(c) for c in TRACE_COLUMNS]
-        width = max(cols) + 1
+        extra = {c: names.index(c) for c in SHARE_COLUMNS if shared and c in names}
+        _check_share_columns(extra, p, field)
+        width = max(cols + list(extra.values())) + 1
+        raw: dict[str, list[str]] = {c: [] for c in extra}
         done = 0
         previous: np.datetime64 | None = None
         while done < limit:
@@ -122,6 +161,16 @@ def read_trace(
                     "(not monotone)",
                 )
             previous = ts[-1]
+            for c, j in extra.items():
+                values = [row[j].strip() for row in rows]
+                empty = [i for i, v in enumerate(values) if not v]
+                if empty:
+                    raise ParameterError(
+                        field,
+                        f"{p}: row {done + empty[0] + 1}: {c} is empty (with the column, "
+                        "every row names one)",
+                    )
+                raw[c] += values
             stamps.append(ts)
             prompts.append(pr)
             outputs.append(out)
@@ -130,7 +179,113 @@ def read_trace(
         raise ParameterError(field, f"{p}: no data rows")
     ts_all = np.concatenate(stamps)
     seconds = (ts_all - ts_all[0]).astype(np.int64) / 1e9 / factor
-    return Requests(seconds, np.concatenate(prompts), np.concatenate(outputs))
+    prompt, output = np.concatenate(prompts), np.concatenate(outputs)
+    if "session_id" in raw:
+        content, session = _sessions(raw["session_id"], prompt, output, p, field)
+        return Requests(seconds, prompt, output, content, prefix_group=session, session=session)
+    if "prefix_id" in raw:
+        content, group = _prefixes(raw["prefix_id"], raw["prefix_tokens"], prompt, output, p,
+                                   field)  # fmt: skip
+        return Requests(seconds, prompt, output, content, prefix_group=group)
+    return Requests(seconds, prompt, output)
+
+
+def _check_share_columns(extra: dict[str, int], path: Path, field: str) -> None:
+    """Refuse a ``prefix_id`` without ``prefix_tokens`` (or the reverse) and a prefix beside
+    a session."""
+    if ("prefix_id" in extra) != ("prefix_tokens" in extra):
+        have, lack = (
+            ("prefix_id", "prefix_tokens")
+            if "prefix_id" in extra
+            else ("prefix_tokens", "prefix_id")
+        )
+        raise ParameterError(field, f"{path}: column {have} needs column {lack} beside it")
+    if "prefix_id" in extra and "session_id" in extra:
+        raise ParameterError(
+            field,
+            f"{path}: columns prefix_id and session_id both name what rows share: give one",
+        )
+
+
+def _ids(values: list[str]) -> np.ndarray:
+    """Names as ``(N,)`` int64 ids ``0, 1, ...`` in order of first appearance."""
+    seen: dict[str, int] = {}
+    return np.array([seen.setdefault(v, len(seen)) for v in values], dtype=np.int64)
+
+
+def _prefixes(
+    names: list[str],
+    tokens: list[str],
+    prompt: np.ndarray,
+    output: np.ndarray,
+    path: Path,
+    field: str,
+) -> tuple[TokenContent, np.ndarray]:
+    """Rows sharing named prefixes (module docstring): ``(content, group)``."""
+    group = _ids(names)
+    n = prompt.size
+    shared = np.empty(n, dtype=np.int64)
+    for i, s in enumerate(tokens):
+        try:
+            v = int(s)
+        except ValueError:
+            v = -1
+        if not 0 <= v <= int(prompt[i]):
+            raise ParameterError(
+                field,
+                f"{path}: row {i + 1}: prefix_tokens must be an integer from 0 to the row's "
+                f"ContextTokens {int(prompt[i]):,}, got {excerpt(s)}",
+            )
+        shared[i] = v
+    g = int(group.max()) + 1
+    ids = np.empty(2 * n, dtype=np.int64)
+    lengths = np.empty(2 * n, dtype=np.int64)
+    ids[0::2], lengths[0::2] = group, shared
+    ids[1::2], lengths[1::2] = g + np.arange(n), prompt + output - shared
+    keep = lengths > 0  # (a row with no prefix tokens has its own segment alone)
+    counts = keep.reshape(n, 2).sum(axis=1)
+    starts = np.concatenate(([0], np.cumsum(counts)))
+    return TokenContent(ids[keep], lengths[keep], starts), group
+
+
+def _sessions(
+    names: list[str], prompt: np.ndarray, output: np.ndarray, path: Path, field: str
+) -> tuple[TokenContent, np.ndarray]:
+    """Rows as sessions' turns (module docstring): ``(content, session)``. Row ``i``'s own
+    tokens are segment ``i``."""
+    session = _ids(names)
+    last: dict[int, tuple[list[int], list[int]]] = {}  # a session's latest whole sequence
+    ids: list[int] = []
+    lengths: list[int] = []
+    starts = [0]
+    for i, (s, p, o) in enumerate(zip(session.tolist(), prompt.tolist(), output.tolist(),
+                                      strict=True)):  # fmt: skip
+        seg_ids: list[int] = []
+        seg_len: list[int] = []
+        shared = 0
+        before = last.get(s)
+        if before is not None:
+            for sid, n in zip(*before, strict=True):  # the previous sequence, cut at p
+                if shared >= p:
+                    break
+                take = min(n, p - shared)
+                seg_ids.append(sid)
+                seg_len.append(take)
+                shared += take
+        seg_ids.append(i)
+        seg_len.append(p + o - shared)
+        last[s] = (seg_ids, seg_len)
+        ids += seg_ids
+        lengths += seg_len
+        starts.append(len(ids))
+        if len(ids) > MAX_SEGMENTS:
+            raise ParameterError(
+                field,
+                f"{path}: row {i + 1}: the sessions' turns hold more than {MAX_SEGMENTS:,} "
+                "shared segments (each turn repeats its session's earlier ones): take fewer "
+                "rows or shorter sessions",
+            )
+    return TokenContent(np.array(ids), np.array(lengths), np.array(starts)), session
 
 
 #: A number-only TIMESTAMP is read as seconds since the epoch (Unix time, a fraction
@@ -293,6 +448,8 @@ def _whole_tokens(text: str) -> bool:
 
 
 __all__ = [
+    "MAX_SEGMENTS",
+    "SHARE_COLUMNS",
     "TRACE_CHUNK_ROWS",
     "TRACE_COLUMNS",
     "read_length_chunks",

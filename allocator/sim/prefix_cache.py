@@ -55,14 +55,24 @@ counted (:mod:`allocator.sim.block_pool`) but named, as vLLM's ``BlockPool`` nam
   ``preempted_hits`` instead, which the hit rate vLLM logs (``CachingMetrics``) leaves out.
   A lookup that does not end in an admission counts nothing.
 
-Memory: per block an int (its references) and, while cached, a dict entry; per request in
-the system its block ids and, up to its known tokens, its block hashes (dropped when it
-finishes).
+**Two implementations, one behaviour.** :class:`PrefixCache` keeps vLLM's structures (a
+hash table from block hash to block, the free queue an ordered dict), entering a request's
+new hashes and evicting popped blocks' hashes in bulk where no two share a hash. Without
+``content`` every request's tokens are its own, so no request can hit another's blocks,
+and ``PrefixCache(...)`` is an :class:`OwnTokensCache`: no hash table (each block's name
+in a list, each request's named blocks checked when it looks them up again after a
+preemption), the free queue a deque. ``tests/unit/sim/test_prefix_cache_own.py`` holds the
+two step for step (times, preemptions, counts, the free queue's order) on random workloads.
+
+Memory: per block an int (its references) and, while cached, a dict entry (a list slot
+without content); per request in the system its block ids and, up to its known tokens,
+its block hashes and segments (dropped when it finishes).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -80,6 +90,17 @@ class PrefixCache:
     ``preempted_hits``: tokens, as vLLM's ``PrefixCacheStats`` counts them.
     """
 
+    #: Table entries past twice the live ones and the block count before a pruning.
+    PRUNE_SLACK = 1024
+
+    def __new__(cls, *args: object, **kwargs: object) -> PrefixCache:
+        """A :class:`PrefixCache`, or with no ``content`` (every request's tokens its own)
+        the :class:`OwnTokensCache` that plays the same rules without a hash table."""
+        content = kwargs["content"] if "content" in kwargs else args[3] if len(args) > 3 else None
+        if cls is PrefixCache and content is None:
+            cls = OwnTokensCache
+        return super().__new__(cls)
+
     def __init__(
         self,
         num_gpu_blocks: int,
@@ -91,14 +112,19 @@ class PrefixCache:
         self.B = block_size
         self.lookahead = lookahead
         self.content = content
-        self.queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_gpu_blocks))
+        self.queue: OrderedDict[int, None] = self.new_queue(num_gpu_blocks)
         self.ref = [0] * num_gpu_blocks
-        self.hash_of: dict[int, int] = {}
-        # hash -> its block, or (several blocks, as vLLM's BlockHashToBlockMap) a dict of
-        # them in the order entered
-        self.table: dict[int, int | dict[int, None]] = {}
+        #: each block's hash while it is cached (``None``: not cached)
+        self.hash_at: list[int | None] = [None] * num_gpu_blocks
+        # hash -> the block entered under it, or (several, as vLLM's BlockHashToBlockMap) a
+        # list of them in the order entered; an entry whose block no longer holds the hash
+        # (evicted) is stale: lookups skip it, and the table is pruned of them now and then
+        self.table: dict[int, int | list[int]] = {}
+        self.prune_at = 2 * num_gpu_blocks + self.PRUNE_SLACK
         self.blocks: dict[int, list[int]] = {}
         self.hashes: dict[int, list[int]] = {}
+        #: a request's segments as lists (ids, starts, ends), kept while it has hashes
+        self.segs: dict[int, tuple[list[int], list[int], list[int]]] = {}
         self.cached = np.zeros(n_requests, dtype=np.int64)
         self.requests = 0
         self.queries = 0
@@ -106,6 +132,10 @@ class PrefixCache:
         self.preempted_requests = 0
         self.preempted_queries = 0
         self.preempted_hits = 0
+
+    def new_queue(self, num_gpu_blocks: int) -> OrderedDict[int, None]:
+        """The free queue at start: blocks ``1 .. num_gpu_blocks - 1`` in id order."""
+        return OrderedDict.fromkeys(range(1, num_gpu_blocks))
 
     # ------------------------------------------------------------------ hashes
     @property
@@ -131,25 +161,31 @@ class PrefixCache:
             base = i << 32
             have.extend(range(base + len(have), base + count))
             return have
+        segs = self.segs.get(i)
+        if segs is None:
+            ids, lengths = self.content.segments(i)
+            ends = np.cumsum(lengths).tolist()
+            segs = self.segs[i] = (ids.tolist(), [e - n for e, n in zip(ends, lengths.tolist(),
+                                   strict=True)], ends)  # fmt: skip
+        idl, starts, ends = segs
         B, la = self.B, self.lookahead
-        ids, lengths = self.content.segments(i)
-        ends = np.cumsum(lengths).tolist()
-        idl = ids.tolist()
-        starts = [e - n for e, n in zip(ends, lengths.tolist(), strict=True)]
+        last = len(ends)
         prev = have[-1] if have else 0
         seg = 0
         for j in range(len(have), count):
             a, b = j * B, (j + 1) * B + la
             while ends[seg] <= a:
                 seg += 1
-            pieces = []
-            s = seg
-            while s < len(ends) and starts[s] < b:
-                lo = max(a, starts[s]) - starts[s]
-                hi = min(b, ends[s]) - starts[s]
-                pieces.append((idl[s], lo, hi))
-                s += 1
-            prev = hash((prev, tuple(pieces)))
+            st = starts[seg]
+            if ends[seg] >= b:  # the block (and its lookahead) within one segment
+                prev = hash((prev, ((idl[seg], a - st, b - st),)))
+            else:
+                pieces = [(idl[seg], a - st, ends[seg] - st)]
+                s = seg + 1
+                while s < last and starts[s] < b:
+                    pieces.append((idl[s], 0, min(b, ends[s]) - starts[s]))
+                    s += 1
+                prev = hash((prev, tuple(pieces)))
             have.append(prev)
         return have
 
@@ -161,13 +197,22 @@ class PrefixCache:
         if n <= 0:
             return []
         hashes = self.block_hashes(i, n)
-        table = self.table
+        table, at = self.table, self.hash_at
         hit: list[int] = []
         for j in range(n):
-            found = table.get(hashes[j])
+            h = hashes[j]
+            found = table.get(h)
             if found is None:
                 break
-            hit.append(found if isinstance(found, int) else next(iter(found)))
+            if found.__class__ is int:
+                if at[found] != h:
+                    break
+                hit.append(found)
+            else:
+                b = next((x for x in found if at[x] == h), None)  # type: ignore[union-attr]
+                if b is None:
+                    break
+                hit.append(b)
         return hit
 
     def evictable(self, blocks: list[int]) -> int:
@@ -188,22 +233,15 @@ class PrefixCache:
 
     # ------------------------------------------------------------------ blocks
     def pop(self, count: int) -> list[int]:
-        """``count`` blocks from the free queue's front, each losing a cached hash."""
-        popitem, unhash, table, ref = self.queue.popitem, self.hash_of.pop, self.table, self.ref
-        out = []
-        for _ in range(count):
-            b = popitem(False)[0]
-            h = unhash(b, None)
-            if h is not None:
-                entry = table[h]
-                if isinstance(entry, int):
-                    del table[h]
-                else:
-                    del entry[b]
-                    if len(entry) == 1:
-                        table[h] = next(iter(entry))
+        """``count`` blocks from the free queue's front, each losing a cached hash (its
+        table entry left stale)."""
+        if count <= 0:
+            return []
+        popitem, ref, at = self.queue.popitem, self.ref, self.hash_at
+        out = [popitem(False)[0] for _ in range(count)]
+        for b in out:
             ref[b] = 1
-            out.append(b)
+            at[b] = None
         return out
 
     def admit(self, i: int, hit: list[int], new: int) -> None:
@@ -226,20 +264,24 @@ class PrefixCache:
         start = int(self.cached[i])
         if full <= start:
             return
-        hashes = self.block_hashes(i, full)
-        blocks = self.blocks[i]
-        hash_of, table = self.hash_of, self.table
-        for j in range(start, full):
-            b = blocks[j]
-            h = hashes[j]
-            hash_of[b] = h
-            entry = table.get(h)
-            if entry is None:
-                table[h] = b
-            elif isinstance(entry, int):
-                table[h] = {entry: None, b: None}
-            else:
-                entry[b] = None
+        hs = self.block_hashes(i, full)[start:full]
+        bs = self.blocks[i][start:full]
+        table, at = self.table, self.hash_at
+        for b, h in zip(bs, hs, strict=True):
+            at[b] = h
+        if table.keys().isdisjoint(hs) and len(set(hs)) == len(hs):
+            table.update(zip(hs, bs, strict=True))  # every hash new: one entry each
+        else:
+            for b, h in zip(bs, hs, strict=True):
+                entry = table.get(h)
+                if entry is None:
+                    table[h] = b
+                    continue
+                held = [x for x in ((entry,) if entry.__class__ is int else entry)  # type: ignore[union-attr]
+                        if x != b and at[x] == h]  # fmt: skip
+                table[h] = held + [b] if held else b
+        if len(table) > self.prune_at:
+            self.prune()
         self.cached[i] = full
 
     def free(self, i: int) -> int:
@@ -247,23 +289,43 @@ class PrefixCache:
         the free queue (uncached ones to its front, cached ones to its back)."""
         blocks = self.blocks.pop(i, [])
         self.cached[i] = 0
-        ref, hash_of, queue = self.ref, self.hash_of, self.queue
-        first: list[int] = []
-        last: list[int] = []
-        for b in reversed(blocks):
+        if not blocks:
+            return 0
+        ref, at, queue = self.ref, self.hash_at, self.queue
+        for b in blocks:
             ref[b] -= 1
-            if ref[b] == 0:
-                (last if b in hash_of else first).append(b)
-        for b in reversed(first):
+        rev = blocks[::-1]
+        gone = [b for b in rev if ref[b] == 0]
+        first = [b for b in gone if at[b] is None]
+        if len(first) < len(gone):
+            last = [b for b in gone if at[b] is not None] if first else gone
+            queue.update(dict.fromkeys(last))  # to the back, tail first
+        to_front = queue.move_to_end
+        for b in reversed(first):  # to the front: the tail ends up first
             queue[b] = None
-            queue.move_to_end(b, last=False)
-        for b in last:
-            queue[b] = None
-        return len(first) + len(last)
+            to_front(b, last=False)
+        return len(gone)
+
+    def prune(self) -> None:
+        """Drop the table's stale entries (each list keeps its order); the next pruning
+        when the table has grown by as many entries again as it keeps."""
+        at = self.hash_at
+        kept: dict[int, int | list[int]] = {}
+        for h, entry in self.table.items():
+            if entry.__class__ is int:
+                if at[entry] == h:
+                    kept[h] = entry
+            else:
+                live = [x for x in entry if at[x] == h]  # type: ignore[union-attr]
+                if live:
+                    kept[h] = live if len(live) > 1 else live[0]
+        self.table = kept
+        self.prune_at = 2 * len(kept) + len(at) + self.PRUNE_SLACK
 
     def forget(self, i: int) -> None:
         """Request ``i`` finished: its hashes are no longer needed."""
         self.hashes.pop(i, None)
+        self.segs.pop(i, None)
 
     @property
     def hit_rate(self) -> float:
@@ -273,4 +335,186 @@ class PrefixCache:
         return self.hits / self.queries if self.queries else 0.0
 
 
-__all__ = ["PrefixCache"]
+class _FreeQueue:
+    """The free queue of :class:`OwnTokensCache`: vLLM's ``FreeKVCacheBlockQueue`` order
+    (front to back) in a deque, whose bulk appends run in C. A block taken out of the
+    middle (a hit touched) is not searched for: its *generation* goes up, and the entry
+    left behind (block id plus generation times the block count) is skipped when met.
+    ``len`` counts the live entries; iterating gives them front to back."""
+
+    __slots__ = ("bumped", "dq", "gen", "live", "nb")
+
+    def __init__(self, num_gpu_blocks: int) -> None:
+        self.nb = num_gpu_blocks
+        self.dq = deque(range(1, num_gpu_blocks))
+        self.gen = [0] * num_gpu_blocks
+        self.bumped = False  # some block's generation is above 0: entries need encoding
+        self.live = max(num_gpu_blocks - 1, 0)
+
+    def __len__(self) -> int:
+        return self.live
+
+    def __iter__(self) -> Iterator[int]:
+        nb, gen = self.nb, self.gen
+        for x in self.dq:
+            g, b = divmod(x, nb)
+            if gen[b] == g:
+                yield b
+
+    def take(self, count: int) -> list[int]:
+        """``count`` live blocks from the front."""
+        popleft = self.dq.popleft
+        self.live -= count
+        if not self.bumped:
+            return [popleft() for _ in range(count)]
+        nb, gen = self.nb, self.gen
+        out: list[int] = []
+        while len(out) < count:
+            g, b = divmod(popleft(), nb)
+            if gen[b] == g:
+                out.append(b)
+        return out
+
+    def entries(self, blocks: list[int]) -> list[int]:
+        if not self.bumped:
+            return blocks
+        nb, gen = self.nb, self.gen
+        return [b + gen[b] * nb for b in blocks]
+
+    def to_back(self, blocks: list[int]) -> None:
+        """``blocks`` to the back, in their order."""
+        self.dq.extend(self.entries(blocks))
+        self.live += len(blocks)
+
+    def to_front(self, blocks: list[int]) -> None:
+        """``blocks`` to the front, ``blocks[0]`` first."""
+        self.dq.extendleft(reversed(self.entries(blocks)))
+        self.live += len(blocks)
+
+    def remove(self, b: int) -> None:
+        """Block ``b`` (in the queue) out of it."""
+        self.gen[b] += 1
+        self.bumped = True
+        self.live -= 1
+
+
+class OwnTokensCache(PrefixCache):
+    """:class:`PrefixCache` for requests whose tokens are each their own (no ``content``):
+    the same blocks, free queue, references, hits and counts, step for step, kept without
+    the hash table.
+
+    Block ``j`` of request ``i`` is named ``(i << 32) + j`` (:meth:`block_hashes`), a name no
+    other request has, so only request ``i`` (preempted, admitted again) can look it up.
+    So each block carries its name in a list (``tag[b]``, ``-1``: none; a block taken from
+    the free queue loses it, as a cached block is evicted), and each request the blocks
+    that were given its names (``home[i][j]``: a block, or several in the order entered
+    when a name was entered again while an earlier block still held it, as vLLM's
+    ``BlockHashToBlockMap`` keeps them), checked against ``tag`` when looked up (entries
+    whose block lost the name are stale and skipped). A request's references are 0 or 1
+    (no other request can hit its blocks), and at its free its blocks ``[0, cached[i])`` are
+    the cached ones. What this saves: two hash-table entries per block, made when it is
+    cached and removed when it is evicted (dictionaries of every cached block's name),
+    replaced by list writes."""
+
+    def __init__(
+        self,
+        num_gpu_blocks: int,
+        block_size: int,
+        lookahead: int,
+        content: TokenContent | None,
+        n_requests: int,
+    ) -> None:
+        super().__init__(num_gpu_blocks, block_size, lookahead, content, n_requests)
+        self.tag = [-1] * num_gpu_blocks
+        self.home: dict[int, list[int | list[int]]] = {}
+
+    def lookup(self, i: int, known: int) -> list[int]:
+        n = min((known - 1) // self.B, self.hashable(known))
+        home = self.home.get(i)
+        if n <= 0 or not home:
+            return []
+        tag, base = self.tag, i << 32
+        hit: list[int] = []
+        for j, entry in enumerate(home[:n]):
+            if entry.__class__ is int:
+                if tag[entry] != base + j:
+                    break
+                hit.append(entry)
+            else:
+                found = next((b for b in entry if tag[b] == base + j), None)  # type: ignore[union-attr]
+                if found is None:
+                    break
+                hit.append(found)
+        return hit
+
+    def new_queue(self, num_gpu_blocks: int) -> _FreeQueue:  # type: ignore[override]
+        self.free_queue = _FreeQueue(num_gpu_blocks)
+        return self.free_queue
+
+    def pop(self, count: int) -> list[int]:
+        if count <= 0:
+            return []
+        out = self.free_queue.take(count)
+        ref, tag = self.ref, self.tag
+        for b in out:
+            ref[b] = 1
+            tag[b] = -1
+        return out
+
+    def admit(self, i: int, hit: list[int], new: int) -> None:
+        ref = self.ref
+        for b in hit:  # (references are 0 or 1 here: a hit block was free)
+            if ref[b] == 0:
+                self.free_queue.remove(b)
+            ref[b] += 1
+        self.blocks[i] = hit + self.pop(new)
+        self.cached[i] = len(hit)
+
+    def cache(self, i: int, full: int) -> None:
+        start = int(self.cached[i])
+        if full <= start:
+            return
+        bs = self.blocks[i][start:full]
+        tag = self.tag
+        name = (i << 32) + start
+        for b in bs:
+            tag[b] = name
+            name += 1
+        home = self.home.get(i)
+        if home is None:
+            home = self.home[i] = []
+        if len(home) == start:  # names not entered before: one block each
+            home.extend(bs)
+        else:
+            base = i << 32
+            for j, b in enumerate(bs, start):
+                if j >= len(home):
+                    home.append(b)
+                    continue
+                entry = home[j]
+                held = [x for x in ([entry] if entry.__class__ is int else entry)  # type: ignore[union-attr]
+                        if x != b and tag[x] == base + j]  # fmt: skip
+                home[j] = held + [b] if held else b
+        self.cached[i] = full
+
+    def free(self, i: int) -> int:
+        blocks = self.blocks.pop(i, [])
+        c = int(self.cached[i])
+        self.cached[i] = 0
+        if not blocks:
+            return 0
+        ref = self.ref
+        for b in blocks:
+            ref[b] = 0
+        if c:
+            self.free_queue.to_back(blocks[c - 1 :: -1])  # cached: to the back, tail first
+        if c < len(blocks):
+            self.free_queue.to_front(blocks[c:][::-1])  # uncached: to the front, tail first
+        return len(blocks)
+
+    def forget(self, i: int) -> None:
+        self.hashes.pop(i, None)
+        self.home.pop(i, None)
+
+
+__all__ = ["OwnTokensCache", "PrefixCache"]

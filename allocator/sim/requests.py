@@ -33,6 +33,11 @@ request preempted can still find its own blocks again).
 request whose finish releases request ``i`` (``-1``: none) and ``think_s[i]`` the seconds
 the client waits after that finish before sending it (its ``arrival_s`` is then a lower
 bound: the send is the later of the two).
+
+**Keys** (for the routers of a fleet, :mod:`allocator.sim.routers`): ``Requests.prefix_group``
+names each request's prefix group (requests of one group start with the same tokens, the
+longest prefix the workload shares) and ``Requests.session`` its session; each ``(N,)``
+int64 ``>= 0`` or ``None`` when the workload defines none (:meth:`Requests.keys`).
 """
 
 from __future__ import annotations
@@ -117,7 +122,10 @@ class Requests:
     Optional: ``content`` (:class:`TokenContent`, what the requests' tokens share; ``None``:
     nothing shared), ``after`` ``(N,)`` int64 (the earlier request whose finish releases
     request ``i``, ``-1`` for none) with ``think_s`` ``(N,)`` float64 (s from that finish to
-    the send, ``>= 0``); ``after`` and ``think_s`` come together or not at all.
+    the send, ``>= 0``); ``after`` and ``think_s`` come together or not at all;
+    ``prefix_group`` and ``session`` ``(N,)`` int64 ``>= 0`` (each request's prefix group
+    and session, the keys the affinity routers route on; ``None``: the workload defines
+    none).
     """
 
     arrival_s: np.ndarray
@@ -126,6 +134,8 @@ class Requests:
     content: TokenContent | None = None
     after: np.ndarray | None = None
     think_s: np.ndarray | None = None
+    prefix_group: np.ndarray | None = None
+    session: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         arrival = np.asarray(self.arrival_s, dtype=np.float64)
@@ -177,9 +187,21 @@ class Requests:
                 raise ParameterError("think_s", "must be finite and >= 0")
             object.__setattr__(self, "after", after)
             object.__setattr__(self, "think_s", think)
+        for name in KEY_KINDS:
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _as_keys(value, name, arrival.size))
 
     def __len__(self) -> int:
         return int(self.arrival_s.size)
+
+    def keys(self, kind: str) -> np.ndarray | None:
+        """The requests' keys of ``kind`` (one of :data:`KEY_KINDS`): ``(N,)`` int64, or
+        ``None`` when the workload defines none."""
+        if kind not in KEY_KINDS:
+            raise ParameterError("kind", f"one of {', '.join(KEY_KINDS)}, got {kind!r}")
+        value: np.ndarray | None = getattr(self, kind)
+        return value
 
     def head(self, n: int) -> Requests:
         """The first ``n`` requests."""
@@ -188,6 +210,8 @@ class Requests:
         content = None if self.content is None else self.content.head(min(n, len(self)))
         after = None if self.after is None else self.after[:n]
         think = None if self.think_s is None else self.think_s[:n]
+        group = None if self.prefix_group is None else self.prefix_group[:n]
+        session = None if self.session is None else self.session[:n]
         return Requests(
             self.arrival_s[:n],
             self.prompt_tokens[:n],
@@ -195,7 +219,24 @@ class Requests:
             content,
             after,
             think,
+            group,
+            session,
         )
+
+
+#: The keys requests may carry (:meth:`Requests.keys`): a prefix group, a session.
+KEY_KINDS = ("prefix_group", "session")
+
+
+def _as_keys(values: object, field: str, n: int) -> np.ndarray:
+    """``values`` as ``(n,)`` int64 keys ``>= 0``; ``ParameterError`` on ``field``."""
+    arr = np.asarray(values)
+    if arr.shape != (n,) or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise ParameterError(field, f"must be {n} integers, one a request")
+    out = arr.astype(np.int64)
+    if out.size and out.min() < 0:
+        raise ParameterError(field, f"must be >= 0 (request {int(np.argmax(out < 0))})")
+    return out
 
 
 def _as_counts(values: object, field: str) -> np.ndarray:
@@ -269,6 +310,7 @@ def fixed_requests(
 
 
 __all__ = [
+    "KEY_KINDS",
     "MAX_SPAN_S",
     "MAX_TOKENS",
     "check_tokens",

@@ -140,4 +140,17 @@ def session_starts(after: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.asarray(after) < 0)
 
 
-__all__ = ["MAX_TURNS", "session_starts", "sessions", "shared_prefix"]
+def session_ids(after: np.ndarray) -> np.ndarray:
+    """Each request's session, ``(N,)`` int64: sessions numbered ``0, 1, ...`` in the order
+    of their first turns, a later turn in the session of the request it follows
+    (``after[i] < i``, as :class:`~allocator.sim.requests.Requests` holds it)."""
+    a = np.asarray(after, dtype=np.int64)
+    out = np.empty(a.size, dtype=np.int64)
+    start = a < 0
+    out[start] = np.arange(int(start.sum()))
+    for i in np.flatnonzero(~start).tolist():  # in order: after[i] is already numbered
+        out[i] = out[a[i]]
+    return out
+
+
+__all__ = ["MAX_TURNS", "session_ids", "session_starts", "sessions", "shared_prefix"]

@@ -52,7 +52,7 @@ from ...exceptions import InfeasibleError, InputError, ParameterError
 from ...sim.routers import get_router
 from ..bench import plain_metrics
 from ..limits import acceptance_notes, lengths_note, provenance_notes
-from ..request_source import RequestSource
+from ..request_source import RequestSource, check_router_keys
 from .by_load import price_or_gpus
 from .crossings import crossings
 from .rate_search import (
@@ -281,6 +281,7 @@ def size_for_rate(
     simulated (module docstring); ``None``: the even split."""
     if router is not None:
         get_router(router)
+        check_router_keys(router, source)
     r = float(request_rate)
     if not (math.isfinite(r) and r > 0):
         raise ParameterError(

@@ -61,6 +61,9 @@ class Router:
     #: What requests must carry for this router, its key's meaning (``""``: keys unused);
     #: a keyed router refuses a workload without keys.
     keyed: ClassVar[str] = ""
+    #: Which of the requests' keys it routes on (:meth:`allocator.sim.Requests.keys`:
+    #: ``prefix_group`` or ``session``; ``""`` for none).
+    key: ClassVar[str] = ""
 
     def __init__(self) -> None:
         self.replicas = 0

@@ -10,15 +10,18 @@ router sent the prefix before, not the server's cache itself. vLLM production-st
 ``008a23bd48371ffc707875848b19784c348a3de0``) does the same over a hash trie of prompts,
 without eviction, picking among the longest matches at random.
 
-Requests carry no token content here: a request's key is its *prefix group* (requests of a
-group share their prefix, of whatever length), so every replica the router sent the group
-to holds the longest prefix known. Among them (or all replicas, for a group not seen
-before) the one with the fewest requests in flight is chosen (llm-d's default profile
-weighs the prefix score with load scorers; production-stack picks at random), and the
-replica is recorded for the group. No eviction from the index. With one key per group
-this keeps a group on the replica it first went to, as ``session-affinity`` keeps a
-session; the two part once prompts carry their shared segments (the longest of several
-prefixes).
+A request's key is its *prefix group* (``Requests.prefix_group``: requests of a group
+share their prefix, of whatever length; the longest prefix the workload shares), so every
+replica the router sent the group to holds the longest prefix known. Among them (or all
+replicas, for a group not seen before) the one with the fewest requests in flight is chosen
+(llm-d's default profile weighs the prefix score with load scorers; production-stack picks
+at random), and the replica is recorded for the group. No eviction from the index. So a
+group stays on the replica it first went to: with ``K`` groups over ``N`` replicas, each
+group's requests all go to one replica, and with one group (``--shared-prefix-len`` alone:
+every prompt shares one prefix) every request goes to one replica, the others idle, as
+production-stack's router does when every prompt's longest match is one endpoint. For
+``--turns`` sessions (and a trace's ``session_id``) the group is the session (its first
+turn's content is its own), so the rule routes as ``session-affinity`` does.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class PrefixAffinity(Router):
     )
     reads = frozenset({"in_flight"})
     keyed = "prompts that share a prefix (a prefix group per request)"
+    key = "prefix_group"
 
     def reset(self) -> None:
         self.holders: dict[int, np.ndarray] = {}

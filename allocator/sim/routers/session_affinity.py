@@ -8,7 +8,8 @@ the endpoint that served the session before), 0 for the others. vLLM production-
 ``008a23bd48371ffc707875848b19784c348a3de0``) keeps a session on one endpoint too, by a hash
 ring of the session id, and sends requests without one to the endpoint of lowest QPS.
 
-A request's key is its session. A session not seen before goes to the replica with the
+A request's key is its session (``Requests.session``: ``--turns`` sessions, a trace's
+``session_id`` column). A session not seen before goes to the replica with the
 fewest requests in flight (llm-d: with no cookie the other scorers decide), and stays
 there.
 """
@@ -28,6 +29,7 @@ class SessionAffinity(Router):
     )
     reads = frozenset({"in_flight"})
     keyed = "requests that carry a session id"
+    key = "session"
 
     def reset(self) -> None:
         self.home: dict[int, int] = {}
