@@ -44,7 +44,6 @@ from ..sim.routers import ROUTERS, get_router
 from .limits import acceptance_notes, lengths_note, provenance_notes
 from .replica import Configuration, Replica, check_prefill, replica, run
 from .request_source import (
-    check_fleet_sharing,
     check_router_keys,
     derived_seeds,
     stage_metrics,
@@ -304,8 +303,6 @@ def run_fleet(
     routes on the requests' keys (refused, naming what gives them, when they carry none)."""
     check_prefill(problem, rep, requests)
     check_router_keys(router, requests)
-    if replicas > 1:
-        check_fleet_sharing(requests, rep.scheduler.enable_prefix_caching)
     _, sim_seed = derived_seeds(seed)
     key = ROUTERS[router].key
     keys = requests.keys(key) if key else None

@@ -556,28 +556,6 @@ def stage_metrics(
     return out
 
 
-def check_fleet_sharing(requests: Requests, prefix_caching: bool) -> None:
-    """Refuse (``ParameterError`` on ``replicas``) what a fleet of several replicas does
-    not play yet (:mod:`allocator.sim.fleet` builds each replica from lengths and arrivals
-    alone): sessions (their closed loop: every turn would be sent at its session's start)
-    and, under prefix caching, tokens shared between requests (no replica would see them:
-    every block a request's own, so hits and the hit rate would be wrong)."""
-    if requests.after is not None:
-        raise ParameterError(
-            "replicas",
-            "sessions (turns) are not played in a fleet of several replicas yet (each turn "
-            "would be sent at its session's start, not after the previous answer): run "
-            "one replica, or a trace with a session_id column (its own times)",
-        )
-    if prefix_caching and requests.content is not None:
-        raise ParameterError(
-            "replicas",
-            "prefix caching in a fleet of several replicas does not see the tokens requests "
-            "share yet (shared_prefix_len, a trace's prefix or session columns): run one "
-            "replica, or turn prefix caching off",
-        )
-
-
 __all__ = [
     "DEFAULT_NUM_PROMPTS",
     "MIN_BURSTINESS",
@@ -585,7 +563,6 @@ __all__ = [
     "KEY_SOURCES",
     "RequestSource",
     "STAGE_KEYS",
-    "check_fleet_sharing",
     "check_router_keys",
     "LENGTH_SOURCES",
     "derived_seeds",

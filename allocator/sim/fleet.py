@@ -108,6 +108,7 @@ from .config import Scheduler, StepTime
 from .engine import simulate
 from .fast_path import decode_stretch
 from .policy import SpecPolicy
+from .prefix_cache import PrefixCache
 from .requests import Requests, TokenContent
 from .results import SimResult
 from .routers import Router, View, get_router
@@ -319,7 +320,15 @@ class _Fleet:
         state.client = OpenClient(capacity, ids, self.has_next)
         content = self.requests.content
         if state.cache is not None and content is not None:
-            state.cache.content = _ReplicaContent(content, ids)
+            # a cache that names blocks by their hashes (the state's, built before the
+            # replica had requests, saw no content and took the own-tokens cache)
+            state.cache = PrefixCache(
+                self.sched.num_blocks,
+                self.sched.block_size,
+                self.sched.hash_lookahead_tokens,
+                _ReplicaContent(content, ids),
+                capacity,
+            )
         state.U = self.U
         state.itl = np.empty(tokens)
         state.itl_req = np.empty(tokens, dtype=np.int32)

@@ -108,3 +108,29 @@ def test_a_fleet_runs_the_files_scheduling(tmp_path):
     assert sync["async_scheduling"] is False
     assert sync["notes"] == fleet["notes"]
     assert sync["mean_ttft_ms"] != fleet["mean_ttft_ms"]
+
+
+@pytest.mark.parametrize(
+    "workload, router",
+    [
+        (["--shared-prefix-len", "64"], "prefix-affinity"),
+        (["--turns", "3", "--think-time", "0.2"], "session-affinity"),
+    ],
+)
+def test_a_fleet_plays_shared_prompts_and_sessions(tmp_path, workload, router):
+    """What requests share reaches a fleet's replicas: behind prefix-affinity one shared
+    prefix sends every request to one replica, so the fleet is that replica's run, metrics
+    and hit rate those of one replica alone; behind session-affinity each replica
+    sees its sessions' turns hit their earlier turns, so the fleet hits; with caching
+    off nothing hits."""
+    p = problem_file(tmp_path)
+    common = [p, "--request-rate", "20", *FIXED, "--seed", "3", *workload]
+    fleet = bench_doc(*common, "--replicas", "3", "--router", router)
+    assert fleet["prefix_cache_hit_rate"] > 0
+    if router == "prefix-affinity":
+        alone = bench_doc(*common)
+        assert [e["num_prompts"] for e in fleet["replicas"]].count(60) == 1
+        for key in ("prefix_cache_hit_rate", "mean_ttft_ms", "p99_e2el_ms", "duration"):
+            assert fleet[key] == pytest.approx(alone[key], rel=1e-12), key
+    off = bench_doc(*common, "--replicas", "3", "--router", router, "--no-prefix-caching")
+    assert off["prefix_cache_hit_rate"] == 0

@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 
 from allocator.analysis.request_source import (
-    check_fleet_sharing,
     check_router_keys,
     request_source,
 )
@@ -320,16 +319,6 @@ def test_routers_without_keys_are_refused_naming_what_to_add():
         check_router_keys("session-affinity", shared)
     for name in ("round-robin", "least-kv", None):
         check_router_keys(name, plain)
-
-
-def test_a_fleet_refuses_what_its_replicas_do_not_see():
-    turns = request_source(30, input_len=50, output_len=5, turns=3).at(10.0)
-    with pytest.raises(ParameterError, match="sessions"):
-        check_fleet_sharing(turns, prefix_caching=False)
-    shared = request_source(30, input_len=50, output_len=5, shared_prefix_len=10).at(10.0)
-    with pytest.raises(ParameterError, match="prefix caching in a fleet"):
-        check_fleet_sharing(shared, prefix_caching=True)
-    check_fleet_sharing(shared, prefix_caching=False)
 
 
 def test_keys_must_be_one_per_request():
