@@ -114,7 +114,7 @@ sys.path.insert(0, str(ROOT))
 
 from allocator.analysis.bench import plain_metrics  # noqa: E402
 from allocator.analysis.rate_fit import RateCalibrationReport  # noqa: E402
-from allocator.analysis.validation import MeasuredRun, compare, replay  # noqa: E402
+from allocator.analysis.validation import MeasuredRun, compare, replay, replay_sweep  # noqa: E402
 from allocator.api import calibrate, load, load_data  # noqa: E402
 from allocator.core.defaults import FALLBACK, default_factors  # noqa: E402
 from allocator.core.hardware import GPUS  # noqa: E402
@@ -188,6 +188,9 @@ class Family:
     notes: list[str] = field(default_factory=list)
     #: why the family is left out of the default factors' fit ("": it is in)
     stress: str = ""
+    #: the server its runs ran on, replayed as one sweep (:func:`replay_server`; "": each
+    #: run replayed alone)
+    server: str = ""
 
 
 def _kv_bytes(config: Path, dtype: str | None, kv_dtype: str | None) -> float:
@@ -270,8 +273,18 @@ def setup(fam: dict) -> Family | str:
         notes.append("DP attention not modelled (attention as TP)")
     if "DIFFERENT nodes" in (fam.get("notes") or "") or "Two nodes" in (fam.get("notes") or ""):
         notes.append("TP across nodes: the all-reduce runs over the network, not the GPU's link")
+    server = ""
     if "prefix caching on" in (fam.get("notes") or ""):
-        notes.append("prefix caching on in the server: the replay has no prompt identities")
+        if fam["engine"] == "vllm" and not w.get("range_ratio"):
+            same = re.search(r"Same server as ([\w.-]+)", fam.get("notes") or "")
+            server = same.group(1) if same else fam["id"]
+            notes.append(
+                f"prefix caching on in the server: replayed as server {server}'s sweep, runs "
+                "in README line order, each after its warm-up request, prompt i of every run "
+                "one token string"
+            )
+        else:
+            notes.append("prefix caching on in the server: the replay has no prompt identities")
     runs = [r for r in fam["runs"] if (r.get("workload") or {}).get("dataset") != "sharegpt"]
     if len(runs) < len(fam["runs"]):
         notes.append(f"{len(fam['runs']) - len(runs)} ShareGPT run(s) left out (lengths)")
@@ -281,7 +294,7 @@ def setup(fam: dict) -> Family | str:
         stress = _saturated(min(runs, key=load_key), fam["workload"])
     return Family(
         fam["id"], group, gpu, tp, fam["engine"], config, dtype, kv_dtype, sched,
-        runs, notes, stress,
+        runs, notes, stress, server if SWEEP else "",
     )  # fmt: skip
 
 
@@ -373,25 +386,85 @@ def load_key(run: dict) -> tuple[float, float]:
     return (r if math.isfinite(r) else 1e12, float(run.get("num_prompts") or 0))
 
 
-def replay_run(f: Family, run: dict, at: Mapping[str, float] | Problem, seed: int) -> dict:
-    """``{key: (measured, predicted, error_pct)}`` of one run on the family's problem with
-    the factors ``at``, or on the problem ``at`` itself (a calibrated file, loaded)."""
-    prob = at if isinstance(at, Problem) else load(problem(f, at))
+def _measured(f: Family, run: dict, seed: int) -> MeasuredRun:
     prompt, output, _ = _lengths(f, run, seed)
     metrics = {
         k: float(v)
         for k, v in run["metrics"].items()
         if k in TARGET_KEYS + MEDIAN_KEYS and v is not None
     }
-    measured = MeasuredRun(
+    return MeasuredRun(
         source=f.id, engine="sglang" if f.engine == "sglang" else "vllm", model=None,
         hardware=None, tensor_parallel=None, k=0, request_rate=_rate(run),
         max_concurrency=run.get("max_concurrency"), burstiness=1.0, prompt_tokens=prompt,
         output_tokens=output, metrics=metrics,
     )  # fmt: skip
-    result, _ = replay(prob, measured, seed=seed)
-    out = compare(metrics, plain_metrics(result.metrics))
+
+
+def _errors(measured: MeasuredRun, predicted: Mapping) -> dict:
+    out = compare(measured.metrics, plain_metrics(predicted))
     return {k: (e.measured, e.predicted, e.error_pct) for k, e in out.items()}
+
+
+def replay_run(f: Family, run: dict, at: Mapping[str, float] | Problem, seed: int) -> dict:
+    """``{key: (measured, predicted, error_pct)}`` of one run on the family's problem with
+    the factors ``at``, or on the problem ``at`` itself (a calibrated file, loaded); a run
+    of a server replayed as a sweep (``f.server``) in its place in the sweep
+    (:func:`replay_server`)."""
+    prob = at if isinstance(at, Problem) else load(problem(f, at))
+    if f.server:
+        return replay_server(f, run, prob, at, seed)
+    measured = _measured(f, run, seed)
+    result, _ = replay(prob, measured, seed=seed)
+    return _errors(measured, result.metrics)
+
+
+#: Where a server's run was in the source: ``README.md line N``.
+_LINE = re.compile(r"line (\d+)")
+#: The sweeps replayed: (server, the factors or the calibrated problem, the runs replayed)
+#: -> errors of each run, by ``id(run)``.
+_SWEEPS: dict[tuple, dict[int, dict]] = {}
+
+
+def server_runs(server: str) -> list[tuple[Family, dict]]:
+    """The runs of ``server`` (every replayable family on it), in the order they were run:
+    the source's line order (the README lists each run's command and result as it ran
+    them; the family notes of ``dl-qwen2-7b-a100x2-tp2-kv12gib`` say so); a run without a
+    line keeps its place after those with one."""
+    runs = [(f, r) for f in _FAMILIES if f.server == server for r in f.runs]
+    lines = [_LINE.search(r.get("where") or "") for _, r in runs]
+    order = sorted(
+        range(len(runs)), key=lambda i: (int(lines[i].group(1)) if lines[i] else 1e12, i)
+    )
+    return [runs[i] for i in order]
+
+
+def replay_server(
+    f: Family, run: dict, prob: Problem, at: Mapping[str, float] | Problem, seed: int
+) -> dict:
+    """The errors of ``run`` replayed in its place in its server's sweep
+    (:func:`allocator.analysis.validation.replay_sweep`: each run after its warm-up
+    request, prompt ``i`` of every run one token string, the prefix cache carried): the
+    server's runs up to ``run`` (later runs change nothing before them), one simulation
+    per factors, kept."""
+    runs = server_runs(f.server)
+    pos = next(i for i, (_, r) in enumerate(runs) if r is run)
+    upto = len(runs) if isinstance(at, Problem) or pos > 0 else 1
+    key = (
+        f.server,
+        id(at)
+        if isinstance(at, Problem)
+        else tuple(float(at.get(k, -1.0)) for k in (*SHARES, "ttft_overhead_ms")),
+        upto,
+    )
+    if key not in _SWEEPS:
+        measured = [_measured(g, r, seed) for g, r in runs[:upto]]
+        out = replay_sweep(prob, measured, seed=seed)
+        _SWEEPS[key] = {
+            id(r): _errors(m, res.metrics)
+            for (_, r), m, (res, _) in zip(runs[:upto], measured, out, strict=True)
+        }
+    return _SWEEPS[key][id(run)]
 
 
 # ---------------------------------------------------------------- fits
@@ -619,6 +692,10 @@ def summary_md(s: Mapping[str, Mapping[str, dict]], keys: Sequence[str]) -> str:
 
 
 _RAW: list[dict] = []
+_FAMILIES: list[Family] = []
+#: Whether the servers with prefix caching on are replayed as sweeps (``--no-sweep``: each
+#: run alone, without prompt identities, as before).
+SWEEP = True
 
 
 def _factors(fit: Mapping) -> str:
@@ -634,7 +711,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--grid-cache", type=Path, help="keep the fits' grids in this .npz (reused when present)"
     )
+    ap.add_argument(
+        "--no-sweep",
+        action="store_true",
+        help="replay every run alone, without prompt identities (no prefix-cache hits)",
+    )
     args = ap.parse_args(argv)
+    global SWEEP
+    SWEEP = not args.no_sweep
     t0 = time.perf_counter()
     _RAW[:] = yaml.safe_load(RUNS.read_text(encoding="utf-8"))
     wanted = None
@@ -651,6 +735,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             skipped[fam["id"]] = made
         else:
             families.append(made)
+    _FAMILIES[:] = families
     all_groups = groups(families)
     print(f"{len(families)} families replayable in {len(all_groups)} groups; skipped:")
     for fid, why in skipped.items():
