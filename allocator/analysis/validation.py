@@ -677,7 +677,7 @@ def replay_sweep(
         + (", each after its warm-up request" if warmup else "")
         + ": prompt i of every run one token string, the prefix cache carried from run to run"
     )
-    out = []
+    out: list[tuple[BenchResult, dict]] = []
     for r, (first, end, start) in zip(runs, bounds, strict=True):
         part = cut(result, first, end, start)
         bench_result = BenchResult(
