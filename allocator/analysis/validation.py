@@ -27,6 +27,11 @@ rates; SGLang: ``speculative_num_steps``); an ``allocator bench`` document's own
 ``max_num_seqs``: ``max_num_seqs``, else the document's label, else
 ``serving.scheduler.max_num_seqs``. Every run is replayed from the same ``seed``.
 
+**A sweep** (``sweep``, ``allocator validate --sweep``, :func:`replay_sweep`): the files
+as consecutive runs of one server with prefix caching, in file order, of vLLM's random
+dataset at range ratio 0 and one seed, replayed in one simulation, each run after its
+warm-up request, prompt ``i`` of every run the same tokens (:mod:`.validation_sweep`).
+
 **Refused**, one line naming the file: a model, GPU or tensor-parallel size other than
 the problem's where both state one (``serving.model``'s name, ``serving.hardware.gpu``,
 ``serving.hardware.count`` or else a ``serving.gpus_per_replica`` above 1), or than
