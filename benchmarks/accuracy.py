@@ -39,14 +39,18 @@ sources in the README there); ``serving.scheduler`` (:func:`scheduler`):
   overlap scheduler (on by default, ``server_args.py`` line 133) is not vLLM's asynchronous
   scheduler, which is the one the simulator plays, so the steps are replayed synchronous.
 
-Not modelled: the prefix-cache hits of the ``dl-*`` servers (caching on): ``vllm bench
-serve`` sends the run's first prompt once before the run (``vllm/benchmarks/serve.py``
-lines 360-398 of 0.10.1.1) and its random dataset makes prompt ``i`` from the seed and
-``i`` alone (``vllm/benchmarks/datasets.py`` lines 344-374), so a run's first prompt and
-the prompts an earlier run of the sweep left cached are hits, while the replay
-(:func:`allocator.analysis.validation.replay`) sends lengths without prompt identities, so
-the simulator's prefix cache never hits; nor SGLang's own scheduling rules, DP attention
-or cross-node links. The families where they matter are named in the report's notes.
+**Servers with prefix caching on** (the vLLM ``dl-*`` families whose notes say so, at
+range ratio 0): ``vllm bench serve`` sends the run's first prompt once before the run
+(``vllm/benchmarks/serve.py`` lines 360-398 of 0.10.1.1) and its random dataset makes
+prompt ``i`` from the seed and ``i`` alone (``vllm/benchmarks/datasets.py`` lines
+344-374), so a server's runs hit what its earlier runs left cached. Each such server (a
+family, or the family its notes call the same server) is replayed as one sweep
+(:func:`replay_server`, :func:`allocator.analysis.validation.replay_sweep`): its runs in
+the README's line order (the order run, as the ``dl-qwen2-7b-a100x2-tp2-kv12gib`` notes
+say), each after its warm-up request, prompt ``i`` of every run one token string.
+``--no-sweep`` replays every run alone, without prompt identities (no hits). Not
+modelled: SGLang's own scheduling rules, DP attention or cross-node links. The families
+where they matter are named in the report's notes.
 
 **The replay** of a run (:func:`replay_run`): its rate (``inf``: all at once),
 ``max_concurrency`` and completed requests, through :func:`allocator.analysis.validation.replay`
@@ -98,7 +102,6 @@ import argparse
 import json
 import math
 import re
-import statistics
 import sys
 import tempfile
 import time
@@ -114,12 +117,13 @@ sys.path.insert(0, str(ROOT))
 
 from allocator.analysis.bench import plain_metrics  # noqa: E402
 from allocator.analysis.rate_fit import RateCalibrationReport  # noqa: E402
-from allocator.analysis.validation import MeasuredRun, compare, replay  # noqa: E402
+from allocator.analysis.validation import MeasuredRun, compare, replay, replay_sweep  # noqa: E402
 from allocator.api import calibrate, load, load_data  # noqa: E402
 from allocator.core.defaults import FALLBACK, default_factors  # noqa: E402
 from allocator.core.hardware import GPUS  # noqa: E402
 from allocator.core.model_spec import ModelSpec  # noqa: E402
 from allocator.core.problem import Problem  # noqa: E402
+from benchmarks.accuracy_report import markdown, summary, summary_md  # noqa: E402
 
 RUNS = ROOT / "problems/measured/serving-runs/runs.yaml"
 CONFIGS = ROOT / "problems/measured/serving-runs/configs"
@@ -156,6 +160,7 @@ MEDIAN_KEYS = ("median_e2el_ms", "median_itl_ms", "median_tpot_ms")
 FIT_KEYS = (*TARGET_KEYS[:5], *MEDIAN_KEYS)
 #: The shares of peak ``serving.roofline`` takes (each written in every replayed problem).
 SHARES = ("mem_eff", "compute_eff", "prefill_eff", "comm_eff")
+AXES_NAMES = (*SHARES, "ttft_overhead_ms")
 #: The fit's grid: ``mem_eff``, ``compute_eff`` and ``prefill_eff`` geometric,
 #: ``ttft_overhead_ms`` (ms) linear; ``comm_eff`` is not fitted (FALLBACK's 1: these runs
 #: cannot tell the all-reduce's share from ``mem_eff``).
@@ -188,6 +193,9 @@ class Family:
     notes: list[str] = field(default_factory=list)
     #: why the family is left out of the default factors' fit ("": it is in)
     stress: str = ""
+    #: the server its runs ran on, replayed as one sweep (:func:`replay_server`; "": each
+    #: run replayed alone)
+    server: str = ""
 
 
 def _kv_bytes(config: Path, dtype: str | None, kv_dtype: str | None) -> float:
@@ -270,8 +278,18 @@ def setup(fam: dict) -> Family | str:
         notes.append("DP attention not modelled (attention as TP)")
     if "DIFFERENT nodes" in (fam.get("notes") or "") or "Two nodes" in (fam.get("notes") or ""):
         notes.append("TP across nodes: the all-reduce runs over the network, not the GPU's link")
+    server = ""
     if "prefix caching on" in (fam.get("notes") or ""):
-        notes.append("prefix caching on in the server: the replay has no prompt identities")
+        if fam["engine"] == "vllm" and not w.get("range_ratio"):
+            same = re.search(r"Same server as ([\w.-]+)", fam.get("notes") or "")
+            server = same.group(1) if same else fam["id"]
+            notes.append(
+                f"prefix caching on in the server: replayed as server {server}'s sweep, runs "
+                "in README line order, each after its warm-up request, prompt i of every run "
+                "one token string"
+            )
+        else:
+            notes.append("prefix caching on in the server: the replay has no prompt identities")
     runs = [r for r in fam["runs"] if (r.get("workload") or {}).get("dataset") != "sharegpt"]
     if len(runs) < len(fam["runs"]):
         notes.append(f"{len(fam['runs']) - len(runs)} ShareGPT run(s) left out (lengths)")
@@ -281,7 +299,7 @@ def setup(fam: dict) -> Family | str:
         stress = _saturated(min(runs, key=load_key), fam["workload"])
     return Family(
         fam["id"], group, gpu, tp, fam["engine"], config, dtype, kv_dtype, sched,
-        runs, notes, stress,
+        runs, notes, stress, server if SWEEP else "",
     )  # fmt: skip
 
 
@@ -373,25 +391,65 @@ def load_key(run: dict) -> tuple[float, float]:
     return (r if math.isfinite(r) else 1e12, float(run.get("num_prompts") or 0))
 
 
-def replay_run(f: Family, run: dict, at: Mapping[str, float] | Problem, seed: int) -> dict:
-    """``{key: (measured, predicted, error_pct)}`` of one run on the family's problem with
-    the factors ``at``, or on the problem ``at`` itself (a calibrated file, loaded)."""
-    prob = at if isinstance(at, Problem) else load(problem(f, at))
+def _measured(f: Family, run: dict, seed: int) -> MeasuredRun:
     prompt, output, _ = _lengths(f, run, seed)
     metrics = {
         k: float(v)
         for k, v in run["metrics"].items()
         if k in TARGET_KEYS + MEDIAN_KEYS and v is not None
     }
-    measured = MeasuredRun(
+    return MeasuredRun(
         source=f.id, engine="sglang" if f.engine == "sglang" else "vllm", model=None,
         hardware=None, tensor_parallel=None, k=0, request_rate=_rate(run),
         max_concurrency=run.get("max_concurrency"), burstiness=1.0, prompt_tokens=prompt,
         output_tokens=output, metrics=metrics,
     )  # fmt: skip
-    result, _ = replay(prob, measured, seed=seed)
-    out = compare(metrics, plain_metrics(result.metrics))
+
+
+def _errors(measured: MeasuredRun, predicted: Mapping) -> dict:
+    out = compare(measured.metrics, plain_metrics(predicted))
     return {k: (e.measured, e.predicted, e.error_pct) for k, e in out.items()}
+
+
+def replay_run(f: Family, run: dict, at: Mapping[str, float] | Problem, seed: int) -> dict:
+    """``{key: (measured, predicted, error_pct)}`` of one run on the family's problem with
+    the factors ``at``, or on the problem ``at`` itself (a calibrated file, loaded); on a
+    server replayed as a sweep (``f.server``), in its place (:func:`replay_server`)."""
+    prob = at if isinstance(at, Problem) else load(problem(f, at))
+    if f.server:
+        return replay_server(f, run, prob, at, seed)
+    measured = _measured(f, run, seed)
+    result, _ = replay(prob, measured, seed=seed)
+    return _errors(measured, result.metrics)
+
+
+_LINE = re.compile(r"line (\d+)")  # where a run is in the source: README.md line N
+#: (server, factors or calibrated problem, runs replayed) -> each run's errors, by id(run)
+_SWEEPS: dict[tuple, dict[int, dict]] = {}
+
+
+def replay_server(
+    f: Family, run: dict, prob: Problem, at: Mapping[str, float] | Problem, seed: int
+) -> dict:
+    """The errors of ``run`` in its place in its server's sweep (:func:`replay_sweep`):
+    the server's runs (every family on it) in the source's line order (the README lists
+    each run's command and result as run; the ``dl-qwen2-7b-a100x2-tp2-kv12gib`` notes say
+    so), up to ``run`` when it is the first (later runs change nothing before them), else
+    all; one simulation per factors, kept."""
+    runs = [(g, r) for g in _FAMILIES if g.server == f.server for r in g.runs]
+    line = [_LINE.search(r.get("where") or "") for _, r in runs]
+    runs = [runs[i] for i in sorted(range(len(runs)), key=lambda i: (int(line[i][1]), i))]
+    upto = len(runs) if isinstance(at, Problem) or runs[0][1] is not run else 1
+    fac = id(at) if isinstance(at, Problem) else tuple(at.get(k) for k in AXES_NAMES)
+    key = (f.server, fac, upto)
+    if key not in _SWEEPS:
+        measured = [_measured(g, r, seed) for g, r in runs[:upto]]
+        out = replay_sweep(prob, measured, seed=seed)
+        _SWEEPS[key] = {
+            id(r): _errors(m, res.metrics)
+            for (_, r), m, (res, _) in zip(runs[:upto], measured, out, strict=True)
+        }
+    return _SWEEPS[key][id(run)]
 
 
 # ---------------------------------------------------------------- fits
@@ -578,47 +636,11 @@ def calibrate_group(g: Group, start: Mapping[str, float], seed: int) -> tuple[Pr
     return prob, fitted
 
 
-# ---------------------------------------------------------------- report
-def summary(rows: Sequence[dict], keys: Sequence[str]) -> dict:
-    out = {}
-    for k in keys:
-        errs = [abs(r["errors"][k][2]) for r in rows if k in r["errors"] and r["errors"][k][2]]
-        if errs:
-            out[k] = {
-                "mean_abs": statistics.fmean(errs),
-                "median_abs": statistics.median(errs),
-                "runs": len(errs),
-            }
-    return out
-
-
-def _fmt(e: tuple | None) -> str:
-    return "" if e is None or e[2] is None else f"{e[2]:+.1f}"
-
-
-def markdown(rows: Sequence[dict], keys: Sequence[str], title: str) -> str:
-    head = "| family | run | load | " + " | ".join(keys) + " |"
-    lines = [f"### {title}", "", head, "|" + "---|" * (len(keys) + 3)]
-    for r in rows:
-        cells = [_fmt(r["errors"].get(k)) for k in keys]
-        lines.append(f"| {r['family']} | {r['run']} | {r['load']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def summary_md(s: Mapping[str, Mapping[str, dict]], keys: Sequence[str]) -> str:
-    lines = ["| mode | subset | " + " | ".join(keys) + " |", "|" + "---|" * (len(keys) + 2)]
-    for name, sub in s.items():
-        cells = [
-            f"{sub[k]['mean_abs']:.1f} / {sub[k]['median_abs']:.1f} ({sub[k]['runs']})"
-            if k in sub else ""
-            for k in keys
-        ]  # fmt: skip
-        mode, _, subset = name.partition(":")
-        lines.append(f"| {mode} | {subset} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
 _RAW: list[dict] = []
+_FAMILIES: list[Family] = []
+#: Whether the servers with prefix caching on are replayed as sweeps (``--no-sweep``: each
+#: run alone, without prompt identities, as before).
+SWEEP = True
 
 
 def _factors(fit: Mapping) -> str:
@@ -634,7 +656,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument(
         "--grid-cache", type=Path, help="keep the fits' grids in this .npz (reused when present)"
     )
+    ap.add_argument("--no-sweep", action="store_true", help="replay every run alone (no hits)")
     args = ap.parse_args(argv)
+    global SWEEP
+    SWEEP = not args.no_sweep
     t0 = time.perf_counter()
     _RAW[:] = yaml.safe_load(RUNS.read_text(encoding="utf-8"))
     wanted = None
@@ -651,6 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             skipped[fam["id"]] = made
         else:
             families.append(made)
+    _FAMILIES[:] = families
     all_groups = groups(families)
     print(f"{len(families)} families replayable in {len(all_groups)} groups; skipped:")
     for fid, why in skipped.items():

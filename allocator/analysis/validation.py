@@ -27,6 +27,11 @@ rates; SGLang: ``speculative_num_steps``); an ``allocator bench`` document's own
 ``max_num_seqs``: ``max_num_seqs``, else the document's label, else
 ``serving.scheduler.max_num_seqs``. Every run is replayed from the same ``seed``.
 
+**A sweep** (``sweep``, ``allocator validate --sweep``, :func:`replay_sweep`): the files
+as consecutive runs of one server with prefix caching, in file order, of vLLM's random
+dataset at range ratio 0 and one seed, replayed in one simulation, each run after its
+warm-up request, prompt ``i`` of every run the same tokens (:mod:`.validation_sweep`).
+
 **Refused**, one line naming the file: a model, GPU or tensor-parallel size other than
 the problem's where both state one (``serving.model``'s name, ``serving.hardware.gpu``,
 ``serving.hardware.count`` or else a ``serving.gpus_per_replica`` above 1), or than
@@ -61,10 +66,11 @@ from ..exceptions import InputError, ParameterError
 from ..io.inputs import shown_paths
 from ..io.quoting import mask_secrets
 from ..model.under_load import need_serving, roofline_answers
-from ..sim import LATENCIES
+from ..sim import LATENCIES, arrival_times, summary
 from ..sim.requests import MAX_TOKENS
-from .bench import bench, plain_metrics
-from .replica import configuration, kv_cache_tokens, scheduler_limits
+from .bench import BenchResult, bench, model_id, plain_metrics
+from .replica import configuration, replica
+from .replica import run as simulate_run
 from .request_source import MAX_PROMPTS, RequestSource, derived_seeds
 
 # the comparison and the answer (allocator.analysis.validation_compare), re-exported
@@ -82,10 +88,10 @@ from .validation_compare import (
     family,
     summarise,
 )
+from .validation_sweep import FIRST_GAP_S, cut, idle_before, sweep_requests, too_long
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
-    from .bench import BenchResult
     from .replica import Configuration
 
 #: ``allocator bench``'s label: the configuration, then ``; max_num_seqs S``.
@@ -603,10 +609,14 @@ def replay(
             notes=notes,
         )
     except InputError as exc:
-        raise _too_long(problem, run, config, exc) from None
-    rate = run.request_rate
-    burst = run.burstiness
-    replayed = {
+        raise too_long(problem, run, config, exc) from None
+    return result, _replayed(result, run)
+
+
+def _replayed(result: BenchResult, run: MeasuredRun) -> dict:
+    """What was sent for ``run``."""
+    rate, burst = run.request_rate, run.burstiness
+    return {
         "configuration": result.config.label(),
         "max_num_seqs": result.scheduler.max_num_seqs,
         "request_rate": "inf" if math.isinf(rate) else rate,
@@ -616,40 +626,73 @@ def replay(
         "mean_input_tokens": float(run.prompt_tokens.mean()),
         "mean_output_tokens": float(run.output_tokens.mean()),
     }
-    return result, replayed
 
 
-def _too_long(
-    problem: Problem, run: MeasuredRun, config: Configuration, exc: InputError
-) -> InputError:
-    """A replay refused on the KV cache, named by its cause: when the cache holds at least
-    one block (:func:`~allocator.analysis.replica.replica_scheduler` refuses less), the
-    refusal is the simulator's (``allocator/sim/state.py``, ``check_fit``): a request
-    longer than the whole cache, which could never finish. That is the run's request
-    (its longest, named by the file's key), not the problem's ``kv_cache_tokens``."""
-    if exc.field != "serving.scheduler.kv_cache_tokens":
-        return exc
-    cache = kv_cache_tokens(problem, config)
-    if cache < scheduler_limits(problem).block_size:
-        return exc  # less than one block: the problem's cache, whatever the run
-    need = run.prompt_tokens + np.maximum(run.output_tokens, 1) - 1
-    i = int(np.argmax(need))
-    prompt, output = int(run.prompt_tokens[i]), int(run.output_tokens[i])
-    key = run.length_keys[0]
-    field = f"{run.source}: {key}[{i}]" if key == "input_lens" else f"{run.source}: {key}"
-    what = (
-        f"request {i}, {prompt:,} prompt and {output:,} output tokens, does"
-        if key == "input_lens"
-        else f"its requests, {prompt:,} prompt and {output:,} output tokens (the means), do"
+def replay_sweep(
+    problem: Problem,
+    runs: Sequence[MeasuredRun],
+    *,
+    drafters: str | None = None,
+    max_num_seqs: int | None = None,
+    seed: int = 0,
+    warmup: bool = True,
+) -> list[tuple[BenchResult, dict]]:
+    """The runs as consecutive runs of one server (:mod:`.validation_sweep`): one
+    simulation, each run's request 0 sent alone first (``warmup``), prompt ``i`` of every
+    run one token string, the prefix cache carried from run to run; each run's metrics
+    over its own requests. Every run is replayed at its own rate and lengths as
+    :func:`replay` sends them; one configuration and ``max_concurrency`` for all."""
+    if not runs:
+        raise ParameterError("files", "no benchmark file given")
+    seqs = max_num_seqs if max_num_seqs is not None else runs[0].max_num_seqs
+    config, notes = _configuration(problem, runs[0], drafters, seqs)
+    notes = [n for n in notes if "--pooled" not in n]
+    for r in runs[1:]:
+        other, _ = _configuration(problem, r, drafters, seqs)
+        if other.label() != config.label() or r.max_concurrency != runs[0].max_concurrency:
+            raise InputError(
+                r.source,
+                f"{other.label()}, max_concurrency {r.max_concurrency}, but {runs[0].source} "
+                f"has {config.label()}, max_concurrency {runs[0].max_concurrency}: a sweep "
+                "replays one server's configuration",
+            )
+    rep = replica(problem, config, seqs, runs[0].max_concurrency)
+    arrival_seed, _ = derived_seeds(seed)
+    arrivals = [
+        arrival_times(r.prompt_tokens.size, r.request_rate, r.burstiness, arrival_seed)
+        for r in runs
+    ]
+    prompts = [r.prompt_tokens for r in runs]
+    outputs = [r.output_tokens for r in runs]
+    gap = FIRST_GAP_S
+    while True:
+        requests, bounds, segments = sweep_requests(
+            arrivals, prompts, outputs, warmup=warmup, gap_s=gap
+        )
+        try:
+            result = simulate_run(problem, rep, requests, seed)
+        except InputError as exc:
+            raise too_long(problem, runs[0], config, exc) from None
+        if idle_before(result, segments):
+            break
+        gap *= 10.0  # a run outlasted the gap: wider, so each run starts on an idle server
+    notes += list(rep.notes)
+    notes.append(
+        f"replayed as one server's sweep of {len(runs)} runs in file order"
+        + (", each after its warm-up request" if warmup else "")
+        + ": prompt i of every run one token string, the prefix cache carried from run to run"
     )
-    stated = scheduler_limits(problem).kv_cache_tokens is not None
-    where = "serving.scheduler.kv_cache_tokens" if stated else "from serving's memory"
-    hosted = f", with {', '.join(config.drafters)} hosted" if config.drafters else ""
-    return InputError(
-        field,
-        f"the run's {what} not fit the replica's whole KV cache, {cache:,} tokens "
-        f"({where}{hosted}): the run is longer than this replica serves ({exc.message})",
-    )
+    out: list[tuple[BenchResult, dict]] = []
+    for r, (first, end, start) in zip(runs, bounds, strict=True):
+        part = cut(result, first, end, start)
+        bench_result = BenchResult(
+            problem=problem.name, config=rep.config, scheduler=rep.scheduler,
+            num_prompts=end - first, request_rate=float(r.request_rate),
+            burstiness=r.burstiness, result=part, metrics=summary(part), notes=list(notes),
+            model_id=model_id(problem),
+        )  # fmt: skip
+        out.append((bench_result, {**_replayed(bench_result, r), "sweep_position": len(out)}))
+    return out
 
 
 def _named(exc: ParameterError, run: MeasuredRun) -> ParameterError | InputError:
@@ -670,10 +713,12 @@ def validate(
     max_num_seqs: int | None = None,
     seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    sweep: bool = False,
 ) -> ValidationReport:
     """Each measured run of ``files`` beside its replay on the problem's replica, and the
     summary over the runs (module docstring). ``progress(done, total)`` is called after
-    each run."""
+    each run. ``sweep``: the files are consecutive runs of one server, replayed as one
+    (:func:`replay_sweep`)."""
 
     derived_seeds(seed)  # the seed checked before any file is read
     if drafters is not None and drafters not in problem.names:
@@ -688,11 +733,16 @@ def validate(
         check_deployment(problem, run)
     check_same_deployment(runs)
     answers = []
+    swept = (
+        replay_sweep(problem, runs, drafters=drafters, max_num_seqs=max_num_seqs, seed=seed)
+        if sweep
+        else None
+    )
     for i, run in enumerate(runs):
         try:
-            result, replayed = replay(
+            result, replayed = swept[i] if swept else replay(
                 problem, run, drafters=drafters, max_num_seqs=max_num_seqs, seed=seed
-            )
+            )  # fmt: skip
         except ParameterError as exc:
             raise _named(exc, run) from None
         metrics = compare(run.metrics, plain_metrics(result.metrics))
@@ -726,6 +776,7 @@ __all__ = [
     "family",
     "measured_runs",
     "replay",
+    "replay_sweep",
     "summarise",
     "validate",
 ]

@@ -164,6 +164,14 @@ def validate_command(
         metavar="S",
     ),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed of every draw."),
+    sweep: bool = typer.Option(
+        False,
+        "--sweep",
+        help="The files are consecutive runs on one server with prefix caching, in the order "
+        "given, of vLLM's random dataset at range ratio 0 and one seed: replayed as one "
+        "simulation, each run after its warm-up request, prompt i of every run the same "
+        "tokens, so cached prompts hit.",
+    ),
     json_path: str = JsonOption,
     plot_path: str = typer.Option(
         None,
@@ -187,6 +195,7 @@ def validate_command(
             max_num_seqs=max_num_seqs,
             seed=seed,
             progress=progress,
+            sweep=sweep,
         )
     doc = report.to_dict()
     if plot_path:
