@@ -62,8 +62,8 @@ from .bench import bench
 from .capacity.rate_search import Candidate, candidates
 from .capacity.slo import SLO, clock_ms
 from .capacity.workers import Workers
-from .disagg_bench import bench_disagg
 from .deployments import Deployment
+from .disagg_bench import bench_disagg
 from .replica import scheduler_limits
 
 if TYPE_CHECKING:
@@ -442,9 +442,7 @@ def fleet_text(problem: Problem, cand: Candidate, tp: int, pd: tuple[int, int]) 
     speculation; the model named as bench's ``model_id`` (the problem's name: a problem file
     names no served model)."""
     limits = scheduler_limits(problem)
-    pools = [
-        Pool(n, int(tp), cand.max_num_seqs, limits.max_num_batched_tokens) for n in pd
-    ]
+    pools = [Pool(n, int(tp), cand.max_num_seqs, limits.max_num_batched_tokens) for n in pd]
     export = vllm_disagg(problem.name, pools[0], pools[1],
                          speculative_config=spec_config(problem, cand))  # fmt: skip
     return export.text()
@@ -571,9 +569,7 @@ def check_pd_ratios(pd_ratios: Sequence[tuple[int, int]]) -> list[tuple[int, int
             raise ParameterError("pd_ratios", f"{pair!r}: expected a pair (P, D)") from None
         for v in (p, d):
             if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
-                raise ParameterError(
-                    "pd_ratios", f"{pair!r}: replica counts are integers >= 1"
-                )
+                raise ParameterError("pd_ratios", f"{pair!r}: replica counts are integers >= 1")
         if (int(p), int(d)) not in out:
             out.append((int(p), int(d)))
     return out
@@ -694,13 +690,21 @@ def _run(
                 cost,
                 price if math.isfinite(price) else None,
                 bench_words(
-                    file, job.candidate, request_rate, job.max_concurrency, source, n, seed,
-                    job.pd, kv_link,
+                    file,
+                    job.candidate,
+                    request_rate,
+                    job.max_concurrency,
+                    source,
+                    n,
+                    seed,
+                    job.pd,
+                    kv_link,
                 ),
                 file,
                 vllm_flags(d.problem, job.candidate, d.tp),
                 pd=job.pd,
-                fleet_export=None if job.pd is None
+                fleet_export=None
+                if job.pd is None
                 else fleet_text(d.problem, job.candidate, d.tp, job.pd),
             )  # fmt: skip
         )

@@ -120,19 +120,21 @@ def _fmt(x: float | None, spec: str = ",.1f") -> str:
 
 
 def front_table(result: FrontResult) -> object:
-    """The non-dominated points, by per-user throughput."""
+    """The non-dominated points, by per-user throughput (a ``P:D`` column when some
+    point is disaggregated)."""
+    pd = any(p.disaggregated for p in result.points)
     t = narrow_table(
         f"{result.problem}: the serving front, {len(result.front)} of "
         f"{len(result.points)} points non-dominated",
-        ["GPU", "TP", "P:D", "configuration", "max num seqs", "conc.", "tok/s per GPU",
-         "tok/s per user", "$/Mtok", "SLO"],
+        ["GPU", "TP", *(["P:D"] if pd else []), "configuration", "max num seqs", "conc.",
+         "tok/s per GPU", "tok/s per user", "$/Mtok", "SLO"],
         left=["GPU", "configuration"],
     )  # fmt: skip
     for p in result.front:
         t.add_row(
             p.gpu or "—",
             str(p.tp),
-            "—" if p.pd is None else p.deployment,
+            *([p.deployment if p.pd else "—"] if pd else []),
             p.candidate.config.label(),
             str(p.candidate.max_num_seqs),
             "—" if p.max_concurrency is None else str(p.max_concurrency),

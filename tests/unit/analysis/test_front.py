@@ -135,8 +135,6 @@ def test_vllm_flags_of_a_chain_and_a_schedule():
     assert "num_speculative_tokens_per_batch_size" in sched[-1]
 
 
-
-
 # ---------------------------------------------------------------- re-targeted deployments
 def roofline_data() -> dict:
     d = api.load_data(ROOFLINE)
@@ -271,9 +269,7 @@ def test_disaggregated_points_are_api_bench_runs_with_the_same_pools():
     dis = [p for p in result.points if p.disaggregated]
     # every candidate of every deployment at each split, beside the aggregated points
     assert len(dis) == 2 * len(agg) and {p.pd for p in dis} == {(1, 1), (2, 1)}
-    assert {(p.tp, p.candidate.label()) for p in dis} == {
-        (p.tp, p.candidate.label()) for p in agg
-    }
+    assert {(p.tp, p.candidate.label()) for p in dis} == {(p.tp, p.candidate.label()) for p in agg}
     seen_spec = set()
     for p in dis:
         hw = {} if p.tp == 1 else {"prefill_tp": p.tp, "decode_tp": p.tp}
