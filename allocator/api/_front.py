@@ -171,8 +171,10 @@ def front(
     if ratios:
         pools = []
         for d in deployed:
-            pool, said = analysis_disagg.disagg_scheduling(d.problem, async_scheduling)
-            pools.append(pool)
+            synced, said = analysis_disagg.disagg_scheduling(d.problem, async_scheduling)
+            # refused before any run: the KV a transfer moves needs serving.model
+            analysis_disagg.prompt_kv_bytes(synced, source.prompt_tokens[:1])
+            pools.append(synced)
             notes += [n for n in said if n not in notes]
     with capacity_workers.Workers(workers, ray, progress=progress) as pool:
         result = analysis_front.front(

@@ -23,7 +23,7 @@ from allocator.analysis.capacity.rate_search import candidates
 from allocator.analysis.replica import Configuration, kv_cache_tokens
 from allocator.analysis.request_source import request_source
 from allocator.core.hardware import GPUS
-from allocator.exceptions import InfeasibleError, ParameterError
+from allocator.exceptions import InfeasibleError, InputError, ParameterError
 from tests.unit.analysis import requests_problem as rp
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -327,3 +327,10 @@ def test_pd_ratios_without_disaggregated_is_refused():
     with pytest.raises(ParameterError) as exc:
         small_front(pd_ratios=[(1, 1)])
     assert exc.value.field == "pd_ratios"
+
+
+def test_disaggregated_points_need_the_models_kv_bytes_and_say_so_before_any_run():
+    calls = []
+    with pytest.raises(InputError) as exc:
+        small_front(disaggregated=True, progress=lambda done, total: calls.append(done))
+    assert exc.value.field == "serving.model" and calls == []
