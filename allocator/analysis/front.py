@@ -19,6 +19,15 @@ of a candidate on its deployment, the same requests and seed for every point:
     output_tokens_per_s_per_user = 1000 / mean_tpot_ms
     cost_per_mtok                = price_per_gpu_hour · TP / (3600 · output_throughput) · 10⁶
 
+**Disaggregated points** (``pd_ratios``, each ``(P, D)``): every candidate again as a
+prefill/decode disaggregated run (:func:`allocator.analysis.disagg_bench.bench_disagg`, as
+``allocator bench --prefill-replicas P --decode-replicas D`` runs it) of ``P`` prefill and
+``D`` decode replicas, both on the deployment's GPU and TP and at the candidate's
+``max_num_seqs``, speculation in the decode pool, the KV over ``kv_link``; the same
+requests and seed. Its GPUs are ``(P + D) · TP``: per-GPU throughput and cost divide by
+them. ``deployment`` says ``aggregated`` or ``P:D``; the point carries its fleet export
+(:func:`allocator.engines.vllm_disagg`'s text) beside the decode replica's flags.
+
 ``dominated``: some other point has at least its per-GPU and per-user throughput, one of
 them strictly higher (ties both kept); ``meets_slo``: every SLO met by the run, as capacity
 reads it (:meth:`allocator.analysis.capacity.slo.SLO.met`). Violating points stay in the
@@ -45,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..engines.disagg_exports import Pool, vllm_disagg
 from ..engines.vllm import config_text, schedule_config, speculative_config
 from ..exceptions import InfeasibleError, InputError, NotModelledError, ParameterError
 from ..sim import metric
@@ -53,6 +63,7 @@ from .capacity.rate_search import Candidate, candidates
 from .capacity.slo import SLO, clock_ms
 from .capacity.workers import Workers
 from .deployments import Deployment
+from .disagg_bench import bench_disagg
 from .replica import scheduler_limits
 
 if TYPE_CHECKING:
@@ -77,15 +88,19 @@ class Context:
     request_rate: float
     slos: tuple[SLO, ...]
     seed: int
+    disagg_problems: tuple[Any, ...] | None = None
+    kv_link: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
 class Job:
-    """One point: deployment ``where``, candidate, client concurrency (``None``: none)."""
+    """One point: deployment ``where``, candidate, client concurrency (``None``: none),
+    and ``pd``: the prefill and decode replica counts (``None``: aggregated)."""
 
     where: int
     candidate: Candidate
     max_concurrency: int | None
+    pd: tuple[int, int] | None = None
 
 
 @dataclass
@@ -115,15 +130,30 @@ def run_point(ctx: Context, job: Job) -> Run:
     problem = ctx.problems[job.where]
     cand = job.candidate
     try:
-        res = bench(
-            problem,
-            ctx.source,
-            cand.config,
-            ctx.request_rate,
-            max_num_seqs=cand.max_num_seqs,
-            max_concurrency=job.max_concurrency,
-            seed=ctx.seed,
-        )
+        if job.pd is None:
+            res = bench(
+                problem,
+                ctx.source,
+                cand.config,
+                ctx.request_rate,
+                max_num_seqs=cand.max_num_seqs,
+                max_concurrency=job.max_concurrency,
+                seed=ctx.seed,
+            )
+        else:
+            assert ctx.disagg_problems is not None
+            res = bench_disagg(
+                ctx.disagg_problems[job.where],
+                ctx.source,
+                cand.config,
+                ctx.request_rate,
+                prefill_replicas=job.pd[0],
+                decode_replicas=job.pd[1],
+                kv_link_name=ctx.kv_link,
+                prefill_max_num_seqs=cand.max_num_seqs,
+                decode_max_num_seqs=cand.max_num_seqs,
+                seed=ctx.seed,
+            )
     except InputError as exc:
         return Run(error=(type(exc).__name__, exc.field, exc.message))
     doc = res.to_dict(ctx.slos)
@@ -187,15 +217,32 @@ class FrontPoint:
     problem_file: str
     vllm_serve_flags: list[str]
     dominated: bool = False
+    pd: tuple[int, int] | None = None
+    fleet_export: str | None = None
 
     @property
     def speculative(self) -> bool:
         return self.candidate.config.speculative
 
+    @property
+    def disaggregated(self) -> bool:
+        return self.pd is not None
+
+    @property
+    def deployment(self) -> str:
+        """``aggregated`` or ``P:D``."""
+        return "aggregated" if self.pd is None else f"{self.pd[0]}:{self.pd[1]}"
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the point runs on: ``TP``, or ``(P + D) · TP``."""
+        return self.tp * (1 if self.pd is None else self.pd[0] + self.pd[1])
+
     def label(self) -> str:
         conc = "" if self.max_concurrency is None else f", concurrency {self.max_concurrency}"
         where = f"{self.gpu} TP{self.tp}" if self.gpu else f"TP{self.tp}"
-        return f"{where}: {self.candidate.label()}{conc}"
+        pd = "" if self.pd is None else f" P:D {self.deployment}"
+        return f"{where}{pd}: {self.candidate.label()}{conc}"
 
     def document(self) -> dict:
         c = self.candidate.config
@@ -208,6 +255,9 @@ class FrontPoint:
             "drafters": c.drafters,
             "k": c.k_document(),
             "speculative": c.speculative,
+            "deployment": self.deployment,
+            "prefill_replicas": None if self.pd is None else self.pd[0],
+            "decode_replicas": None if self.pd is None else self.pd[1],
             "output_tokens_per_s_per_gpu": _num(self.per_gpu),
             "output_tokens_per_s_per_user": _num(self.per_user),
             "cost_per_mtok": self.cost_per_mtok,
@@ -220,6 +270,7 @@ class FrontPoint:
             "problem_file": self.problem_file,
             "vllm_serve_flags": list(self.vllm_serve_flags),
             "engine_export": shlex.join(self.vllm_serve_flags),
+            "fleet_export": self.fleet_export,
         }
 
 
@@ -233,7 +284,8 @@ def _json_rate(rate: float) -> float | str:
 
 #: Columns of :meth:`FrontResult.csv`.
 CSV_COLUMNS = (
-    "gpu", "tp", "max_num_seqs", "max_concurrency", "drafters", "k", "speculative",
+    "gpu", "tp", "deployment", "max_num_seqs", "max_concurrency", "drafters", "k",
+    "speculative",
     "output_tokens_per_s_per_gpu", "output_tokens_per_s_per_user", "cost_per_mtok",
     "dominated", "meets_slo", "output_throughput", "mean_tpot_ms", "mean_ttft_ms",
     "p99_ttft_ms", "p99_itl_ms", "bench_command", "engine_export",
@@ -256,8 +308,9 @@ class FrontResult:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """``(P,)`` arrays for the plot: ``per_gpu``, ``per_user`` (tokens/s), and bools
-        ``speculative``, ``dominated``, ``meets_slo``, ``front_on`` and ``front_off`` (the
-        non-dominated points among the speculative ones, and among the others)."""
+        ``speculative``, ``disaggregated``, ``dominated``, ``meets_slo``, ``front_on`` and
+        ``front_off`` (the non-dominated points among the speculative ones, and among the
+        others, aggregated and disaggregated together)."""
         g = np.array([p.per_gpu for p in self.points], float)
         u = np.array([p.per_user for p in self.points], float)
         spec = np.array([p.speculative for p in self.points], bool)
@@ -269,6 +322,7 @@ class FrontResult:
             "per_gpu": g,
             "per_user": u,
             "speculative": spec,
+            "disaggregated": np.array([p.disaggregated for p in self.points], bool),
             "dominated": np.array([p.dominated for p in self.points], bool),
             "meets_slo": np.array([p.meets_slo for p in self.points], bool),
             "front_on": on,
@@ -355,9 +409,18 @@ def vllm_flags(problem: Problem, cand: Candidate, tp: int) -> list[str]:
         "--max-num-seqs", str(cand.max_num_seqs),
         "--max-num-batched-tokens", str(limits.max_num_batched_tokens),
     ]  # fmt: skip
+    config = spec_config(problem, cand)
+    if config is None:
+        return words
+    return [*words, "--speculative-config", json_one_line(config)]
+
+
+def spec_config(problem: Problem, cand: Candidate) -> dict | None:
+    """The candidate's ``--speculative-config`` object (:mod:`allocator.engines.vllm`: a
+    chain, or ``k`` by batch size); ``None`` with speculation off."""
     c = cand.config
     if not c.speculative:
-        return words
+        return None
     drafters = {d.name: d for d in problem.drafters}
     (name,) = c.drafters
     if c.k is not None:
@@ -369,7 +432,20 @@ def vllm_flags(problem: Problem, cand: Candidate, tp: int) -> list[str]:
             for b in range(1, cand.max_num_seqs + 1)
         ]
         config, _ = schedule_config(rows, drafters)
-    return [*words, "--speculative-config", json_one_line(config)]
+    return dict(config)
+
+
+def fleet_text(problem: Problem, cand: Candidate, tp: int, pd: tuple[int, int]) -> str:
+    """The disaggregated point's fleet export: :func:`allocator.engines.vllm_disagg`'s
+    text, ``P`` prefill and ``D`` decode replicas of ``tp`` GPUs at the candidate's
+    ``max_num_seqs`` and the scheduler's ``max_num_batched_tokens``, the decode pool's
+    speculation; the model named as bench's ``model_id`` (the problem's name: a problem file
+    names no served model)."""
+    limits = scheduler_limits(problem)
+    pools = [Pool(n, int(tp), cand.max_num_seqs, limits.max_num_batched_tokens) for n in pd]
+    export = vllm_disagg(problem.name, pools[0], pools[1],
+                         speculative_config=spec_config(problem, cand))  # fmt: skip
+    return export.text()
 
 
 def json_one_line(config: object) -> str:
@@ -386,6 +462,8 @@ def bench_words(
     source: RequestSource,
     n: int,
     seed: int,
+    pd: tuple[int, int] | None = None,
+    kv_link: str | None = None,
 ) -> str:
     """The ``allocator bench`` command reproducing one point's metrics: the candidate, the
     rate (none for staged loads, whose stages set the arrivals and the number of requests),
@@ -402,6 +480,10 @@ def bench_words(
         words += ["--request-rate", repr(float(rate))]
     if max_concurrency is not None:
         words += ["--max-concurrency", str(int(max_concurrency))]
+    if pd is not None:
+        words += ["--prefill-replicas", str(pd[0]), "--decode-replicas", str(pd[1])]
+        if kv_link is not None:
+            words += ["--kv-link", kv_link]
     if source.trace is not None:
         words += ["--trace", source.trace]
     else:
@@ -436,12 +518,28 @@ def front(
     problems_dir: str | None = None,
     notes: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
+    pd_ratios: Sequence[tuple[int, int]] = (),
+    disagg_problems: Sequence[Problem] | None = None,
+    kv_link: str | None = None,
 ) -> FrontResult:
     """Simulate every candidate of every deployment (module docstring) and mark the
     front. ``problem_path``: how bench commands name the file (its own deployment);
-    ``problems_dir``: where re-targeted files are named (default: beside it)."""
+    ``problems_dir``: where re-targeted files are named (default: beside it).
+    ``pd_ratios``: each candidate also disaggregated at each ``(P, D)``, on
+    ``disagg_problems`` (one per deployment, as bench runs both pools: synchronous
+    scheduling, :func:`allocator.analysis.disagg_bench.disagg_scheduling`); not with
+    ``max_concurrency``."""
     if not deployed:
         raise ParameterError("gpus", "no deployment to simulate")
+    ratios = check_pd_ratios(pd_ratios)
+    if ratios:
+        if max_concurrency is not None:
+            raise ParameterError(
+                "max_concurrency",
+                "is not modelled with disaggregation (one client's limit spans both pools)",
+            )
+        if disagg_problems is None or len(disagg_problems) != len(deployed):
+            raise ParameterError("pd_ratios", "give the problem of each deployment's pools")
     slos = tuple(slos)
     concs: list[int | None] = [None]
     if max_concurrency is not None:
@@ -453,10 +551,28 @@ def front(
     own = Workers(workers=1, progress=progress) if workers is None else workers
     try:
         return _run(deployed, source, float(request_rate), slos, concs, max_concurrency,
-                    max_num_seqs, seed, own, problem_path, problems_dir, all_notes)  # fmt: skip
+                    max_num_seqs, seed, own, problem_path, problems_dir, all_notes,
+                    (ratios, disagg_problems, kv_link))  # fmt: skip
     finally:
         if workers is None:
             own.close()
+
+
+def check_pd_ratios(pd_ratios: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The ``(P, D)`` pairs, each count an integer ``>= 1``, duplicates dropped, order
+    kept; a :class:`ParameterError` on ``pd_ratios`` otherwise."""
+    out: list[tuple[int, int]] = []
+    for pair in pd_ratios:
+        try:
+            p, d = pair
+        except (TypeError, ValueError):
+            raise ParameterError("pd_ratios", f"{pair!r}: expected a pair (P, D)") from None
+        for v in (p, d):
+            if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+                raise ParameterError("pd_ratios", f"{pair!r}: replica counts are integers >= 1")
+        if (int(p), int(d)) not in out:
+            out.append((int(p), int(d)))
+    return out
 
 
 def candidates_of(problem: Problem, max_num_seqs: Sequence[int] | None) -> tuple[list, list]:
@@ -489,8 +605,9 @@ def _raise(error: tuple[str, str, str]) -> None:
 
 def _run(
     deployed, source, request_rate, slos, concs, max_concurrency, max_num_seqs, seed,
-    pool: Workers, problem_path, problems_dir, all_notes,
+    pool: Workers, problem_path, problems_dir, all_notes, disagg: tuple,
 ) -> FrontResult:  # fmt: skip
+    ratios, disagg_problems, kv_link = disagg
     problems = tuple(d.problem for d in deployed)
     pool.expect(len(deployed))
     found = pool.map(_candidates_job, range(len(deployed)), (problems, max_num_seqs))
@@ -510,6 +627,7 @@ def _run(
             cands = list(by_config.values())
         per_deployment.append(list(cand_notes))
         jobs += [Job(i, c, conc) for c in cands for conc in concs]
+        jobs += [Job(i, c, None, pd) for c in cands for pd in ratios]
     common = [n for n in per_deployment[0] if all(n in other for other in per_deployment)]
     all_notes += common
     for d, cand_notes in zip(deployed, per_deployment, strict=True):
@@ -526,7 +644,8 @@ def _run(
             f"{len(jobs):,} simulations asked, at most {MAX_POINTS:,}: fewer GPUs, TPs, "
             "max_num_seqs or concurrencies",
         )
-    ctx = Context(problems, source, request_rate, slos, seed)
+    ctx = Context(problems, source, request_rate, slos, seed,
+                  None if not ratios else tuple(disagg_problems), kv_link)  # fmt: skip
     pool.expect(len(jobs))
 
     # the longest runs first (the fewest sequences at once take the most steps), so that
@@ -551,9 +670,10 @@ def _run(
         thr = float(m["output_throughput"])
         tpot = m.get("mean_tpot_ms")
         per_user = 1000.0 / float(tpot) if tpot else math.nan
-        per_gpu = thr / d.tp
+        gpus = d.tp * (1 if job.pd is None else sum(job.pd))
+        per_gpu = thr / gpus
         price = d.price_per_gpu_hour
-        cost = price * d.tp / (3600.0 * thr) * 1e6 if math.isfinite(price) and thr > 0 else None
+        cost = price * gpus / (3600.0 * thr) * 1e6 if math.isfinite(price) and thr > 0 else None
         file = problem_path if d.own else str(Path(where) / str(d.file_name))
         points.append(
             FrontPoint(
@@ -570,10 +690,22 @@ def _run(
                 cost,
                 price if math.isfinite(price) else None,
                 bench_words(
-                    file, job.candidate, request_rate, job.max_concurrency, source, n, seed
+                    file,
+                    job.candidate,
+                    request_rate,
+                    job.max_concurrency,
+                    source,
+                    n,
+                    seed,
+                    job.pd,
+                    kv_link,
                 ),
                 file,
                 vllm_flags(d.problem, job.candidate, d.tp),
+                pd=job.pd,
+                fleet_export=None
+                if job.pd is None
+                else fleet_text(d.problem, job.candidate, d.tp, job.pd),
             )  # fmt: skip
         )
     g = np.array([p.per_gpu for p in points])
@@ -603,9 +735,12 @@ __all__ = [
     "Run",
     "bench_words",
     "candidates_of",
+    "check_pd_ratios",
+    "fleet_text",
     "front",
     "json_one_line",
     "nondominated",
     "run_point",
+    "spec_config",
     "vllm_flags",
 ]

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_module
 from ..core.problem import Problem
-from ..exceptions import InfeasibleError, NotModelledError, ParameterError
+from ..exceptions import InfeasibleError, ParameterError
 from ._load import file_notes, load, load_data
 
 if TYPE_CHECKING:
     from ..analysis import deployments as analysis_deployments
+    from ..analysis import disagg_bench as analysis_disagg
     from ..analysis import front as analysis_front
     from ..analysis import request_source as analysis_request_source
     from ..analysis import scheduler_options
@@ -24,17 +25,18 @@ if TYPE_CHECKING:
     from ..analysis.front import FrontResult
 else:
     analysis_deployments = lazy_module("allocator.analysis.deployments")
+    analysis_disagg = lazy_module("allocator.analysis.disagg_bench")
     analysis_front = lazy_module("allocator.analysis.front")
     analysis_request_source = lazy_module("allocator.analysis.request_source")
     scheduler_options = lazy_module("allocator.analysis.scheduler_options")
     capacity_slo = lazy_module("allocator.analysis.capacity.slo")
     capacity_workers = lazy_module("allocator.analysis.capacity.workers")
 
-#: What ``disaggregated`` is answered with.
-NOT_DISAGGREGATED = (
-    "P/D disaggregation is not modelled yet: the front is of aggregated deployments "
-    "(each replica prefills and decodes)"
-)
+#: The P:D splits of ``disaggregated`` when none are given: one of each, then decode pools
+#: two and three times the prefill pool (a request holds a prefill replica for its prompt's
+#: pass and a decode replica for every output token, so decode needs the larger pool unless
+#: prompts are long beside outputs), and 2:1 for that case. At most 4 replicas a point.
+DEFAULT_PD_RATIOS = ((1, 1), (1, 2), (1, 3), (2, 1))
 
 
 def front(
@@ -55,6 +57,8 @@ def front(
     num_prompts: int | None = None,
     seed: int = 0,
     disaggregated: bool = False,
+    pd_ratios: Sequence[tuple[int, int]] | None = None,
+    kv_link: str | None = None,
     workers: int | None = None,
     ray: str | None = None,
     problems_dir: str | Path | None = None,
@@ -92,12 +96,39 @@ def front(
     problem; :attr:`FrontResult.problem_files` holds their data, the command line writes
     them).
 
-    Raises :class:`~allocator.exceptions.InfeasibleError` on ``slo`` when no point meets
-    every SLO (naming the closest SLO and its gap), unless ``require_slo`` is false;
-    :class:`~allocator.exceptions.NotModelledError` on ``disaggregated``."""
+    ``disaggregated``: besides the aggregated points, each candidate of each deployment
+    as ``P`` prefill and ``D`` decode replicas for each ``(P, D)`` of ``pd_ratios``
+    (default :data:`DEFAULT_PD_RATIOS`), both pools on the deployment's GPU and TP, the KV
+    over ``kv_link`` (default ``ib-ndr``), as ``allocator bench --prefill-replicas P
+    --decode-replicas D`` runs it (synchronous scheduling; not with ``max_concurrency``,
+    ``turns`` or ``async_scheduling=True``).
 
+    Raises :class:`~allocator.exceptions.InfeasibleError` on ``slo`` when no point meets
+    every SLO (naming the closest SLO and its gap), unless ``require_slo`` is false."""
+
+    ratios: list[tuple[int, int]] = []
     if disaggregated:
-        raise NotModelledError("disaggregated", NOT_DISAGGREGATED)
+        ratios = analysis_front.check_pd_ratios(
+            DEFAULT_PD_RATIOS if pd_ratios is None else pd_ratios
+        )
+        if not ratios:
+            raise ParameterError("pd_ratios", "give at least one P:D split")
+        if max_concurrency is not None:
+            raise ParameterError(
+                "max_concurrency",
+                "is not modelled with disaggregation (one client's limit spans both pools)",
+            )
+        if turns != 1:
+            raise ParameterError(
+                "turns",
+                "sessions are not modelled with disaggregation (a later turn waits for the "
+                "decode pool's finish)",
+            )
+        analysis_disagg.kv_link(kv_link)
+    else:
+        for value, name in ((pd_ratios, "pd_ratios"), (kv_link, "kv_link")):
+            if value is not None:
+                raise ParameterError(name, "only with disaggregated")
     slos = capacity_slo.parse_slos(slo) if slo else ()
     if num_prompts is None and slos and stages is None:
         num_prompts = capacity_slo.default_num_prompts(slos)[0]
@@ -136,6 +167,15 @@ def front(
     deployed = [replace(d, problem=_scheduled(d.problem, prefix_caching, async_scheduling))
                 for d in deployed]  # fmt: skip
     notes += file_notes(problem) + analysis_request_source.workload_notes(source)
+    pools: list[Problem] | None = None
+    if ratios:
+        pools = []
+        for d in deployed:
+            synced, said = analysis_disagg.disagg_scheduling(d.problem, async_scheduling)
+            # refused before any run: the KV a transfer moves needs serving.model
+            analysis_disagg.prompt_kv_bytes(synced, source.prompt_tokens[:1])
+            pools.append(synced)
+            notes += [n for n in said if n not in notes]
     with capacity_workers.Workers(workers, ray, progress=progress) as pool:
         result = analysis_front.front(
             deployed,
@@ -149,6 +189,9 @@ def front(
             problem_path=path,
             problems_dir=None if problems_dir is None else str(problems_dir),
             notes=notes,
+            pd_ratios=ratios,
+            disagg_problems=pools,
+            kv_link=kv_link,
         )
     missed = result.unmet()
     if missed is not None and require_slo:
@@ -164,4 +207,4 @@ def _scheduled(problem: Problem, prefix_caching: bool, async_scheduling: bool | 
     return problem
 
 
-__all__ = ["NOT_DISAGGREGATED", "front"]
+__all__ = ["DEFAULT_PD_RATIOS", "front"]

@@ -75,6 +75,23 @@ def int_list(text: str | None, flag: str, hi: int) -> list[int] | None:
     return values
 
 
+def pd_list(text: str | None) -> list[tuple[int, int]] | None:
+    """``--pd-ratios P:D[,P:D...]``, each count an integer ``>= 1``; :class:`InputError`
+    naming ``--pd-ratios``."""
+    if text is None:
+        return None
+    pairs = []
+    for item in text.split(","):
+        p, sep, d = item.strip().partition(":")
+        if not (sep and p.strip().isdigit() and d.strip().isdigit()):
+            raise InputError("--pd-ratios", f"expected P:D[,P:D...], got {text!r}")
+        pair = (int(p), int(d))
+        if min(pair) < 1:
+            raise InputError("--pd-ratios", f"replica counts are integers >= 1, got {item!r}")
+        pairs.append(pair)
+    return pairs
+
+
 def name_list(text: str | None) -> list[str] | None:
     if text is None:
         return None
@@ -103,18 +120,21 @@ def _fmt(x: float | None, spec: str = ",.1f") -> str:
 
 
 def front_table(result: FrontResult) -> object:
-    """The non-dominated points, by per-user throughput."""
+    """The non-dominated points, by per-user throughput (a ``P:D`` column when some
+    point is disaggregated)."""
+    pd = any(p.disaggregated for p in result.points)
     t = narrow_table(
         f"{result.problem}: the serving front, {len(result.front)} of "
         f"{len(result.points)} points non-dominated",
-        ["GPU", "TP", "configuration", "max num seqs", "conc.", "tok/s per GPU",
-         "tok/s per user", "$/Mtok", "SLO"],
+        ["GPU", "TP", *(["P:D"] if pd else []), "configuration", "max num seqs", "conc.",
+         "tok/s per GPU", "tok/s per user", "$/Mtok", "SLO"],
         left=["GPU", "configuration"],
     )  # fmt: skip
     for p in result.front:
         t.add_row(
             p.gpu or "—",
             str(p.tp),
+            *([p.deployment if p.pd else "—"] if pd else []),
             p.candidate.config.label(),
             str(p.candidate.max_num_seqs),
             "—" if p.max_concurrency is None else str(p.max_concurrency),
@@ -189,7 +209,23 @@ def front_command(
     ),
     seed: int = typer.Option(0, "--seed", min=0, max=MAX_SEED, help="Seed of every draw."),
     disaggregated: bool = typer.Option(
-        False, "--disaggregated", help="Prefill/decode disaggregation (not modelled yet)."
+        False,
+        "--disaggregated",
+        help="Also each candidate as prefill/decode disaggregated serving, both pools on "
+        "the deployment's GPU and TP, at each split of --pd-ratios.",
+    ),
+    pd_ratios: str = typer.Option(
+        None,
+        "--pd-ratios",
+        help="Prefill:decode replica counts, P:D[,P:D...] (default 1:1,1:2,1:3,2:1; with "
+        "--disaggregated).",
+        metavar="P:D[,P:D...]",
+    ),
+    kv_link: str = typer.Option(
+        None,
+        "--kv-link",
+        help="The inter-node link the KV crosses (default ib-ndr; with --disaggregated).",
+        metavar="LINK",
     ),
     workers: int = typer.Option(
         None,
@@ -235,6 +271,10 @@ def front_command(
     refused, naming the closest SLO.
     """
     precheck_outputs(json=json_path, csv=csv_path, plot=plot_path)
+    ratios = pd_list(pd_ratios)
+    for value, flag in ((ratios, "--pd-ratios"), (kv_link, "--kv-link")):
+        if value is not None and not disaggregated:
+            raise InputError(flag, "only with --disaggregated")
     if plot_path:
         plots.check_plot_path(plot_path, "--plot")
     if problems_dir is not None:
@@ -263,6 +303,8 @@ def front_command(
             num_prompts=num_prompts,
             seed=seed,
             disaggregated=disaggregated,
+            pd_ratios=ratios,
+            kv_link=kv_link,
             workers=workers,
             ray=ray,
             problems_dir=problems_dir,
@@ -300,6 +342,7 @@ def front_command(
             arrays["front_on"],
             arrays["front_off"],
             plot_path,
+            disaggregated=arrays["disaggregated"],
             title=f"{result.problem}: {len(result.points)} simulated deployments",
             slos=", ".join(s.text() + " ms" for s in result.slos),
             option="--plot",
@@ -332,4 +375,5 @@ __all__ = [
     "gpu_costs",
     "int_list",
     "name_list",
+    "pd_list",
 ]

@@ -94,7 +94,12 @@ def test_a_retargeted_points_bench_command_names_the_file_written(tmp_path):
         (["--tp", "16"], "--tp"),
         (["--max-num-seqs", "9"], "--max-num-seqs"),
         (["--slo", "p99_tpot_ms=0.001"], "--slo"),
-        (["--disaggregated"], "--disaggregated"),
+        (["--disaggregated", "--pd-ratios", "0:1"], "--pd-ratios"),
+        (["--disaggregated", "--pd-ratios", "1:2,3"], "--pd-ratios"),
+        (["--disaggregated", "--pd-ratios", "1:x"], "--pd-ratios"),
+        (["--pd-ratios", "1:1"], "--pd-ratios"),
+        (["--kv-link", "ib-ndr"], "--kv-link"),
+        (["--disaggregated", "--max-concurrency", "2"], "--max-concurrency"),
         (["--gpu-cost", "h200"], "--gpu-cost"),
         (["--gpu-cost", "h900=2"], "--gpu-cost"),
         (["--output-len", "1"], "--output-len"),
@@ -239,3 +244,32 @@ def test_the_scheduler_options_change_the_points(tmp_path):
     plain = metrics()
     assert metrics("--no-prefix-caching") != plain
     assert metrics("--no-async-scheduling") != plain
+
+
+def test_a_disaggregated_points_bench_command_reproduces_it(tmp_path):
+    out, png = tmp_path / "f.json", tmp_path / "f.png"
+    r = run("front", roofline_problem(tmp_path), *SHORT, "--max-num-seqs", "4",
+            "--disaggregated", "--pd-ratios", "1:2", "--json", out, "--plot", png)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    dis = [p for p in doc["points"] if p["deployment"] != "aggregated"]
+    assert dis and {p["deployment"] for p in dis} == {"1:2"}
+    chosen = [p for p in dis if p["speculative"]][:1] + [p for p in dis if not p["speculative"]]
+    for point in chosen:
+        assert "--prefill-replicas 1 --decode-replicas 2" in point["bench_command"]
+        assert bench_doc(point["bench_command"]) == point["metrics"], point["bench_command"]
+        assert point["fleet_export"].count("vllm serve") == 3
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_plot_draws_disaggregated_points_as_triangles(tmp_path):
+    u = np.array([100.0, 200.0, 300.0, 150.0])
+    g = np.array([900.0, 500.0, 100.0, 700.0])
+    spec = np.array([True, True, False, False])
+    dis = np.array([False, True, True, False])
+    none = np.zeros(4, bool)
+    got = plot_serving_front(u, g, spec, none, ~none, spec, ~spec, tmp_path / "f.png",
+                             disaggregated=dis)  # fmt: skip
+    assert got["triangles"] == 2
+    assert "prefill/decode disaggregated (P:D)" in got["legend"]
+    assert "speculation on P:D: non-dominated overall" in got["legend"]

@@ -23,7 +23,7 @@ from allocator.analysis.capacity.rate_search import candidates
 from allocator.analysis.replica import Configuration, kv_cache_tokens
 from allocator.analysis.request_source import request_source
 from allocator.core.hardware import GPUS
-from allocator.exceptions import InfeasibleError, NotModelledError, ParameterError
+from allocator.exceptions import InfeasibleError, InputError, ParameterError
 from tests.unit.analysis import requests_problem as rp
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -135,12 +135,6 @@ def test_vllm_flags_of_a_chain_and_a_schedule():
     assert "num_speculative_tokens_per_batch_size" in sched[-1]
 
 
-def test_disaggregated_is_refused_as_not_modelled():
-    with pytest.raises(NotModelledError) as exc:
-        small_front(disaggregated=True)
-    assert exc.value.field == "disaggregated" and "not modelled yet" in exc.value.message
-
-
 # ---------------------------------------------------------------- re-targeted deployments
 def roofline_data() -> dict:
     d = api.load_data(ROOFLINE)
@@ -247,3 +241,96 @@ def test_gpus_at_fitted_defaults_beside_gpus_at_peaks_are_said_not_like_for_like
     assert _default_notes([peak], None) == []
     own = {"serving": {"roofline": {"mem_eff": 0.7, "compute_eff": 0.6}}}
     assert _default_notes([fitted, peak], own) == []
+
+
+# ---------------------------------------------------------------- disaggregated points
+DISAGG = {**SHORT, "workers": 1, "max_num_seqs": [4], "disaggregated": True,
+          "pd_ratios": [(1, 1), (2, 1)]}  # fmt: skip
+
+
+def bench_kwargs(point: fr.FrontPoint) -> dict:
+    """``api.bench``'s arguments for the point's candidate, independently of its command."""
+    c = point.candidate.config
+    out: dict = {"max_num_seqs": point.candidate.max_num_seqs, "seed": 0, **SHORT}
+    if c.speculative:
+        out["drafters"] = list(c.drafters)
+        if c.k is None:
+            out["schedule"] = True
+        else:
+            out["k"] = c.k
+    return out
+
+
+def test_disaggregated_points_are_api_bench_runs_with_the_same_pools():
+    data = roofline_data()
+    result = api.front(data, gpus=["h100-sxm"], tp=[1, 2], gpu_cost={"h100-sxm": 3.0},
+                       **DISAGG)  # fmt: skip
+    agg = [p for p in result.points if not p.disaggregated]
+    dis = [p for p in result.points if p.disaggregated]
+    # every candidate of every deployment at each split, beside the aggregated points
+    assert len(dis) == 2 * len(agg) and {p.pd for p in dis} == {(1, 1), (2, 1)}
+    assert {(p.tp, p.candidate.label()) for p in dis} == {(p.tp, p.candidate.label()) for p in agg}
+    seen_spec = set()
+    for p in dis:
+        hw = {} if p.tp == 1 else {"prefill_tp": p.tp, "decode_tp": p.tp}
+        doc = api.bench(data, prefill_replicas=p.pd[0], decode_replicas=p.pd[1],
+                        **hw, **bench_kwargs(p)).to_dict()  # fmt: skip
+        assert {k: v for k, v in doc.items() if k not in fr.LEFT_OUT} == p.metrics, p.label()
+        gpus = (p.pd[0] + p.pd[1]) * p.tp
+        thr = p.metrics["output_throughput"]
+        assert p.per_gpu == thr / gpus
+        assert p.per_user == 1000.0 / p.metrics["mean_tpot_ms"]
+        assert p.cost_per_mtok == pytest.approx(3.0 * gpus / (3600.0 * thr) * 1e6, rel=1e-12)
+        d = p.document()
+        assert d["deployment"] == f"{p.pd[0]}:{p.pd[1]}"
+        assert f"--prefill-replicas {p.pd[0]} --decode-replicas {p.pd[1]}" in p.bench_command
+        assert p.fleet_export is not None and p.fleet_export.count("vllm serve") == sum(p.pd)
+        assert f"--tensor-parallel-size {p.tp}" in p.fleet_export
+        seen_spec.add(("--speculative-config" in p.fleet_export, p.speculative))
+    assert seen_spec == {(True, True), (False, False)}
+    assert all(p.document()["deployment"] == "aggregated" for p in agg)
+
+
+def test_the_front_with_disaggregated_points_is_the_brute_force_front():
+    result = api.front(roofline_data(), **DISAGG)
+    g = np.array([p.per_gpu for p in result.points])
+    u = np.array([p.per_user for p in result.points])
+    assert [not p.dominated for p in result.points] == brute_nondominated(g, u).tolist()
+    arrays = result.arrays()
+    spec, dis = arrays["speculative"], arrays["disaggregated"]
+    assert dis.any() and (~dis).any()
+    for side, key in ((spec, "front_on"), (~spec, "front_off")):
+        want = np.zeros(g.size, bool)
+        want[side] = brute_nondominated(g[side], u[side])
+        assert arrays[key].tolist() == want.tolist()
+
+
+@pytest.mark.parametrize(
+    ("options", "field"),
+    [
+        ({"pd_ratios": [(0, 1)]}, "pd_ratios"),
+        ({"pd_ratios": [(1, 2, 3)]}, "pd_ratios"),
+        ({"pd_ratios": []}, "pd_ratios"),
+        ({"max_concurrency": [2]}, "max_concurrency"),
+        ({"turns": 2}, "turns"),
+        ({"async_scheduling": True}, "async_scheduling"),
+        ({"kv_link": "carrier-pigeon"}, "kv_link"),
+    ],
+)
+def test_bad_disaggregated_input_is_refused_naming_the_parameter(options, field):
+    with pytest.raises(ParameterError) as exc:
+        api.front(roofline_data(), **{**DISAGG, **options})
+    assert exc.value.field == field
+
+
+def test_pd_ratios_without_disaggregated_is_refused():
+    with pytest.raises(ParameterError) as exc:
+        small_front(pd_ratios=[(1, 1)])
+    assert exc.value.field == "pd_ratios"
+
+
+def test_disaggregated_points_need_the_models_kv_bytes_and_say_so_before_any_run():
+    calls = []
+    with pytest.raises(InputError) as exc:
+        small_front(disaggregated=True, progress=lambda done, total: calls.append(done))
+    assert exc.value.field == "serving.model" and calls == []
