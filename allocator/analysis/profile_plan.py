@@ -107,6 +107,17 @@ NOISE = 0.02
 PRECISION = 0.25
 #: Most runs a plan takes.
 MAX_RUNS = 24
+#: Relative tolerance of the plan's criterion (the largest standard error): two run sets
+#: whose criteria differ by less than this share are tied, and a tie goes to the cheaper
+#: run (the candidates' cost order). The criterion comes from a finite-difference
+#: Jacobian through ``(JᵀJ)⁺``; its last digits move with the BLAS kernels (another CPU
+#: picks others), and a plan must not.
+TIE_RTOL = 1e-6
+
+
+def _at_most(a: float, b: float) -> bool:
+    """``a ≤ b`` up to :data:`TIE_RTOL` (relative; ``inf`` only matches ``inf``)."""
+    return a <= b or (np.isfinite(b) and a <= b + TIE_RTOL * abs(b))
 
 
 @dataclass(frozen=True)
@@ -250,8 +261,11 @@ def _flat(
     why = {**why, **flat}
     if why:
         return why, np.inf
-    cov = np.linalg.pinv(jac.T @ jac)
-    return why, float(NOISE * np.sqrt(np.max(np.diag(cov))))
+    # diag (JᵀJ)⁻¹ from J's own SVD, Σ_k V_jk² / s_k²: forming JᵀJ would square J's
+    # condition number, and with it the rounding that differs between BLAS kernels
+    _, sv, vt = np.linalg.svd(jac, full_matrices=False)
+    var = (vt**2 / sv[:, None] ** 2).sum(axis=0)
+    return why, float(NOISE * np.sqrt(np.max(var)))
 
 
 # ---------------------------------------------------------------- the plan
@@ -377,19 +391,29 @@ def profile_plan(
         return not w and e <= PRECISION
 
     while len(pick) < MAX_RUNS and not good(why, err):
-        best: tuple | None = None
-        for pos, j in enumerate(order):  # cheapest first: a tie keeps the cheaper run
+        scored: list[tuple[int, float, int, dict[str, str]]] = []
+        for pos, j in enumerate(order):  # cheapest first
             if j in pick:
                 continue
             got, e = _flat(roof, _rows(problem, cands, [*pick, j]), free)
             weighed += 1
             if progress is not None:
                 progress(weighed, weighed + _left(len(cands), len(pick), len(order) - pos - 1))
-            score = (len(got), e)
-            if best is None or score < best[0]:
-                best = (score, j, got, e)
-        if best is None or (best[0] >= (len(why), err) and len(pick) >= len(free)):
+            scored.append((len(got), e, j, got))
+        if not scored:
             break
+        # the fewest undetermined, then the smallest criterion up to TIE_RTOL of the
+        # smallest, then the cheapest (the first in cost order): no near-tie of the
+        # criterion's last digits decides
+        fewest = min(s[0] for s in scored)
+        low = min(s[1] for s in scored if s[0] == fewest)
+        n_got, e_best, j_best, got_best = next(
+            s for s in scored if s[0] == fewest and _at_most(s[1], low)
+        )
+        no_gain = n_got > len(why) or (n_got == len(why) and _at_most(err, e_best))
+        if no_gain and len(pick) >= len(free):
+            break
+        best = ((n_got, e_best), j_best, got_best, e_best)
         pick.append(best[1])
         why, err = best[2], best[3]
     # prune: drop the costliest runs the others do without
@@ -398,7 +422,7 @@ def profile_plan(
         if not rest:
             continue
         w, e = _flat(roof, _rows(problem, cands, rest), free)
-        if len(w) <= len(why) and (good(w, e) or e <= err):
+        if len(w) <= len(why) and (good(w, e) or _at_most(e, err)):
             pick, why, err = rest, w, e
     pick.sort(
         key=lambda j: (

@@ -12,11 +12,17 @@ passes, with every speculative row at ``k = 3``).
 :func:`combinations` finds them from the fitted predictor's sensitivities ``∂ step_r /
 ∂ f_i`` at the rows (``f_i`` a time parameter or ``1/η``), by differences along each
 ``f_i`` (exact where the step is linear in it): the null directions of the relative
-sensitivities, each column scaled to unit length (singular values below
-:data:`NULL_TOL` of the largest), say which
-parameters move together without changing any fitted step time; the combination of those
-parameters is the sensitivity row of the row most sensitive to the parameter, normalised
-to the first time parameter's coefficient, with its value at the fit.
+sensitivities, each column scaled to unit length (singular values at most
+:data:`NULL_TOL` of the largest), say which parameters move together without changing
+any fitted step time (linked through the projector onto those directions, which no
+choice of basis changes); the combination of those parameters is the sensitivity row of
+the row most sensitive to the parameter (a measured step time, so a combination the rows
+determine), normalised to the first time parameter's coefficient, with its value at the
+fit. Rows whose relative sensitivities are within :data:`ROW_RTOL` of the largest are
+tied, and a tie goes to the first of them in the rows' order: which row a near-tie picks
+must not move with the last digits of a BLAS kernel (two drafters with equal pass times
+at the same ``k`` give ``overhead_ms + 3·drafters.a.fixed_ms`` and ``… + 3·drafters.b.
+fixed_ms``, both determined; the report names the first drafter's on every CPU).
 """
 
 from __future__ import annotations
@@ -27,12 +33,16 @@ import numpy as np
 
 from ..model.steptime import RooflinePredictor, StepInputs
 
-__all__ = ["NULL_TOL", "combinations"]
+__all__ = ["NULL_TOL", "ROW_RTOL", "combinations"]
 
 #: A direction of the scaled sensitivities is flat below this share of the largest
 #: singular value (looser than the fit's 10⁻⁷: a direction held only by a 0.2% term,
 #: the KV write, is still reported with its combination).
 NULL_TOL = 1e-3
+#: Relative sensitivities of two rows to a parameter within this share of each other tie
+#: (the first row is taken), and a combination's coefficient below this share of its
+#: largest is 0.
+ROW_RTOL = 1e-6
 
 
 def _is_eff(name: str) -> bool:
@@ -64,7 +74,7 @@ def _sensitivities(
 def _term(c: float, name: str, first: bool) -> str:
     sign = "-" if c < 0 else "+"
     a = abs(c)
-    coef = "" if abs(a - 1.0) < 1e-9 and not _is_eff(name) else f"{a:.4g}"
+    coef = "" if abs(a - 1.0) < ROW_RTOL and not _is_eff(name) else f"{a:.4g}"
     body = f"{coef}/{name}" if _is_eff(name) else (f"{coef}·{name}" if coef else name)
     if first:
         return body if c > 0 else f"-{body}"
@@ -119,13 +129,14 @@ def combinations(
                 if int(m) not in group:
                     group.add(int(m))
                     todo.append(int(m))
-        r = int(np.argmax(np.abs(ds[:, j])))
+        sens = np.abs(ds[:, j])
+        r = int(np.flatnonzero(sens >= (1.0 - ROW_RTOL) * float(np.max(sens)))[0])
         members = sorted(group, key=lambda i: (_is_eff(names[i]), i))
         coef = {i: float(d[r, i]) for i in members}
         top = max(abs(c) for c in coef.values())
         if top <= 0:
             continue
-        kept = [i for i in members if abs(coef[i]) > 1e-9 * top]
+        kept = [i for i in members if abs(coef[i]) > ROW_RTOL * top]
         if len(kept) < 2:
             continue
         norm = coef[kept[0]]

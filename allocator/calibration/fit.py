@@ -16,7 +16,9 @@ here computes a step time):
 ``predicted / measured − 1`` (so every row counts by its percentage error, as
 reported), all parameters bounded below by 0, started from a non-negative linear fit
 (:func:`scipy.optimize.nnls`, compute term left out) and from that start with the
-compute term touching the most compute-heavy row; the lower cost wins. Parameters the
+compute term touching the most compute-heavy row; the lower cost wins, by more than
+:data:`COST_RTOL` relative (else the first start: a flat valley's two ends tie, and the
+fit must not pick by the last digits). Parameters the
 rows cannot determine are fixed at 0 and said so in ``notes``: the batch slopes (``v1``
 and every ``d1_i``) with one batch size measured, a drafter's ``d1_i`` when its
 speculative rows are at one batch size, ``overhead`` without a speculative row. When no
@@ -53,6 +55,7 @@ else:  # scipy loads when a fit runs
     special = lazy_module("scipy.special")
 
 __all__ = [
+    "COST_RTOL",
     "MIN_MS",
     "today_names",
     "Fit",
@@ -61,6 +64,13 @@ __all__ = [
     "form_of",
 ]
 
+
+#: Relative tolerance under which two starts' final costs tie (today's fit): where the
+#: rows leave a valley of equal cost (the compute term against a drafter's batch slope,
+#: with no row that needs the compute term), the starts end at different points of it
+#: with costs equal to the last digits, which move with the BLAS kernels; a tie goes to
+#: the first start, the linear one, in which no row is compute bound.
+COST_RTOL = 1e-9
 
 #: Smallest time written in today's tables (the format needs verify_ms and draft_ms
 #: positive), ms: a pass fitted at 0 is written as this, which moves no step time by
@@ -309,7 +319,10 @@ def _fit_today(problem: Problem, data: Measured, step_ms: np.ndarray) -> _TodayF
         res = optimize.least_squares(
             residuals, x0, bounds=(0.0, np.inf), method="trf", x_scale="jac", max_nfev=2000
         )
-        if best is None or res.cost < best.cost:
+        # a later start wins only when its cost is lower by more than COST_RTOL (and
+        # 1e-15, for exact fits): two
+        # ends of a flat valley tie, and the tie goes to the first start
+        if best is None or res.cost < best.cost * (1.0 - COST_RTOL) - 1e-15:
             best = res
     assert best is not None
     model = layout.unpack(best.x, n, problem.drafting, problem.names)
