@@ -58,9 +58,6 @@ def test_prefix_affinity_with_a_shared_prefix(tmp_path):
         (["--router", "session-affinity", "--shared-prefix-len", "10"],
          "--router: session-affinity needs requests that carry a session id; these requests "
          "carry none: give sessions (--turns), or a trace (--trace) with a session_id column"),
-        (["--router", "session-affinity", "--turns", "3"], "--replicas: sessions (--turns) are"),
-        (["--router", "prefix-affinity", "--shared-prefix-len", "10"],
-         "--replicas: prefix caching in a fleet of several replicas does not see"),
     ],
 )  # fmt: skip
 def test_bad_input(tmp_path, args, says):

@@ -224,6 +224,7 @@ def test_notebooks_are_stored_without_outputs_and_listed():
         "07-capacity",
         "08-requests-and-slos",
         "09-context-and-batch",
+        "10-serving-front",
     ]
     listing = text(DOCS / "notebooks-index.md")
     nav = (ROOT / "mkdocs.yml").read_text()
