@@ -53,7 +53,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -69,6 +68,7 @@ from ..model.under_load import need_serving, roofline_answers
 from ..sim import LATENCIES, arrival_times, summary
 from ..sim.requests import MAX_TOKENS
 from .bench import BenchResult, bench, model_id, plain_metrics
+from .measured_run import MeasuredRun
 from .replica import configuration, replica
 from .replica import run as simulate_run
 from .request_source import MAX_PROMPTS, RequestSource, derived_seeds
@@ -104,33 +104,6 @@ PER_REQUEST = ("ttfts", "itls", "errors", "generated_texts")
 
 
 # ---------------------------------------------------------------- measured runs
-@dataclass(frozen=True)
-class MeasuredRun:
-    """What one measured run says: the deployment (where stated), the configuration, the
-    workload to send again and the metrics under vLLM's keys."""
-
-    source: str
-    engine: str
-    model: str | None
-    hardware: str | None
-    tensor_parallel: int | None
-    k: int
-    request_rate: float
-    max_concurrency: int | None
-    burstiness: float
-    prompt_tokens: np.ndarray
-    output_tokens: np.ndarray
-    metrics: Mapping[str, float]
-    drafters: tuple[str, ...] | None = None
-    schedule: bool = False
-    pooled: bool = False
-    max_num_seqs: int | None = None
-    notes: tuple[str, ...] = ()
-    lengths_recorded: bool = False
-    #: the file's keys the lengths came from: per request, or the totals (fixed lengths)
-    length_keys: tuple[str, str] = ("input_lens", "output_lens")
-
-
 def _documents(path: Path, name: str) -> list[tuple[str, object]]:
     """The JSON objects of one file (the whole file, or one per line), each with where it
     is (the file as ``name``: :func:`allocator.io.inputs.shown_paths`); a file that is

@@ -47,8 +47,8 @@ from .replica import kv_cache_tokens, scheduler_limits
 
 if TYPE_CHECKING:
     from ..core.problem import Problem
+    from .measured_run import MeasuredRun
     from .replica import Configuration
-    from .validation import MeasuredRun
 
 #: The first idle gap between one segment (warm-up, run) and the next, s; widened tenfold
 #: until the server is idle across every gap.
