@@ -19,9 +19,13 @@ the replica's link (:attr:`Hardware.link`: each GPU's default intra-node link of
 roofline adds it as its own term (docs/design.md §8.12). Any imbalance of the split is
 ignored.
 
-Pipeline parallelism (``pp``) and expert parallelism (``ep``) are not modelled: a value
-above 1 is refused (:class:`~allocator.exceptions.NotModelledError` naming the field),
-never silently treated as tensor parallelism.
+Expert parallelism (``ep``) is vLLM's ``--enable-expert-parallel`` with one
+data-parallel rank: ``ep`` equals ``count``, the MoE layers' experts spread whole over the
+tensor-parallel group's GPUs while attention stays tensor-parallel (the roofline's
+"Expert parallelism", docs/design.md §8.12); any other ``ep`` above 1 is refused (more
+data-parallel ranks are more replicas here). Pipeline parallelism (``pp``) is not
+modelled: a value above 1 is refused (:class:`~allocator.exceptions.NotModelledError`
+naming the field), never silently treated as tensor parallelism.
 
 Left out for want of a vendor figure for every field: none of the six asked for. GPUs
 not listed here are refused, naming the ones that are.
@@ -268,8 +272,8 @@ class Hardware:
     Aggregate figures (:attr:`bandwidth_bytes_s`, :attr:`memory_bytes`,
     :meth:`flops`) are ``count`` times one GPU's (module docstring). interconnect : the
     link between its GPUs (:data:`allocator.core.interconnect.LINKS`), ``None`` for the
-    GPU's default. pp, ep : pipeline- and expert-parallel degrees, 1 (anything else is
-    refused as not modelled).
+    GPU's default. pp : pipeline-parallel degree, 1 (anything else is refused as not
+    modelled). ep : expert-parallel degree, 1 or ``count`` (module docstring).
     """
 
     gpu: GPU
@@ -294,6 +298,15 @@ class Hardware:
             v = whole(
                 getattr(self, key), f"serving.hardware.{key}", lo=1, floats=True, error=InputError
             )
+            if key == "ep" and v == self.count:
+                continue
+            if key == "ep" and v > 1:
+                raise NotModelledError(
+                    "serving.hardware.ep",
+                    f"{v} is not modelled: expert parallelism spans the replica's "
+                    f"{self.count} GPUs (give ep: {self.count} or 1; more data-parallel "
+                    "ranks are more replicas)",
+                )
             if v > 1:
                 raise NotModelledError(
                     f"serving.hardware.{key}",

@@ -145,13 +145,25 @@ class PrefillTable(Frozen):
 class HardwareSpec(Frozen):
     """The replica's accelerators: ``gpu`` from the bundled table, ``count`` of them under
     tensor parallelism over ``interconnect`` (default the GPU's link; core/interconnect.py).
-    ``pp``, ``ep``: not modelled, only 1 accepted (:class:`allocator.core.hardware.Hardware`)."""
+    ``pp``: not modelled, only 1 accepted. ``ep``: expert parallelism, 1 or ``count``
+    (vLLM's ``--enable-expert-parallel`` with one data-parallel rank: a mixture of experts'
+    experts spread whole over the ``count`` GPUs, attention tensor-parallel; a dense
+    model is refused) (:class:`allocator.core.hardware.Hardware`)."""
 
     gpu: Annotated[str, Field(min_length=1)]
     count: Annotated[int, Field(ge=1)] = 1
     interconnect: Annotated[str, Field(min_length=1)] | None = None
     pp: Annotated[int, Field(ge=1)] = 1
-    ep: Annotated[int, Field(ge=1)] = 1
+    ep: Annotated[
+        int,
+        Field(
+            ge=1,
+            description="Expert-parallel degree: 1, or count (vLLM's --enable-expert-parallel "
+            "with one data-parallel rank: a mixture of experts' routed experts spread whole "
+            "over the count GPUs, attention tensor-parallel). Other values and a dense "
+            "model are refused.",
+        ),
+    ] = 1
 
     @field_validator("gpu")
     @classmethod

@@ -95,12 +95,33 @@ gather, one each per pass. On one GPU ``comm_ms = 0`` exactly and every step tim
 what it was. A drafter with a spec all-reduces over the same GPUs (vLLM runs the draft
 model in the verifier's tensor-parallel group), with its own shape.
 
+**Expert parallelism** (``serving.hardware.ep = count``, a mixture-of-experts model).
+vLLM 0.33.0's ``--enable-expert-parallel`` with one data-parallel rank gives each MoE
+layer ``ep_size = tp_size`` and ``tp_size = 1`` (``FusedMoEParallelConfig.make``,
+``vllm/model_executor/layers/fused_moe/config.py``): each GPU holds ``E/n`` whole
+experts; attention, dense layers and shared experts stay tensor-parallel. No all-to-all
+runs: the default backend is ``allgather_reducescatter`` (``ParallelConfig.
+all2all_backend``, ``vllm/config/parallel.py``), but the MoE layer uses it only with more
+than one data-parallel (or context-parallel) rank or sequence-parallel MoE
+(``use_all2all_kernels`` there; ``ParallelConfig.use_sequence_parallel_moe`` needs
+``data_parallel_size > 1``). The tokens are already on every GPU after attention's
+all-reduce; each GPU applies its experts to the tokens routed to them, and the layer's
+partial outputs are all-reduced over the group as under tensor parallelism
+(``_maybe_reduce_final_output``, ``fused_moe/runner/moe_runner.py``: ``tp_size > 1 or
+ep_size > 1``). So the communication is the same two all-reduces per layer (a ring
+all-reduce is a reduce-scatter plus an all-gather, ``2(n − 1)/n · M / B``, the cost the
+all-gather + reduce-scatter backend would have), ``comm_ms`` and ``comm_eff`` unchanged.
+What changes is the expert read: a GPU reads its touched experts whole at one GPU's
+bandwidth, ``n·X`` each, and the pass waits for the busiest GPU, so ``cov(n_tok)``
+becomes ``n · E[max_g D_g]`` (:meth:`PeakTerms.coverage`,
+:mod:`.experts`: each GPU reads ``cov/n`` on average, tensor parallelism's
+bytes; the imbalance is what expert parallelism costs at small batches). The experts'
+arithmetic imbalance is not modelled. A dense model with ``ep > 1`` is refused.
+
 **Not modelled:** pipeline parallelism (vLLM 0.33.0 keeps ``pp`` batches in flight,
 ``VllmConfig.max_concurrent_batches`` in ``vllm/config/vllm.py``, each a different set
-of sequences through the ``pp`` stages, ``EngineCore.step_with_batch_queue`` in
-``vllm/v1/engine/core.py``: a decode step of one micro-batch takes every stage's time
-plus the stages' hand-offs, while ``pp`` of them overlap) and expert parallelism. A
-``serving.hardware.pp`` or ``ep`` above 1 is refused
+of sequences through the stages, ``EngineCore.step_with_batch_queue`` in
+``vllm/v1/engine/core.py``). A ``serving.hardware.pp`` above 1 is refused
 (:class:`~allocator.exceptions.NotModelledError`), never taken as tensor parallelism.
 
 **A step** (:meth:`RooflinePredictor.step_ms`)::
@@ -140,7 +161,6 @@ set of rows determines, the least squares) is calibration's,
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -149,9 +169,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 import numpy as np
 
 from ...core.interconnect import ring_allreduce_ms
-from ...exceptions import InputError
+from ...exceptions import InputError, NotModelledError
 from . import roofline_row
 from .base import StepInputs, StepTimePredictor, step_inputs
+from .experts import busiest_gpu_experts, expected_experts
 
 if TYPE_CHECKING:
     from ...core.hardware import Hardware
@@ -191,24 +212,6 @@ FACTOR_NAMES: tuple[str, ...] = (
 MIN_EFF = 1e-4
 #: Bounds of the p-norm exponent.
 P_BOUNDS = (1.0, 64.0)
-
-
-def expected_experts(n, experts: int, per_token: int) -> np.ndarray:
-    """Expected distinct experts touched by ``n`` tokens, each routed to ``per_token`` of
-    ``experts`` experts, uniformly and independently: ``E·(1 − (1 − k_e/E)^n)``.
-
-    Derivation: a token's ``k_e`` experts are a uniform ``k_e``-subset, so it misses a
-    given expert with probability ``C(E−1, k_e)/C(E, k_e) = 1 − k_e/E``; ``n`` independent
-    tokens all miss it with probability ``(1 − k_e/E)^n``; summing the indicator "expert
-    touched" over the ``E`` experts gives the expectation. ``n`` any shape, ``>= 0``
-    (fractional ``n`` interpolates); 0 for a dense model (``experts = 0``).
-    """
-    n = np.asarray(n, dtype=float)
-    if experts <= 0:
-        return np.zeros_like(n)
-    if per_token >= experts:
-        return np.where(n > 0, float(experts), 0.0)
-    return experts * -np.expm1(n * math.log1p(-per_token / experts))
 
 
 def combine(memory_ms: np.ndarray, compute_ms: np.ndarray, form: str, p: float) -> np.ndarray:
@@ -270,8 +273,10 @@ class PeakTerms:
     ``k_e`` (0 for a dense model).
     windows : ``(window, share of the layers)`` of the model's sliding windows (``()``:
     full attention everywhere; :meth:`attended`). prefill_attn : prefill's attention
-    arithmetic per pair over ``attn_ms``'s (1 but for latent attention). The last four
-    are the model's shape, set by its spec, never fitted.
+    arithmetic per pair over ``attn_ms``'s (1 but for latent attention). expert_gpus :
+    the GPUs the routed experts are spread over whole (expert parallelism; 1: each
+    expert split by tensor parallelism). The last five are the model's shape and
+    placement, set by the specs, never fitted.
     """
 
     weights_ms: float = 0.0
@@ -285,6 +290,7 @@ class PeakTerms:
     experts_per_token: int = 0
     windows: tuple[tuple[int, float], ...] = ()
     prefill_attn: float = 1.0
+    expert_gpus: int = 1
 
     @classmethod
     def from_specs(cls, hardware: Hardware, model: ModelSpec) -> PeakTerms:
@@ -297,6 +303,12 @@ class PeakTerms:
         flops = hardware.flops(model.compute_dtype, f"{model.field}.dtype")
         kv = model.kv_bytes_per_token * model.tp_kv_factor(hardware.count)
         per_token, per_pass = tp_allreduce(hardware, model)
+        ep = hardware.ep if model.experts else 1
+        if model.experts % ep:
+            raise NotModelledError(
+                "serving.hardware.ep",
+                f"{model.experts} experts do not split evenly over {ep} GPUs",
+            )
         return cls(
             weights_ms=1e3 * model.dense_read_bytes / bw,
             expert_ms=1e3 * model.expert_bytes / bw,
@@ -309,6 +321,7 @@ class PeakTerms:
             experts_per_token=model.experts_per_token,
             windows=model.window_shares,
             prefill_attn=model.prefill_attention_ratio,
+            expert_gpus=ep,
         )
 
     def attended(self, context: np.ndarray) -> np.ndarray:
@@ -334,6 +347,16 @@ class PeakTerms:
                 past = w * (w + 1.0) / 2.0 + (prompt - w) * w
                 pairs = pairs + s * np.where(prompt <= w, inside, past)
         return pairs if self.prefill_attn == 1.0 else pairs * self.prefill_attn
+
+    def coverage(self, n: np.ndarray) -> np.ndarray:
+        """Routed experts read by ``n`` tokens, in units of ``expert_ms``: ``cov(n)``
+        (:func:`expected_experts`), or under expert parallelism ``n_ep`` times the busiest
+        GPU's whole experts (:func:`.experts.busiest_gpu_experts`; module
+        docstring, "Expert parallelism")."""
+        e, k = self.experts, self.experts_per_token
+        if self.expert_gpus <= 1:
+            return expected_experts(n, e, k)
+        return self.expert_gpus * busiest_gpu_experts(n, e, k, self.expert_gpus)
 
     def values(self) -> tuple[float, ...]:
         return tuple(float(getattr(self, k)) for k in PEAK_NAMES)
@@ -463,6 +486,11 @@ class RooflinePredictor(StepTimePredictor):
         model's spec, or ``None`` for a drafter without one (an n-gram drafter, or a head
         whose cost is left to calibration). ``factors``: the other fields (efficiencies,
         ``form``, ``drafting``, ...)."""
+        if hardware.ep > 1 and not model.experts:
+            raise InputError(
+                "serving.hardware.ep",
+                f"{hardware.ep} needs a mixture-of-experts verifier; {model.field} is dense",
+            )
         items = list(drafters.items()) if isinstance(drafters, Mapping) else list(drafters)
         costs = tuple(
             DrafterCost(
@@ -530,7 +558,7 @@ class RooflinePredictor(StepTimePredictor):
         written = n if self.kv_write else 0.0
         traffic = (
             peak.weights_ms
-            + peak.expert_ms * expected_experts(n, peak.experts, peak.experts_per_token)
+            + peak.expert_ms * peak.coverage(n)
             + peak.kv_ms * (b * peak.attended(ctx) + written)
         )
         memory = traffic / self.mem_eff + fixed_ms + seq_ms * b
