@@ -6,7 +6,8 @@ step; on arrays of one element numpy's cost per call is most of that time. These
 row: the same operations in the same order on Python floats, which are IEEE doubles as
 float64 is, so the same bits (``tests/unit/steptime/test_roofline_row.py`` holds the two
 paths equal bit for bit over random inputs). Only for the max form without experts
-(:func:`by_floats`); the p-norm and a mixture of experts' coverage stay on the arrays.
+(:func:`by_floats`); the p-norm and a mixture of experts' coverage (expert parallelism's
+busiest GPU with it: it needs routed experts) stay on the arrays.
 """
 
 from __future__ import annotations

@@ -85,3 +85,16 @@ def test_the_pnorm_and_experts_stay_on_the_arrays():
     assert not roofline_row.by_floats(RooflinePredictor(peak=r.peak, form="pnorm"))
     moe = PeakTerms(weights_ms=1.0, expert_ms=0.1, experts=8, experts_per_token=2)
     assert not roofline_row.by_floats(RooflinePredictor(peak=moe))
+
+
+def test_expert_parallelism_stays_on_the_arrays_and_a_row_is_its_batchs_row():
+    """Expert parallelism needs routed experts, so its one-row step takes the array path:
+    the same bits as that row of a batch (the busiest GPU's experts per element)."""
+    ep = PeakTerms(weights_ms=1.0, expert_ms=0.1, experts=16, experts_per_token=2, expert_gpus=4)
+    r = RooflinePredictor(peak=ep, mem_eff=0.8, fixed_ms=0.2)
+    assert not roofline_row.by_floats(r)
+    b, t, c = np.array([1, 3, 40]), np.array([1, 2, 4]), np.array([0.0, 7.0, 900.0])
+    batch = r.verify_ms(step_inputs(np.zeros((3, 0), bool), 0, t, b, c, 0.0, 0))
+    for i in range(3):
+        one = r.verify_ms(step_inputs(np.zeros((1, 0), bool), 0, t[i], b[i], c[i], 0.0, 0))
+        assert one[0] == batch[i]

@@ -168,8 +168,9 @@ def test_bad_hardware_fields_are_one_line_each(tmp_path):
         _problem(tmp_path, {"gpu": "h100-sxm", "count": 4, "ep": 2})
     assert e.value.field == "serving.hardware.ep" and "\n" not in str(e.value)
     # ep = count is expert parallelism, which a dense model does not have
+    dense = _problem(tmp_path, {"gpu": "h100-sxm", "count": 4, "ep": 4})
     with pytest.raises(InputError) as e:
-        _problem(tmp_path, {"gpu": "h100-sxm", "count": 4, "ep": 4})
+        roofline_of(dense.serving, dense.names)
     assert e.value.field == "serving.hardware.ep" and "\n" not in str(e.value)
     # a count that does not divide the heads is refused, as before
     with pytest.raises(InputError, match="does not divide"):
