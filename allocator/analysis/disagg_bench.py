@@ -36,7 +36,7 @@ import numpy as np
 from ..core.interconnect import LINKS, Link
 from ..exceptions import InputError, NotModelledError, ParameterError
 from ..sim import PERCENTILES, summary
-from ..sim.disagg import TTFT_PARTS, DisaggResult, simulate_disagg
+from ..sim.disagg import TTFT_PARTS, DisaggResult, cut_content, simulate_disagg
 from ..sim.fleet import FleetResult, check_replicas
 from ..sim.results import max_output_tokens_per_s, spec_decode_counts
 from ..sim.routers import ROUTERS, get_router
@@ -270,11 +270,11 @@ def bench_disagg(
     p_rep = replica(p_prob, Configuration.off(config.names), prefill_max_num_seqs)
     d_rep = replica(d_prob, config, decode_max_num_seqs)
     requests = source.at(request_rate)
-    check_prefill(
-        p_prob,
-        p_rep,
-        dataclasses.replace(requests, output_tokens=np.ones(len(requests), dtype=np.int64)),
-    )
+    content = requests.content  # (the prefill pool's requests end at their first token)
+    if content is not None:
+        content = cut_content(content, requests.prompt_tokens + 1)
+    ones = np.ones(len(requests), dtype=np.int64)
+    check_prefill(p_prob, p_rep, dataclasses.replace(requests, output_tokens=ones, content=content))
     check_prefill(d_prob, d_rep, requests)
     kvb = prompt_kv_bytes(d_prob, requests.prompt_tokens)
     _, sim_seed = derived_seeds(seed)

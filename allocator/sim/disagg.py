@@ -44,15 +44,40 @@ replica's first token, the sum of five parts per request, each returned
 replica), the prefill (to its token there), the transfer, the decode queue (transfer's end
 to first scheduled on the decode replica) and the first decode step (to the first token).
 
+**Scheduling.** Each pool plays its ``Scheduler``'s: asynchronous by default, as vLLM
+0.33.0 runs a NIXL prefill or decode instance (``VllmConfig`` turns async scheduling on
+unless a pooling model, the executor, ROCm DeepEP DBO or the V1 runner's drafter or
+pipeline parallelism rule it out, and checks nothing of ``kv_transfer_config`` there,
+``vllm/config/vllm.py`` lines 1640-1719; ``Scheduler.__init__`` only defers freeing a KV
+consumer's blocks when batches overlap, ``scheduler.py`` lines 189-195). The prefill pool
+is :func:`~allocator.sim.fleet.simulate_fleet` with its replicas' async loop; a decode
+replica plays :func:`~allocator.sim.async_steps.turn` with :func:`schedule_decode` for the
+scheduling (:func:`turn_decode`), up to each arrival as the fleet plays a replica. A
+transferred request is then admitted by a turn and its first token sampled by the step
+launched there, as any waiting request under ``AsyncScheduler``.
+
+**What prompts share** (``Requests.content``): the prefill pool's requests carry it up
+to their first output token (:func:`cut_content`), and each prefill replica's prefix cache
+reads it (the fleet's ``_ReplicaContent``) when the prefill scheduler has prefix caching
+on. The decode pool runs without: with prefix caching on, vLLM 0.33.0's decode instance
+looks up its own cache first and asks the connector only for the tokens beyond the local
+hit (``scheduler.py`` lines 1109-1141, ``get_num_new_matched_tokens(request,
+block_aligned_local)``; ``nixl/pull_scheduler.py`` lines 59-65: ``count = actual -
+num_computed_tokens``), and caches the blocks received under their hashes when the
+transfer ends (``_update_waiting_for_remote_kv``, ``cache_blocks``, lines 3497-3501). So
+the bytes pulled depend on the decode replica's cache when it schedules the request,
+while here the transfer ends before the decode pool's router chooses the replica: the
+pull of a prefix the decode replica holds is counted in full (an upper bound on the
+transfer), and cached blocks are not kept for later requests there.
+
 **Simplifications**, all stated: the decode instance reserves the prompt's blocks when it
 admits the request after the transfer, not when it starts pulling (vLLM's
 ``WAITING_FOR_REMOTE_KVS`` holds them during the pull); the prefill instance frees its
 blocks when it samples (vLLM keeps them until the decode instance has read them); the
 transfer starts at the prefill's finish and shares no link with others (no contention);
-the HTTP round trips of the proxy take no time; the decode pool runs without prefix caching
-(its scheduler's ``cache`` must be off: a transferred prompt is a remote hit, not a local
-one); both pools play synchronous scheduling; no sessions (a later turn's send depends on
-the decode pool's finish); no ``max_concurrency``.
+the HTTP round trips of the proxy take no time; the decode pool runs without prefix
+caching (its scheduler's ``cache`` must be off, above); no sessions (a later turn's send
+depends on the decode pool's finish); no ``max_concurrency``.
 
 **Draws.** The prefill pool draws nothing (one output token, no decode step). The decode
 pool is played as :func:`~allocator.sim.fleet.simulate_fleet` plays a fleet, over the
@@ -72,10 +97,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import ParameterError
-from .config import Scheduler, StepTime
 from .async_steps import InFlight, launch, process
 from .async_steps import decode_stretch as async_stretch
-from .fast_path import decode_stretch
+from .config import Scheduler, StepTime
+from .fast_path import ManyStepTimes, decode_stretch
 from .fleet import FleetResult, OpenClient, check_replicas, concat_results
 from .fleet import simulate_fleet as _simulate_fleet
 from .policy import SpecPolicy
@@ -102,8 +127,6 @@ def admit_transferred(state: State, out: Scheduled) -> None:
     bs, L = pool.block_size, state.L
     pad = state.pad_to
     running_scheduled = out.m > 0
-    if pad and running_scheduled and isinstance(out.s, np.ndarray) and state.async_sched:
-        running_scheduled = bool((out.s[: out.m] > 0).any())  # (skipped: not scheduled)
     if pad and not out.plain and run.prefilling[: out.m].any():
         pad = 0  # a running request was a prefill chunk (scheduler.py lines 1309-1330)
     free = pool.free
@@ -154,7 +177,11 @@ def schedule_decode(state: State) -> Scheduled:
 
 
 def turn_decode(
-    state: State, flight: InFlight | None, step_ms: StepTime, many, stretches: bool = True
+    state: State,
+    flight: InFlight | None,
+    step_ms: StepTime,
+    many: ManyStepTimes | None = None,
+    stretches: bool = True,
 ) -> InFlight | None:
     """One turn of a decode replica's loop under async scheduling:
     :func:`~allocator.sim.async_steps.turn` with :func:`schedule_decode` for ``schedule``
@@ -291,6 +318,7 @@ class _DecodePool:
         processed a step ending at or before it."""
         st = self.states[r]
         client = st.client
+        assert isinstance(client, OpenClient)
         step_ms, many, stretches = self.step_ms, self.many, self.stretches
         flight = self.flight[r]
         while st.t < until and not (client.closed and client.finished >= client.count):
@@ -470,8 +498,10 @@ def simulate_disagg(
     :func:`~allocator.sim.simulate` takes them (the prefill pool's policy draws nothing:
     every request has one output token there); ``kv_bytes`` ``(N,)``: the KV bytes of each
     request's prompt; ``bandwidth_bytes_s`` (bytes/s, ``inf``: instant) and ``latency_s``
-    (s) the link's. ``ParameterError`` on ``requests`` (sessions), ``scheduler``
-    (asynchronous scheduling, ``max_concurrency``, prefix caching on the decode pool),
+    (s) the link's. Each pool plays its scheduler's scheduling (asynchronous or not) and
+    the prefill pool its prefix caching over ``requests.content``. ``ParameterError`` on
+    ``requests`` (sessions), ``scheduler`` (``max_concurrency``, prefix caching on the
+    decode pool),
     ``kv_bytes``, the link, the replica counts, ``router``, and whatever
     :func:`~allocator.sim.fleet.simulate_fleet` refuses."""
     if not isinstance(requests, Requests):
@@ -578,7 +608,9 @@ __all__ = [
     "TTFT_PARTS",
     "DisaggResult",
     "admit_transferred",
+    "cut_content",
     "schedule_decode",
     "simulate_disagg",
     "transfer_seconds",
+    "turn_decode",
 ]

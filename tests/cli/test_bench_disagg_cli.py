@@ -106,6 +106,19 @@ def test_both_pools_play_the_files_scheduling(tmp_path):
     assert on["mean_e2el_ms"] != off["mean_e2el_ms"]
 
 
+def test_a_shared_prefix_is_computed_once_in_the_prefill_pool(tmp_path):
+    """80 prompts of 500 tokens share their first 256 (16 blocks) on one prefill replica:
+    the first computes them, each of the 79 others hits them (vLLM caches a prompt's full
+    blocks when it is scheduled), so the hit rate is 79 · 256 / (80 · 500); the decode pool
+    runs without prefix caching (0)."""
+    p = problem_file(tmp_path)
+    doc = bench_doc(p, *FIXED, "--shared-prefix-len", "256", "--request-rate", "20",
+                    "--prefill-replicas", "1", "--decode-replicas", "2")  # fmt: skip
+    pools = doc["disaggregated"]["pools"]
+    assert pools["prefill"]["prefix_cache_hit_rate"] == pytest.approx(79 * 256 / (80 * 500))
+    assert pools["decode"]["prefix_cache_hit_rate"] == 0.0
+
+
 KNOWN = "known inter-node links: ib-hdr, ib-ndr, roce-200g, roce-400g"
 
 

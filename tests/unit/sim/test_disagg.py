@@ -160,12 +160,12 @@ def test_the_prefill_pool_shares_what_prompts_share(on):
     rest, sent 10 s apart to one prefill replica with prefix caching: the first computes
     ``P`` tokens, every later one hits the ``S`` shared tokens and computes ``P - S``
     (``C`` ms a token); vLLM counts ``P`` queried tokens a prompt."""
-    n, S, P, O = 5, 256, 400, 8
+    n, S, P, out = 5, 256, 400, 8
     ids = np.stack([np.zeros(n), 1 + 2 * np.arange(n), 2 + 2 * np.arange(n)], 1).ravel()
     content = TokenContent(
-        ids.astype(np.int64), np.tile([S, P - S, O], n), np.arange(0, 3 * n + 1, 3)
+        ids.astype(np.int64), np.tile([S, P - S, out], n), np.arange(0, 3 * n + 1, 3)
     )
-    req = Requests(np.arange(n) * 10.0, np.full(n, P), np.full(n, O), content=content)
+    req = Requests(np.arange(n) * 10.0, np.full(n, P), np.full(n, out), content=content)
     cached = Scheduler(8, 4096, 1 << 16, 16, None, on, True)
     res = simulate_disagg(
         req, (OFF, step, cached), (OFF, step, sched(8, on=on)), 1, 1, np.zeros(n), math.inf
