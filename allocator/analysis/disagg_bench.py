@@ -13,8 +13,9 @@ inter-node link of :data:`allocator.core.interconnect.LINKS` (``--kv-link``, def
 ``2 · layers · kv_heads · head_dim · bytes(kv_dtype)`` per token, the latent cache for
 latent attention, windowed layers capped at their window), one copy of it over one port
 (a replica whose GPUs each pull their own shard over their own port moves it faster: not
-modelled). Both pools play synchronous scheduling; the decode pool runs without prefix
-caching (:mod:`allocator.sim.disagg`).
+modelled). Both pools play the file's scheduling (asynchronous, vLLM's default, unless
+``--no-async-scheduling``); the prefill pool its prefix caching, the decode pool none
+(:mod:`allocator.sim.disagg` says why).
 
 The document is ``bench --json``'s with the whole run's metrics (the client's view: TTFT
 from the send to the decode replica's first token) and ``disaggregated``: the replica
@@ -35,7 +36,7 @@ import numpy as np
 from ..core.interconnect import LINKS, Link
 from ..exceptions import InputError, NotModelledError, ParameterError
 from ..sim import PERCENTILES, summary
-from ..sim.disagg import TTFT_PARTS, DisaggResult, simulate_disagg
+from ..sim.disagg import TTFT_PARTS, DisaggResult, cut_content, simulate_disagg
 from ..sim.fleet import FleetResult, check_replicas
 from ..sim.results import max_output_tokens_per_s, spec_decode_counts
 from ..sim.routers import ROUTERS, get_router
@@ -102,21 +103,16 @@ def disagg_settings(
 
 
 def disagg_scheduling(problem: Problem, async_scheduling: bool | None) -> tuple[Problem, list[str]]:
-    """The problem both pools are simulated with (synchronous scheduling), and the note
-    that says so when the file asked for vLLM's default, asynchronous scheduling;
-    ``ParameterError`` on ``async_scheduling`` when it is asked for explicitly."""
-    if async_scheduling:
-        raise ParameterError(
-            "async_scheduling",
-            "disaggregated pools are simulated with synchronous scheduling only: turn it off",
-        )
-    if not scheduler_limits(problem).async_scheduling:
-        return problem, []
-    note = (
-        "disaggregated pools are simulated with synchronous scheduling: vLLM's default, "
-        "asynchronous scheduling, is played for one aggregated replica only"
-    )
-    return with_async_scheduling(problem, False), [note]
+    """The problem both pools are simulated with: its scheduling as asked
+    (``async_scheduling``; ``None``: the file's, vLLM's default asynchronous scheduling
+    unless it says otherwise), and no note. vLLM 0.33.0 runs a NIXL prefill or decode
+    instance with asynchronous scheduling by default: ``VllmConfig`` turns it on unless a
+    pooling model, the executor, ROCm DeepEP DBO or the V1 runner's drafter or pipeline
+    parallelism rules it out, and checks nothing of ``kv_transfer_config`` there
+    (``vllm/config/vllm.py`` lines 1640-1719); the scheduler defers freeing a consumer's
+    blocks under it (lines 189-195 of ``vllm/v1/core/sched/scheduler.py``). ``ParameterError``
+    on ``async_scheduling`` when it is not a bool or ``None``."""
+    return with_async_scheduling(problem, async_scheduling), []
 
 
 def pool_problem(
@@ -228,8 +224,10 @@ def disagg_document(
     }
 
 
-def disagg_note(p: int, d: int, router: str, link: Link) -> str:
-    """What a disaggregated run's numbers are."""
+def disagg_note(p: int, d: int, router: str, link: Link, async_scheduling: bool = False) -> str:
+    """What a disaggregated run's numbers are (``async_scheduling``: the pools'
+    scheduling)."""
+    played = "asynchronous" if async_scheduling else "synchronous"
     lat = "no latency figure" if link.latency_us is None else f"{link.latency_us:g} µs"
     return (
         f"prefill/decode disaggregation: {p} prefill and {d} decode replicas, each pool "
@@ -237,7 +235,7 @@ def disagg_note(p: int, d: int, router: str, link: Link) -> str:
         f"prompt's KV crosses {link.name} ({link.bandwidth_gb_s:g} GB/s, {lat}). TTFT runs "
         "to the decode replica's first token, as vLLM's disaggregation proxy streams the "
         "decode instance's response; disaggregated.ttft_parts_ms splits it. Both pools "
-        "play synchronous scheduling, the decode pool without prefix caching; speculation "
+        f"play {played} scheduling, the decode pool without prefix caching; speculation "
         "runs in the decode pool only"
     )
 
@@ -264,8 +262,7 @@ def bench_disagg(
     ``decode_replicas`` decode replicas of the problem (module docstring): the
     ``source``'s requests at ``request_rate`` requests/s. ``prefill_problem`` and
     ``decode_problem``: a pool's replica on other hardware (:func:`pool_problem`; ``None``:
-    ``problem``'s). Every problem must play synchronous scheduling
-    (:func:`disagg_scheduling`)."""
+    ``problem``'s). Each pool plays its problem's scheduling (:func:`disagg_scheduling`)."""
     p_count, d_count, rule = disagg_settings(prefill_replicas, decode_replicas, router)
     link = kv_link(kv_link_name)
     p_prob = problem if prefill_problem is None else prefill_problem
@@ -273,11 +270,11 @@ def bench_disagg(
     p_rep = replica(p_prob, Configuration.off(config.names), prefill_max_num_seqs)
     d_rep = replica(d_prob, config, decode_max_num_seqs)
     requests = source.at(request_rate)
-    check_prefill(
-        p_prob,
-        p_rep,
-        dataclasses.replace(requests, output_tokens=np.ones(len(requests), dtype=np.int64)),
-    )
+    content = requests.content  # (the prefill pool's requests end at their first token)
+    if content is not None:
+        content = cut_content(content, requests.prompt_tokens + 1)
+    ones = np.ones(len(requests), dtype=np.int64)
+    check_prefill(p_prob, p_rep, dataclasses.replace(requests, output_tokens=ones, content=content))
     check_prefill(d_prob, d_rep, requests)
     kvb = prompt_kv_bytes(d_prob, requests.prompt_tokens)
     _, sim_seed = derived_seeds(seed)
@@ -300,12 +297,13 @@ def bench_disagg(
         if exc.field == "step_ms":
             raise NotModelledError("serving", f"no step time: {exc.message}") from None
         if exc.field == "scheduler":
-            raise ParameterError("async_scheduling", exc.message) from None
+            raise ParameterError("max_concurrency", exc.message) from None
         raise
     serving = d_prob.serving
     overhead = 0.0 if serving is None else float(serving.ttft_overhead_ms)
     result = outside_engine(res.whole, overhead)
-    all_notes = list(notes) + [disagg_note(p_count, d_count, rule, link)]
+    played = scheduler_limits(d_prob).async_scheduling
+    all_notes = list(notes) + [disagg_note(p_count, d_count, rule, link, played)]
     all_notes += list(d_rep.notes) + provenance_notes(problem)
     all_notes += acceptance_notes(problem, d_rep.config.members, d_rep.config.max_k)
     all_notes += lengths_note(

@@ -526,8 +526,8 @@ def front(
     front. ``problem_path``: how bench commands name the file (its own deployment);
     ``problems_dir``: where re-targeted files are named (default: beside it).
     ``pd_ratios``: each candidate also disaggregated at each ``(P, D)``, on
-    ``disagg_problems`` (one per deployment, as bench runs both pools: synchronous
-    scheduling, :func:`allocator.analysis.disagg_bench.disagg_scheduling`); not with
+    ``disagg_problems`` (one per deployment, as bench runs both pools: the scheduling
+    asked, :func:`allocator.analysis.disagg_bench.disagg_scheduling`); not with
     ``max_concurrency``."""
     if not deployed:
         raise ParameterError("gpus", "no deployment to simulate")

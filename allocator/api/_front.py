@@ -100,8 +100,8 @@ def front(
     as ``P`` prefill and ``D`` decode replicas for each ``(P, D)`` of ``pd_ratios``
     (default :data:`DEFAULT_PD_RATIOS`), both pools on the deployment's GPU and TP, the KV
     over ``kv_link`` (default ``ib-ndr``), as ``allocator bench --prefill-replicas P
-    --decode-replicas D`` runs it (synchronous scheduling; not with ``max_concurrency``,
-    ``turns`` or ``async_scheduling=True``).
+    --decode-replicas D`` runs it (both pools at the scheduling asked, the file's by
+    default; not with ``max_concurrency`` or ``turns``).
 
     Raises :class:`~allocator.exceptions.InfeasibleError` on ``slo`` when no point meets
     every SLO (naming the closest SLO and its gap), unless ``require_slo`` is false."""

@@ -185,11 +185,6 @@ def rate_table(doc: dict, request_rate: float, slos: str) -> Table:
 def check_disaggregated(kv_link: str | None, async_scheduling: bool | None, workload: dict):
     """Refuse what the disaggregated search cannot run before any simulation."""
     check_kv_link(kv_link)
-    if async_scheduling:
-        raise InputError(
-            "--async-scheduling", "disaggregated pools are simulated with synchronous "
-            "scheduling only: turn it off",
-        )  # fmt: skip
     if workload.get("turns", 1) != 1:
         raise InputError("--turns", "sessions are not modelled with --disaggregated")
 

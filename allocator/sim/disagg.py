@@ -44,15 +44,40 @@ replica's first token, the sum of five parts per request, each returned
 replica), the prefill (to its token there), the transfer, the decode queue (transfer's end
 to first scheduled on the decode replica) and the first decode step (to the first token).
 
+**Scheduling.** Each pool plays its ``Scheduler``'s: asynchronous by default, as vLLM
+0.33.0 runs a NIXL prefill or decode instance (``VllmConfig`` turns async scheduling on
+unless a pooling model, the executor, ROCm DeepEP DBO or the V1 runner's drafter or
+pipeline parallelism rule it out, and checks nothing of ``kv_transfer_config`` there,
+``vllm/config/vllm.py`` lines 1640-1719; ``Scheduler.__init__`` only defers freeing a KV
+consumer's blocks when batches overlap, ``scheduler.py`` lines 189-195). The prefill pool
+is :func:`~allocator.sim.fleet.simulate_fleet` with its replicas' async loop; a decode
+replica plays :func:`~allocator.sim.async_steps.turn` with :func:`schedule_decode` for the
+scheduling (:func:`turn_decode`), up to each arrival as the fleet plays a replica. A
+transferred request is then admitted by a turn and its first token sampled by the step
+launched there, as any waiting request under ``AsyncScheduler``.
+
+**What prompts share** (``Requests.content``): the prefill pool's requests carry it up
+to their first output token (:func:`cut_content`), and each prefill replica's prefix cache
+reads it (the fleet's ``_ReplicaContent``) when the prefill scheduler has prefix caching
+on. The decode pool runs without: with prefix caching on, vLLM 0.33.0's decode instance
+looks up its own cache first and asks the connector only for the tokens beyond the local
+hit (``scheduler.py`` lines 1109-1141, ``get_num_new_matched_tokens(request,
+block_aligned_local)``; ``nixl/pull_scheduler.py`` lines 59-65: ``count = actual -
+num_computed_tokens``), and caches the blocks received under their hashes when the
+transfer ends (``_update_waiting_for_remote_kv``, ``cache_blocks``, lines 3497-3501). So
+the bytes pulled depend on the decode replica's cache when it schedules the request,
+while here the transfer ends before the decode pool's router chooses the replica: the
+pull of a prefix the decode replica holds is counted in full (an upper bound on the
+transfer), and cached blocks are not kept for later requests there.
+
 **Simplifications**, all stated: the decode instance reserves the prompt's blocks when it
 admits the request after the transfer, not when it starts pulling (vLLM's
 ``WAITING_FOR_REMOTE_KVS`` holds them during the pull); the prefill instance frees its
 blocks when it samples (vLLM keeps them until the decode instance has read them); the
 transfer starts at the prefill's finish and shares no link with others (no contention);
-the HTTP round trips of the proxy take no time; the decode pool runs without prefix caching
-(its scheduler's ``cache`` must be off: a transferred prompt is a remote hit, not a local
-one); both pools play synchronous scheduling; no sessions (a later turn's send depends on
-the decode pool's finish); no ``max_concurrency``.
+the HTTP round trips of the proxy take no time; the decode pool runs without prefix
+caching (its scheduler's ``cache`` must be off, above); no sessions (a later turn's send
+depends on the decode pool's finish); no ``max_concurrency``.
 
 **Draws.** The prefill pool draws nothing (one output token, no decode step). The decode
 pool is played as :func:`~allocator.sim.fleet.simulate_fleet` plays a fleet, over the
@@ -72,12 +97,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..exceptions import ParameterError
+from .async_steps import InFlight, launch, process
+from .async_steps import decode_stretch as async_stretch
 from .config import Scheduler, StepTime
-from .fast_path import decode_stretch
+from .fast_path import ManyStepTimes, decode_stretch
 from .fleet import FleetResult, OpenClient, check_replicas, concat_results
 from .fleet import simulate_fleet as _simulate_fleet
 from .policy import SpecPolicy
-from .requests import Requests
+from .requests import Requests, TokenContent
 from .results import SimResult
 from .routers import Router, View, get_router
 from .scheduler import Scheduled, schedule_running, update_from_output
@@ -149,6 +176,33 @@ def schedule_decode(state: State) -> Scheduled:
     return out
 
 
+def turn_decode(
+    state: State,
+    flight: InFlight | None,
+    step_ms: StepTime,
+    many: ManyStepTimes | None = None,
+    stretches: bool = True,
+) -> InFlight | None:
+    """One turn of a decode replica's loop under async scheduling:
+    :func:`~allocator.sim.async_steps.turn` with :func:`schedule_decode` for ``schedule``
+    (the decode-only stretch admits nothing, so it is the same); returns the step then in
+    flight."""
+    if stretches and flight is not None and flight.plain:
+        played = async_stretch(state, flight, step_ms, many)
+        if played is not None:
+            return played
+    nxt: InFlight | None = None
+    if state.n or state.waiting:
+        out = schedule_decode(state)
+        if out.tokens:
+            start = state.t if flight is None else flight.end
+            nxt = launch(state, out, step_ms, start)
+    if flight is None:
+        return nxt
+    process(state, flight)
+    return nxt
+
+
 class _DecodePool:
     """The decode pool: ``count`` replicas behind ``router`` on one clock, played as
     :mod:`allocator.sim.fleet` plays a fleet (each replica up to an arrival before the
@@ -178,6 +232,8 @@ class _DecodePool:
         self.until: list[float] = []
         self.kv_seen: list[int] = []
         self.done: list[int] = []
+        self.flight: list[InFlight | None] = []  # async scheduling: each step in flight
+        self.drained: list[float] = []  # the clock after the turn that finished them all
         self.stretches = "kv_usage" not in router.reads
         self.many = getattr(step_ms, "many", None)
 
@@ -208,6 +264,8 @@ class _DecodePool:
             self.until.append(-math.inf)
             self.kv_seen.append(0)
             self.done.append(0)
+            self.flight.append(None)
+            self.drained.append(0.0)
 
     def admit(self, r: int, g: int) -> None:
         """Request ``g`` joins replica ``r``'s client (local index: its count so far)."""
@@ -232,6 +290,10 @@ class _DecodePool:
         client = st.client
         assert isinstance(client, OpenClient)
         client.horizon = until
+        if st.async_sched:
+            self.advance_async(r, until)
+            self.until[r] = until
+            return
         step_ms, many, stretches = self.step_ms, self.many, self.stretches
         if st.t <= until:
             self.kv_seen[r] = st.pool.used
@@ -248,6 +310,33 @@ class _DecodePool:
             if st.t <= until:
                 self.kv_seen[r] = st.pool.used
         self.until[r] = until
+
+    def advance_async(self, r: int, until: float) -> None:
+        """:meth:`advance` under async scheduling, as
+        :meth:`allocator.sim.fleet._Fleet.advance_async` plays a replica (no sessions): every
+        turn that starts before ``until`` (s), KV usage recorded after each turn that
+        processed a step ending at or before it."""
+        st = self.states[r]
+        client = st.client
+        assert isinstance(client, OpenClient)
+        step_ms, many, stretches = self.step_ms, self.many, self.stretches
+        flight = self.flight[r]
+        while st.t < until and not (client.closed and client.finished >= client.count):
+            st.take_sends()
+            if flight is None and st.n == 0 and not st.waiting:
+                s = client.next_send_time()
+                if s >= until:
+                    break
+                st.t = s
+                continue
+            ended = flight is not None
+            before = client.finished
+            flight = turn_decode(st, flight, step_ms, many, stretches)
+            if ended and st.t <= until:
+                self.kv_seen[r] = st.pool.used
+            if client.finished > before and client.finished >= client.count:
+                self.drained[r] = st.t
+        self.flight[r] = flight
 
     def look(self, view: View, a: float) -> None:
         reads = self.router.reads
@@ -291,6 +380,8 @@ class _DecodePool:
             assert isinstance(client, OpenClient)
             client.closed = True
             self.advance(r, math.inf)
+            if st.async_sched and client.count:
+                st.t = self.drained[r]  # (as the fleet: the turn that finished the last)
         return chosen
 
     def replica_result(self, r: int) -> SimResult | None:
@@ -337,6 +428,26 @@ class DisaggResult:
     ttft_parts: dict[str, np.ndarray]
     kv_bytes: np.ndarray
     transfer_s: np.ndarray
+
+
+def cut_content(content: TokenContent, keep: np.ndarray) -> TokenContent:
+    """Each request's first ``keep[i]`` tokens of ``content`` (``keep`` ``(N,)``, at most
+    its total, >= 1): its segments up to there, the last cut short (a segment's first
+    tokens are the same tokens, so they hash as the whole segment's do). The prefill
+    pool's requests end at their first output token."""
+    starts = content.starts
+    per = np.diff(starts)
+    owner = np.repeat(np.arange(per.size), per)
+    end = np.cumsum(content.lengths)
+    first = np.concatenate(([0], end))[starts[:-1]]  # tokens before each request
+    begin = end - content.lengths - first[owner]  # each segment's offset in its request
+    limit = np.asarray(keep, dtype=np.int64)[owner]
+    kept = begin < limit
+    lengths = np.minimum(content.lengths, limit - begin)[kept]
+    counts = np.bincount(owner[kept], minlength=per.size)
+    return TokenContent(
+        content.ids[kept], lengths, np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    )
 
 
 def transfer_seconds(kv_bytes: np.ndarray, bandwidth_bytes_s: float, latency_s: float):
@@ -387,8 +498,10 @@ def simulate_disagg(
     :func:`~allocator.sim.simulate` takes them (the prefill pool's policy draws nothing:
     every request has one output token there); ``kv_bytes`` ``(N,)``: the KV bytes of each
     request's prompt; ``bandwidth_bytes_s`` (bytes/s, ``inf``: instant) and ``latency_s``
-    (s) the link's. ``ParameterError`` on ``requests`` (sessions), ``scheduler``
-    (asynchronous scheduling, ``max_concurrency``, prefix caching on the decode pool),
+    (s) the link's. Each pool plays its scheduler's scheduling (asynchronous or not) and
+    the prefill pool its prefix caching over ``requests.content``. ``ParameterError`` on
+    ``requests`` (sessions), ``scheduler`` (``max_concurrency``, prefix caching on the
+    decode pool),
     ``kv_bytes``, the link, the replica counts, ``router``, and whatever
     :func:`~allocator.sim.fleet.simulate_fleet` refuses."""
     if not isinstance(requests, Requests):
@@ -409,11 +522,9 @@ def simulate_disagg(
     for _, _, sched in (prefill, decode):
         if not isinstance(sched, Scheduler):
             raise ParameterError("scheduler", "must be a Scheduler")
-        if sched.async_scheduling or sched.max_concurrency is not None:
+        if sched.max_concurrency is not None:
             raise ParameterError(
-                "scheduler",
-                "asynchronous scheduling and max_concurrency are not modelled in a "
-                "disaggregated pool",
+                "scheduler", "max_concurrency is not modelled in a disaggregated pool"
             )
     d_policy, d_step, d_sched = decode
     if d_sched.enable_prefix_caching:
@@ -429,7 +540,10 @@ def simulate_disagg(
     # 1. prefill: every request with one output token
     p_policy, p_step, p_sched = prefill
     ones = np.ones(n, dtype=np.int64)
-    p_requests = dataclasses.replace(requests, output_tokens=ones)
+    content = requests.content
+    if content is not None:  # what prompts share, as far as the first output token
+        content = cut_content(content, requests.prompt_tokens + 1)
+    p_requests = dataclasses.replace(requests, output_tokens=ones, content=content)
     p_run = _simulate_fleet(p_requests, p_policy, p_step, p_sched, p_count, router, seed)
     # 2. transfer
     done_p = p_run.fleet.finish_s
@@ -494,7 +608,9 @@ __all__ = [
     "TTFT_PARTS",
     "DisaggResult",
     "admit_transferred",
+    "cut_content",
     "schedule_decode",
     "simulate_disagg",
     "transfer_seconds",
+    "turn_decode",
 ]

@@ -75,7 +75,7 @@ def test_the_document(tmp_path):
     # speculation runs in the decode pool only
     assert "spec_decode_num_drafts" not in pools["prefill"]
     assert pools["decode"]["spec_decode_num_drafts"] == doc["spec_decode_num_drafts"] > 0
-    assert doc["async_scheduling"] is False
+    assert doc["async_scheduling"] is True  # vLLM's default, in both pools
     assert "2 prefill (max_num_seqs 4) + 3 decode replicas" in doc["label"]
 
 
@@ -87,6 +87,36 @@ def test_the_default_link_is_infiniband_ndr(tmp_path):
     assert link["name"] == "ib-ndr" and link["latency_us"] is None
     hand_ms = 500 * KV_PER_TOKEN / 50e9 * 1e3
     assert doc["disaggregated"]["ttft_parts_ms"]["transfer"]["mean"] == pytest.approx(hand_ms)
+
+
+def test_both_pools_play_the_files_scheduling(tmp_path):
+    """Without a flag both pools play vLLM's default, asynchronous scheduling (its runs
+    differ from synchronous ones: an arrival at a busy replica is scheduled a step later);
+    ``--no-async-scheduling`` plays the synchronous scheduler. The note says which."""
+    p = problem_file(tmp_path)
+    args = [*FIXED, "--request-rate", "20", "--prefill-replicas", "1", "--decode-replicas", "2"]
+    on = bench_doc(p, *args)
+    off = bench_doc(p, *args, "--no-async-scheduling")
+    assert on["async_scheduling"] is True and off["async_scheduling"] is False
+    for doc, word in ((on, "asynchronous"), (off, "synchronous")):
+        said = [n for n in doc["notes"] if n.startswith("prefill/decode disaggregation")]
+        assert len(said) == 1 and f"Both pools play {word} scheduling" in said[0], said
+        assert doc["completed"] == 80
+        assert len(doc["disaggregated"]["pools"]["decode"]["replicas"]) == 2
+    assert on["mean_e2el_ms"] != off["mean_e2el_ms"]
+
+
+def test_a_shared_prefix_is_computed_once_in_the_prefill_pool(tmp_path):
+    """80 prompts of 500 tokens share their first 256 (16 blocks) on one prefill replica:
+    the first computes them, each of the 79 others hits them (vLLM caches a prompt's full
+    blocks when it is scheduled), so the hit rate is 79 · 256 / (80 · 500); the decode pool
+    runs without prefix caching (0)."""
+    p = problem_file(tmp_path)
+    doc = bench_doc(p, *FIXED, "--shared-prefix-len", "256", "--request-rate", "20",
+                    "--prefill-replicas", "1", "--decode-replicas", "2")  # fmt: skip
+    pools = doc["disaggregated"]["pools"]
+    assert pools["prefill"]["prefix_cache_hit_rate"] == pytest.approx(79 * 256 / (80 * 500))
+    assert pools["decode"]["prefix_cache_hit_rate"] == 0.0
 
 
 KNOWN = "known inter-node links: ib-hdr, ib-ndr, roce-200g, roce-400g"
@@ -111,8 +141,6 @@ KNOWN = "known inter-node links: ib-hdr, ib-ndr, roce-200g, roce-400g"
          "--max-concurrency: is not modelled with disaggregation"),
         (["--prefill-replicas", "1", "--decode-replicas", "1", "--turns", "2"],
          "--turns: sessions are not modelled"),
-        (["--prefill-replicas", "1", "--decode-replicas", "1", "--async-scheduling"],
-         "--async-scheduling: disaggregated pools are simulated with synchronous"),
         (["--prefill-replicas", "1", "--decode-replicas", "1", "--router", "session-affinity"],
          "--router: session-affinity routes on a per-request key"),
     ],

@@ -51,7 +51,6 @@ def test_the_split_for_the_answers_configuration(tmp_path):
     [
         (["--disaggregated", "--kv-link", "pcie5-x16"], "--kv-link: not an inter-node link"),
         (["--kv-link", "ib-ndr"], "--kv-link: only with --disaggregated"),
-        (["--disaggregated", "--async-scheduling"], "--async-scheduling: disaggregated pools"),
         (["--disaggregated", "--turns", "2"], "--turns: sessions are not modelled"),
     ],
 )

@@ -313,7 +313,6 @@ def test_the_front_with_disaggregated_points_is_the_brute_force_front():
         ({"pd_ratios": []}, "pd_ratios"),
         ({"max_concurrency": [2]}, "max_concurrency"),
         ({"turns": 2}, "turns"),
-        ({"async_scheduling": True}, "async_scheduling"),
         ({"kv_link": "carrier-pigeon"}, "kv_link"),
     ],
 )

@@ -3,7 +3,8 @@ single replica.
 
 * One request alone: TTFT = prefill + transfer + the decode replica's one-token step, each
   part by hand, and E2EL adds ``O - 1`` lone decode steps.
-* With an instant link, the run is two single-replica runs composed: the prefill pool is
+* With an instant link, the run is two single-replica runs composed, under synchronous and
+  under asynchronous scheduling (vLLM's default) alike: the prefill pool is
   :func:`~allocator.sim.simulate` of the requests with one output token, and the decode
   pool is :func:`~allocator.sim.simulate` of the requests sent at their prefill's finish
   with a one-token prompt (a step time blind to the context, a cache and budget that never
@@ -12,10 +13,12 @@ single replica.
   decode pool's ITL then holds no prefill stall: every gap is at most the largest decode
   step plus one token per admitted request, while the aggregated replica's longest gap
   carries a whole prompt's prefill.
-* Little's law per pool and over the whole: the time in system the engine integrates
-  equals the sum of the requests' times in each.
+* Little's law per pool and over the whole, under either scheduling: the time in system
+  the engine integrates equals the sum of the requests' times in each.
+* What prompts share reaches the prefill pool: a shared prefix of ``S`` tokens is computed
+  once, each later prompt hits it (``S`` tokens a prompt) and prefills only the rest.
 * The transfer is ``latency + bytes / bandwidth``; the TTFT parts add up to the TTFT.
-* Bad input: the counts, the link, sessions, asynchronous scheduling, prefix caching on the
+* Bad input: the counts, the link, sessions, ``max_concurrency``, prefix caching on the
   decode pool.
 """
 
@@ -29,6 +32,7 @@ import pytest
 from allocator.exceptions import ParameterError
 from allocator.sim import Requests, Scheduler, SpecPolicy, arrival_times, simulate
 from allocator.sim.disagg import TTFT_PARTS, schedule_decode, simulate_disagg, transfer_seconds
+from allocator.sim.requests import TokenContent
 from allocator.sim.state import State
 
 OFF = SpecPolicy.fixed(0, [0.0, 1.0])
@@ -45,8 +49,11 @@ def step(b, k, ctx, pf):
     return decode_ms(b, k) + C * pf
 
 
-def sched(max_num_seqs: int, tokens: int = 1 << 20, budget: int = 1 << 16) -> Scheduler:
-    return Scheduler(max_num_seqs, budget, tokens, 16, None, False)
+def sched(
+    max_num_seqs: int, tokens: int = 1 << 20, budget: int = 1 << 16, on: bool = False
+) -> Scheduler:
+    """Synchronous scheduling; asynchronous with ``on``."""
+    return Scheduler(max_num_seqs, budget, tokens, 16, None, on)
 
 
 def poisson(n: int, rate: float, prompt: int, output: int, seed: int = 1) -> Requests:
@@ -72,18 +79,19 @@ def test_one_request_by_hand():
     assert sum(parts.values()) == pytest.approx(ttft, rel=1e-12)
 
 
+@pytest.mark.parametrize("on", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("policy", [OFF, SPEC], ids=["off", "k3"])
 @pytest.mark.parametrize("seed", [0, 3])
-def test_instant_link_is_two_single_replicas_composed(policy, seed):
+def test_instant_link_is_two_single_replicas_composed(policy, seed, on):
     req = poisson(300, 25.0, 600, 80, seed=seed + 10)
     res = simulate_disagg(
-        req, (OFF, step, sched(8)), (policy, step, sched(32)), 1, 1, np.full(300, 1e9),
-        math.inf, 0.0, seed=seed,
+        req, (OFF, step, sched(8, on=on)), (policy, step, sched(32, on=on)), 1, 1,
+        np.full(300, 1e9), math.inf, 0.0, seed=seed,
     )  # fmt: skip
     # the prefill pool: one output token each
     pre = simulate(
         Requests(req.arrival_s, req.prompt_tokens, np.ones(300, dtype=np.int64)),
-        OFF, step, sched(8), seed,
+        OFF, step, sched(8, on=on), seed,
     )  # fmt: skip
     assert np.array_equal(res.prefill.fleet.finish_s, pre.finish_s)
     assert np.array_equal(res.whole.first_scheduled_s, pre.first_scheduled_s)
@@ -92,9 +100,11 @@ def test_instant_link_is_two_single_replicas_composed(policy, seed):
     assert np.array_equal(res.decode_order, order)
     dec = simulate(
         Requests(pre.finish_s[order], np.ones(300, dtype=np.int64), req.output_tokens[order]),
-        policy, step, sched(32), seed,
+        policy, step, sched(32, on=on), seed,
     )  # fmt: skip
     w = res.whole
+    assert res.decode.fleet.steps == dec.steps
+    assert res.decode.fleet.duration_s == dec.duration_s
     assert np.array_equal(w.first_token_s[order], dec.first_token_s)
     assert np.array_equal(w.finish_s[order], dec.finish_s)
     assert np.array_equal(res.decode.fleet.itl_s, dec.itl_s)
@@ -102,21 +112,23 @@ def test_instant_link_is_two_single_replicas_composed(policy, seed):
     assert np.array_equal(w.decode_steps, dec.decode_steps)
     assert np.array_equal(res.ttft_parts["transfer"], np.zeros(300))
     # no prefill stall in the decode pool's ITL; the aggregated replica has them
-    agg = simulate(req, policy, step, sched(32), seed)
+    agg = simulate(req, policy, step, sched(32, on=on), seed)
     bound = (decode_ms(32, policy.max_k) + C * 32 * (1 + policy.max_k)) / 1e3
     assert w.itl_s.max() <= bound
     assert agg.itl_s.max() >= (decode_ms(1, policy.max_k) + C * 600) / 1e3
 
 
-def test_ttft_parts_add_up_and_littles_law_per_pool():
+@pytest.mark.parametrize("on", [False, True], ids=["sync", "async"])
+def test_ttft_parts_add_up_and_littles_law_per_pool(on):
     base = poisson(400, 30.0, 900, 60, seed=5)
     rng = np.random.default_rng(7)
     prompts, outputs = rng.integers(100, 1500, 400), rng.integers(2, 120, 400)
     req = Requests(base.arrival_s, prompts, outputs)
     kv = np.linspace(1e6, 5e7, 400)
     res = simulate_disagg(
-        req, (OFF, step, sched(4, budget=1024)), (SPEC, step, sched(24, tokens=40_000)), 2, 3,
-        kv, 5e9, 2e-5, router="least-requests", seed=2,
+        req, (OFF, step, sched(4, budget=1024, on=on)),
+        (SPEC, step, sched(24, tokens=40_000, on=on)), 2, 3, kv, 5e9, 2e-5,
+        router="least-requests", seed=2,
     )  # fmt: skip
     w = res.whole
     ttft = w.first_token_s - req.arrival_s
@@ -140,6 +152,28 @@ def test_ttft_parts_add_up_and_littles_law_per_pool():
     d = res.decode.fleet
     reach = res.prefill.fleet.finish_s + res.transfer_s
     np.testing.assert_array_equal(d.sent_s, reach[res.decode_order])
+
+
+@pytest.mark.parametrize("on", [False, True], ids=["sync", "async"])
+def test_the_prefill_pool_shares_what_prompts_share(on):
+    """Five prompts of ``P`` tokens, each a shared prefix of ``S`` (16 blocks) and its own
+    rest, sent 10 s apart to one prefill replica with prefix caching: the first computes
+    ``P`` tokens, every later one hits the ``S`` shared tokens and computes ``P - S``
+    (``C`` ms a token); vLLM counts ``P`` queried tokens a prompt."""
+    n, S, P, out = 5, 256, 400, 8
+    ids = np.stack([np.zeros(n), 1 + 2 * np.arange(n), 2 + 2 * np.arange(n)], 1).ravel()
+    content = TokenContent(
+        ids.astype(np.int64), np.tile([S, P - S, out], n), np.arange(0, 3 * n + 1, 3)
+    )
+    req = Requests(np.arange(n) * 10.0, np.full(n, P), np.full(n, out), content=content)
+    cached = Scheduler(8, 4096, 1 << 16, 16, None, on, True)
+    res = simulate_disagg(
+        req, (OFF, step, cached), (OFF, step, sched(8, on=on)), 1, 1, np.zeros(n), math.inf
+    )
+    assert res.prefill.fleet.prefix_cache[:2] == (n * P, (n - 1) * S)
+    hand = np.array([P] + [P - S] * (n - 1)) * C / 1e3
+    np.testing.assert_allclose(res.ttft_parts["prefill"], hand, rtol=1e-12)
+    assert np.isfinite(res.whole.finish_s).all()
 
 
 def test_transfer_seconds():
@@ -168,7 +202,8 @@ def test_a_transferred_request_preempted_recomputes_prompt_and_output():
         ({"bandwidth_bytes_s": 0.0}, "bandwidth_bytes_s"),
         ({"latency_s": -1.0}, "latency_s"),
         ({"kv_bytes": np.zeros(3)}, "kv_bytes"),
-        ({"decode": (OFF, step, Scheduler(4, 4096, 10**5, 16, None, True))}, "scheduler"),
+        ({"decode": (OFF, step, Scheduler(4, 4096, 10**5, 16, 2, False))}, "scheduler"),
+        ({"prefill": (OFF, step, Scheduler(4, 4096, 10**5, 16, 2, True))}, "scheduler"),
         (
             {"decode": (OFF, step, Scheduler(4, 4096, 10**5, 16, None, False, True))},
             "scheduler",
