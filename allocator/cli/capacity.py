@@ -182,7 +182,7 @@ def rate_table(doc: dict, request_rate: float, slos: str) -> Table:
     return t
 
 
-def check_disaggregated(kv_link: str | None, async_scheduling: bool | None, workload: dict):
+def check_disaggregated(kv_link: str | None, workload: dict):
     """Refuse what the disaggregated search cannot run before any simulation."""
     check_kv_link(kv_link)
     if workload.get("turns", 1) != 1:
@@ -505,7 +505,7 @@ def _rate_mode(
     if kv_link is not None and not split:
         raise InputError("--kv-link", "only with --disaggregated")
     if split:
-        check_disaggregated(kv_link, async_scheduling, workload)
+        check_disaggregated(kv_link, workload)
     if plot_path:
         if sweep_rate is None:
             raise InputError("--plot", "draws the rate sweep: give --sweep-rate LO:HI:STEPS")
